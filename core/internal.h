@@ -1,0 +1,138 @@
+/* backplane core: internal object layouts and helpers shared by core/.
+ *
+ * Not installed. Names with the bp__ prefix are internal to libbackplane
+ * (hidden visibility).
+ */
+#ifndef BACKPLANE_CORE_INTERNAL_H_
+#define BACKPLANE_CORE_INTERNAL_H_
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+
+#include "backplane/backplane.h"
+
+#define BP__HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------------------ */
+/* Errors and logging (core/runtime/status.c, core/runtime/log.c)            */
+/* ------------------------------------------------------------------------ */
+/* Sets the calling thread's message and returns `status`. */
+BP__HIDDEN bp_status_t bp__error(bp_status_t status, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* After a plugin call failed: keeps the plugin's reported message (or a
+ * generic one when it reported none), prefixed with "<plugin>: <what>: ". */
+BP__HIDDEN bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t status,
+                                        const char* what);
+/* Clears the calling thread's message (called at the start of API calls
+ * that go into a plugin, so a stale report is never attributed). */
+BP__HIDDEN void bp__clear_error(void);
+/* The host services table handed to every plugin. */
+BP__HIDDEN const bp_host_services_t* bp__host_services(void);
+
+BP__HIDDEN void bp__log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+BP__HIDDEN int bp__log_enabled(int32_t level);
+
+/* ------------------------------------------------------------------------ */
+/* Objects                                                                   */
+/* ------------------------------------------------------------------------ */
+struct bp_plugin {
+  bp_context_t* context; /* owner (not retained) */
+  char* name;
+  char* path;
+  char* version;
+  char* vendor;
+  uint32_t state;          /* enum bp_plugin_state */
+  bp_status_t reason_code;
+  char* reason;
+  void* library;           /* dlopen handle, NULL when skipped before load */
+  uint32_t abi_major, abi_minor; /* agreed */
+  /* Tables copied from the plugin, zero-extended to this header's size, so
+   * a slot the plugin's (older, smaller) table lacks reads as NULL. */
+  bpp_core_table_t core;
+  bpp_op_table_t ops;
+  bpp_caps_table_t caps;
+  bpp_exec_table_t exec;
+  bpp_comm_table_t comm;
+  int has_caps, has_exec, has_comm;
+  bp_plugin_vtable_t vtable; /* points at the copies above */
+  bpp_instance_t instance;
+  uint32_t device_count;
+  bp_device_t** devices;
+};
+
+struct bp_device {
+  bp_plugin_t* plugin;     /* owner */
+  uint32_t index;          /* within the plugin */
+  bpp_device_t handle;
+  char name[BP_MAX_NAME];  /* "<plugin>:<index>" */
+  bp_device_properties_t props;
+  uint32_t num_spaces;
+  bp_memory_space_info_t spaces[BP_MEMORY_KIND_COUNT_ * 2];
+  /* Internal stream for blocking helpers and staging; created lazily. */
+  pthread_mutex_t lock;
+  bp_stream_t* internal_stream;
+};
+
+struct bp_context {
+  atomic_int refcount;
+  pthread_mutex_t lock; /* guards plugin/device arrays during registration */
+  uint32_t plugin_count, plugin_capacity;
+  bp_plugin_t** plugins;
+  uint32_t device_count, device_capacity;
+  bp_device_t** devices;
+};
+
+struct bp_buffer {
+  atomic_int refcount;
+  bp_device_t* device;
+  bpp_buffer_t handle;
+  uint64_t size;
+  uint32_t memory_kind;
+  /* Streams that used the buffer since allocation; the final release waits
+   * for them before freeing (guarded by `lock`). */
+  pthread_mutex_t lock;
+  uint32_t num_users;
+  bp_stream_t* users[8];
+};
+
+struct bp_stream {
+  atomic_int refcount;
+  bp_device_t* device;
+  bpp_stream_t handle;
+};
+
+struct bp_event {
+  atomic_int refcount;
+  bp_device_t* device;
+  bpp_event_t handle;
+  uint32_t flags;
+  atomic_int recorded;
+};
+
+struct bp_tensor {
+  atomic_int refcount;
+  bp_buffer_t* buffer; /* retained */
+  uint32_t dtype;
+  uint32_t rank;
+  int64_t sizes[BP_MAX_RANK];
+  int64_t strides[BP_MAX_RANK];
+  uint64_t byte_offset;
+};
+
+/* ------------------------------------------------------------------------ */
+/* Cross-file helpers                                                        */
+/* ------------------------------------------------------------------------ */
+/* Records that `stream` uses `buffer` (core/runtime/buffer.c). */
+BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
+/* The device's internal stream (created on first use). Borrowed. */
+BP__HIDDEN bp_status_t bp__device_internal_stream(bp_device_t* device, bp_stream_t** out_stream);
+/* Checked arithmetic: nonzero on overflow. */
+BP__HIDDEN int bp__mul_overflow_i64(int64_t a, int64_t b, int64_t* out);
+/* Byte span [lo, hi) touched by a tensor descriptor; nonzero on overflow. An
+ * empty tensor touches nothing (lo == hi). */
+BP__HIDDEN int bp__tensor_span(uint32_t dtype, uint32_t rank, const int64_t* sizes,
+                               const int64_t* strides, uint64_t byte_offset, uint64_t* out_lo,
+                               uint64_t* out_hi);
+
+#endif /* BACKPLANE_CORE_INTERNAL_H_ */

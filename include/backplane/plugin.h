@@ -294,15 +294,23 @@ typedef struct bp_op_call {
   uint32_t op_id; /* enum bp_op_id */
   uint32_t num_inputs;
   uint32_t num_outputs;
+  /* Elementwise and reduction ops: the dtype the math is done in (PyTorch's
+   * common dtype after type promotion, or the accumulation dtype). Inputs
+   * are converted to it on load, results to the output dtype on store. */
+  uint32_t compute_dtype;
+  uint32_t reserved0;
   const bp_tensor_desc_t* inputs;
   const bp_tensor_desc_t* outputs;
   const void* attrs; /* the op's attribute struct, or NULL (bp_no_attrs_t) */
   const void* next;
 } bp_op_call_t;
-#define BP_OP_CALL_V1_SIZE 48u
+#define BP_OP_CALL_V1_SIZE 56u
 
 /* Enqueues the op on `stream` (externally synchronized). Returns after
- * enqueueing; errors found while running surface at the next synchronize. */
+ * enqueueing; errors found while running surface at the next synchronize.
+ * `call` and everything it points to (descriptors, attrs) are valid only
+ * during this call: a plugin that runs the op later copies what it needs.
+ * Buffers stay alive until the work completes (the core guarantees it). */
 typedef bp_status_t (*bpp_op_launch_fn)(bpp_stream_t stream, const bp_op_call_t* call);
 
 typedef struct bpp_op_table {

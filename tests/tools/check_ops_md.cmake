@@ -1,0 +1,11 @@
+# Fails when docs/ops.md differs from what bp-opdoc generates now (without
+# conformance columns). Regenerate with scripts/gen-docs.sh.
+execute_process(COMMAND ${OPDOC} OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "bp-opdoc failed (${rc})")
+endif()
+file(READ ${DOC} committed)
+string(FIND "${committed}" "${generated}" at)
+if(NOT at EQUAL 0)
+  message(FATAL_ERROR "docs/ops.md is stale: run scripts/gen-docs.sh")
+endif()

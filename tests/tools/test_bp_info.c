@@ -1,0 +1,120 @@
+/* bp-info --json: schema and the CPU plugin's devices (BP_CPU_DEVICES). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Runs bp-info with `env` (e.g. "BP_CPU_DEVICES=4 ") and parses its JSON. */
+static cJSON* run_bp_info(const char* env, const char* args) {
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "env %s '%s' %s", env, BP_INFO_PATH, args);
+  FILE* p = popen(cmd, "r");
+  assert_non_null(p);
+  static char buf[1 << 20];
+  size_t n = fread(buf, 1, sizeof buf - 1, p);
+  buf[n] = '\0';
+  assert_int_equal(pclose(p), 0);
+  cJSON* root = cJSON_Parse(buf);
+  assert_non_null(root);
+  return root;
+}
+
+static const cJSON* find_plugin(const cJSON* root, const char* name) {
+  const cJSON* plugins = cJSON_GetObjectItemCaseSensitive(root, "plugins");
+  assert_true(cJSON_IsArray(plugins));
+  const cJSON* p;
+  cJSON_ArrayForEach(p, plugins) {
+    const cJSON* n = cJSON_GetObjectItemCaseSensitive(p, "name");
+    if (cJSON_IsString(n) && !strcmp(n->valuestring, name)) return p;
+  }
+  return NULL;
+}
+
+static void check_cpu_devices(const char* env, int expected) {
+  cJSON* root = run_bp_info(env, "--json");
+  const cJSON* abi = cJSON_GetObjectItemCaseSensitive(root, "abi");
+  assert_true(cJSON_IsString(abi));
+  assert_string_equal(abi->valuestring, "1.0");
+  const cJSON* cpu = find_plugin(root, "cpu");
+  assert_non_null(cpu);
+  const char* keys[] = {"name", "path", "status", "reason", "abi"};
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; ++i)
+    assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cpu, keys[i])));
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(cpu, "status")->valuestring, "loaded");
+  const cJSON* devices = cJSON_GetObjectItemCaseSensitive(cpu, "devices");
+  assert_true(cJSON_IsArray(devices));
+  assert_int_equal(cJSON_GetArraySize(devices), expected);
+  const cJSON* d;
+  cJSON_ArrayForEach(d, devices) {
+    assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(d, "name")));
+    const cJSON* kind = cJSON_GetObjectItemCaseSensitive(d, "kind");
+    assert_true(cJSON_IsString(kind));
+    assert_string_equal(kind->valuestring, "cpu");
+    const cJSON* mem = cJSON_GetObjectItemCaseSensitive(d, "memory_bytes");
+    assert_true(cJSON_IsNumber(mem));
+    assert_true(mem->valuedouble > 0);
+  }
+  cJSON_Delete(root);
+}
+
+static void test_cpu_one_device_by_default(void** state) {
+  (void)state;
+  check_cpu_devices("-u BP_CPU_DEVICES", 1);
+}
+
+static void test_cpu_four_devices(void** state) {
+  (void)state;
+  check_cpu_devices("BP_CPU_DEVICES=4", 4);
+}
+
+static void test_skipped_plugin_has_reason(void** state) {
+  (void)state;
+  /* A corrupt manifest on the plugin path is listed as skipped with a reason. */
+  char dir[] = "/tmp/bp_info_test_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char path[600];
+  snprintf(path, sizeof path, "%s/broken.json", dir);
+  FILE* f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("{ this is not json", f);
+  fclose(f);
+  char env[700];
+  snprintf(env, sizeof env, "BACKPLANE_PLUGIN_PATH=%s", dir);
+  cJSON* root = run_bp_info(env, "--json");
+  const cJSON* plugins = cJSON_GetObjectItemCaseSensitive(root, "plugins");
+  int skipped = 0;
+  const cJSON* p;
+  cJSON_ArrayForEach(p, plugins) {
+    const cJSON* status = cJSON_GetObjectItemCaseSensitive(p, "status");
+    if (cJSON_IsString(status) && !strcmp(status->valuestring, "skipped")) {
+      const cJSON* reason = cJSON_GetObjectItemCaseSensitive(p, "reason");
+      assert_true(cJSON_IsString(reason));
+      assert_true(strlen(reason->valuestring) > 0);
+      ++skipped;
+    }
+  }
+  assert_int_equal(skipped, 1);
+  /* The CPU plugin still loads beside the broken one. */
+  const cJSON* cpu = find_plugin(root, "cpu");
+  assert_non_null(cpu);
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(cpu, "status")->valuestring, "loaded");
+  cJSON_Delete(root);
+  remove(path);
+  rmdir(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cpu_one_device_by_default),
+      cmocka_unit_test(test_cpu_four_devices),
+      cmocka_unit_test(test_skipped_plugin_has_reason),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -100,6 +100,9 @@ struct bp_stream {
   atomic_int refcount;
   bp_device_t* device;
   bpp_stream_t handle;
+  /* Nonzero for the device's internal stream: it holds no context reference
+   * (the device owns it and releases it when it closes). */
+  int internal;
 };
 
 struct bp_event {
@@ -125,10 +128,23 @@ struct bp_tensor {
 /* ------------------------------------------------------------------------ */
 /* Records that `stream` uses `buffer` (core/runtime/buffer.c). */
 BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
-/* The device's internal stream (created on first use). Borrowed. */
+/* The device's internal stream (created on first use). Borrowed. Like any
+ * stream it is externally synchronized: callers that may run concurrently
+ * serialize their use of it. */
 BP__HIDDEN bp_status_t bp__device_internal_stream(bp_device_t* device, bp_stream_t** out_stream);
-/* Checked arithmetic: nonzero on overflow. */
+/* Releases the device's internal stream, if one was created. Called by the
+ * device close code before the plugin's device_close (core/runtime/stream.c). */
+BP__HIDDEN void bp__device_release_internal(bp_device_t* device);
+/* Checked arithmetic (core/runtime/arith.c): nonzero on overflow. */
 BP__HIDDEN int bp__mul_overflow_i64(int64_t a, int64_t b, int64_t* out);
+BP__HIDDEN int bp__add_overflow_i64(int64_t a, int64_t b, int64_t* out);
+BP__HIDDEN int bp__add_overflow_u64(uint64_t a, uint64_t b, uint64_t* out);
+/* Product of `rank` sizes (each >= 0); nonzero on overflow. 1 for rank 0;
+ * 0 when any size is 0, even if the others would overflow. */
+BP__HIDDEN int bp__numel(uint32_t rank, const int64_t* sizes, int64_t* out);
+/* Nonzero when [offset, offset + size) does not fit in [0, total) (overflow
+ * included). */
+BP__HIDDEN int bp__range_outside(uint64_t offset, uint64_t size, uint64_t total);
 /* Byte span [lo, hi) touched by a tensor descriptor; nonzero on overflow. An
  * empty tensor touches nothing (lo == hi). */
 BP__HIDDEN int bp__tensor_span(uint32_t dtype, uint32_t rank, const int64_t* sizes,

@@ -1,0 +1,172 @@
+/* backplane core: plugin manifests.
+ *
+ * Format (cmake/plugin_manifest.json.in):
+ *   {"file_format_version": "1.0.0",
+ *    "plugin": {"name": "cpu", "library": "libbp_plugin_cpu.so", "abi_version": "1.0"}}
+ * "library" is absolute or relative to the manifest's folder. Unknown keys
+ * are ignored so later file format minors stay readable.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+
+/* Manifests are tiny; anything bigger is not one. */
+#define BP__MANIFEST_MAX_BYTES (64 * 1024)
+
+int bp__backend_name_valid(const char* name) {
+  if (!name || !*name) return 0;
+  size_t n = 0;
+  for (const char* p = name; *p; ++p, ++n) {
+    if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_')) return 0;
+  }
+  return n < 64;
+}
+
+void bp__manifest_free(bp__manifest_t* manifest) {
+  if (!manifest) return;
+  free(manifest->name);
+  free(manifest->library);
+  memset(manifest, 0, sizeof(*manifest));
+}
+
+/* Reads the whole file into a NUL-terminated heap buffer. */
+static bp_status_t read_file(const char* path, char** out_text) {
+  bp_status_t status = BP_OK;
+  char* text = NULL;
+  FILE* f = fopen(path, "rb");
+  if (!f)
+    return bp__error(errno == ENOENT ? BP_NOT_FOUND : BP_PERMISSION_DENIED,
+                     "cannot open manifest '%s': %s", path, strerror(errno));
+  text = malloc(BP__MANIFEST_MAX_BYTES + 1);
+  if (!text) {
+    status = bp__error(BP_RESOURCE_EXHAUSTED, "out of memory reading manifest '%s'", path);
+    goto cleanup;
+  }
+  size_t n = fread(text, 1, BP__MANIFEST_MAX_BYTES + 1, f);
+  if (ferror(f)) {
+    status = bp__error(BP_DATA_LOSS, "cannot read manifest '%s'", path);
+    goto cleanup;
+  }
+  if (n > BP__MANIFEST_MAX_BYTES) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' is larger than %d bytes", path,
+                       BP__MANIFEST_MAX_BYTES);
+    goto cleanup;
+  }
+  text[n] = '\0';
+  *out_text = text;
+  text = NULL;
+cleanup:
+  free(text);
+  fclose(f);
+  return status;
+}
+
+static const char* string_field(const cJSON* object, const char* key) {
+  const cJSON* item = cJSON_GetObjectItemCaseSensitive(object, key);
+  return cJSON_IsString(item) ? item->valuestring : NULL;
+}
+
+/* "1.0" -> 1, 0. Strict: digits '.' digits, nothing else. */
+static int parse_abi_version(const char* text, uint32_t* out_major, uint32_t* out_minor) {
+  unsigned major = 0, minor = 0;
+  int consumed = 0;
+  if (sscanf(text, "%3u.%3u%n", &major, &minor, &consumed) != 2 || text[consumed] != '\0' ||
+      text[0] < '0' || text[0] > '9')
+    return -1;
+  *out_major = major;
+  *out_minor = minor;
+  return 0;
+}
+
+bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
+  bp_status_t status = BP_OK;
+  char* text = NULL;
+  cJSON* root = NULL;
+  bp__manifest_t m = {0};
+  memset(out_manifest, 0, sizeof(*out_manifest));
+
+  status = read_file(path, &text);
+  if (status != BP_OK) goto cleanup;
+  root = cJSON_Parse(text);
+  if (!root) {
+    const char* where = cJSON_GetErrorPtr();
+    long offset = where ? (long)(where - text) : -1;
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' is not valid JSON (error near byte %ld)",
+                       path, offset);
+    goto cleanup;
+  }
+  const cJSON* plugin = cJSON_GetObjectItemCaseSensitive(root, "plugin");
+  const char* format = string_field(root, "file_format_version");
+  if (!format || strncmp(format, "1.", 2) != 0) {
+    status = bp__error(BP_INVALID_ARGUMENT,
+                       "manifest '%s': \"file_format_version\" is %s, expected \"1.x.y\"", path,
+                       format ? format : "missing");
+    goto cleanup;
+  }
+  if (!cJSON_IsObject(plugin)) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' lacks the \"plugin\" object", path);
+    goto cleanup;
+  }
+  const char* name = string_field(plugin, "name");
+  const char* library = string_field(plugin, "library");
+  const char* abi = string_field(plugin, "abi_version");
+  const char* missing = !name ? "name" : !library ? "library" : !abi ? "abi_version" : NULL;
+  if (missing) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' lacks the string \"plugin.%s\"", path,
+                       missing);
+    goto cleanup;
+  }
+  if (!bp__backend_name_valid(name)) {
+    status = bp__error(BP_INVALID_ARGUMENT,
+                       "manifest '%s': backend name '%s' is invalid (1-63 characters of [a-z0-9_])",
+                       path, name);
+    goto cleanup;
+  }
+  if (!*library) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s': \"plugin.library\" is empty", path);
+    goto cleanup;
+  }
+  if (parse_abi_version(abi, &m.abi_major, &m.abi_minor) != 0) {
+    status = bp__error(BP_INVALID_ARGUMENT,
+                       "manifest '%s': abi_version '%s' is not \"<major>.<minor>\"", path, abi);
+    goto cleanup;
+  }
+  if (m.abi_major != BP_ABI_VERSION_MAJOR) {
+    status =
+        bp__error(BP_FAILED_PRECONDITION,
+                  "manifest '%s': plugin '%s' is for ABI %u.%u, this library speaks %d.%d", path,
+                  name, m.abi_major, m.abi_minor, BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
+    goto cleanup;
+  }
+  m.name = strdup(name);
+  if (library[0] == '/') {
+    m.library = strdup(library);
+  } else {
+    const char* slash = strrchr(path, '/');
+    size_t dir_len = slash ? (size_t)(slash - path) : 0;
+    size_t len = dir_len + 1 + strlen(library) + 1;
+    m.library = malloc(len);
+    if (m.library) {
+      if (slash)
+        snprintf(m.library, len, "%.*s/%s", (int)dir_len, path, library);
+      else
+        snprintf(m.library, len, "%s", library);
+    }
+  }
+  if (!m.name || !m.library) {
+    status = bp__error(BP_RESOURCE_EXHAUSTED, "out of memory reading manifest '%s'", path);
+    goto cleanup;
+  }
+  *out_manifest = m;
+  memset(&m, 0, sizeof(m));
+
+cleanup:
+  bp__manifest_free(&m);
+  cJSON_Delete(root);
+  free(text);
+  return status;
+}

@@ -1,0 +1,323 @@
+/* backplane core: inference rules of copies, data movement, indexing and
+ * creation ops.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+/* ---- copies ------------------------------------------------------------------- */
+
+bp_status_t bp__infer_cast(bp__infer_t* x) {
+  const bp_cast_attrs_t* a = x->attrs;
+  x->compute_dtype = a->dtype;
+  return bp__infer_set_out(x, 0, a->dtype, x->in[0].rank, x->in[0].sizes);
+}
+
+/* copy(self, src): the result has self's dtype and shape; src broadcasts to
+ * self (one way only) and is converted to self's dtype. */
+bp_status_t bp__infer_copy(bp__infer_t* x) {
+  const bp_tensor_desc_t *self = &x->in[0], *src = &x->in[1];
+  int ok = src->rank <= self->rank;
+  for (uint32_t k = 0; ok && k < src->rank; ++k) {
+    int64_t s = src->sizes[src->rank - 1 - k];
+    ok = s == 1 || s == self->sizes[self->rank - 1 - k];
+  }
+  if (!ok) {
+    char s0[192], s1[192];
+    return bp__infer_fail(x, "input 'src' of shape %s does not broadcast to 'self' shape %s",
+                          bp__shape_str(src->rank, src->sizes, s0, sizeof(s0)),
+                          bp__shape_str(self->rank, self->sizes, s1, sizeof(s1)));
+  }
+  x->compute_dtype = self->dtype;
+  return bp__infer_set_out(x, 0, self->dtype, self->rank, self->sizes);
+}
+
+static bp_status_t bp__like_input(bp__infer_t* x, uint32_t i) {
+  x->compute_dtype = x->in[i].dtype;
+  return bp__infer_set_out(x, 0, x->in[i].dtype, x->in[i].rank, x->in[i].sizes);
+}
+bp_status_t bp__infer_like_input1(bp__infer_t* x) { return bp__like_input(x, 0); }
+bp_status_t bp__infer_like_input2(bp__infer_t* x) { return bp__like_input(x, 1); }
+
+/* cat: ranks match (1-d empty tensors are skipped, legacy PyTorch), dtypes
+ * promote, all sizes but dim match. */
+bp_status_t bp__infer_cat(bp__infer_t* x) {
+  const bp_dim_attrs_t* a = x->attrs;
+  char n0[64], n1[64];
+  if (x->num_inputs == 0) return bp__infer_fail(x, "needs at least one tensor");
+  if (a->dtype != BP_DTYPE_INVALID) {
+    return bp__infer_fail(x, "attrs.dtype must be BP_DTYPE_INVALID (cat promotes its inputs)");
+  }
+  bp__result_type_t rt;
+  bp__result_type_init(&rt);
+  uint32_t first = UINT32_MAX;
+  for (uint32_t i = 0; i < x->num_inputs; ++i) {
+    const bp_tensor_desc_t* t = &x->in[i];
+    if (t->rank == 0) {
+      return bp__infer_fail(x, "zero-dimensional tensor '%s' cannot be concatenated",
+                            bp__op_input_name(x->op, x->num_inputs, i, n0));
+    }
+    bp__result_type_add_tensor(&rt, t);
+    if (first == UINT32_MAX && !(t->rank == 1 && t->sizes[0] == 0)) first = i;
+  }
+  uint32_t d = bp__result_type_get(&rt);
+  if (d == BP_DTYPE_INVALID) return bp__infer_fail(x, "the tensors' dtypes have no common dtype");
+  x->compute_dtype = d;
+  if (first == UINT32_MAX) {
+    int64_t zero = 0;
+    return bp__infer_set_out(x, 0, d, 1, &zero);
+  }
+  const bp_tensor_desc_t* f = &x->in[first];
+  uint32_t dim;
+  bp_status_t st = bp__infer_wrap_dim(x, a->dim, f->rank, "attrs.dim", &dim);
+  if (st != BP_OK) return st;
+  int64_t sizes[BP_MAX_RANK];
+  memcpy(sizes, f->sizes, sizeof(int64_t) * f->rank);
+  sizes[dim] = 0;
+  for (uint32_t i = first; i < x->num_inputs; ++i) {
+    const bp_tensor_desc_t* t = &x->in[i];
+    if (t->rank == 1 && t->sizes[0] == 0) continue;
+    char s0[192], s1[192];
+    int same = t->rank == f->rank;
+    for (uint32_t k = 0; same && k < f->rank; ++k) same = k == dim || t->sizes[k] == f->sizes[k];
+    if (!same) {
+      return bp__infer_fail(x, "tensor '%s' of shape %s does not match '%s' of shape %s except "
+                               "in dim %u",
+                            bp__op_input_name(x->op, x->num_inputs, i, n0),
+                            bp__shape_str(t->rank, t->sizes, s0, sizeof(s0)),
+                            bp__op_input_name(x->op, x->num_inputs, first, n1),
+                            bp__shape_str(f->rank, f->sizes, s1, sizeof(s1)), dim);
+    }
+    if (__builtin_add_overflow(sizes[dim], t->sizes[dim], &sizes[dim])) {
+      return bp__infer_fail(x, "the concatenated size overflows int64");
+    }
+  }
+  return bp__infer_set_out(x, 0, d, f->rank, sizes);
+}
+
+/* ---- indexing ------------------------------------------------------------------- */
+
+static bp_status_t bp__index_dtype(bp__infer_t* x, uint32_t i) {
+  uint32_t d = x->in[i].dtype;
+  if (d != BP_DTYPE_I32 && d != BP_DTYPE_I64) {
+    char n[64];
+    return bp__infer_fail(x, "input '%s' has dtype %s; expected i32 or i64",
+                          bp__op_input_name(x->op, x->num_inputs, i, n), bp_dtype_name(d));
+  }
+  return BP_OK;
+}
+
+bp_status_t bp__infer_index_select(bp__infer_t* x) {
+  const bp_dim_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *self = &x->in[0], *index = &x->in[1];
+  uint32_t dim;
+  bp_status_t st = bp__index_dtype(x, 1);
+  if (st == BP_OK) st = bp__infer_wrap_dim(x, a->dim, self->rank, "attrs.dim", &dim);
+  if (st != BP_OK) return st;
+  if (index->rank > 1) {
+    return bp__infer_fail(x, "input 'index' must have rank 0 or 1, got %u", index->rank);
+  }
+  int64_t n = index->rank ? index->sizes[0] : 1;
+  int64_t sizes[BP_MAX_RANK];
+  memcpy(sizes, self->sizes, sizeof(int64_t) * self->rank);
+  if (self->rank) {
+    sizes[dim] = n;
+  } else if (n != 1) {
+    return bp__infer_fail(x, "a 0-d 'self' takes exactly one index, got %lld", (long long)n);
+  }
+  x->compute_dtype = self->dtype;
+  return bp__infer_set_out(x, 0, self->dtype, self->rank, sizes);
+}
+
+bp_status_t bp__infer_gather(bp__infer_t* x) {
+  const bp_dim_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *self = &x->in[0], *index = &x->in[1];
+  uint32_t dim;
+  bp_status_t st = bp__index_dtype(x, 1);
+  if (st == BP_OK) st = bp__infer_wrap_dim(x, a->dim, self->rank, "attrs.dim", &dim);
+  if (st != BP_OK) return st;
+  uint32_t sr = self->rank ? self->rank : 1, ir = index->rank ? index->rank : 1;
+  if (sr != ir) {
+    return bp__infer_fail(x, "input 'index' has rank %u but 'self' has rank %u", index->rank,
+                          self->rank);
+  }
+  for (uint32_t k = 0; k < index->rank && self->rank; ++k) {
+    if (k != dim && index->sizes[k] > self->sizes[k]) {
+      return bp__infer_fail(x, "input 'index' size %lld exceeds 'self' size %lld in dim %u",
+                            (long long)index->sizes[k], (long long)self->sizes[k], k);
+    }
+  }
+  x->compute_dtype = self->dtype;
+  return bp__infer_set_out(x, 0, self->dtype, index->rank, index->sizes);
+}
+
+/* ---- shape-changing copies -------------------------------------------------------- */
+
+bp_status_t bp__infer_pad(bp__infer_t* x) {
+  const bp_pad_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t* in = &x->in[0];
+  if (a->num_pads > 2 * in->rank) {
+    return bp__infer_fail(x, "attrs.num_pads = %u exceeds twice the input's rank %u", a->num_pads,
+                          in->rank);
+  }
+  int64_t sizes[BP_MAX_RANK];
+  memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
+  for (uint32_t p = 0; p < a->num_pads / 2; ++p) {
+    uint32_t d = in->rank - 1 - p;
+    int64_t before = a->pads[2 * p], after = a->pads[2 * p + 1];
+    int64_t s = in->sizes[d];
+    if (a->mode != BP_PAD_CONSTANT) {
+      int bad = before < 0 || after < 0;
+      if (a->mode == BP_PAD_REFLECT) bad = bad || before >= s || after >= s;
+      if (a->mode == BP_PAD_CIRCULAR) bad = bad || before > s || after > s;
+      if (a->mode == BP_PAD_REPLICATE) bad = bad || (s == 0 && (before || after));
+      if (bad) {
+        return bp__infer_fail(x, "pads (%lld, %lld) are invalid for dim %u of size %lld in "
+                                 "mode %u",
+                              (long long)before, (long long)after, d, (long long)s, a->mode);
+      }
+    }
+    if (__builtin_add_overflow(s, before, &s) || __builtin_add_overflow(s, after, &s) || s < 0) {
+      return bp__infer_fail(x, "pads (%lld, %lld) give an invalid size for dim %u",
+                            (long long)before, (long long)after, d);
+    }
+    sizes[d] = s;
+  }
+  x->compute_dtype = in->dtype;
+  return bp__infer_set_out(x, 0, in->dtype, in->rank, sizes);
+}
+
+bp_status_t bp__infer_repeat(bp__infer_t* x) {
+  const bp_dims_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t* in = &x->in[0];
+  if (a->num_dims < in->rank) {
+    return bp__infer_fail(x, "attrs.num_dims = %u is smaller than the input's rank %u",
+                          a->num_dims, in->rank);
+  }
+  int64_t sizes[BP_MAX_RANK];
+  uint32_t lead = a->num_dims - in->rank;
+  for (uint32_t d = 0; d < a->num_dims; ++d) {
+    if (a->dims[d] < 0) {
+      return bp__infer_fail(x, "repeat count attrs.dims[%u] = %lld is negative", d,
+                            (long long)a->dims[d]);
+    }
+    int64_t s = d < lead ? 1 : in->sizes[d - lead];
+    if (bp__mul_overflow_i64(s, a->dims[d], &sizes[d])) {
+      return bp__infer_fail(x, "the repeated size of dim %u overflows int64", d);
+    }
+  }
+  x->compute_dtype = in->dtype;
+  return bp__infer_set_out(x, 0, in->dtype, a->num_dims, sizes);
+}
+
+/* ---- creation -------------------------------------------------------------------- */
+
+/* The output tensor the caller gave (creation ops cannot infer a device or,
+ * for most of them, a shape). */
+static bp_status_t bp__given_output(bp__infer_t* x, const bp_tensor_desc_t** out) {
+  if (x->given == NULL || x->given[0].dtype == BP_DTYPE_INVALID) {
+    return bp__infer_fail(x, "creation ops take their dtype and shape from the output tensor: "
+                             "pass outputs[0]");
+  }
+  const bp_tensor_desc_t* g = &x->given[0];
+  if (!bp__dtype_valid(g->dtype) || g->rank > BP_MAX_RANK) {
+    return bp__infer_fail(x, "output 'out' has an invalid dtype (%u) or rank (%u)", g->dtype,
+                          g->rank);
+  }
+  *out = g;
+  return BP_OK;
+}
+
+bp_status_t bp__infer_creation(bp__infer_t* x) {
+  const bp_tensor_desc_t* g;
+  bp_status_t st = bp__given_output(x, &g);
+  if (st != BP_OK) return st;
+  uint32_t d = g->dtype;
+  uint32_t id = x->op->id;
+  if (bp__dtype_is_fp8(d) && id != BP_OP_fill) {
+    return bp__infer_fail(x, "output dtype %s is storage only", bp_dtype_name(d));
+  }
+  if ((id == BP_OP_rand || id == BP_OP_randn) && !bp__dtype_is_float(d)) {
+    return bp__infer_fail(x, "output 'out' has dtype %s; a floating dtype is required",
+                          bp_dtype_name(d));
+  }
+  if (id == BP_OP_randperm) {
+    if (g->rank != 1) return bp__infer_fail(x, "output 'out' must have rank 1, got %u", g->rank);
+    if (!bp__dtype_is_int(d) && !bp__dtype_is_float(d)) {
+      return bp__infer_fail(x, "output 'out' has dtype %s; integer or floating required",
+                            bp_dtype_name(d));
+    }
+  }
+  x->compute_dtype = d;
+  return bp__infer_set_out(x, 0, d, g->rank, g->sizes);
+}
+
+static double bp__scalar_f64(const bp_scalar_t* s, double none_value) {
+  switch (s->kind) {
+    case BP_SCALAR_FLOAT: return s->v.f;
+    case BP_SCALAR_INT: return (double)s->v.i;
+    case BP_SCALAR_BOOL: return (double)s->v.b;
+    default: return none_value;
+  }
+}
+
+static int bp__scalar_exact(const bp_scalar_t* s) {
+  return s->kind == BP_SCALAR_INT || s->kind == BP_SCALAR_BOOL || s->kind == BP_SCALAR_NONE;
+}
+
+static __int128 bp__scalar_i128(const bp_scalar_t* s, int64_t none_value) {
+  if (s->kind == BP_SCALAR_INT) return s->v.i;
+  if (s->kind == BP_SCALAR_BOOL) return (__int128)s->v.b;
+  return none_value;
+}
+
+/* arange(start, end, step): length ceil((end - start) / step), exact for
+ * integer outputs with integer bounds, in f64 otherwise. */
+bp_status_t bp__infer_arange(bp__infer_t* x) {
+  const bp_arange_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t* g;
+  bp_status_t st = bp__given_output(x, &g);
+  if (st != BP_OK) return st;
+  uint32_t d = g->dtype;
+  if (!bp__dtype_is_int(d) && !bp__dtype_is_float(d)) {
+    return bp__infer_fail(x, "output dtype %s is not an integer or floating dtype",
+                          bp_dtype_name(d));
+  }
+  if (g->rank != 1) return bp__infer_fail(x, "output 'out' must have rank 1, got %u", g->rank);
+  if (a->end.kind == BP_SCALAR_NONE) return bp__infer_fail(x, "attrs.end is required");
+  int64_t len;
+  if (bp__dtype_is_int(d) && bp__scalar_exact(&a->start) && bp__scalar_exact(&a->end) &&
+      bp__scalar_exact(&a->step)) {
+    __int128 start = bp__scalar_i128(&a->start, 0), end = bp__scalar_i128(&a->end, 0);
+    __int128 step = bp__scalar_i128(&a->step, 1);
+    if (step == 0) return bp__infer_fail(x, "attrs.step must not be zero");
+    __int128 span = end - start;
+    if ((span > 0 && step < 0) || (span < 0 && step > 0)) {
+      return bp__infer_fail(x, "attrs.step has the wrong sign to go from start to end");
+    }
+    __int128 n = span / step + ((span % step) != 0);
+    if (n > INT64_MAX) return bp__infer_fail(x, "the length overflows int64");
+    len = (int64_t)n;
+  } else {
+    double start = bp__scalar_f64(&a->start, 0.0), end = bp__scalar_f64(&a->end, 0.0);
+    double step = bp__scalar_f64(&a->step, 1.0);
+    if (!isfinite(start) || !isfinite(end) || !isfinite(step)) {
+      return bp__infer_fail(x, "attrs.start, end and step must be finite");
+    }
+    if (step == 0.0) return bp__infer_fail(x, "attrs.step must not be zero");
+    if ((end > start && step < 0) || (end < start && step > 0)) {
+      return bp__infer_fail(x, "attrs.step has the wrong sign to go from start to end");
+    }
+    double n = ceil((end - start) / step);
+    if (!(n < 9.2e18)) return bp__infer_fail(x, "the length overflows int64");
+    len = (int64_t)n;
+  }
+  if (g->sizes[0] != len) {
+    return bp__infer_fail(x, "output 'out' has %lld elements but the range has %lld",
+                          (long long)g->sizes[0], (long long)len);
+  }
+  x->compute_dtype = d;
+  return bp__infer_set_out(x, 0, d, 1, &len);
+}

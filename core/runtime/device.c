@@ -1,0 +1,113 @@
+/* backplane core: device objects (borrowed handles owned by their plugin). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "loader/loader.h"
+
+bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t** out_device) {
+  bp_status_t status = BP_OK;
+  bp_device_t* device = calloc(1, sizeof(*device));
+  if (!device) return bp__error(BP_RESOURCE_EXHAUSTED, "out of memory creating a device");
+  device->plugin = plugin;
+  device->index = index;
+  snprintf(device->name, sizeof(device->name), "%s:%u", plugin->name, index);
+  if (pthread_mutex_init(&device->lock, NULL) != 0) {
+    free(device);
+    return bp__error(BP_INTERNAL, "%s: pthread_mutex_init failed", plugin->name);
+  }
+
+  bp__clear_error();
+  status = plugin->core.device_open(plugin->instance, index, &device->handle);
+  if (status != BP_OK) {
+    device->handle = NULL;
+    bp__plugin_error(plugin, status, "device_open");
+    goto cleanup;
+  }
+  if (!device->handle) {
+    status = bp__error(BP_FAILED_PRECONDITION, "%s: device_open(%u) returned OK and a NULL device",
+                       plugin->name, index);
+    goto cleanup;
+  }
+
+  device->props.struct_size = sizeof(device->props);
+  status = plugin->core.device_get_properties(device->handle, &device->props);
+  if (status != BP_OK) {
+    bp__plugin_error(plugin, status, "device_get_properties");
+    goto cleanup;
+  }
+  /* The plugin writes within struct_size; make sure it left it intact and
+   * the strings terminated whatever it wrote. */
+  device->props.struct_size = sizeof(device->props);
+  device->props.name[sizeof(device->props.name) - 1] = '\0';
+  device->props.vendor[sizeof(device->props.vendor) - 1] = '\0';
+  device->props.driver_version[sizeof(device->props.driver_version) - 1] = '\0';
+
+  if (plugin->core.device_memory_spaces) {
+    const uint32_t capacity = (uint32_t)(sizeof(device->spaces) / sizeof(device->spaces[0]));
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < capacity; ++i)
+      device->spaces[i].struct_size = sizeof(device->spaces[i]);
+    status = plugin->core.device_memory_spaces(device->handle, capacity, device->spaces, &total);
+    if (status != BP_OK) {
+      bp__plugin_error(plugin, status, "device_memory_spaces");
+      goto cleanup;
+    }
+    device->num_spaces = total < capacity ? total : capacity;
+    for (uint32_t i = 0; i < device->num_spaces; ++i) {
+      device->spaces[i].struct_size = sizeof(device->spaces[i]);
+      if (device->spaces[i].kind >= BP_MEMORY_KIND_COUNT_) {
+        status = bp__error(BP_FAILED_PRECONDITION, "%s: memory space %u has unknown kind %u",
+                           device->name, i, device->spaces[i].kind);
+        goto cleanup;
+      }
+    }
+  }
+  bp__log(BP_LOG_DEBUG, "device %s: '%s' (%s), kind %u, %llu bytes, %u memory space(s)",
+          device->name, device->props.name, device->props.vendor, device->props.kind,
+          (unsigned long long)device->props.memory_bytes, device->num_spaces);
+  *out_device = device;
+  device = NULL;
+
+cleanup:
+  if (device) bp__device_destroy(device);
+  return status;
+}
+
+void bp__device_destroy(bp_device_t* device) {
+  if (!device) return;
+  /* The internal stream belongs to the device; it goes before the device
+   * handle it was created on. */
+  bp__device_release_internal(device);
+  if (device->handle && device->plugin->core.device_close)
+    device->plugin->core.device_close(device->handle);
+  pthread_mutex_destroy(&device->lock);
+  free(device);
+}
+
+BP_API bp_plugin_t* bp_device_plugin(const bp_device_t* device) {
+  return device ? device->plugin : NULL;
+}
+
+BP_API const char* bp_device_name(const bp_device_t* device) { return device ? device->name : ""; }
+
+BP_API const bp_device_properties_t* bp_device_properties(const bp_device_t* device) {
+  return device ? &device->props : NULL;
+}
+
+BP_API bp_status_t bp_device_memory_spaces(const bp_device_t* device, uint32_t capacity,
+                                           bp_memory_space_info_t* out_spaces,
+                                           uint32_t* out_count) {
+  bp__clear_error();
+  if (!device || !out_count)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_device_memory_spaces: %s is NULL",
+                     !device ? "device" : "out_count");
+  if (capacity > 0 && !out_spaces)
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_device_memory_spaces: out_spaces is NULL but capacity is %u", capacity);
+  uint32_t n = capacity < device->num_spaces ? capacity : device->num_spaces;
+  for (uint32_t i = 0; i < n; ++i) out_spaces[i] = device->spaces[i];
+  *out_count = device->num_spaces;
+  return BP_OK;
+}

@@ -1,0 +1,138 @@
+/* backplane core: status codes and the per-thread error message.
+ *
+ * Every API call that fails leaves a message in a thread-local slot; the
+ * application reads it with bp_status_message() on the same thread. Plugins
+ * report their messages through the host services' report() callback, which
+ * writes the same kind of thread-local slot, so no heap object crosses the
+ * plugin boundary and concurrent threads never see each other's messages.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Messages are bounded: a longer one is cut and ends with "...". */
+#define BP__MESSAGE_MAX 1024
+
+/* The message bp_status_message() returns. */
+static _Thread_local char tls_message[BP__MESSAGE_MAX];
+/* The last message a plugin reported on this thread (report callback), kept
+ * apart so bp__plugin_error can prefix it without reading its own output. */
+static _Thread_local char tls_plugin_message[BP__MESSAGE_MAX];
+static _Thread_local int tls_plugin_reported;
+
+static void copy_bounded(char* dst, const char* src) {
+  size_t n = strlen(src);
+  if (n >= BP__MESSAGE_MAX) {
+    memcpy(dst, src, BP__MESSAGE_MAX - 4);
+    memcpy(dst + BP__MESSAGE_MAX - 4, "...", 4);
+  } else {
+    memcpy(dst, src, n + 1);
+  }
+}
+
+static void mark_truncated(char* buf, int written) {
+  if (written >= BP__MESSAGE_MAX) memcpy(buf + BP__MESSAGE_MAX - 4, "...", 4);
+}
+
+BP_API const char* bp_status_message(void) { return tls_message; }
+
+BP_API const char* bp_status_name(bp_status_t status) {
+  switch (status) {
+#define BP__STATUS_CASE(code) \
+  case BP_##code: return #code;
+    BP__STATUS_CASE(OK)
+    BP__STATUS_CASE(CANCELLED)
+    BP__STATUS_CASE(UNKNOWN)
+    BP__STATUS_CASE(INVALID_ARGUMENT)
+    BP__STATUS_CASE(DEADLINE_EXCEEDED)
+    BP__STATUS_CASE(NOT_FOUND)
+    BP__STATUS_CASE(ALREADY_EXISTS)
+    BP__STATUS_CASE(PERMISSION_DENIED)
+    BP__STATUS_CASE(RESOURCE_EXHAUSTED)
+    BP__STATUS_CASE(FAILED_PRECONDITION)
+    BP__STATUS_CASE(ABORTED)
+    BP__STATUS_CASE(OUT_OF_RANGE)
+    BP__STATUS_CASE(UNIMPLEMENTED)
+    BP__STATUS_CASE(INTERNAL)
+    BP__STATUS_CASE(UNAVAILABLE)
+    BP__STATUS_CASE(DATA_LOSS)
+    BP__STATUS_CASE(UNAUTHENTICATED)
+    BP__STATUS_CASE(DEVICE_LOST)
+    BP__STATUS_CASE(NOT_READY)
+#undef BP__STATUS_CASE
+    default: return "UNKNOWN_STATUS";
+  }
+}
+
+BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor) {
+  if (out_major) *out_major = BP_ABI_VERSION_MAJOR;
+  if (out_minor) *out_minor = BP_ABI_VERSION_MINOR;
+}
+
+bp_status_t bp__error(bp_status_t status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tls_message, sizeof(tls_message), fmt, ap);
+  va_end(ap);
+  if (n < 0) tls_message[0] = '\0';
+  mark_truncated(tls_message, n);
+  return status;
+}
+
+bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t status, const char* what) {
+  const char* name = (plugin && plugin->name) ? plugin->name : "plugin";
+  int n;
+  if (tls_plugin_reported && tls_plugin_message[0] != '\0') {
+    n = snprintf(tls_message, sizeof(tls_message), "%s: %s: %s", name, what, tls_plugin_message);
+  } else {
+    n = snprintf(tls_message, sizeof(tls_message), "%s: %s: %s (the plugin reported no message)",
+                 name, what, bp_status_name(status));
+  }
+  mark_truncated(tls_message, n);
+  tls_plugin_reported = 0;
+  tls_plugin_message[0] = '\0';
+  return status;
+}
+
+void bp__clear_error(void) {
+  tls_message[0] = '\0';
+  tls_plugin_message[0] = '\0';
+  tls_plugin_reported = 0;
+}
+
+/* ---- host services ------------------------------------------------------ */
+
+/* Called by plugins on whatever thread is about to return an error. The
+ * message is copied (bounded); it also becomes the thread's current message
+ * so an error the core passes through unchanged still explains itself. */
+static void host_report(void* host_ctx, bp_status_t status, const char* message) {
+  (void)host_ctx;
+  (void)status;
+  copy_bounded(tls_plugin_message, message ? message : "");
+  tls_plugin_reported = 1;
+  copy_bounded(tls_message, tls_plugin_message);
+}
+
+static void host_log(void* host_ctx, int32_t level, const char* message) {
+  (void)host_ctx;
+  if (level < BP_LOG_ERROR) level = BP_LOG_ERROR;
+  if (level > BP_LOG_DEBUG) level = BP_LOG_DEBUG;
+  bp__log(level, "%s", message ? message : "");
+}
+
+static int32_t host_log_enabled(void* host_ctx, int32_t level) {
+  (void)host_ctx;
+  return bp__log_enabled(level) ? 1 : 0;
+}
+
+static const bp_host_services_t host_services = {
+    .struct_size = sizeof(bp_host_services_t),
+    .reserved0 = 0,
+    .host_ctx = NULL,
+    .report = host_report,
+    .log = host_log,
+    .log_enabled = host_log_enabled,
+};
+
+const bp_host_services_t* bp__host_services(void) { return &host_services; }

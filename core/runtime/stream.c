@@ -1,0 +1,113 @@
+/* Streams: in-order queues of one device, and each device's internal stream.
+ *
+ * An application stream holds a reference on its context. The internal
+ * stream (used by blocking helpers and staged copies) is owned by its
+ * device, holds no context reference, and is released when the device
+ * closes. */
+#include <stdlib.h>
+
+#include "internal.h"
+
+static bp_status_t stream_create(bp_device_t* device, uint32_t flags, int internal,
+                                 bp_stream_t** out_stream) {
+  bp_status_t status = BP_OK;
+  bp_stream_t* stream = NULL;
+  bpp_stream_t handle = NULL;
+  const bp_plugin_t* plugin = device->plugin;
+
+  if (!plugin->core.stream_create || !plugin->core.stream_destroy)
+    return bp__error(BP_UNIMPLEMENTED,
+                     "bp_stream_create: plugin %s lacks stream_create or stream_destroy",
+                     plugin->name);
+  stream = calloc(1, sizeof(*stream));
+  if (!stream) {
+    status = bp__error(BP_RESOURCE_EXHAUSTED, "bp_stream_create: out of host memory");
+    goto cleanup;
+  }
+  status = plugin->core.stream_create(device->handle, flags, &handle);
+  if (status != BP_OK) {
+    status = bp__plugin_error(plugin, status, "stream_create");
+    goto cleanup;
+  }
+  atomic_init(&stream->refcount, 1);
+  stream->device = device;
+  stream->handle = handle;
+  stream->internal = internal;
+  if (!internal) bp_context_retain(plugin->context);
+  *out_stream = stream;
+  stream = NULL;
+
+cleanup:
+  free(stream);
+  return status;
+}
+
+bp_status_t bp_stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream) {
+  bp__clear_error();
+  if (!device || !out_stream)
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_stream_create: device and out_stream must not be NULL");
+  if (flags != 0)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown flags 0x%x", flags);
+  return stream_create(device, flags, 0, out_stream);
+}
+
+void bp_stream_retain(bp_stream_t* stream) {
+  if (stream) atomic_fetch_add_explicit(&stream->refcount, 1, memory_order_relaxed);
+}
+
+void bp_stream_release(bp_stream_t* stream) {
+  if (!stream) return;
+  if (atomic_fetch_sub_explicit(&stream->refcount, 1, memory_order_acq_rel) != 1) return;
+  bp_context_t* context = stream->internal ? NULL : stream->device->plugin->context;
+  /* The plugin's stream_destroy waits for pending work before freeing. */
+  stream->device->plugin->core.stream_destroy(stream->handle);
+  free(stream);
+  if (context) bp_context_release(context);
+}
+
+bp_device_t* bp_stream_device(const bp_stream_t* stream) { return stream ? stream->device : NULL; }
+
+bp_status_t bp_stream_synchronize(bp_stream_t* stream) {
+  bp__clear_error();
+  if (!stream)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_synchronize: stream must not be NULL");
+  const bp_plugin_t* plugin = stream->device->plugin;
+  if (!plugin->core.stream_synchronize)
+    return bp__error(BP_UNIMPLEMENTED, "bp_stream_synchronize: plugin %s lacks stream_synchronize",
+                     plugin->name);
+  bp_status_t status = plugin->core.stream_synchronize(stream->handle);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "stream_synchronize");
+  return BP_OK;
+}
+
+bp_status_t bp_stream_query(bp_stream_t* stream) {
+  bp__clear_error();
+  if (!stream) return bp__error(BP_INVALID_ARGUMENT, "bp_stream_query: stream must not be NULL");
+  const bp_plugin_t* plugin = stream->device->plugin;
+  if (!plugin->core.stream_query)
+    return bp__error(BP_UNIMPLEMENTED, "bp_stream_query: plugin %s lacks stream_query",
+                     plugin->name);
+  bp_status_t status = plugin->core.stream_query(stream->handle);
+  if (status == BP_OK || status == BP_NOT_READY) return status;
+  return bp__plugin_error(plugin, status, "stream_query");
+}
+
+bp_status_t bp__device_internal_stream(bp_device_t* device, bp_stream_t** out_stream) {
+  bp_status_t status = BP_OK;
+  pthread_mutex_lock(&device->lock);
+  if (!device->internal_stream) status = stream_create(device, 0, 1, &device->internal_stream);
+  if (status == BP_OK) *out_stream = device->internal_stream;
+  pthread_mutex_unlock(&device->lock);
+  return status;
+}
+
+void bp__device_release_internal(bp_device_t* device) {
+  bp_stream_t* stream = NULL;
+  if (!device) return;
+  pthread_mutex_lock(&device->lock);
+  stream = device->internal_stream;
+  device->internal_stream = NULL;
+  pthread_mutex_unlock(&device->lock);
+  bp_stream_release(stream);
+}

@@ -1,0 +1,182 @@
+/* backplane: helpers shared by plugins (not part of the ABI).
+ *
+ * - dtype lists as X-macros, element sizes and categories;
+ * - f16 / bf16 / fp8 (OCP e4m3fn, e5m2) conversions, round to nearest even;
+ * - error reporting through the host's report callback;
+ * - N-d strided iteration: dimension collapsing and a row cursor.
+ *
+ * Everything here is thread-safe (no global state) and allocation-free.
+ */
+#ifndef BACKPLANE_PLUGIN_COMMON_H_
+#define BACKPLANE_PLUGIN_COMMON_H_
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backplane/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* dtypes                                                                    */
+/* ------------------------------------------------------------------------ */
+/* X(NAME, storage C type, element bytes) for every dtype with a storage
+ * type. NAME pastes into BP_DTYPE_<NAME>. */
+#define BP_PLUGIN_DTYPES(X)                                                   \
+  X(F32, float, 4) X(F16, uint16_t, 2) X(BF16, uint16_t, 2) X(F64, double, 8) \
+  X(I8, int8_t, 1) X(U8, uint8_t, 1) X(I16, int16_t, 2) X(I32, int32_t, 4)    \
+  X(I64, int64_t, 8) X(BOOL, uint8_t, 1) X(C64, float, 8) X(F8E4M3, uint8_t, 1) \
+  X(F8E5M2, uint8_t, 1)
+
+/* Element size in bytes; 0 for INVALID and unknown values. */
+static inline uint32_t bp_dtype_size(uint32_t dtype) {
+  switch (dtype) {
+#define BP__SZ(N, T, S) case BP_DTYPE_##N: return S;
+    BP_PLUGIN_DTYPES(BP__SZ)
+#undef BP__SZ
+    default: return 0;
+  }
+}
+/* Short lowercase name ("f32"); "invalid" for unknown values. */
+const char* bp_dtype_name(uint32_t dtype);
+
+static inline int bp_dtype_is_valid(uint32_t d) { return d > BP_DTYPE_INVALID && d < BP_DTYPE_COUNT_; }
+static inline int bp_dtype_is_float(uint32_t d) {
+  return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
+}
+static inline int bp_dtype_is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2; }
+static inline int bp_dtype_is_int(uint32_t d) {
+  return d == BP_DTYPE_I8 || d == BP_DTYPE_U8 || d == BP_DTYPE_I16 || d == BP_DTYPE_I32 ||
+         d == BP_DTYPE_I64;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Small floating formats. Encoders round to nearest even.                  */
+/* ------------------------------------------------------------------------ */
+static inline uint32_t bp__f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bp__bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+static inline float bp_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1f) return bp__bits_f32(sign | 0x7f800000u | (man << 13));
+  if (exp == 0) {
+    float f = (float)man * 0x1p-24f; /* exact: subnormal or zero */
+    return sign ? -f : f;
+  }
+  return bp__bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+/* Equivalent to the F16C vcvtps2ph instruction with round-to-nearest-even. */
+static inline uint16_t bp_f32_to_f16(float f) {
+  uint32_t x = bp__f32_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  x &= 0x7fffffffu;
+  if (x >= 0x7f800000u) return (uint16_t)(sign | 0x7c00u | (x > 0x7f800000u ? 0x200u : 0u));
+  if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+  if (x < 0x38800000u) { /* below 2^-14: subnormal half; the scaling is exact */
+    float a = bp__bits_f32(x) * 0x1p24f;
+    uint32_t q = (uint32_t)a;
+    float rem = a - (float)q;
+    if (rem > 0.5f || (rem == 0.5f && (q & 1u))) q++;
+    return (uint16_t)(sign | q);
+  }
+  x += 0xc8000fffu + ((x >> 13) & 1u);
+  return (uint16_t)(sign | (x >> 13));
+}
+
+static inline float bp_bf16_to_f32(uint16_t b) { return bp__bits_f32((uint32_t)b << 16); }
+static inline uint16_t bp_f32_to_bf16(float f) {
+  uint32_t x = bp__f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+float bp_f8e4m3_to_f32(uint8_t v);
+static inline float bp_f8e5m2_to_f32(uint8_t v) { return bp_f16_to_f32((uint16_t)(v << 8)); }
+
+/* From double, single rounding (no double rounding through f32). e4m3fn has
+ * no infinity: overflow and inf give NaN; e5m2 overflows to inf. */
+uint16_t bp_f64_to_f16(double v);
+uint16_t bp_f64_to_bf16(double v);
+uint8_t bp_f64_to_f8e4m3(double v);
+uint8_t bp_f64_to_f8e5m2(double v);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+/* Formats the message, passes it to host->report (when the host provides
+ * one) and returns `status`. `host` may be NULL. */
+bp_status_t bp_plugin_report(const bp_host_services_t* host, bp_status_t status, const char* fmt,
+                             ...) __attribute__((format(printf, 3, 4)));
+/* Formats into `buf` (always NUL-terminated); returns `status`. */
+bp_status_t bp_plugin_format(char* buf, size_t cap, bp_status_t status, const char* fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Checks one descriptor a launch received: struct_size, dtype, rank, sizes
+ * and that every element lies inside [0, buffer_bytes) (when buffer_bytes is
+ * not UINT64_MAX). Writes a message naming `what` on failure. */
+bp_status_t bp_plugin_check_desc(const bp_tensor_desc_t* d, uint64_t buffer_bytes,
+                                 const char* what, char* msg, size_t msg_cap);
+
+/* Number of elements; 0 when any size is 0. */
+static inline int64_t bp_desc_numel(const bp_tensor_desc_t* d) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < d->rank; i++) n *= d->sizes[i];
+  return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* N-d strided iteration                                                     */
+/* ------------------------------------------------------------------------ */
+#define BP_ND_MAX_OPS 4
+
+/* A shared iteration space for up to BP_ND_MAX_OPS operands. Dims are
+ * ordered outermost first; strides are in elements and may be 0 or
+ * negative. */
+typedef struct bp_nd_layout {
+  int ndim;
+  int nops;
+  int64_t sizes[BP_MAX_RANK];
+  int64_t strides[BP_ND_MAX_OPS][BP_MAX_RANK];
+} bp_nd_layout_t;
+
+/* Drops size-1 dims and merges neighbours that are contiguous for every
+ * operand (stride[d] == stride[d+1] * size[d+1]). Leaves at least one dim. */
+void bp_nd_collapse(bp_nd_layout_t* l);
+
+/* Position inside a layout: index per dim and element offset per operand. */
+typedef struct bp_nd_cursor {
+  int64_t idx[BP_MAX_RANK];
+  int64_t off[BP_ND_MAX_OPS];
+} bp_nd_cursor_t;
+
+/* Places the cursor at linear (row-major) element `pos`. */
+void bp_nd_cursor_init(bp_nd_cursor_t* c, const bp_nd_layout_t* l, int64_t pos);
+
+/* Elements left in the current innermost row. */
+static inline int64_t bp_nd_row_left(const bp_nd_cursor_t* c, const bp_nd_layout_t* l) {
+  return l->sizes[l->ndim - 1] - c->idx[l->ndim - 1];
+}
+
+/* Moves `count` elements forward (count <= bp_nd_row_left). */
+static inline void bp_nd_cursor_advance(bp_nd_cursor_t* c, const bp_nd_layout_t* l, int64_t count) {
+  int d = l->ndim - 1;
+  for (int k = 0; k < l->nops; k++) c->off[k] += count * l->strides[k][d];
+  c->idx[d] += count;
+  while (d > 0 && c->idx[d] == l->sizes[d]) {
+    for (int k = 0; k < l->nops; k++) c->off[k] -= l->sizes[d] * l->strides[k][d];
+    c->idx[d] = 0;
+    d--;
+    c->idx[d]++;
+    for (int k = 0; k < l->nops; k++) c->off[k] += l->strides[k][d];
+  }
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BACKPLANE_PLUGIN_COMMON_H_ */

@@ -1,0 +1,258 @@
+/* backplane CPU plugin: op metadata (generated from ops.def), dispatch to
+ * the kernel families, support answers and cost estimates. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* ---- tables generated from ops.def ---------------------------------- */
+#define BP_IN0() 0
+#define BP_IN1(a) 1
+#define BP_IN2(a, b) 2
+#define BP_IN3(a, b, c) 3
+#define BP_IN4(a, b, c, d) 4
+#define BP_IN5(a, b, c, d, e) 5
+#define BP_IN6(a, b, c, d, e, f) 6
+#define BP_INV(l) -1
+#define BP_IN1V(a, l) -1
+#define BP_IN1V1(a, l, b) -1
+#define BP_OUT1(a) 1
+#define BP_OUT2(a, b) 2
+#define BP_OUT3(a, b, c) 3
+#define BP_OUT4(a, b, c, d) 4
+
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = ins,
+static const int8_t k_nin[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = outs,
+static const int8_t k_nout[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = #name,
+static const char* const k_names[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+/* bp_no_attrs_t carries nothing: size 0 marks "no attributes expected". */
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) \
+  [id] = __builtin_types_compatible_p(attrs, bp_no_attrs_t) ? 0 : sizeof(attrs),
+static const uint16_t k_attrs_size[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = BP_OP_CATEGORY_##cat,
+static const uint8_t k_category[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+/* Input names, "self,opt_other", to find the optional (opt_) operands. */
+#undef BP_IN0
+#undef BP_IN1
+#undef BP_IN2
+#undef BP_IN3
+#undef BP_IN4
+#undef BP_IN5
+#undef BP_IN6
+#undef BP_INV
+#undef BP_IN1V
+#undef BP_IN1V1
+#define BP_IN0() ""
+#define BP_IN1(a) #a
+#define BP_IN2(a, b) #a "," #b
+#define BP_IN3(a, b, c) #a "," #b "," #c
+#define BP_IN4(a, b, c, d) #a "," #b "," #c "," #d
+#define BP_IN5(a, b, c, d, e) #a "," #b "," #c "," #d "," #e
+#define BP_IN6(a, b, c, d, e, f) #a "," #b "," #c "," #d "," #e "," #f
+#define BP_INV(l) #l
+#define BP_IN1V(a, l) #a "," #l
+#define BP_IN1V1(a, l, b) #a "," #l "," #b
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = ins,
+static const char* const k_in_names[BP_OP_COUNT] = {
+#include "backplane/ops.def"
+};
+#undef BP_OP
+#undef BP_IN0
+#undef BP_IN1
+#undef BP_IN2
+#undef BP_IN3
+#undef BP_IN4
+#undef BP_IN5
+#undef BP_IN6
+#undef BP_INV
+#undef BP_IN1V
+#undef BP_IN1V1
+#undef BP_OUT1
+#undef BP_OUT2
+#undef BP_OUT3
+#undef BP_OUT4
+
+/* The ops this plugin runs. */
+#define CPU_IMPLEMENTED_RANGES(X) \
+  X(1, 65) X(66, 73) X(80, 82) X(98, 99) X(120, 123) X(127, 128)
+
+int cpu_op_implemented(uint32_t op) {
+#define CPU__IN_RANGE(a, b) if (op >= (a) && op <= (b)) return 1;
+  CPU_IMPLEMENTED_RANGES(CPU__IN_RANGE)
+#undef CPU__IN_RANGE
+  return 0;
+}
+
+int cpu_op_num_inputs(uint32_t op) { return op < BP_OP_COUNT ? k_nin[op] : 0; }
+int cpu_op_num_outputs(uint32_t op) { return op < BP_OP_COUNT ? k_nout[op] : 0; }
+size_t cpu_op_attrs_size(uint32_t op) { return op < BP_OP_COUNT ? k_attrs_size[op] : 0; }
+const char* cpu_op_name(uint32_t op) {
+  return op < BP_OP_COUNT && k_names[op] ? k_names[op] : "unknown";
+}
+
+int cpu_op_input_optional(uint32_t op, uint32_t i) {
+  if (op >= BP_OP_COUNT || !k_in_names[op]) return 0;
+  /* Binary ops take a scalar in place of self or other (attrs flags). */
+  if (k_attrs_size[op] == sizeof(bp_binary_attrs_t) && i < 2 &&
+      (k_category[op] == BP_OP_CATEGORY_BINARY || k_category[op] == BP_OP_CATEGORY_LOGICAL))
+    return 1;
+  const char* p = k_in_names[op];
+  for (uint32_t k = 0; k < i && p; k++) {
+    p = strchr(p, ',');
+    if (p) p++;
+  }
+  return p && strncmp(p, "opt_", 4) == 0;
+}
+
+/* ---- dispatch -------------------------------------------------------- */
+bp_status_t cpu_exec_op(const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  if (op >= BP_OP_abs && op <= BP_OP_where) return cpu_exec_elementwise(call);
+  if (op >= BP_OP_sum && op <= BP_OP_argmin) return cpu_exec_reduce(call);
+  if (op >= BP_OP_mm && op <= BP_OP_addmm) return cpu_exec_matmul(call);
+  if (op == BP_OP_softmax || op == BP_OP_log_softmax) return cpu_exec_softmax(call);
+  if ((op >= BP_OP_to_copy && op <= BP_OP_cat) || op == BP_OP_fill || op == BP_OP_arange)
+    return cpu_exec_copy_like(call);
+  return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s (id %u) has no CPU kernel", cpu_op_name(op), op);
+}
+
+/* ---- support --------------------------------------------------------- */
+static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...) {
+  bp_support_t a = {.struct_size = sizeof a, .supported = reason == BP_SUPPORT_OK, .reason = reason};
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(a.message, sizeof a.message, fmt, ap);
+  va_end(ap);
+  uint32_t cap = out->struct_size;
+  size_t n = cap && cap < sizeof a ? cap : sizeof a;
+  memcpy(out, &a, n);
+  out->struct_size = (uint32_t)n;
+  if (n == sizeof a) out->message[sizeof a.message - 1] = 0;
+  return BP_OK;
+}
+
+static int same_dtype_all(const bp_op_call_t* c, uint32_t dt) {
+  for (uint32_t i = 0; i < c->num_inputs; i++)
+    if (c->inputs[i].dtype != BP_DTYPE_INVALID && c->inputs[i].dtype != dt) return 0;
+  return c->outputs[0].dtype == dt;
+}
+
+bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_support_t* out) {
+  if (!dev || !call || !out)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: NULL argument");
+  if (call->struct_size < BP_OP_CALL_V1_SIZE)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: op call struct_size %u < %u",
+                     call->struct_size, BP_OP_CALL_V1_SIZE);
+  uint32_t op = call->op_id;
+  if (op == 0 || op >= BP_OP_COUNT) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
+  const char* name = cpu_op_name(op);
+  if (!cpu_op_implemented(op)) return answer(out, BP_SUPPORT_OP, "%s has no CPU kernel", name);
+  if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: missing operands", name);
+  uint32_t n = call->num_inputs + call->num_outputs;
+  for (uint32_t k = 0; k < n; k++) {
+    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    if (d->dtype == BP_DTYPE_INVALID) continue;
+    if (!bp_dtype_is_valid(d->dtype))
+      return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: unknown dtype %u", name, d->dtype);
+    if (d->dtype == BP_DTYPE_C64) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
+    if (d->rank > BP_MAX_RANK) return answer(out, BP_SUPPORT_RANK, "%s: rank %u > %d", name, d->rank, BP_MAX_RANK);
+  }
+  uint32_t in0 = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
+  uint32_t o0 = call->outputs[0].dtype;
+  char msg[200];
+  if (op <= BP_OP_where) {
+    int reason = cpu_ew_supported(call, msg, sizeof msg);
+    if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
+  } else if (op >= BP_OP_sum && op <= BP_OP_argmin) {
+    if (bp_dtype_is_fp8(in0) || bp_dtype_is_fp8(o0))
+      return answer(out, BP_SUPPORT_DTYPE, "%s: fp8 is a storage type", name);
+    if (op == BP_OP_mean && !bp_dtype_is_float(o0))
+      return answer(out, BP_SUPPORT_DTYPE, "mean: output %s is not floating", bp_dtype_name(o0));
+  } else if (op >= BP_OP_mm && op <= BP_OP_addmm) {
+    if (!same_dtype_all(call, o0))
+      return answer(out, BP_SUPPORT_DTYPE, "%s: operands must share one dtype", name);
+    if (o0 == BP_DTYPE_BOOL || bp_dtype_is_fp8(o0))
+      return answer(out, BP_SUPPORT_DTYPE, "%s: %s matmul is not supported", name, bp_dtype_name(o0));
+  } else if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
+    if (!bp_dtype_is_float(in0) || !bp_dtype_is_float(o0))
+      return answer(out, BP_SUPPORT_DTYPE, "%s: %s -> %s: floating dtypes only", name,
+                    bp_dtype_name(in0), bp_dtype_name(o0));
+  } else if (op == BP_OP_arange) {
+    if (o0 == BP_DTYPE_BOOL || bp_dtype_is_fp8(o0))
+      return answer(out, BP_SUPPORT_DTYPE, "arange: %s output is not supported", bp_dtype_name(o0));
+  }
+  /* to_copy, copy, clone, cat, fill: every dtype but c64 (checked above). */
+  return answer(out, BP_SUPPORT_OK, "supported");
+}
+
+/* ---- cost ------------------------------------------------------------ */
+bp_status_t cpu_estimate_cost(bpp_device_t dev, const bp_op_call_t* call, bp_cost_estimate_t* out) {
+  if (!dev || !call || !out || call->struct_size < BP_OP_CALL_V1_SIZE || !call->outputs ||
+      (call->num_inputs && !call->inputs))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: estimate_cost: NULL or short argument");
+  double bytes = 0, flops = 0;
+  for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
+    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    if (d->dtype == BP_DTYPE_INVALID || d->rank > BP_MAX_RANK) continue;
+    bytes += (double)bp_desc_numel(d) * bp_dtype_size(d->dtype);
+  }
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* o = &call->outputs[0];
+  double nout = o->rank <= BP_MAX_RANK ? (double)bp_desc_numel(o) : 0;
+  uint32_t dt = o->dtype;
+  if (op >= BP_OP_mm && op <= BP_OP_addmm && call->num_inputs >= 2) {
+    const bp_tensor_desc_t* a = &call->inputs[op == BP_OP_addmm ? 1 : 0];
+    double k = a->rank >= 1 && a->rank <= BP_MAX_RANK ? (double)a->sizes[a->rank - 1] : 0;
+    flops = 2.0 * nout * k;
+    dt = a->dtype;
+  } else if (op >= BP_OP_sum && op <= BP_OP_argmin && call->num_inputs) {
+    flops = call->inputs[0].rank <= BP_MAX_RANK ? (double)bp_desc_numel(&call->inputs[0]) : 0;
+    dt = call->inputs[0].dtype;
+  } else if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
+    flops = 20.0 * nout; /* exp dominates */
+  } else if (op <= BP_OP_where) {
+    /* transcendental ops cost ~20 flops per element, the rest ~1 */
+    int transc = (op >= BP_OP_acos && op <= BP_OP_log2 && op != BP_OP_ceil && op != BP_OP_floor) ||
+                 (op >= BP_OP_sigmoid && op <= BP_OP_tanh && op != BP_OP_sign && op != BP_OP_sqrt) ||
+                 op == BP_OP_elu || op == BP_OP_gelu || op == BP_OP_silu || op == BP_OP_pow ||
+                 op == BP_OP_atan2;
+    flops = nout * (transc ? 20.0 : 1.0);
+  }
+  double peak = dt < BP_DTYPE_SLOTS ? dev->props.peak_ops_per_s[dt] : 0;
+  if (peak <= 0) peak = dev->props.peak_ops_per_s[BP_DTYPE_F32];
+  double t_compute = peak > 0 ? flops / peak * 1e9 : 0;
+  double t_mem = bytes / dev->props.memory_bandwidth_bytes_per_s * 1e9;
+  bp_cost_estimate_t e = {
+      .struct_size = sizeof e,
+      .confidence = 20, /* roofline from estimated peaks */
+      .time_ns = (t_compute > t_mem ? t_compute : t_mem) + dev->props.launch_overhead_ns,
+      .flops = flops,
+      .bytes = bytes,
+  };
+  uint32_t cap = out->struct_size;
+  size_t n = cap && cap < sizeof e ? cap : sizeof e;
+  memcpy(out, &e, n);
+  out->struct_size = (uint32_t)n;
+  return BP_OK;
+}

@@ -1,0 +1,422 @@
+/* backplane CPU plugin: negotiation, instance, devices, memory, tables.
+ *
+ * The portable backend: "device" memory is host memory, streams are worker
+ * threads (cpu_stream.c), kernels run on one global thread pool
+ * (cpu_pool.c). BP_CPU_DEVICES=N (or the instance option "devices=N")
+ * exposes N logical devices over the same cores, for placement and
+ * collective tests on one machine.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu_internal.h"
+
+#ifdef BP_CPU_HAVE_CBLAS
+#include <cblas.h>
+void openblas_set_num_threads(int num_threads);
+#endif
+
+#define CPU_MAX_DEVICES 64u
+#define CPU_ALIGNMENT 64u
+
+const bp_host_services_t* cpu_host;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+static _Thread_local char tls_msg[CPU_MSG_CAP];
+static _Thread_local int tls_is_worker;
+
+void cpu_set_worker_thread(int is_worker) { tls_is_worker = is_worker; }
+const char* cpu_last_error(void) { return tls_msg; }
+
+bp_status_t cpu_error(bp_status_t status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  va_end(ap);
+  if (!tls_is_worker) bp_plugin_report(cpu_host, status, "%s", tls_msg);
+  return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Device properties                                                         */
+/* ------------------------------------------------------------------------ */
+static void cpu_model(char* out, size_t cap, double* out_ghz) {
+  snprintf(out, cap, "unknown CPU");
+  *out_ghz = 0;
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  int have_model = 0;
+  while (fgets(line, sizeof line, f)) {
+    char* colon = strchr(line, ':');
+    if (!colon) continue;
+    char* v = colon + 1;
+    while (*v == ' ' || *v == '\t') v++;
+    v[strcspn(v, "\n")] = 0;
+    if (!have_model && strncmp(line, "model name", 10) == 0) {
+      snprintf(out, cap, "%s", v);
+      have_model = 1;
+    } else if (*out_ghz == 0 && strncmp(line, "cpu MHz", 7) == 0) {
+      *out_ghz = atof(v) / 1000.0;
+    }
+    if (have_model && *out_ghz > 0) break;
+  }
+  fclose(f);
+}
+
+static uint32_t simd_f32_lanes(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2")) return 8;
+  if (__builtin_cpu_supports("sse2")) return 4;
+  return 1;
+#elif defined(__aarch64__)
+  return 4; /* NEON */
+#else
+  return 1;
+#endif
+}
+
+static void fill_properties(bp_device_properties_t* p, uint32_t index) {
+  char model[96];
+  double ghz;
+  cpu_model(model, sizeof model, &ghz);
+  if (ghz <= 0) ghz = 2.5; /* unknown clock: a typical server core */
+  uint32_t cores = cpu_online_cores();
+  uint32_t lanes = simd_f32_lanes();
+  memset(p, 0, sizeof *p);
+  p->struct_size = sizeof *p;
+  p->kind = BP_DEVICE_KIND_CPU;
+  snprintf(p->name, sizeof p->name, "CPU %u (%s)", index, model);
+  snprintf(p->vendor, sizeof p->vendor, "backplane");
+  snprintf(p->driver_version, sizeof p->driver_version, "cpu plugin %s",
+#ifdef BP_CPU_HAVE_CBLAS
+           "0.1 (OpenBLAS)"
+#else
+           "0.1"
+#endif
+  );
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  p->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  p->compute_units = cores;
+  p->subgroup_size = lanes;
+  for (uint32_t d = 1; d < BP_DTYPE_COUNT_; d++)
+    if (d != BP_DTYPE_C64) p->dtype_mask |= BP_DTYPE_BIT(d);
+  p->flags = BP_DEVICE_FLAG_DENORMALS_PRESERVED | BP_DEVICE_FLAG_CORRECTLY_ROUNDED |
+             BP_DEVICE_FLAG_UNIFIED_MEMORY | BP_DEVICE_FLAG_TIMESTAMPS | BP_DEVICE_FLAG_PEER_COPY;
+  /* Estimates, not measurements: cores * clock * SIMD lanes * 2 (FMA) * 2
+   * FMA pipes for f32; half for f64; f16/bf16 convert to f32 first (half the
+   * f32 rate); integers one op per lane per cycle at 32 bits. */
+  double f32 = cores * ghz * 1e9 * lanes * 2.0 * 2.0;
+  p->peak_ops_per_s[BP_DTYPE_F32] = f32;
+  p->peak_ops_per_s[BP_DTYPE_F64] = f32 / 2;
+  p->peak_ops_per_s[BP_DTYPE_F16] = f32 / 2;
+  p->peak_ops_per_s[BP_DTYPE_BF16] = f32 / 2;
+  double i32 = cores * ghz * 1e9 * lanes;
+  p->peak_ops_per_s[BP_DTYPE_I32] = i32;
+  p->peak_ops_per_s[BP_DTYPE_I64] = i32 / 2;
+  p->peak_ops_per_s[BP_DTYPE_I16] = i32 * 2;
+  p->peak_ops_per_s[BP_DTYPE_I8] = i32 * 4;
+  p->peak_ops_per_s[BP_DTYPE_U8] = i32 * 4;
+  p->peak_ops_per_s[BP_DTYPE_BOOL] = i32 * 4;
+  /* Estimate: ~8 GB/s per core, capped at a typical socket's 150 GB/s. */
+  double bw = cores * 8e9;
+  p->memory_bandwidth_bytes_per_s = bw < 150e9 ? bw : 150e9;
+  p->host_link_bandwidth_bytes_per_s = p->memory_bandwidth_bytes_per_s / 2; /* memcpy: read + write */
+  p->launch_overhead_ns = 2000; /* enqueue + worker wake-up + pool fan-out */
+}
+
+/* ------------------------------------------------------------------------ */
+/* Instance and devices                                                      */
+/* ------------------------------------------------------------------------ */
+static uint32_t parse_devices(const char* s, uint32_t dflt) {
+  if (!s || !*s) return dflt;
+  char* end;
+  long v = strtol(s, &end, 10);
+  if (end == s || v < 1) return dflt;
+  return v > (long)CPU_MAX_DEVICES ? CPU_MAX_DEVICES : (uint32_t)v;
+}
+
+static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_instance_t* out) {
+  bp_status_t st = BP_OK;
+  struct bpp_instance_s* inst = NULL;
+  if (!out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: instance_create: NULL out_instance");
+  *out = NULL;
+  uint32_t n = parse_devices(getenv("BP_CPU_DEVICES"), 1);
+  if (info && info->struct_size >= sizeof *info && info->options) {
+    const char* o = strstr(info->options, "devices=");
+    if (o) n = parse_devices(o + 8, n);
+  }
+  inst = calloc(1, sizeof *inst);
+  if (!inst || !(inst->devices = calloc(n, sizeof *inst->devices))) {
+    st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: instance_create: out of memory");
+    goto cleanup;
+  }
+  inst->device_count = n;
+  for (uint32_t i = 0; i < n; i++) {
+    inst->devices[i].index = i;
+    fill_properties(&inst->devices[i].props, i);
+  }
+  if ((st = cpu_pool_acquire())) goto cleanup;
+#ifdef BP_CPU_HAVE_CBLAS
+  /* GEMM runs on OpenBLAS's own threads while our pool sleeps. */
+  openblas_set_num_threads((int)cpu_online_cores());
+#endif
+  *out = inst;
+  inst = NULL;
+cleanup:
+  if (inst) free(inst->devices);
+  free(inst);
+  return st;
+}
+
+static void instance_destroy(bpp_instance_t inst) {
+  if (!inst) return;
+  cpu_pool_release();
+  free(inst->devices);
+  free(inst);
+}
+
+static bp_status_t device_count(bpp_instance_t inst, uint32_t* out) {
+  if (!inst || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_count: NULL argument");
+  *out = inst->device_count;
+  return BP_OK;
+}
+
+static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t* out) {
+  if (!inst || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_open: NULL argument");
+  if (index >= inst->device_count)
+    return cpu_error(BP_NOT_FOUND, "cpu: device_open: index %u, only %u devices", index,
+                     inst->device_count);
+  *out = &inst->devices[index];
+  return BP_OK;
+}
+
+static void device_close(bpp_device_t dev) { (void)dev; /* owned by the instance */ }
+
+static bp_status_t device_get_properties(bpp_device_t dev, bp_device_properties_t* props) {
+  if (!dev || !props) return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_get_properties: NULL argument");
+  uint32_t cap = props->struct_size;
+  if (cap < sizeof(uint32_t))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_get_properties: struct_size %u too small", cap);
+  size_t n = cap < sizeof dev->props ? cap : sizeof dev->props;
+  memcpy(props, &dev->props, n);
+  props->struct_size = (uint32_t)n;
+  return BP_OK;
+}
+
+static const uint32_t k_space_kinds[3] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED,
+                                          BP_MEMORY_HOST_PAGEABLE};
+
+static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
+                                        bp_memory_space_info_t* out, uint32_t* out_count) {
+  if (!dev || !out_count || (capacity && !out))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_spaces: NULL argument");
+  *out_count = 3;
+  for (uint32_t i = 0; i < 3 && i < capacity; i++) {
+    bp_memory_space_info_t info = {
+        .struct_size = sizeof info,
+        .kind = k_space_kinds[i],
+        .flags = BP_MEMORY_FLAG_HOST_VISIBLE | BP_MEMORY_FLAG_HOST_COHERENT |
+                 BP_MEMORY_FLAG_DEVICE_LOCAL,
+        .capacity_bytes = dev->props.memory_bytes,
+        .alignment_bytes = CPU_ALIGNMENT,
+    };
+    uint32_t cap = out[i].struct_size ? out[i].struct_size : sizeof info;
+    memcpy(&out[i], &info, cap < sizeof info ? cap : sizeof info);
+  }
+  return BP_OK;
+}
+
+static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t* out_used,
+                                       uint64_t* out_budget) {
+  if (!dev || !out_used || !out_budget)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: NULL argument");
+  if (kind > BP_MEMORY_HOST_PAGEABLE)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: unsupported memory kind %u", kind);
+  *out_used = atomic_load(&dev->used[kind]);
+  *out_budget = dev->props.memory_bytes;
+  return BP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Buffers                                                                   */
+/* ------------------------------------------------------------------------ */
+static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_t* info,
+                                   bpp_buffer_t* out) {
+  bp_status_t st = BP_OK;
+  struct bpp_buffer_s* b = NULL;
+  if (!dev || !info || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: NULL argument");
+  *out = NULL;
+  if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: info struct_size %u too small", info->struct_size);
+  if (info->memory_kind > BP_MEMORY_HOST_PAGEABLE)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: memory kind %u is not offered (device, pinned, pageable)",
+                     info->memory_kind);
+  uint64_t align = info->alignment ? info->alignment : CPU_ALIGNMENT;
+  if (align & (align - 1))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: alignment %llu is not a power of two",
+                     (unsigned long long)align);
+  if (align < CPU_ALIGNMENT) align = CPU_ALIGNMENT;
+  if (info->size_bytes == 0) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: size 0");
+  uint64_t rounded;
+  if (__builtin_add_overflow(info->size_bytes, align - 1, &rounded) || rounded > (uint64_t)PTRDIFF_MAX)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: size %llu overflows",
+                     (unsigned long long)info->size_bytes);
+  rounded &= ~(align - 1);
+  if (dev->props.memory_bytes && rounded > dev->props.memory_bytes)
+    return cpu_error(BP_RESOURCE_EXHAUSTED,
+                     "cpu: buffer_allocate: %llu bytes requested, the machine has %llu",
+                     (unsigned long long)info->size_bytes, (unsigned long long)dev->props.memory_bytes);
+  b = calloc(1, sizeof *b);
+  if (b) b->ptr = aligned_alloc(align, rounded);
+  if (!b || !b->ptr) {
+    st = cpu_error(BP_RESOURCE_EXHAUSTED,
+                   "cpu: buffer_allocate: cannot allocate %llu bytes (%llu in use of %llu)",
+                   (unsigned long long)info->size_bytes,
+                   (unsigned long long)atomic_load(&dev->used[info->memory_kind]),
+                   (unsigned long long)dev->props.memory_bytes);
+    goto cleanup;
+  }
+  b->size = info->size_bytes;
+  b->reserved = rounded;
+  b->kind = info->memory_kind;
+  b->device = dev;
+  atomic_fetch_add(&dev->used[b->kind], rounded);
+  *out = b;
+  b = NULL;
+cleanup:
+  free(b);
+  return st;
+}
+
+static void buffer_release(bpp_buffer_t b) {
+  if (!b) return;
+  atomic_fetch_sub(&b->device->used[b->kind], b->reserved);
+  free(b->ptr);
+  free(b);
+}
+
+static bp_status_t buffer_map(bpp_buffer_t b, uint64_t off, uint64_t size, void** out) {
+  if (!b || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_map: NULL argument");
+  if (off > b->size || size > b->size - off)
+    return cpu_error(BP_OUT_OF_RANGE, "cpu: buffer_map: range [%llu, +%llu) exceeds %llu bytes",
+                     (unsigned long long)off, (unsigned long long)size, (unsigned long long)b->size);
+  *out = b->ptr + off;
+  return BP_OK;
+}
+
+static bp_status_t buffer_unmap(bpp_buffer_t b) {
+  if (!b) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_unmap: NULL buffer");
+  return BP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Capabilities                                                              */
+/* ------------------------------------------------------------------------ */
+static bp_status_t query_fusion(bpp_device_t dev, bp_fusion_caps_t* out) {
+  if (!dev || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_fusion: NULL argument");
+  uint32_t cap = out->struct_size;
+  bp_fusion_caps_t caps = {.struct_size = sizeof caps}; /* no elementwise programs yet */
+  size_t n = cap && cap < sizeof caps ? cap : sizeof caps;
+  memcpy(out, &caps, n);
+  out->struct_size = (uint32_t)n;
+  return BP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tables and negotiation                                                    */
+/* ------------------------------------------------------------------------ */
+static const bpp_core_table_t k_core = {
+    .struct_size = sizeof(bpp_core_table_t),
+    .instance_create = instance_create,
+    .instance_destroy = instance_destroy,
+    .device_count = device_count,
+    .device_open = device_open,
+    .device_close = device_close,
+    .device_get_properties = device_get_properties,
+    .device_memory_spaces = device_memory_spaces,
+    .device_memory_usage = device_memory_usage,
+    .buffer_allocate = buffer_allocate,
+    .buffer_release = buffer_release,
+    .buffer_map = buffer_map,
+    .buffer_unmap = buffer_unmap,
+    .copy_host_to_device = cpu_copy_h2d,
+    .copy_device_to_host = cpu_copy_d2h,
+    .copy_device_to_device = cpu_copy_d2d,
+    .copy_peer = cpu_copy_d2d,
+    .buffer_fill = cpu_buffer_fill,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_synchronize = cpu_stream_synchronize,
+    .stream_query = cpu_stream_query,
+    .stream_enqueue_host_func = cpu_stream_host_func,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_query = cpu_event_query,
+    .event_synchronize = cpu_event_synchronize,
+    .event_elapsed_ns = cpu_event_elapsed_ns,
+};
+
+static bpp_op_launch_fn k_launch[BP_OP_COUNT];
+static pthread_once_t k_launch_once = PTHREAD_ONCE_INIT;
+static void init_launch(void) {
+  for (uint32_t op = 1; op < BP_OP_COUNT; op++)
+    if (cpu_op_implemented(op)) k_launch[op] = cpu_launch_op;
+}
+
+static const bpp_op_table_t k_ops = {
+    .struct_size = sizeof(bpp_op_table_t),
+    .launch_count = BP_OP_COUNT,
+    .launch = k_launch,
+};
+
+static const bpp_caps_table_t k_caps = {
+    .struct_size = sizeof(bpp_caps_table_t),
+    .query_support = cpu_query_support,
+    .estimate_cost = cpu_estimate_cost,
+    .query_fusion = query_fusion,
+    .launch_ew_program = NULL,
+};
+
+static const bp_plugin_vtable_t k_vtable = {
+    .struct_size = sizeof(bp_plugin_vtable_t),
+    .core = &k_core,
+    .ops = &k_ops,
+    .caps = &k_caps,
+    .exec = NULL,
+    .comm = NULL,
+};
+
+BP_PLUGIN_EXPORT bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req,
+                                                 bp_negotiate_reply_t* reply) {
+  if (!req || !reply || req->struct_size < BP_NEGOTIATE_REQUEST_V1_SIZE ||
+      reply->struct_size < BP_NEGOTIATE_REPLY_V1_SIZE)
+    return BP_INVALID_ARGUMENT; /* no host services to report through */
+  if (req->host && req->host->struct_size >= BP_HOST_SERVICES_V1_SIZE) cpu_host = req->host;
+  if (req->abi_major != BP_ABI_VERSION_MAJOR)
+    return bp_plugin_report(cpu_host, BP_FAILED_PRECONDITION,
+                            "cpu: ABI major %u not supported (plugin speaks %u.%u)",
+                            req->abi_major, BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
+  pthread_once(&k_launch_once, init_launch);
+  bp_negotiate_reply_t r = {
+      .struct_size = BP_NEGOTIATE_REPLY_V1_SIZE,
+      .abi_major = BP_ABI_VERSION_MAJOR,
+      .abi_minor = req->abi_minor < BP_ABI_VERSION_MINOR ? req->abi_minor : BP_ABI_VERSION_MINOR,
+      .name = "cpu",
+      .version = "0.1.0",
+      .vendor = "backplane",
+      .vtable = &k_vtable,
+      .next = NULL,
+  };
+  memcpy(reply, &r, BP_NEGOTIATE_REPLY_V1_SIZE);
+  return BP_OK;
+}

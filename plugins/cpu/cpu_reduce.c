@@ -1,0 +1,448 @@
+/* backplane CPU plugin: reductions (sum, mean, prod, amax, amin, any, argmax,
+ * argmin) and softmax / log_softmax.
+ *
+ * Reductions accumulate in one of two domains: double for floating inputs
+ * or outputs (f32/f16/bf16 sums are accurate without pairwise tricks), int64
+ * for integers and bool (wrapping like PyTorch). The input is viewed as kept
+ * dims x reduced dims; work is split over outputs when there are enough,
+ * else over the reduced range of each output with ordered partials.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#define RED_GRAIN 32768
+#define RED_MAX_SPLIT 64
+
+enum { DOM_F64 = 0, DOM_I64 = 1 };
+
+typedef struct acc {
+  double f;
+  int64_t i;
+  int64_t idx;
+  int nan;
+} acc_t;
+
+typedef struct red_job {
+  uint32_t op;
+  int dom;
+  bp_nd_layout_t K; /* kept dims: operand 0 = output, 1 = input */
+  bp_nd_layout_t R; /* reduced dims: operand 0 = input */
+  int64_t nk, nr;
+  const unsigned char* in;
+  uint32_t in_dtype, in_es;
+  unsigned char* out;
+  uint32_t out_dtype, out_es;
+  /* split mode */
+  int64_t koff, chunk;
+  acc_t part[RED_MAX_SPLIT];
+} red_job_t;
+
+static acc_t acc_init(uint32_t op, int dom) {
+  acc_t a = {0, 0, -1, 0};
+  switch (op) {
+    case BP_OP_prod: a.f = 1; a.i = 1; break;
+    case BP_OP_amax: a.f = -INFINITY; a.i = INT64_MIN; break;
+    case BP_OP_amin: a.f = INFINITY; a.i = INT64_MAX; break;
+    default: break;
+  }
+  (void)dom;
+  return a;
+}
+
+/* Folds n values (domain type) at linear positions pos.. into a. */
+static void acc_block_f64(uint32_t op, acc_t* a, const double* restrict v, int64_t n, int64_t pos) {
+  switch (op) {
+    case BP_OP_sum:
+    case BP_OP_mean: {
+      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) {
+        s0 += v[i];
+        s1 += v[i + 1];
+        s2 += v[i + 2];
+        s3 += v[i + 3];
+      }
+      for (; i < n; i++) s0 += v[i];
+      a->f += (s0 + s1) + (s2 + s3);
+      break;
+    }
+    case BP_OP_prod: for (int64_t i = 0; i < n; i++) a->f *= v[i]; break;
+    case BP_OP_amax:
+      for (int64_t i = 0; i < n; i++) {
+        if (isnan(v[i])) a->nan = 1;
+        else if (v[i] > a->f) a->f = v[i];
+      }
+      break;
+    case BP_OP_amin:
+      for (int64_t i = 0; i < n; i++) {
+        if (isnan(v[i])) a->nan = 1;
+        else if (v[i] < a->f) a->f = v[i];
+      }
+      break;
+    case BP_OP_any: for (int64_t i = 0; i < n; i++) a->i |= v[i] != 0; break;
+    case BP_OP_argmax:
+    case BP_OP_argmin: {
+      int mx = op == BP_OP_argmax;
+      for (int64_t i = 0; i < n; i++) {
+        if (a->nan) break; /* the first NaN wins */
+        double x = v[i];
+        if (a->idx < 0 || isnan(x) || (mx ? x > a->f : x < a->f)) {
+          a->f = x;
+          a->idx = pos + i;
+          if (isnan(x)) a->nan = 1;
+        }
+      }
+      break;
+    }
+    default: break;
+  }
+}
+
+static void acc_block_i64(uint32_t op, acc_t* a, const int64_t* restrict v, int64_t n, int64_t pos) {
+  switch (op) {
+    case BP_OP_sum: {
+      int64_t s = 0;
+      for (int64_t i = 0; i < n; i++) s += v[i];
+      a->i += s;
+      break;
+    }
+    case BP_OP_prod: for (int64_t i = 0; i < n; i++) a->i *= v[i]; break;
+    case BP_OP_amax: for (int64_t i = 0; i < n; i++) a->i = v[i] > a->i ? v[i] : a->i; break;
+    case BP_OP_amin: for (int64_t i = 0; i < n; i++) a->i = v[i] < a->i ? v[i] : a->i; break;
+    case BP_OP_any: for (int64_t i = 0; i < n; i++) a->i |= v[i] != 0; break;
+    case BP_OP_argmax:
+    case BP_OP_argmin: {
+      int mx = op == BP_OP_argmax;
+      for (int64_t i = 0; i < n; i++)
+        if (a->idx < 0 || (mx ? v[i] > a->i : v[i] < a->i)) {
+          a->i = v[i];
+          a->idx = pos + i;
+        }
+      break;
+    }
+    default: break;
+  }
+}
+
+/* a = a (earlier positions) combined with b (later positions). */
+static void acc_combine(uint32_t op, int dom, acc_t* a, const acc_t* b) {
+  switch (op) {
+    case BP_OP_sum: case BP_OP_mean: a->f += b->f; a->i += b->i; break;
+    case BP_OP_prod: a->f *= b->f; a->i *= b->i; break;
+    case BP_OP_amax:
+      a->nan |= b->nan;
+      if (b->f > a->f) a->f = b->f;
+      if (b->i > a->i) a->i = b->i;
+      break;
+    case BP_OP_amin:
+      a->nan |= b->nan;
+      if (b->f < a->f) a->f = b->f;
+      if (b->i < a->i) a->i = b->i;
+      break;
+    case BP_OP_any: a->i |= b->i; break;
+    case BP_OP_argmax:
+    case BP_OP_argmin: {
+      if (b->idx < 0 || a->nan) break;
+      int mx = op == BP_OP_argmax;
+      int better = a->idx < 0 || b->nan ||
+                   (dom == DOM_F64 ? (mx ? b->f > a->f : b->f < a->f) : (mx ? b->i > a->i : b->i < a->i));
+      if (better) *a = *b;
+      break;
+    }
+    default: break;
+  }
+}
+
+/* Reduces linear positions [rb, re) of the reduced space for the output
+ * whose kept offset (input elements) is koff. */
+static acc_t reduce_range(const red_job_t* j, int64_t koff, int64_t rb, int64_t re) {
+  acc_t a = acc_init(j->op, j->dom);
+  bp_nd_cursor_t c;
+  bp_nd_cursor_init(&c, &j->R, rb);
+  _Alignas(64) unsigned char buf[CPU_BLOCK * 8];
+  int kt = j->dom == DOM_F64 ? CPU_KT_F64 : CPU_KT_I64;
+  const int last = j->R.ndim - 1;
+  for (int64_t pos = rb; pos < re;) {
+    int64_t n = bp_nd_row_left(&c, &j->R);
+    if (n > re - pos) n = re - pos;
+    int64_t s = j->R.strides[0][last];
+    const unsigned char* row = j->in + (koff + c.off[0]) * (int64_t)j->in_es;
+    for (int64_t o = 0; o < n; o += CPU_BLOCK) {
+      int64_t cnt = n - o < CPU_BLOCK ? n - o : CPU_BLOCK;
+      const void* v;
+      if (s == 1 && j->in_dtype == cpu_kt_dtype[kt]) {
+        v = row + o * (int64_t)j->in_es;
+      } else {
+        cpu_load[kt](buf, row + o * s * (int64_t)j->in_es, s, cnt, j->in_dtype);
+        v = buf;
+      }
+      if (j->dom == DOM_F64) acc_block_f64(j->op, &a, v, cnt, pos + o);
+      else acc_block_i64(j->op, &a, v, cnt, pos + o);
+    }
+    bp_nd_cursor_advance(&c, &j->R, n);
+    pos += n;
+  }
+  return a;
+}
+
+static void store_result(const red_job_t* j, int64_t out_off, const acc_t* a) {
+  unsigned char* dst = j->out + out_off * (int64_t)j->out_es;
+  switch (j->op) {
+    case BP_OP_argmax:
+    case BP_OP_argmin:
+      cpu_store[CPU_KT_I64](dst, 1, &a->idx, 1, j->out_dtype);
+      return;
+    case BP_OP_mean: {
+      double m = a->f / (double)j->nr; /* empty: 0/0 = NaN */
+      cpu_store[CPU_KT_F64](dst, 1, &m, 1, j->out_dtype);
+      return;
+    }
+    default:
+      if (j->dom == DOM_F64 && j->op != BP_OP_any) {
+        double v = a->nan ? NAN : a->f;
+        cpu_store[CPU_KT_F64](dst, 1, &v, 1, j->out_dtype);
+      } else {
+        cpu_store[CPU_KT_I64](dst, 1, &a->i, 1, j->out_dtype);
+      }
+  }
+}
+
+static void red_outputs(void* ctx, int64_t b, int64_t e) {
+  const red_job_t* j = ctx;
+  bp_nd_cursor_t c;
+  bp_nd_cursor_init(&c, &j->K, b);
+  for (int64_t k = b; k < e; k++) {
+    acc_t a = reduce_range(j, c.off[1], 0, j->nr);
+    store_result(j, c.off[0], &a);
+    bp_nd_cursor_advance(&c, &j->K, 1);
+  }
+}
+
+static void red_split(void* ctx, int64_t b, int64_t e) {
+  red_job_t* j = ctx;
+  for (int64_t ci = b; ci < e; ci++) {
+    int64_t rb = ci * j->chunk, re = rb + j->chunk < j->nr ? rb + j->chunk : j->nr;
+    j->part[ci] = reduce_range(j, j->koff, rb, re);
+  }
+}
+
+bp_status_t cpu_exec_reduce(const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_reduce_attrs_t* a = call->attrs;
+  if (bp_dtype_is_fp8(in->dtype) || bp_dtype_is_fp8(out->dtype) || in->dtype == BP_DTYPE_C64)
+    return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: %s input is not supported", cpu_op_name(op),
+                     bp_dtype_name(in->dtype));
+  uint32_t mask = 0;
+  if ((a->flags & BP_REDUCE_ALL_DIMS) || a->num_dims == 0) {
+    mask = (1u << in->rank) - 1;
+  } else {
+    if (a->num_dims < 0 || a->num_dims > BP_MAX_RANK)
+      return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: num_dims %d", cpu_op_name(op), a->num_dims);
+    for (int k = 0; k < a->num_dims; k++) {
+      int64_t d = a->dims[k] < 0 ? a->dims[k] + (int64_t)in->rank : a->dims[k];
+      if (in->rank == 0 && (d == 0 || d == -1)) continue; /* 0-d: dim 0 / -1 is the scalar */
+      if (d < 0 || d >= (int64_t)in->rank || (mask & (1u << d)))
+        return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: dim %d invalid or repeated for rank %u",
+                         cpu_op_name(op), a->dims[k], in->rank);
+      mask |= 1u << d;
+    }
+  }
+  int keep = (a->flags & BP_REDUCE_KEEPDIM) != 0;
+  uint32_t nred = (uint32_t)__builtin_popcount(mask);
+  uint32_t want_rank = keep ? in->rank : in->rank - nred;
+  if (out->rank != want_rank)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: output rank %u, expected %u", cpu_op_name(op),
+                     out->rank, want_rank);
+  red_job_t* j = calloc(1, sizeof *j);
+  if (!j) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: out of memory", cpu_op_name(op));
+  j->op = op;
+  int in_float = bp_dtype_is_float(in->dtype);
+  if (op == BP_OP_sum || op == BP_OP_prod) j->dom = bp_dtype_is_float(out->dtype) ? DOM_F64 : DOM_I64;
+  else if (op == BP_OP_mean) j->dom = DOM_F64;
+  else j->dom = in_float ? DOM_F64 : DOM_I64;
+  j->in = cpu_desc_ptr(in);
+  j->in_dtype = in->dtype;
+  j->in_es = bp_dtype_size(in->dtype);
+  j->out = cpu_desc_ptr(out);
+  j->out_dtype = out->dtype;
+  j->out_es = bp_dtype_size(out->dtype);
+  j->K.nops = 2;
+  j->R.nops = 1;
+  j->nk = j->nr = 1;
+  bp_status_t st = BP_OK;
+  uint32_t od = 0;
+  for (uint32_t d = 0; d < in->rank; d++) {
+    if (mask & (1u << d)) {
+      j->R.sizes[j->R.ndim] = in->sizes[d];
+      j->R.strides[0][j->R.ndim] = in->strides[d];
+      j->R.ndim++;
+      j->nr *= in->sizes[d];
+      if (keep) od++;
+    } else {
+      if (out->sizes[od] != in->sizes[d]) {
+        st = cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: output size %lld in dim %u, input %lld",
+                       cpu_op_name(op), (long long)out->sizes[od], od, (long long)in->sizes[d]);
+        goto cleanup;
+      }
+      j->K.sizes[j->K.ndim] = in->sizes[d];
+      j->K.strides[0][j->K.ndim] = out->strides[od];
+      j->K.strides[1][j->K.ndim] = in->strides[d];
+      j->K.ndim++;
+      j->nk *= in->sizes[d];
+      od++;
+    }
+  }
+  if (j->nk == 0) goto cleanup;
+  if (j->nr == 0 && op != BP_OP_sum && op != BP_OP_mean && op != BP_OP_prod && op != BP_OP_any) {
+    st = cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: cannot reduce an empty dimension", cpu_op_name(op));
+    goto cleanup;
+  }
+  bp_nd_collapse(&j->K);
+  bp_nd_collapse(&j->R);
+  if (j->nr == 0) j->R.sizes[0] = 0; /* keep the reduced space empty */
+  uint32_t threads = cpu_pool_threads();
+  if (j->nk >= 2 * (int64_t)threads || j->nr < 2 * RED_GRAIN) {
+    int64_t grain = j->nr > 0 ? RED_GRAIN / j->nr : RED_GRAIN;
+    if (grain < 1) grain = 1;
+    if (j->nk * (j->nr > 0 ? j->nr : 1) < RED_GRAIN) red_outputs(j, 0, j->nk);
+    else cpu_parallel_for(j->nk, grain, red_outputs, j);
+  } else {
+    int64_t nchunks = (j->nr + RED_GRAIN - 1) / RED_GRAIN;
+    if (nchunks > RED_MAX_SPLIT) nchunks = RED_MAX_SPLIT;
+    j->chunk = (j->nr + nchunks - 1) / nchunks;
+    nchunks = (j->nr + j->chunk - 1) / j->chunk;
+    bp_nd_cursor_t c;
+    bp_nd_cursor_init(&c, &j->K, 0);
+    for (int64_t k = 0; k < j->nk; k++) {
+      j->koff = c.off[1];
+      cpu_parallel_for(nchunks, 1, red_split, j);
+      acc_t acc = j->part[0];
+      for (int64_t ci = 1; ci < nchunks; ci++) acc_combine(op, j->dom, &acc, &j->part[ci]);
+      store_result(j, c.off[0], &acc);
+      bp_nd_cursor_advance(&c, &j->K, 1);
+    }
+  }
+cleanup:
+  free(j);
+  return st;
+}
+
+/* ---- softmax ----------------------------------------------------------- */
+typedef struct sm_job {
+  bp_nd_layout_t L; /* rows: operand 0 = output, 1 = input */
+  int64_t len, in_stride, out_stride;
+  const unsigned char* in;
+  unsigned char* out;
+  uint32_t in_dtype, out_dtype, in_es, out_es;
+  int kt, log;
+  _Atomic int failed;
+} sm_job_t;
+
+#define CPU__SOFTMAX_ROW(T, SFX)                                                \
+  static void softmax_row_##SFX(T* restrict x, int64_t n, int log_out) {        \
+    T mx = -INFINITY;                                                           \
+    int nan = 0;                                                                \
+    for (int64_t i = 0; i < n; i++) {                                           \
+      if (x[i] != x[i]) nan = 1;                                                \
+      mx = x[i] > mx ? x[i] : mx;                                               \
+    }                                                                           \
+    if (nan) mx = (T)NAN;                                                       \
+    double sum = 0;                                                             \
+    if (log_out) {                                                              \
+      for (int64_t i = 0; i < n; i++) sum += (double)SFX##_exp(x[i] - mx);      \
+      T ls = (T)log(sum);                                                       \
+      for (int64_t i = 0; i < n; i++) x[i] = x[i] - mx - ls;                    \
+    } else {                                                                    \
+      for (int64_t i = 0; i < n; i++) {                                         \
+        x[i] = SFX##_exp(x[i] - mx);                                            \
+        sum += (double)x[i];                                                    \
+      }                                                                         \
+      T inv = (T)(1.0 / sum);                                                   \
+      for (int64_t i = 0; i < n; i++) x[i] *= inv;                              \
+    }                                                                           \
+  }
+#define f32_exp expf
+#define f64_exp exp
+CPU__SOFTMAX_ROW(float, f32)
+CPU__SOFTMAX_ROW(double, f64)
+
+static void sm_rows(void* ctx, int64_t b, int64_t e) {
+  sm_job_t* j = ctx;
+  void* buf = malloc((size_t)j->len * 8);
+  if (!buf) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  bp_nd_cursor_t c;
+  bp_nd_cursor_init(&c, &j->L, b);
+  for (int64_t r = b; r < e; r++) {
+    cpu_load[j->kt](buf, j->in + c.off[1] * (int64_t)j->in_es, j->in_stride, j->len, j->in_dtype);
+    if (j->kt == CPU_KT_F32) softmax_row_f32(buf, j->len, j->log);
+    else softmax_row_f64(buf, j->len, j->log);
+    cpu_store[j->kt](j->out + c.off[0] * (int64_t)j->out_es, j->out_stride, buf, j->len, j->out_dtype);
+    bp_nd_cursor_advance(&c, &j->L, 1);
+  }
+  free(buf);
+}
+
+bp_status_t cpu_exec_softmax(const bp_op_call_t* call) {
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_softmax_attrs_t* a = call->attrs;
+  const char* name = cpu_op_name(call->op_id);
+  if (!bp_dtype_is_float(in->dtype) || !bp_dtype_is_float(out->dtype))
+    return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: %s -> %s: floating dtypes only", name,
+                     bp_dtype_name(in->dtype), bp_dtype_name(out->dtype));
+  if (in->rank != out->rank)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: input rank %u != output rank %u", name, in->rank, out->rank);
+  uint32_t rank = in->rank ? in->rank : 1;
+  int64_t dim = a->dim < 0 ? a->dim + (int64_t)rank : a->dim;
+  if (dim < 0 || dim >= (int64_t)rank)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: dim %d out of range for rank %u", name, a->dim, in->rank);
+  sm_job_t j;
+  memset(&j, 0, sizeof j);
+  j.in = cpu_desc_ptr(in);
+  j.out = cpu_desc_ptr(out);
+  j.in_dtype = in->dtype;
+  j.out_dtype = out->dtype;
+  j.in_es = bp_dtype_size(in->dtype);
+  j.out_es = bp_dtype_size(out->dtype);
+  j.kt = in->dtype == BP_DTYPE_F64 || out->dtype == BP_DTYPE_F64 ? CPU_KT_F64 : CPU_KT_F32;
+  j.log = call->op_id == BP_OP_log_softmax;
+  j.L.nops = 2;
+  int64_t rows = 1;
+  if (in->rank == 0) {
+    j.len = 1;
+  } else {
+    for (uint32_t d = 0; d < in->rank; d++) {
+      if (in->sizes[d] != out->sizes[d])
+        return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: output size %lld != input %lld in dim %u", name,
+                         (long long)out->sizes[d], (long long)in->sizes[d], d);
+      if ((int64_t)d == dim) {
+        j.len = in->sizes[d];
+        j.in_stride = in->strides[d];
+        j.out_stride = out->strides[d];
+        continue;
+      }
+      j.L.sizes[j.L.ndim] = in->sizes[d];
+      j.L.strides[0][j.L.ndim] = out->strides[d];
+      j.L.strides[1][j.L.ndim] = in->strides[d];
+      j.L.ndim++;
+      rows *= in->sizes[d];
+    }
+  }
+  if (rows == 0 || j.len == 0) return BP_OK;
+  bp_nd_collapse(&j.L);
+  int64_t grain = RED_GRAIN / j.len;
+  if (grain < 1) grain = 1;
+  cpu_parallel_for(rows, grain, sm_rows, &j);
+  if (atomic_load(&j.failed))
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: cannot allocate a row buffer of %lld elements", name,
+                     (long long)j.len);
+  return BP_OK;
+}

@@ -1,0 +1,287 @@
+/* bp-conform: scores every backend, op by op, against the fp64 references.
+ *
+ *   bp-conform [--backend NAME]... [--op NAME]... [--quick] [--json FILE]
+ *              [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]
+ *
+ * The parent discovers backends with a context used only for enumeration,
+ * released before any child is forked. Each (backend, op) runs in forked
+ * children (runner.c) that create their own context. Exit status: 0 when
+ * every backend ran cases and none failed, crashed or timed out; 1 when one
+ * did; 2 for usage errors or a named backend that cannot be loaded.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conform.h"
+
+#define MAX_SELECT 64
+
+typedef struct options {
+  const char* backends[MAX_SELECT];
+  uint32_t num_backends;
+  uint32_t ops[BP_OP_ID_END_];
+  uint32_t num_ops;
+  int quick, list, verbose;
+  const char *json, *markdown, *html;
+  double timeout_s;
+} options_t;
+
+/* What a child needs to run one op on one backend. */
+typedef struct run_ctx {
+  const char* backend;
+  const options_t* opt;
+  bpc_case_list_t* lists; /* per op index (parent's copies; children regenerate) */
+} run_ctx_t;
+
+static void usage(FILE* fp) {
+  fprintf(fp,
+          "usage: bp-conform [--backend NAME]... [--op NAME]... [--quick] [--json FILE]\n"
+          "                  [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]\n");
+}
+
+static int parse_args(int argc, char** argv, options_t* o) {
+  memset(o, 0, sizeof *o);
+  o->timeout_s = 20.0;
+  for (int k = 1; k < argc; k++) {
+    const char* a = argv[k];
+    const char* val = k + 1 < argc ? argv[k + 1] : NULL;
+    if (strcmp(a, "--quick") == 0) { o->quick = 1; continue; }
+    if (strcmp(a, "--list") == 0) { o->list = 1; continue; }
+    if (strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(0); }
+    if (!val) {
+      fprintf(stderr, "bp-conform: unknown option or missing value: %s\n", a);
+      return 0;
+    }
+    k++;
+    if (strcmp(a, "--backend") == 0) {
+      if (o->num_backends == MAX_SELECT) { fprintf(stderr, "bp-conform: too many --backend\n"); return 0; }
+      o->backends[o->num_backends++] = val;
+    } else if (strcmp(a, "--op") == 0) {
+      uint32_t id = bpc_op_find(val);
+      if (id == BP_OP_INVALID) { fprintf(stderr, "bp-conform: unknown op '%s'\n", val); return 0; }
+      if (!bpc_op_entry(id)->reference) {
+        fprintf(stderr, "bp-conform: op '%s' has no reference yet\n", val);
+        return 0;
+      }
+      if (o->num_ops < BP_OP_ID_END_) o->ops[o->num_ops++] = id;
+    } else if (strcmp(a, "--json") == 0) {
+      o->json = val;
+    } else if (strcmp(a, "--markdown") == 0) {
+      o->markdown = val;
+    } else if (strcmp(a, "--html") == 0) {
+      o->html = val;
+    } else if (strcmp(a, "--timeout") == 0) {
+      char* end = NULL;
+      o->timeout_s = strtod(val, &end);
+      if (!end || *end || !(o->timeout_s > 0.0)) { fprintf(stderr, "bp-conform: bad --timeout '%s'\n", val); return 0; }
+    } else {
+      fprintf(stderr, "bp-conform: unknown option: %s\n", a);
+      return 0;
+    }
+  }
+  if (o->num_ops == 0) {
+    for (uint32_t id = 1; id < bpc_op_count(); id++) {
+      const bpc_op_entry_t* e = bpc_op_entry(id);
+      if (e && e->reference) o->ops[o->num_ops++] = id;
+    }
+  }
+  return 1;
+}
+
+/* Child side: fresh context with only this backend, its first device, one
+ * stream; runs cases [start, count) of op index `group`. */
+static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* child, char* msg,
+                     size_t msg_size) {
+  run_ctx_t* rc = user;
+  const bpc_case_list_t* list = &rc->lists[group];
+  bp_context_options_t co;
+  memset(&co, 0, sizeof co);
+  co.struct_size = sizeof co;
+  co.select = rc->backend;
+  bp_context_t* ctx = NULL;
+  bp_device_t* dev = NULL;
+  bp_stream_t* stream = NULL;
+  int ret = 1;
+  bp_status_t st = bp_context_create(&co, &ctx);
+  if (st != BP_OK) {
+    snprintf(msg, msg_size, "bp_context_create: %s: %s", bp_status_name(st), bp_status_message());
+    goto cleanup;
+  }
+  st = bp_context_find_device(ctx, rc->backend, &dev);
+  if (st != BP_OK) {
+    snprintf(msg, msg_size, "no device for backend %s: %s", rc->backend, bp_status_message());
+    goto cleanup;
+  }
+  st = bp_stream_create(dev, 0, &stream);
+  if (st != BP_OK) {
+    snprintf(msg, msg_size, "bp_stream_create: %s: %s", bp_status_name(st), bp_status_message());
+    goto cleanup;
+  }
+  for (uint32_t k = start; k < list->count; k++) {
+    bpc_result_t r;
+    bpc_child_begin(child, k);
+    bpc_execute_case(dev, stream, &list->items[k], &r);
+    bpc_child_result(child, k, &r);
+  }
+  ret = 0;
+cleanup:
+  if (stream) bp_stream_release(stream);
+  if (ctx) bp_context_release(ctx);
+  return ret;
+}
+
+/* Backends to score: the named ones (each must load), or every loaded
+ * plugin with a device. Returns 0 on a fatal problem. */
+static int discover(const options_t* o, char names[][64], char devices[][128], uint32_t* out_n) {
+  bp_context_t* ctx = NULL;
+  bp_status_t st = bp_context_create(NULL, &ctx);
+  if (st != BP_OK) {
+    fprintf(stderr, "bp-conform: bp_context_create: %s: %s\n", bp_status_name(st), bp_status_message());
+    return 0;
+  }
+  int ok = 1;
+  uint32_t n = 0;
+  uint32_t count = o->num_backends ? o->num_backends : bp_context_plugin_count(ctx);
+  for (uint32_t k = 0; k < count && n < MAX_SELECT; k++) {
+    bp_plugin_t* p = NULL;
+    if (o->num_backends) {
+      st = bp_context_find_plugin(ctx, o->backends[k], &p);
+      if (st != BP_OK) {
+        fprintf(stderr, "bp-conform: backend '%s' is not available: %s: %s\n", o->backends[k],
+                bp_status_name(st), bp_status_message());
+        ok = 0;
+        break;
+      }
+    } else if (bp_context_plugin(ctx, k, &p) != BP_OK) {
+      continue;
+    }
+    bp_plugin_info_t info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    if (bp_plugin_get_info(p, &info) != BP_OK) continue;
+    if (info.state != BP_PLUGIN_LOADED || info.device_count == 0) {
+      if (o->num_backends) {
+        fprintf(stderr, "bp-conform: backend '%s' is not usable: %s\n", info.name,
+                info.state != BP_PLUGIN_LOADED ? info.reason : "no devices");
+        ok = 0;
+        break;
+      }
+      continue;
+    }
+    bp_device_t* dev = NULL;
+    snprintf(names[n], 64, "%s", info.name);
+    if (bp_plugin_device(p, 0, &dev) == BP_OK) {
+      const bp_device_properties_t* props = bp_device_properties(dev);
+      snprintf(devices[n], 128, "%.40s%s%.80s", bp_device_name(dev), props ? ": " : "", props ? props->name : "");
+    } else {
+      snprintf(devices[n], 128, "%.120s", info.name);
+    }
+    n++;
+  }
+  bp_context_release(ctx); /* never used across fork */
+  *out_n = n;
+  return ok;
+}
+
+int main(int argc, char** argv) {
+  options_t opt;
+  if (!parse_args(argc, argv, &opt)) {
+    usage(stderr);
+    return 2;
+  }
+  int exit_code = 0;
+  bpc_case_list_t* lists = calloc(opt.num_ops ? opt.num_ops : 1, sizeof *lists);
+  bpc_backend_report_t* reports = NULL;
+  uint32_t nb = 0;
+  static char names[MAX_SELECT][64];
+  static char devices[MAX_SELECT][128];
+  if (!lists) return 2;
+  for (uint32_t k = 0; k < opt.num_ops; k++) {
+    if (bpc_cases_generate(opt.ops[k], opt.quick, &lists[k]) != BP_OK) {
+      fprintf(stderr, "bp-conform: out of memory generating cases\n");
+      exit_code = 2;
+      goto cleanup;
+    }
+  }
+  if (opt.list) {
+    size_t total = 0;
+    for (uint32_t k = 0; k < opt.num_ops; k++) {
+      const bpc_op_entry_t* e = bpc_op_entry(opt.ops[k]);
+      printf("%-14s %-10s %5zu cases\n", e->name, bpc_accuracy_name(e->accuracy), lists[k].count);
+      if (opt.verbose) {
+        for (size_t j = 0; j < lists[k].count; j++) printf("  %s\n", lists[k].items[j].id);
+      }
+      total += lists[k].count;
+    }
+    printf("%zu cases\n", total);
+    bpc_backend_report_t none;
+    memset(&none, 0, sizeof none);
+    bpc_report_print_summary(&none, 0, 0);
+    goto cleanup;
+  }
+  if (!discover(&opt, names, devices, &nb)) {
+    exit_code = 2;
+    goto cleanup;
+  }
+  if (nb == 0) {
+    fprintf(stderr, "bp-conform: no backend with a device was loaded\n");
+    exit_code = 1;
+    goto cleanup;
+  }
+  reports = calloc(nb, sizeof *reports);
+  if (!reports) { exit_code = 2; goto cleanup; }
+  for (uint32_t b = 0; b < nb; b++) {
+    bpc_backend_report_t* rep = &reports[b];
+    snprintf(rep->name, sizeof rep->name, "%s", names[b]);
+    snprintf(rep->device, sizeof rep->device, "%s", devices[b]);
+    run_ctx_t rc = {names[b], &opt, lists};
+    bpc_runner_ops_t ops = {&rc, run_group};
+    for (uint32_t k = 0; k < opt.num_ops; k++) {
+      bpc_case_list_t* l = &lists[k];
+      bpc_result_t* results = calloc(l->count ? l->count : 1, sizeof *results);
+      if (!results) { exit_code = 2; goto cleanup; }
+      bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
+      if (st != BP_OK) fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
+      uint64_t bad = 0;
+      for (size_t j = 0; j < l->count; j++) {
+        if (bpc_report_add(rep, &l->items[j], &results[j]) != BP_OK) { free(results); exit_code = 2; goto cleanup; }
+        uint32_t s = results[j].status;
+        bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
+      }
+      if (opt.verbose) {
+        fprintf(stderr, "%s: %-14s %5zu cases, %llu failed\n", rep->name, bpc_op_entry(opt.ops[k])->name,
+                l->count, (unsigned long long)bad);
+      }
+      free(results);
+    }
+  }
+  bpc_report_print_summary(reports, nb, opt.verbose);
+  for (uint32_t b = 0; b < nb; b++) {
+    uint64_t p, f, s;
+    bpc_report_counts(&reports[b], &p, &f, &s);
+    if (f > 0 || p + f == 0) exit_code = 1;
+    if (p + f == 0) fprintf(stderr, "bp-conform: backend %s ran zero cases\n", reports[b].name);
+  }
+  if (opt.json && bpc_report_write_json(opt.json, reports, nb) != BP_OK) {
+    fprintf(stderr, "bp-conform: cannot write %s\n", opt.json);
+    exit_code = exit_code ? exit_code : 2;
+  }
+  if (opt.markdown && bpc_report_write_markdown(opt.markdown, reports, nb) != BP_OK) {
+    fprintf(stderr, "bp-conform: cannot write %s\n", opt.markdown);
+    exit_code = exit_code ? exit_code : 2;
+  }
+  if (opt.html && bpc_report_write_html(opt.html, reports, nb) != BP_OK) {
+    fprintf(stderr, "bp-conform: cannot write %s\n", opt.html);
+    exit_code = exit_code ? exit_code : 2;
+  }
+cleanup:
+  if (reports) {
+    for (uint32_t b = 0; b < nb; b++) bpc_report_free(&reports[b]);
+    free(reports);
+  }
+  for (uint32_t k = 0; k < opt.num_ops; k++) bpc_case_list_free(&lists[k]);
+  free(lists);
+  return exit_code;
+}

@@ -1,0 +1,72 @@
+/* Shared helpers of the reference implementations (internal). */
+#ifndef BP_CONFORMANCE_REF_H_
+#define BP_CONFORMANCE_REF_H_
+
+#include "../conform.h"
+
+/* Rejects the case: the reference follows docs/semantics.md and refuses
+ * what it leaves undefined or invalid. */
+bp_status_t bpc_ref_reject(bpc_ref_result_t* res, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Broadcast shapes of n tensors (absent ones skipped) into rank/sizes. */
+bp_status_t bpc_broadcast(const bpc_host_tensor_t* const* ts, uint32_t n, uint32_t* out_rank,
+                          int64_t* out_sizes);
+/* Linear index into dense tensor t of the output element at index idx
+ * (rank out_rank), honouring broadcasting (right-aligned, size-1 dims). */
+int64_t bpc_broadcast_index(const bpc_host_tensor_t* t, uint32_t out_rank, const int64_t* idx);
+/* Advances a row-major multi-index; returns 0 after the last element. */
+int bpc_next_index(uint32_t rank, const int64_t* sizes, int64_t* idx);
+
+/* PyTorch result_type over operands of three priority groups. */
+enum bpc_operand_group { BPC_GROUP_DIM = 0, BPC_GROUP_ZERO_DIM = 1, BPC_GROUP_WRAPPED = 2 };
+typedef struct bpc_result_type {
+  uint32_t dim, zero, wrapped;
+} bpc_result_type_t;
+void bpc_result_type_init(bpc_result_type_t* rt);
+void bpc_result_type_add(bpc_result_type_t* rt, uint32_t dtype, uint32_t group);
+void bpc_result_type_add_tensor(bpc_result_type_t* rt, const bpc_host_tensor_t* t);
+uint32_t bpc_result_type_get(const bpc_result_type_t* rt);
+
+/* An elementwise operand: a tensor, or a scalar (t == NULL). */
+typedef struct bpc_ew_operand {
+  const bpc_host_tensor_t* t;
+  bpc_num_t scalar;
+  uint32_t scalar_dtype;
+} bpc_ew_operand_t;
+
+/* Elementwise function: args are already converted to the compute dtype;
+ * the result is expressed in `result_dtype` (see bpc_ref_elementwise). */
+typedef bpc_num_t (*bpc_ew_fn)(const bpc_case_t* c, const bpc_num_t* args, uint32_t compute_dtype);
+
+/* Runs fn over the broadcast shape of the tensor operands. Floating results
+ * of a floating result_dtype are kept unrounded (the checker rounds); other
+ * results are converted from result_dtype to out_dtype. */
+bp_status_t bpc_ref_elementwise(const bpc_case_t* c, const bpc_ew_operand_t* ops, uint32_t n,
+                                uint32_t compute_dtype, uint32_t result_dtype, uint32_t out_dtype,
+                                bpc_ew_fn fn, bpc_ref_result_t* res);
+
+/* Reduced-dims mask from bp_reduce_attrs_t (dims may be negative;
+ * repeated dims rejected). all_if_empty: num_dims == 0 reduces everything. */
+bp_status_t bpc_ref_reduce_dims(const bp_reduce_attrs_t* a, uint32_t rank, int all_if_empty,
+                                uint8_t* mask, bpc_ref_result_t* res);
+
+/* The families, one per file. */
+bp_status_t bpc_ref_unary(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_clamp_tensor(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                 bpc_ref_result_t* res);
+bp_status_t bpc_ref_binary(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_where(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_to_copy(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_copy(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_clone(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_cat(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_fill(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_arange(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_amax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_argmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_softmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+bp_status_t bpc_ref_matmul(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+
+#endif /* BP_CONFORMANCE_REF_H_ */

@@ -1,0 +1,214 @@
+/* Crash isolation: cases run in forked children that stream one record per
+ * case to the parent over a pipe.
+ *
+ * A child that dies (signal, or exit in the middle of a case) has its case in
+ * progress scored CRASH; a case that runs past the timeout gets the child
+ * killed (SIGKILL) and is scored TIMEOUT. Either way a fresh child resumes at
+ * the next case, so the run always continues. Children must create their own
+ * backplane context: plugin worker threads do not survive fork.
+ *
+ * Records are fixed-size and smaller than PIPE_BUF, so each write is atomic.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "conform.h"
+
+enum { REC_BEGIN = 1, REC_RESULT = 2, REC_FATAL = 3 };
+
+typedef struct record {
+  uint32_t kind;
+  uint32_t index;
+  bpc_result_t result;
+} record_t;
+_Static_assert(sizeof(record_t) <= 512, "records must stay far below PIPE_BUF");
+
+struct bpc_child {
+  int fd;
+};
+
+static void child_write(bpc_child_t* child, const record_t* rec) {
+  const uint8_t* p = (const uint8_t*)rec;
+  size_t left = sizeof *rec;
+  while (left > 0) {
+    ssize_t n = write(child->fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) _exit(4); /* parent gone: nothing left to report to */
+    p += n;
+    left -= (size_t)n;
+  }
+}
+
+void bpc_child_begin(bpc_child_t* child, uint32_t index) {
+  record_t rec;
+  memset(&rec, 0, sizeof rec);
+  rec.kind = REC_BEGIN;
+  rec.index = index;
+  child_write(child, &rec);
+}
+
+void bpc_child_result(bpc_child_t* child, uint32_t index, const bpc_result_t* result) {
+  record_t rec;
+  memset(&rec, 0, sizeof rec);
+  rec.kind = REC_RESULT;
+  rec.index = index;
+  rec.result = *result;
+  child_write(child, &rec);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void score(bpc_result_t* r, uint32_t status, const char* msg) {
+  memset(r, 0, sizeof *r);
+  r->status = status;
+  r->max_ulps = -1.0;
+  r->max_abs = -1.0;
+  snprintf(r->message, sizeof r->message, "%s", msg);
+}
+
+/* Reads one record; returns 1 on success, 0 on EOF, -1 on error. */
+static int read_record(int fd, record_t* rec) {
+  uint8_t* p = (uint8_t*)rec;
+  size_t got = 0;
+  while (got < sizeof *rec) {
+    ssize_t n = read(fd, p + got, sizeof *rec - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return -1;
+    if (n == 0) return got == 0 ? 0 : -1;
+    got += (size_t)n;
+  }
+  return 1;
+}
+
+static void describe_exit(int wstatus, char* buf, size_t size) {
+  if (WIFSIGNALED(wstatus)) {
+    int sig = WTERMSIG(wstatus);
+    snprintf(buf, size, "crashed: killed by signal %d (%s)", sig, strsignal(sig));
+  } else if (WIFEXITED(wstatus)) {
+    snprintf(buf, size, "crashed: the process exited with status %d in the middle of the case",
+             WEXITSTATUS(wstatus));
+  } else {
+    snprintf(buf, size, "crashed: the process ended (wait status %d)", wstatus);
+  }
+}
+
+/* Runs one child from `start`; returns the index to resume at. */
+static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t start, uint32_t count,
+                          double timeout_s, bpc_result_t* results, bp_status_t* out_status) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    *out_status = BP_UNAVAILABLE;
+    return count;
+  }
+  fflush(NULL); /* no buffered output is duplicated into the child */
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    *out_status = BP_UNAVAILABLE;
+    return count;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    /* A crash must end the child, whatever handlers the parent installed
+     * (a test framework's, for example). */
+    static const int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE};
+    for (size_t k = 0; k < sizeof kFatal / sizeof kFatal[0]; k++) signal(kFatal[k], SIG_DFL);
+    bpc_child_t child = {fds[1]};
+    char msg[256] = "";
+    int rc = ops->run_group(ops->user, group, start, &child, msg, sizeof msg);
+    if (rc != 0) {
+      record_t rec;
+      memset(&rec, 0, sizeof rec);
+      rec.kind = REC_FATAL;
+      rec.index = start;
+      score(&rec.result, BPC_FAIL, msg[0] ? msg : "the child could not run its cases");
+      child_write(&child, &rec);
+    }
+    close(fds[1]);
+    _exit(rc != 0 ? 3 : 0);
+  }
+  close(fds[1]);
+  int fd = fds[0];
+  int64_t current = -1; /* case in progress */
+  uint32_t next = start;
+  double deadline = now_s() + timeout_s;
+  int killed = 0;
+  for (;;) {
+    double left = deadline - now_s();
+    if (left <= 0.0) {
+      kill(pid, SIGKILL);
+      killed = 1;
+      break;
+    }
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, (int)(left * 1000.0) + 1);
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr == 0) continue; /* re-check the deadline */
+    record_t rec;
+    int rr = read_record(fd, &rec);
+    if (rr <= 0) break; /* EOF (child ended) or a torn record */
+    if (rec.index >= count) continue;
+    if (rec.kind == REC_BEGIN) {
+      current = rec.index;
+      deadline = now_s() + timeout_s;
+    } else if (rec.kind == REC_RESULT) {
+      results[rec.index] = rec.result;
+      next = rec.index + 1;
+      current = -1;
+      deadline = now_s() + timeout_s;
+    } else if (rec.kind == REC_FATAL) {
+      for (uint32_t k = next; k < count; k++) results[k] = rec.result;
+      next = count;
+      current = -1;
+    }
+  }
+  close(fd);
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  char msg[200];
+  if (killed) {
+    uint32_t idx = current >= 0 ? (uint32_t)current : next;
+    if (idx < count) {
+      snprintf(msg, sizeof msg, "timed out: no result after %.3g s; the process was killed", timeout_s);
+      score(&results[idx], BPC_TIMEOUT, msg);
+      next = idx + 1;
+    }
+  } else if (current >= 0) {
+    describe_exit(wstatus, msg, sizeof msg);
+    score(&results[current], BPC_CRASH, msg);
+    next = (uint32_t)current + 1;
+  } else if (next < count && next == start) {
+    /* The child ended without starting a case: charge the next case so the
+     * run always makes progress. */
+    describe_exit(wstatus, msg, sizeof msg);
+    score(&results[next], BPC_CRASH, msg);
+    next++;
+  }
+  return next;
+}
+
+bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32_t count,
+                             double timeout_s, bpc_result_t* results) {
+  if (!ops || !ops->run_group || (count > 0 && !results) || !(timeout_s > 0.0)) {
+    return BP_INVALID_ARGUMENT;
+  }
+  for (uint32_t k = 0; k < count; k++) score(&results[k], BPC_FAIL, "not run");
+  uint32_t next = 0;
+  bp_status_t st = BP_OK;
+  while (next < count && st == BP_OK) next = run_child(ops, group, next, count, timeout_s, results, &st);
+  return st;
+}

@@ -24,7 +24,9 @@
 
 #include "backplane/plugin.h"
 
+#ifndef TEMPLATE_NAME
 #define TEMPLATE_NAME "template"
+#endif
 #define TEMPLATE_ALIGN 64u
 #define TEMPLATE_CAPACITY (UINT64_C(1) << 30) /* a pretend 1 GiB device */
 
@@ -369,6 +371,29 @@ static int all_f32(const bp_op_call_t* call) {
          call->compute_dtype == BP_DTYPE_F32;
 }
 
+/* Fault injection for the conformance suite's self-test (tests/conformance):
+ * built with TEMPLATE_FAULT = 1 (wrong results), 2 (crash) or 3 (hang), the
+ * plugin misbehaves on purpose in add, which its query_support still claims.
+ * A vendor copying this file deletes this block. */
+#if defined(TEMPLATE_FAULT)
+#include <signal.h>
+#include <unistd.h>
+static void inject_fault(const bp_op_call_t* call) {
+  if (TEMPLATE_FAULT == 1) {
+    float* first = (float*)f32_at(&call->outputs[0], (const int64_t[BP_MAX_RANK]){0});
+    int64_t n = 1;
+    for (uint32_t i = 0; i < call->outputs[0].rank; ++i) n *= call->outputs[0].sizes[i];
+    if (n > 0) *first += 1.0f;
+  } else if (TEMPLATE_FAULT == 2) {
+    raise(SIGSEGV);
+  } else if (TEMPLATE_FAULT == 3) {
+    for (;;) pause();
+  }
+}
+#else
+static void inject_fault(const bp_op_call_t* call) { (void)call; }
+#endif
+
 static bp_status_t launch_add(bpp_stream_t s, const bp_op_call_t* call) {
   if (!s || !call || call->num_inputs != 2 || !all_f32(call) || !call->attrs)
     return fail(BP_UNIMPLEMENTED, "add: only f32 tensors are implemented");
@@ -378,6 +403,7 @@ static bp_status_t launch_add(bpp_stream_t s, const bp_op_call_t* call) {
   add_ctx_t c = {call, (float)scalar_value(&attrs->alpha, 1.0),
                  (float)scalar_value(&attrs->scalar, 0.0)};
   for_each_index(&call->outputs[0], add_one, &c);
+  inject_fault(call);
   return BP_OK;
 }
 

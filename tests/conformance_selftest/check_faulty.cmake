@@ -1,0 +1,37 @@
+# Runs bp-conform on one faulty backend (only the add op) and checks how it
+# was scored. Inputs: CONFORM, PLUGIN, BACKEND, FAULT (wrong|crash|hang).
+set(ENV{BACKPLANE_PLUGIN_PATH} "${PLUGIN}")
+set(ENV{BACKPLANE_LOG} "error")
+execute_process(
+  COMMAND ${CONFORM} --backend ${BACKEND} --op add --op relu --timeout 2
+  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+message(STATUS "bp-conform exit ${rc}\n${out}\n${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "bp-conform exited 0 on the faulty backend ${BACKEND}")
+endif()
+# The closing line is always printed, with failures counted.
+string(REGEX MATCH "${BACKEND}: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped" line "${out}")
+if(NOT line)
+  message(FATAL_ERROR "no closing line for ${BACKEND}")
+endif()
+if(CMAKE_MATCH_2 EQUAL 0)
+  message(FATAL_ERROR "faulty backend ${BACKEND} scored 0 failures")
+endif()
+# relu is not faulty: its cases still pass after add misbehaved.
+if(CMAKE_MATCH_1 EQUAL 0)
+  message(FATAL_ERROR "the run did not continue past the faulty op (0 passed)")
+endif()
+set(expected_word_wrong "FAIL")
+set(expected_word_crash "CRASH")
+set(expected_word_hang "TIMEOUT")
+string(REGEX MATCH "add +[0-9]+ +[0-9]+ +([0-9]+) +([0-9]+) +([0-9]+)" row "${out}")
+if(NOT row)
+  message(FATAL_ERROR "no summary row for add")
+endif()
+if(FAULT STREQUAL "wrong" AND CMAKE_MATCH_1 EQUAL 0)
+  message(FATAL_ERROR "wrong results were not scored FAIL")
+elseif(FAULT STREQUAL "crash" AND CMAKE_MATCH_2 EQUAL 0)
+  message(FATAL_ERROR "a crash was not scored CRASH")
+elseif(FAULT STREQUAL "hang" AND CMAKE_MATCH_3 EQUAL 0)
+  message(FATAL_ERROR "a hang was not scored TIMEOUT")
+endif()

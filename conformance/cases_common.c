@@ -239,26 +239,28 @@ bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_dat
 }
 
 /* ---- attribute helpers ------------------------------------------------------ */
-bp_scalar_t bpc_sf(double v) {
+/* A zeroed scalar (all bytes, padding included) of `kind`. */
+static bp_scalar_t scalar_of_kind(uint32_t kind) {
   bp_scalar_t s;
   memset(&s, 0, sizeof s);
-  s.kind = BP_SCALAR_FLOAT;
+  s.kind = kind;
+  return s;
+}
+
+bp_scalar_t bpc_sf(double v) {
+  bp_scalar_t s = scalar_of_kind(BP_SCALAR_FLOAT);
   s.v.f = v;
   return s;
 }
 
 bp_scalar_t bpc_si(int64_t v) {
-  bp_scalar_t s;
-  memset(&s, 0, sizeof s);
-  s.kind = BP_SCALAR_INT;
+  bp_scalar_t s = scalar_of_kind(BP_SCALAR_INT);
   s.v.i = v;
   return s;
 }
 
 bp_scalar_t bpc_sb(int v) {
-  bp_scalar_t s;
-  memset(&s, 0, sizeof s);
-  s.kind = BP_SCALAR_BOOL;
+  bp_scalar_t s = scalar_of_kind(BP_SCALAR_BOOL);
   s.v.b = v != 0;
   return s;
 }

@@ -87,38 +87,14 @@ uint8_t bpc_f8e5m2_from_f64(double x) { return (uint8_t)fmt_encode(&kE5M2, x); }
 double bpc_f8e5m2_to_f64(uint8_t bits) { return fmt_decode(&kE5M2, bits); }
 
 /* ---- dtype facts --------------------------------------------------------- */
-#define BPC_DTYPES(X)                         \
-  X(BP_DTYPE_F32, "f32", 4)                   \
-  X(BP_DTYPE_F16, "f16", 2)                   \
-  X(BP_DTYPE_BF16, "bf16", 2)                 \
-  X(BP_DTYPE_F64, "f64", 8)                   \
-  X(BP_DTYPE_I8, "i8", 1)                     \
-  X(BP_DTYPE_U8, "u8", 1)                     \
-  X(BP_DTYPE_I16, "i16", 2)                   \
-  X(BP_DTYPE_I32, "i32", 4)                   \
-  X(BP_DTYPE_I64, "i64", 8)                   \
-  X(BP_DTYPE_BOOL, "bool", 1)                 \
-  X(BP_DTYPE_C64, "c64", 8)                   \
-  X(BP_DTYPE_F8E4M3, "f8e4m3", 1)             \
-  X(BP_DTYPE_F8E5M2, "f8e5m2", 1)
-
+/* Names and sizes are the core's own (they are facts of the ABI, not of any
+ * plugin); the references stay independent of plugins. */
 const char* bpc_dtype_name(uint32_t dtype) {
-  switch (dtype) {
-#define X(d, n, s) case d: return n;
-    BPC_DTYPES(X)
-#undef X
-    default: return "?";
-  }
+  const char* name = bp_dtype_name(dtype);
+  return name ? name : "?";
 }
 
-size_t bpc_dtype_size(uint32_t dtype) {
-  switch (dtype) {
-#define X(d, n, s) case d: return s;
-    BPC_DTYPES(X)
-#undef X
-    default: return 0;
-  }
-}
+size_t bpc_dtype_size(uint32_t dtype) { return bp_dtype_size(dtype); }
 
 int bpc_dtype_is_float(uint32_t d) {
   return d == BP_DTYPE_F32 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16 || d == BP_DTYPE_F64 ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the default build (warnings are
-# errors) and the AddressSanitizer + UndefinedBehaviorSanitizer build, then
-# the core tests once more under valgrind.
+# errors), the AddressSanitizer + UndefinedBehaviorSanitizer build, the CPU
+# backend without OpenBLAS, and every unit test once more under valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-debian.sh
@@ -14,6 +14,11 @@ ctest --preset default -j "$jobs"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
+
+# The CPU backend without OpenBLAS (its built-in blocked GEMM).
+cmake --preset no-openblas
+cmake --build --preset no-openblas -j "$jobs"
+ctest --preset no-openblas -j "$jobs"
 
 # Every unit test once more under valgrind (memcheck: no errors, no definite leaks).
 ctest --preset memcheck -j "$jobs"

@@ -46,36 +46,43 @@ static double median(double* v, int n) {
 #define MAX_REPS 64
 
 /* ------------------------------------------------------------------------ */
-/* Baseline: a plain C copy loop, on 1 thread and on every core.            */
+/* Baselines: plain C loops (copy, and the add itself), on 1 thread and on  */
+/* every core.                                                               */
 /* ------------------------------------------------------------------------ */
-typedef struct copy_job {
-  const float* src;
+typedef struct loop_job {
+  const float* a;
+  const float* b; /* NULL: copy a to dst */
   float* dst;
   size_t n;
-} copy_job_t;
+} loop_job_t;
 
-static void* copy_loop(void* arg) {
-  copy_job_t* j = arg;
-  const float* restrict s = j->src;
+static void* plain_loop(void* arg) {
+  loop_job_t* j = arg;
+  const float* restrict a = j->a;
+  const float* restrict b = j->b;
   float* restrict d = j->dst;
-  for (size_t i = 0; i < j->n; ++i) d[i] = s[i];
+  if (b)
+    for (size_t i = 0; i < j->n; ++i) d[i] = a[i] + b[i];
+  else
+    for (size_t i = 0; i < j->n; ++i) d[i] = a[i];
   return NULL;
 }
 
-/* Copies n floats with `threads` threads; returns seconds. */
-static double timed_copy(const float* src, float* dst, size_t n, int threads) {
+/* Runs the loop over n floats split across `threads` threads; seconds. */
+static double timed_loop(const float* a, const float* b, float* dst, size_t n, int threads) {
   pthread_t tid[64];
-  copy_job_t jobs[64];
+  loop_job_t jobs[64];
   if (threads > 64) threads = 64;
   size_t chunk = (n + (size_t)threads - 1) / (size_t)threads;
   double t0 = now_s();
   for (int t = 0; t < threads; ++t) {
     size_t lo = (size_t)t * chunk, hi = lo + chunk > n ? n : lo + chunk;
-    jobs[t] = (copy_job_t){src + lo, dst + lo, hi > lo ? hi - lo : 0};
+    if (lo > n) lo = n;
+    jobs[t] = (loop_job_t){a + lo, b ? b + lo : NULL, dst + lo, hi - lo};
     if (t == 0) continue;
-    pthread_create(&tid[t], NULL, copy_loop, &jobs[t]);
+    pthread_create(&tid[t], NULL, plain_loop, &jobs[t]);
   }
-  copy_loop(&jobs[0]);
+  plain_loop(&jobs[0]);
   for (int t = 1; t < threads; ++t) pthread_join(tid[t], NULL);
   return now_s() - t0;
 }
@@ -132,12 +139,14 @@ static void bench_add_bandwidth(bp_device_t* dev, bp_stream_t* stream, size_t n,
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (cores < 1) cores = 1;
   float* hs = aligned_alloc(64, n * sizeof(float));
+  float* hs2 = aligned_alloc(64, n * sizeof(float));
   float* hd = aligned_alloc(64, n * sizeof(float));
-  if (!hs || !hd) {
+  if (!hs || !hs2 || !hd) {
     fprintf(stderr, "bp-bench: out of host memory\n");
     exit(1);
   }
   fill_random(hs, n, 1);
+  fill_random(hs2, n, 4);
   memset(hd, 0, n * sizeof(float));
 
   int64_t sizes[1] = {(int64_t)n};
@@ -147,15 +156,16 @@ static void bench_add_bandwidth(bp_device_t* dev, bp_stream_t* stream, size_t n,
   CHECK(bp_tensor_write(stream, a, hs, n * sizeof(float)));
   CHECK(bp_tensor_write(stream, b, hs, n * sizeof(float)));
 
-  double t_copy1[MAX_REPS], t_copyn[MAX_REPS], t_add[MAX_REPS];
+  double t_copy1[MAX_REPS], t_copyn[MAX_REPS], t_cadd[MAX_REPS], t_add[MAX_REPS];
   /* Warm up: touch every page once. */
-  timed_copy(hs, hd, n, cores);
+  timed_loop(hs, NULL, hd, n, cores);
   CHECK(bp_op_add(stream, a, b, NULL, &c));
   CHECK(bp_stream_synchronize(stream));
   /* Interleave the baselines and the op so that drift hits all alike. */
   for (int r = 0; r < reps; ++r) {
-    t_copy1[r] = timed_copy(hs, hd, n, 1);
-    t_copyn[r] = timed_copy(hs, hd, n, cores);
+    t_copy1[r] = timed_loop(hs, NULL, hd, n, 1);
+    t_copyn[r] = timed_loop(hs, NULL, hd, n, cores);
+    t_cadd[r] = timed_loop(hs, hs2, hd, n, cores);
     double t0 = now_s();
     CHECK(bp_op_add(stream, a, b, NULL, &c));
     CHECK(bp_stream_synchronize(stream));
@@ -165,15 +175,19 @@ static void bench_add_bandwidth(bp_device_t* dev, bp_stream_t* stream, size_t n,
   double bytes_add = 3.0 * (double)n * sizeof(float);
   double bw1 = bytes_copy / median(t_copy1, reps) / 1e9;
   double bwn = bytes_copy / median(t_copyn, reps) / 1e9;
+  double bwc = bytes_add / median(t_cadd, reps) / 1e9;
   double bwa = bytes_add / median(t_add, reps) / 1e9;
   add_figure((figure_t){"f32 add, 16M elements: bandwidth vs copy loop on all cores", "GB/s",
                         bwa, bwn, "C copy loop, all cores", 0.8, 0});
   add_figure((figure_t){"f32 add, 16M elements: bandwidth vs copy loop on 1 thread", "GB/s",
                         bwa, bw1, "C copy loop, 1 thread", 0.0, 0});
+  add_figure((figure_t){"f32 add, 16M elements: bandwidth vs C add loop on all cores", "GB/s",
+                        bwa, bwc, "C add loop, all cores", 0.0, 0});
   bp_tensor_release(a);
   bp_tensor_release(b);
   bp_tensor_release(c);
   free(hs);
+  free(hs2);
   free(hd);
 }
 

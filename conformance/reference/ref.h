@@ -9,6 +9,11 @@
 bp_status_t bpc_ref_reject(bpc_ref_result_t* res, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Allocates the result's single output res->out[0] (see bpc_expected_init)
+ * and records the dtype the reference computed in. */
+bp_status_t bpc_ref_single_output(bpc_ref_result_t* res, uint32_t dtype, uint32_t rank,
+                                  const int64_t* sizes, int with_bound, uint32_t compute_dtype);
+
 /* Broadcast shapes of n tensors (absent ones skipped) into rank/sizes. */
 bp_status_t bpc_broadcast(const bpc_host_tensor_t* const* ts, uint32_t n, uint32_t* out_rank,
                           int64_t* out_sizes);

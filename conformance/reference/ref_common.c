@@ -130,6 +130,15 @@ uint32_t bpc_result_type_get(const bpc_result_type_t* rt) {
   return combine(rt->dim, combine(rt->zero, rt->wrapped));
 }
 
+bp_status_t bpc_ref_single_output(bpc_ref_result_t* res, uint32_t dtype, uint32_t rank,
+                                  const int64_t* sizes, int with_bound, uint32_t compute_dtype) {
+  bp_status_t st = bpc_expected_init(&res->out[0], dtype, rank, sizes, with_bound);
+  if (st != BP_OK) return st;
+  res->num_outputs = 1;
+  res->compute_dtype = compute_dtype;
+  return BP_OK;
+}
+
 /* ---- the elementwise loop ------------------------------------------------ */
 bp_status_t bpc_ref_elementwise(const bpc_case_t* c, const bpc_ew_operand_t* ops, uint32_t n,
                                 uint32_t compute_dtype, uint32_t result_dtype, uint32_t out_dtype,
@@ -142,10 +151,8 @@ bp_status_t bpc_ref_elementwise(const bpc_case_t* c, const bpc_ew_operand_t* ops
     return bpc_ref_reject(res, "operand shapes do not broadcast");
   }
   bpc_expected_t* e = &res->out[0];
-  bp_status_t st = bpc_expected_init(e, out_dtype, rank, sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, out_dtype, rank, sizes, 0, compute_dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = compute_dtype;
   int64_t idx[BP_MAX_RANK] = {0};
   for (int64_t k = 0; k < e->numel; k++) {
     bpc_num_t args[BPC_MAX_INPUTS];

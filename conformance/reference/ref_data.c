@@ -23,10 +23,8 @@ static int castable(uint32_t d) { return bpc_dtype_size(d) != 0 && d != BP_DTYPE
 bp_status_t bpc_ref_to_copy(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res) {
   uint32_t to = c->attrs.cast.dtype;
   if (!castable(to) || !castable(in[0].dtype)) return bpc_ref_reject(res, "to_copy: dtype not in the suite");
-  bp_status_t st = bpc_expected_init(&res->out[0], to, in[0].rank, in[0].sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, to, in[0].rank, in[0].sizes, 0, to);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = to;
   convert_into(&in[0], &res->out[0]);
   return BP_OK;
 }
@@ -41,10 +39,8 @@ bp_status_t bpc_ref_copy(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_r
       memcmp(sizes, in[0].sizes, rank * sizeof(int64_t)) != 0) {
     return bpc_ref_reject(res, "copy: src does not broadcast to self");
   }
-  bp_status_t st = bpc_expected_init(&res->out[0], in[0].dtype, in[0].rank, in[0].sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, in[0].dtype, in[0].rank, in[0].sizes, 0, in[0].dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = in[0].dtype;
   convert_into(&in[1], &res->out[0]);
   return BP_OK;
 }
@@ -52,10 +48,8 @@ bp_status_t bpc_ref_copy(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_r
 bp_status_t bpc_ref_clone(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res) {
   (void)c;
   if (!castable(in[0].dtype)) return bpc_ref_reject(res, "clone: dtype not in the suite");
-  bp_status_t st = bpc_expected_init(&res->out[0], in[0].dtype, in[0].rank, in[0].sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, in[0].dtype, in[0].rank, in[0].sizes, 0, in[0].dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = in[0].dtype;
   convert_into(&in[0], &res->out[0]);
   return BP_OK;
 }
@@ -93,10 +87,8 @@ bp_status_t bpc_ref_cat(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
     sizes[dim] += in[k].sizes[dim];
   }
   bpc_expected_t* e = &res->out[0];
-  bp_status_t st = bpc_expected_init(e, out_dtype, rank, sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, out_dtype, rank, sizes, 0, out_dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = out_dtype;
   /* Walk the output; find which input holds each element along `dim`. */
   int64_t idx[BP_MAX_RANK] = {0};
   for (int64_t k = 0; k < e->numel; k++) {
@@ -124,10 +116,8 @@ bp_status_t bpc_ref_fill(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_r
   uint32_t sd;
   bpc_num_t v = bpc_scalar_value(&c->attrs.fill.value, &sd);
   if (sd == BP_DTYPE_INVALID || !castable(o->dtype)) return bpc_ref_reject(res, "fill: bad value or dtype");
-  bp_status_t st = bpc_expected_init(&res->out[0], o->dtype, o->rank, o->sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, o->dtype, o->rank, o->sizes, 0, o->dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = o->dtype;
   bpc_num_t cv = bpc_convert(v, sd, o->dtype);
   for (int64_t k = 0; k < res->out[0].numel; k++) {
     if (res->out[0].f) res->out[0].f[k] = cv.f;
@@ -158,10 +148,8 @@ bp_status_t bpc_ref_arange(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
   }
   if (len != o->sizes[0]) return bpc_ref_reject(res, "arange: output has %lld elements, expected %lld", (long long)o->sizes[0], (long long)len);
   if (!bpc_dtype_is_float(o->dtype) && !all_int) return bpc_ref_reject(res, "arange: integer output needs integer scalars");
-  bp_status_t st = bpc_expected_init(&res->out[0], o->dtype, 1, o->sizes, 0);
+  bp_status_t st = bpc_ref_single_output(res, o->dtype, 1, o->sizes, 0, o->dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = o->dtype;
   for (int64_t k = 0; k < len; k++) {
     if (res->out[0].f) res->out[0].f[k] = start.f + (double)k * step.f; /* f64, unrounded */
     else res->out[0].i[k] = bpc_wrap_int(start.i + k * step.i, o->dtype);

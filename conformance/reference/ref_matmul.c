@@ -26,10 +26,8 @@ bp_status_t bpc_ref_matmul(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
   if (B->sizes[o] != k || (is_bmm && B->sizes[0] != b)) return bpc_ref_reject(res, "matmul: inner sizes differ");
   int64_t sizes[3] = {b, n, m};
   bpc_expected_t* e = &res->out[0];
-  bp_status_t st = bpc_expected_init(e, d, want, is_bmm ? sizes : sizes + 1, 1);
+  bp_status_t st = bpc_ref_single_output(res, d, want, is_bmm ? sizes : sizes + 1, 1, d);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = d;
   /* addmm scalars: NONE means 1. */
   double alpha_f = 1.0, beta_f = 1.0;
   int64_t alpha_i = 1, beta_i = 1;

@@ -67,10 +67,8 @@ bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
   bp_status_t st = plan_reduce(c, t, 1, &p, res);
   if (st != BP_OK) return st;
   bpc_expected_t* e = &res->out[0];
-  st = bpc_expected_init(e, out, p.out_rank, p.out_sizes, 1);
+  st = bpc_ref_single_output(res, out, p.out_rank, p.out_sizes, 1, out);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = out;
   int64_t idx[BP_MAX_RANK] = {0};
   for (int64_t k = 0; k < t->numel; k++) {
     int64_t o = out_index(t, &p, idx);
@@ -113,10 +111,8 @@ bp_status_t bpc_ref_amax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_r
     if (on != 0) return bpc_ref_reject(res, "amax/amin of an empty dim");
   }
   bpc_expected_t* e = &res->out[0];
-  st = bpc_expected_init(e, t->dtype, p.out_rank, p.out_sizes, 0);
+  st = bpc_ref_single_output(res, t->dtype, p.out_rank, p.out_sizes, 0, t->dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = t->dtype;
   uint8_t* seen = calloc((size_t)(e->numel > 0 ? e->numel : 1), 1);
   if (!seen) return BP_RESOURCE_EXHAUSTED;
   int64_t idx[BP_MAX_RANK] = {0};
@@ -158,10 +154,8 @@ bp_status_t bpc_ref_argmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
   for (uint32_t d = 0; d < p.out_rank; d++) on *= p.out_sizes[d];
   if (p.group == 0 && on != 0) return bpc_ref_reject(res, "argmax of an empty dim");
   bpc_expected_t* e = &res->out[0];
-  st = bpc_expected_init(e, BP_DTYPE_I64, p.out_rank, p.out_sizes, 0);
+  st = bpc_ref_single_output(res, BP_DTYPE_I64, p.out_rank, p.out_sizes, 0, t->dtype);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = t->dtype;
   size_t n = (size_t)(on > 0 ? on : 1);
   bpc_num_t* best = calloc(n, sizeof *best);
   uint8_t* seen = calloc(n, 1);
@@ -210,10 +204,8 @@ bp_status_t bpc_ref_softmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bp
   if (dim < -r || dim >= r) return bpc_ref_reject(res, "softmax: dim out of range");
   if (dim < 0) dim += r;
   bpc_expected_t* e = &res->out[0];
-  bp_status_t st = bpc_expected_init(e, out, t->rank, t->sizes, 1);
+  bp_status_t st = bpc_ref_single_output(res, out, t->rank, t->sizes, 1, out);
   if (st != BP_OK) return st;
-  res->num_outputs = 1;
-  res->compute_dtype = out;
   int64_t len = t->rank == 0 ? 1 : t->sizes[dim];
   int64_t inner = 1;
   for (uint32_t k = (uint32_t)dim + 1; k < t->rank; k++) inner *= t->sizes[k];

@@ -1,5 +1,5 @@
 /* The reference registry: one entry per op id, generated from ops.def; the
- * ops that have a reference are listed once below with their family
+ * ops that have a reference are listed once below, grouped by family
  * function, accuracy class and flags. Ops not listed have no reference yet:
  * they produce no cases and are reported separately.
  */
@@ -8,91 +8,56 @@
 
 #include "ref.h"
 
-/* X(op, reference, accuracy, flags) */
-#define BPC_REFERENCES(X)                                                  \
-  X(abs, bpc_ref_unary, EXACT, SZ)                                         \
-  X(acos, bpc_ref_unary, TRANS, 0)                                         \
-  X(acosh, bpc_ref_unary, TRANS, 0)                                        \
-  X(asin, bpc_ref_unary, TRANS, 0)                                         \
-  X(asinh, bpc_ref_unary, TRANS, 0)                                        \
-  X(atan, bpc_ref_unary, TRANS, 0)                                         \
-  X(atanh, bpc_ref_unary, TRANS, 0)                                        \
-  X(ceil, bpc_ref_unary, EXACT, 0)                                         \
-  X(cos, bpc_ref_unary, TRANS, 0)                                          \
-  X(cosh, bpc_ref_unary, TRANS, 0)                                         \
-  X(erf, bpc_ref_unary, TRANS_HARD, 0)                                     \
-  X(exp, bpc_ref_unary, TRANS, 0)                                          \
-  X(expm1, bpc_ref_unary, TRANS, 0)                                        \
-  X(floor, bpc_ref_unary, EXACT, 0)                                        \
-  X(log, bpc_ref_unary, TRANS, 0)                                          \
-  X(log10, bpc_ref_unary, TRANS, 0)                                        \
-  X(log1p, bpc_ref_unary, TRANS, 0)                                        \
-  X(log2, bpc_ref_unary, TRANS, 0)                                         \
-  X(neg, bpc_ref_unary, EXACT, SZ)                                         \
-  X(reciprocal, bpc_ref_unary, DIVSQRT, 0)                                 \
-  X(relu, bpc_ref_unary, EXACT, 0)                                         \
-  X(round, bpc_ref_unary, EXACT, 0)                                        \
-  X(rsqrt, bpc_ref_unary, TRANS, 0)                                        \
-  X(sigmoid, bpc_ref_unary, TRANS_HARD, 0)                                 \
-  X(sign, bpc_ref_unary, EXACT, SZ)                                        \
-  X(sin, bpc_ref_unary, TRANS, 0)                                          \
-  X(sinh, bpc_ref_unary, TRANS, 0)                                         \
-  X(sqrt, bpc_ref_unary, DIVSQRT, 0)                                       \
-  X(tan, bpc_ref_unary, TRANS, 0)                                          \
-  X(tanh, bpc_ref_unary, TRANS, 0)                                         \
-  X(trunc, bpc_ref_unary, EXACT, 0)                                        \
-  X(bitwise_not, bpc_ref_unary, EXACT, 0)                                  \
-  X(logical_not, bpc_ref_unary, EXACT, 0)                                  \
-  X(isinf, bpc_ref_unary, EXACT, 0)                                        \
-  X(isnan, bpc_ref_unary, EXACT, 0)                                        \
-  X(clamp, bpc_ref_unary, EXACT, 0)                                        \
-  X(clamp_tensor, bpc_ref_clamp_tensor, EXACT, 0)                          \
-  X(elu, bpc_ref_unary, TRANS_HARD, 0)                                     \
-  X(gelu, bpc_ref_unary, TRANS_HARD, 0)                                    \
-  X(hardtanh, bpc_ref_unary, EXACT, 0)                                     \
-  X(leaky_relu, bpc_ref_unary, DIVSQRT, 0)                                 \
-  X(silu, bpc_ref_unary, TRANS_HARD, 0)                                    \
-  X(add, bpc_ref_binary, CR, 0)                                            \
-  X(sub, bpc_ref_binary, CR, 0)                                            \
-  X(mul, bpc_ref_binary, CR, 0)                                            \
-  X(div, bpc_ref_binary, DIVSQRT, 0)                                       \
-  X(atan2, bpc_ref_binary, TRANS, 0)                                       \
-  X(fmod, bpc_ref_binary, EXACT, 0)                                        \
-  X(remainder, bpc_ref_binary, DIVSQRT, 0)                                 \
-  X(pow, bpc_ref_binary, TRANS_HARD, 0)                                    \
-  X(maximum, bpc_ref_binary, EXACT, 0)                                     \
-  X(minimum, bpc_ref_binary, EXACT, 0)                                     \
-  X(bitwise_and, bpc_ref_binary, EXACT, 0)                                 \
-  X(bitwise_or, bpc_ref_binary, EXACT, 0)                                  \
-  X(bitwise_xor, bpc_ref_binary, EXACT, 0)                                 \
-  X(logical_and, bpc_ref_binary, EXACT, 0)                                 \
-  X(logical_or, bpc_ref_binary, EXACT, 0)                                  \
-  X(logical_xor, bpc_ref_binary, EXACT, 0)                                 \
-  X(eq, bpc_ref_binary, EXACT, 0)                                          \
-  X(ne, bpc_ref_binary, EXACT, 0)                                          \
-  X(lt, bpc_ref_binary, EXACT, 0)                                          \
-  X(le, bpc_ref_binary, EXACT, 0)                                          \
-  X(gt, bpc_ref_binary, EXACT, 0)                                          \
-  X(ge, bpc_ref_binary, EXACT, 0)                                          \
-  X(where, bpc_ref_where, EXACT, SZ)                                       \
-  X(sum, bpc_ref_sum, REDUCE, 0)                                           \
-  X(mean, bpc_ref_sum, REDUCE, 0)                                          \
-  X(amax, bpc_ref_amax, EXACT, 0)                                          \
-  X(amin, bpc_ref_amax, EXACT, 0)                                          \
-  X(argmax, bpc_ref_argmax, EXACT, 0)                                      \
-  X(mm, bpc_ref_matmul, REDUCE, 0)                                         \
-  X(bmm, bpc_ref_matmul, REDUCE, 0)                                        \
-  X(addmm, bpc_ref_matmul, REDUCE, 0)                                      \
-  X(softmax, bpc_ref_softmax, REDUCE, 0)                                   \
-  X(to_copy, bpc_ref_to_copy, EXACT, SZ)                                   \
-  X(copy, bpc_ref_copy, EXACT, SZ)                                         \
-  X(clone, bpc_ref_clone, EXACT, SZ)                                       \
-  X(cat, bpc_ref_cat, EXACT, SZ)                                           \
-  X(fill, bpc_ref_fill, EXACT, SZ)                                         \
-  X(arange, bpc_ref_arange, DIVSQRT, 0)
+/* Ops sharing a reference function, an accuracy class and flags. */
+typedef struct {
+  bpc_ref_fn reference;
+  uint32_t accuracy; /* enum bpc_accuracy */
+  uint32_t flags;    /* enum bpc_op_flags */
+  const uint32_t* ops;
+  uint32_t count;
+} bpc_ref_group_t;
 
-#define BPC_FLAG_0 0u
-#define BPC_FLAG_SZ BPC_OPF_SIGNED_ZERO
+#define OPS(...)                     \
+  (const uint32_t[]){__VA_ARGS__}, \
+      (uint32_t)(sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
+#define SZ BPC_OPF_SIGNED_ZERO
+
+static const bpc_ref_group_t k_groups[] = {
+    {bpc_ref_unary, BPC_ACC_EXACT, SZ, OPS(BP_OP_abs, BP_OP_neg, BP_OP_sign)},
+    {bpc_ref_unary, BPC_ACC_EXACT, 0,
+     OPS(BP_OP_ceil, BP_OP_floor, BP_OP_relu, BP_OP_round, BP_OP_trunc, BP_OP_bitwise_not,
+         BP_OP_logical_not, BP_OP_isinf, BP_OP_isnan, BP_OP_clamp, BP_OP_hardtanh)},
+    {bpc_ref_unary, BPC_ACC_TRANS, 0,
+     OPS(BP_OP_acos, BP_OP_acosh, BP_OP_asin, BP_OP_asinh, BP_OP_atan, BP_OP_atanh, BP_OP_cos,
+         BP_OP_cosh, BP_OP_exp, BP_OP_expm1, BP_OP_log, BP_OP_log10, BP_OP_log1p, BP_OP_log2,
+         BP_OP_rsqrt, BP_OP_sin, BP_OP_sinh, BP_OP_tan, BP_OP_tanh)},
+    {bpc_ref_unary, BPC_ACC_TRANS_HARD, 0,
+     OPS(BP_OP_erf, BP_OP_sigmoid, BP_OP_elu, BP_OP_gelu, BP_OP_silu)},
+    {bpc_ref_unary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_reciprocal, BP_OP_sqrt, BP_OP_leaky_relu)},
+    {bpc_ref_clamp_tensor, BPC_ACC_EXACT, 0, OPS(BP_OP_clamp_tensor)},
+    {bpc_ref_binary, BPC_ACC_CR, 0, OPS(BP_OP_add, BP_OP_sub, BP_OP_mul)},
+    {bpc_ref_binary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_div, BP_OP_remainder)},
+    {bpc_ref_binary, BPC_ACC_TRANS, 0, OPS(BP_OP_atan2)},
+    {bpc_ref_binary, BPC_ACC_TRANS_HARD, 0, OPS(BP_OP_pow)},
+    {bpc_ref_binary, BPC_ACC_EXACT, 0,
+     OPS(BP_OP_fmod, BP_OP_maximum, BP_OP_minimum, BP_OP_bitwise_and, BP_OP_bitwise_or,
+         BP_OP_bitwise_xor, BP_OP_logical_and, BP_OP_logical_or, BP_OP_logical_xor, BP_OP_eq,
+         BP_OP_ne, BP_OP_lt, BP_OP_le, BP_OP_gt, BP_OP_ge)},
+    {bpc_ref_where, BPC_ACC_EXACT, SZ, OPS(BP_OP_where)},
+    {bpc_ref_sum, BPC_ACC_REDUCE, 0, OPS(BP_OP_sum, BP_OP_mean)},
+    {bpc_ref_amax, BPC_ACC_EXACT, 0, OPS(BP_OP_amax, BP_OP_amin)},
+    {bpc_ref_argmax, BPC_ACC_EXACT, 0, OPS(BP_OP_argmax)},
+    {bpc_ref_matmul, BPC_ACC_REDUCE, 0, OPS(BP_OP_mm, BP_OP_bmm, BP_OP_addmm)},
+    {bpc_ref_softmax, BPC_ACC_REDUCE, 0, OPS(BP_OP_softmax)},
+    {bpc_ref_to_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_to_copy)},
+    {bpc_ref_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_copy)},
+    {bpc_ref_clone, BPC_ACC_EXACT, SZ, OPS(BP_OP_clone)},
+    {bpc_ref_cat, BPC_ACC_EXACT, SZ, OPS(BP_OP_cat)},
+    {bpc_ref_fill, BPC_ACC_EXACT, SZ, OPS(BP_OP_fill)},
+    {bpc_ref_arange, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_arange)},
+};
+#undef SZ
+#undef OPS
 
 static bpc_op_entry_t g_table[BP_OP_COUNT];
 static int g_ready;
@@ -109,12 +74,14 @@ static void registry_init(void) {
   g_table[id].rule = #rule_;
 #include "backplane/ops.def"
 #undef BP_OP
-#define X(name_, fn, acc, fl)                           \
-  g_table[BP_OP_##name_].reference = fn;                \
-  g_table[BP_OP_##name_].accuracy = BPC_ACC_##acc;      \
-  g_table[BP_OP_##name_].flags = BPC_FLAG_##fl;
-  BPC_REFERENCES(X)
-#undef X
+  for (size_t g = 0; g < sizeof k_groups / sizeof k_groups[0]; g++) {
+    for (uint32_t i = 0; i < k_groups[g].count; i++) {
+      bpc_op_entry_t* e = &g_table[k_groups[g].ops[i]];
+      e->reference = k_groups[g].reference;
+      e->accuracy = k_groups[g].accuracy;
+      e->flags = k_groups[g].flags;
+    }
+  }
   g_ready = 1;
 }
 

@@ -109,12 +109,19 @@ static bp_status_t bp__index_dtype(bp__infer_t* x, uint32_t i) {
   return BP_OK;
 }
 
-bp_status_t bp__infer_index_select(bp__infer_t* x) {
+/* index_select and gather: input 1 holds indices, attrs.dim wraps over
+ * input 0's rank into *out_dim. */
+static bp_status_t bp__index_args(bp__infer_t* x, uint32_t* out_dim) {
   const bp_dim_attrs_t* a = x->attrs;
+  bp_status_t st = bp__index_dtype(x, 1);
+  if (st != BP_OK) return st;
+  return bp__infer_wrap_dim(x, a->dim, x->in[0].rank, "attrs.dim", out_dim);
+}
+
+bp_status_t bp__infer_index_select(bp__infer_t* x) {
   const bp_tensor_desc_t *self = &x->in[0], *index = &x->in[1];
   uint32_t dim;
-  bp_status_t st = bp__index_dtype(x, 1);
-  if (st == BP_OK) st = bp__infer_wrap_dim(x, a->dim, self->rank, "attrs.dim", &dim);
+  bp_status_t st = bp__index_args(x, &dim);
   if (st != BP_OK) return st;
   if (index->rank > 1) {
     return bp__infer_fail(x, "input 'index' must have rank 0 or 1, got %u", index->rank);
@@ -132,11 +139,9 @@ bp_status_t bp__infer_index_select(bp__infer_t* x) {
 }
 
 bp_status_t bp__infer_gather(bp__infer_t* x) {
-  const bp_dim_attrs_t* a = x->attrs;
   const bp_tensor_desc_t *self = &x->in[0], *index = &x->in[1];
   uint32_t dim;
-  bp_status_t st = bp__index_dtype(x, 1);
-  if (st == BP_OK) st = bp__infer_wrap_dim(x, a->dim, self->rank, "attrs.dim", &dim);
+  bp_status_t st = bp__index_args(x, &dim);
   if (st != BP_OK) return st;
   uint32_t sr = self->rank ? self->rank : 1, ir = index->rank ? index->rank : 1;
   if (sr != ir) {

@@ -172,40 +172,50 @@ bp_status_t bp__infer_binary_div(bp__infer_t* x) {
   return bp__elementwise_out(x, 0x3, d, d);
 }
 
-bp_status_t bp__infer_binary_float(bp__infer_t* x) {
+/* The binary rules whose result follows from the promoted dtype alone. */
+enum bp__binary_rule {
+  BP__BINARY_FLOAT,   /* floating result: integer and bool operands compute in f32 */
+  BP__BINARY_COMPARE, /* bool result; complex operands only for eq and ne */
+  BP__BINARY_BOOL,    /* bool result */
+  BP__BINARY_BITWISE  /* integer or bool operands, result of their dtype */
+};
+
+static bp_status_t bp__binary_rule(bp__infer_t* x, enum bp__binary_rule rule) {
   uint32_t d;
   bp_status_t st = bp__binary_promote(x, &d);
   if (st != BP_OK) return st;
-  if (!bp__dtype_is_float(d) && !bp__dtype_is_complex(d)) d = BP_DTYPE_F32;
-  return bp__elementwise_out(x, 0x3, d, d);
+  uint32_t result = d;
+  switch (rule) {
+    case BP__BINARY_FLOAT:
+      if (!bp__dtype_is_float(d) && !bp__dtype_is_complex(d)) result = d = BP_DTYPE_F32;
+      break;
+    case BP__BINARY_COMPARE:
+      if (bp__dtype_is_complex(d) && x->op->id != BP_OP_eq && x->op->id != BP_OP_ne) {
+        return bp__infer_fail(x, "ordering comparisons are not defined for complex operands");
+      }
+      result = BP_DTYPE_BOOL;
+      break;
+    case BP__BINARY_BOOL:
+      result = BP_DTYPE_BOOL;
+      break;
+    case BP__BINARY_BITWISE:
+      if (!bp__dtype_is_int(d) && d != BP_DTYPE_BOOL) {
+        return bp__infer_fail(x,
+                              "operands promote to %s; only integer and bool operands are allowed",
+                              bp_dtype_name(d));
+      }
+      break;
+  }
+  return bp__elementwise_out(x, 0x3, result, d);
 }
 
+bp_status_t bp__infer_binary_float(bp__infer_t* x) { return bp__binary_rule(x, BP__BINARY_FLOAT); }
 bp_status_t bp__infer_binary_compare(bp__infer_t* x) {
-  uint32_t d;
-  bp_status_t st = bp__binary_promote(x, &d);
-  if (st != BP_OK) return st;
-  if (bp__dtype_is_complex(d) && x->op->id != BP_OP_eq && x->op->id != BP_OP_ne) {
-    return bp__infer_fail(x, "ordering comparisons are not defined for complex operands");
-  }
-  return bp__elementwise_out(x, 0x3, BP_DTYPE_BOOL, d);
+  return bp__binary_rule(x, BP__BINARY_COMPARE);
 }
-
-bp_status_t bp__infer_binary_bool(bp__infer_t* x) {
-  uint32_t d;
-  bp_status_t st = bp__binary_promote(x, &d);
-  if (st != BP_OK) return st;
-  return bp__elementwise_out(x, 0x3, BP_DTYPE_BOOL, d);
-}
-
+bp_status_t bp__infer_binary_bool(bp__infer_t* x) { return bp__binary_rule(x, BP__BINARY_BOOL); }
 bp_status_t bp__infer_binary_bitwise(bp__infer_t* x) {
-  uint32_t d;
-  bp_status_t st = bp__binary_promote(x, &d);
-  if (st != BP_OK) return st;
-  if (!bp__dtype_is_int(d) && d != BP_DTYPE_BOOL) {
-    return bp__infer_fail(x, "operands promote to %s; only integer and bool operands are allowed",
-                          bp_dtype_name(d));
-  }
-  return bp__elementwise_out(x, 0x3, d, d);
+  return bp__binary_rule(x, BP__BINARY_BITWISE);
 }
 
 /* ---- where, ternary ------------------------------------------------------------- */

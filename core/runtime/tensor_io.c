@@ -83,24 +83,27 @@ static bp_status_t download_span(const char* fn, bp_stream_t* stream, const bp_t
   return BP_OK;
 }
 
-bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const void* src, uint64_t size) {
-  static const char fn[] = "bp_tensor_write";
+/* bp_tensor_write (to_tensor: host -> tensor) and bp_tensor_read. `host`
+ * is only read when to_tensor is set. */
+static bp_status_t tensor_io(const char* fn, bp_stream_t* stream, const bp_tensor_t* t, char* host,
+                             uint64_t size, int to_tensor) {
   bp_status_t status = BP_OK;
   int64_t numel = 0;
   char* span = NULL;
   uint64_t lo = 0, hi = 0;
 
   bp__clear_error();
-  if ((status = check_io(fn, stream, t, src, size, &numel)) != BP_OK) return status;
+  if ((status = check_io(fn, stream, t, host, size, &numel)) != BP_OK) return status;
   if (numel == 0) return bp_stream_synchronize(stream);
   if (bp_tensor_is_contiguous(t)) {
-    if ((status = bp_copy_host_to_buffer(stream, src, t->buffer, t->byte_offset, size)) != BP_OK)
-      return status;
+    status = to_tensor ? bp_copy_host_to_buffer(stream, host, t->buffer, t->byte_offset, size)
+                       : bp_copy_buffer_to_host(stream, t->buffer, t->byte_offset, host, size);
+    if (status != BP_OK) return status;
     return bp_stream_synchronize(stream);
   }
   /* As PyTorch: a write where several elements share one memory location
    * (an expanded dim) has no defined result. */
-  for (uint32_t d = 0; d < t->rank; ++d) {
+  for (uint32_t d = 0; to_tensor && d < t->rank; ++d) {
     if (t->sizes[d] > 1 && t->strides[d] == 0)
       return bp__error(BP_INVALID_ARGUMENT,
                        "%s: dim %u has stride 0 (an expanded view): several elements share one "
@@ -108,35 +111,22 @@ bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const void* src
                        fn, d);
   }
   if ((status = download_span(fn, stream, t, &span, &lo, &hi)) != BP_OK) goto cleanup;
-  walk(t, numel, span, t->byte_offset - lo, (char*)(uintptr_t)src, 1);
-  if ((status = bp_copy_host_to_buffer(stream, span, t->buffer, lo, hi - lo)) != BP_OK)
-    goto cleanup;
-  status = bp_stream_synchronize(stream);
+  walk(t, numel, span, t->byte_offset - lo, host, to_tensor);
+  if (to_tensor) {
+    if ((status = bp_copy_host_to_buffer(stream, span, t->buffer, lo, hi - lo)) != BP_OK)
+      goto cleanup;
+    status = bp_stream_synchronize(stream);
+  }
 
 cleanup:
   free(span);
   return status;
 }
 
+bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const void* src, uint64_t size) {
+  return tensor_io("bp_tensor_write", stream, t, (char*)(uintptr_t)src, size, 1);
+}
+
 bp_status_t bp_tensor_read(bp_stream_t* stream, const bp_tensor_t* t, void* dst, uint64_t size) {
-  static const char fn[] = "bp_tensor_read";
-  bp_status_t status = BP_OK;
-  int64_t numel = 0;
-  char* span = NULL;
-  uint64_t lo = 0, hi = 0;
-
-  bp__clear_error();
-  if ((status = check_io(fn, stream, t, dst, size, &numel)) != BP_OK) return status;
-  if (numel == 0) return bp_stream_synchronize(stream);
-  if (bp_tensor_is_contiguous(t)) {
-    if ((status = bp_copy_buffer_to_host(stream, t->buffer, t->byte_offset, dst, size)) != BP_OK)
-      return status;
-    return bp_stream_synchronize(stream);
-  }
-  if ((status = download_span(fn, stream, t, &span, &lo, &hi)) != BP_OK) goto cleanup;
-  walk(t, numel, span, t->byte_offset - lo, dst, 0);
-
-cleanup:
-  free(span);
-  return status;
+  return tensor_io("bp_tensor_read", stream, t, dst, size, 0);
 }

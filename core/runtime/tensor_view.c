@@ -56,6 +56,54 @@ static bp_status_t shift_offset(const char* fn, const bp_tensor_t* t, int64_t el
       return bp__error(BP_INVALID_ARGUMENT, "%s: tensor and out must not be NULL", fn); \
   } while (0)
 
+/* CHECK_ARGS for the views of one existing dim: also wraps `dim` into *d. */
+static bp_status_t check_dim_args(const char* fn, bp_tensor_t* t, bp_tensor_t** out, int64_t dim,
+                                  int64_t* d) {
+  CHECK_ARGS(fn, t, out);
+  return wrap_dim(fn, dim, t->rank, d);
+}
+
+/* CHECK_ARGS for the views given a new shape of `rank` sizes. */
+static bp_status_t check_shape_args(const char* fn, bp_tensor_t* t, bp_tensor_t** out,
+                                    uint32_t rank, const int64_t* sizes) {
+  CHECK_ARGS(fn, t, out);
+  if (rank > 0 && !sizes) return bp__error(BP_INVALID_ARGUMENT, "%s: sizes must not be NULL", fn);
+  if (rank > BP_MAX_RANK)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: rank %u exceeds the maximum %d", fn, rank,
+                     BP_MAX_RANK);
+  return BP_OK;
+}
+
+/* CHECK_ARGS for a view with one more dim: wraps `dim` over rank + 1. */
+static bp_status_t check_new_dim_args(const char* fn, bp_tensor_t* t, bp_tensor_t** out,
+                                      int64_t dim, int64_t* d) {
+  CHECK_ARGS(fn, t, out);
+  if (t->rank >= BP_MAX_RANK)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: the tensor already has the maximum rank %d", fn,
+                     BP_MAX_RANK);
+  return wrap_dim(fn, dim, (int64_t)t->rank + 1, d);
+}
+
+/* Moves the view's start `index` elements along dim d of t. */
+static bp_status_t shift_along(const char* fn, const bp_tensor_t* t, int64_t d, int64_t index,
+                               view_desc_t* v) {
+  int64_t elements = 0;
+  if (bp__mul_overflow_i64(index, t->strides[d], &elements))
+    return bp__error(BP_OUT_OF_RANGE, "%s: the view's offset overflows", fn);
+  return shift_offset(fn, t, elements, &v->byte_offset);
+}
+
+/* Removes dim d of t from the view (the dims after it move down). */
+static void drop_dim(const bp_tensor_t* t, uint32_t d, view_desc_t* v) {
+  for (uint32_t k = d; k + 1 < t->rank; ++k) {
+    v->sizes[k] = t->sizes[k + 1];
+    v->strides[k] = t->strides[k + 1];
+  }
+  v->rank = t->rank - 1;
+  v->sizes[v->rank] = 0;
+  v->strides[v->rank] = 0;
+}
+
 bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out) {
   view_desc_t v;
   CHECK_ARGS("bp_tensor_alias", t, out);
@@ -115,11 +163,10 @@ bp_status_t bp_tensor_permute(bp_tensor_t* t, const int64_t* dims, bp_tensor_t**
 bp_status_t bp_tensor_slice(bp_tensor_t* t, int64_t dim, int64_t start, int64_t end, int64_t step,
                             bp_tensor_t** out) {
   static const char fn[] = "bp_tensor_slice";
-  bp_status_t status = BP_OK;
   int64_t d = 0;
   view_desc_t v;
-  CHECK_ARGS(fn, t, out);
-  if ((status = wrap_dim(fn, dim, t->rank, &d)) != BP_OK) return status;
+  bp_status_t status = check_dim_args(fn, t, out, dim, &d);
+  if (status != BP_OK) return status;
   if (step <= 0)
     return bp__error(BP_INVALID_ARGUMENT, "%s: step %lld must be positive", fn, (long long)step);
   const int64_t size = t->sizes[d];
@@ -137,39 +184,24 @@ bp_status_t bp_tensor_slice(bp_tensor_t* t, int64_t dim, int64_t start, int64_t 
     if (v.sizes[d] > 1) return bp__error(BP_OUT_OF_RANGE, "%s: the stride overflows", fn);
     v.strides[d] = t->strides[d];
   }
-  if (start > 0) {
-    int64_t elements = 0;
-    if (bp__mul_overflow_i64(start, t->strides[d], &elements))
-      return bp__error(BP_OUT_OF_RANGE, "%s: the view's offset overflows", fn);
-    if ((status = shift_offset(fn, t, elements, &v.byte_offset)) != BP_OK) return status;
-  }
+  if (start > 0 && (status = shift_along(fn, t, d, start, &v)) != BP_OK) return status;
   return make_view(t, &v, out);
 }
 
 bp_status_t bp_tensor_select(bp_tensor_t* t, int64_t dim, int64_t index, bp_tensor_t** out) {
   static const char fn[] = "bp_tensor_select";
-  bp_status_t status = BP_OK;
   int64_t d = 0;
   view_desc_t v;
-  CHECK_ARGS(fn, t, out);
-  if ((status = wrap_dim(fn, dim, t->rank, &d)) != BP_OK) return status;
+  bp_status_t status = check_dim_args(fn, t, out, dim, &d);
+  if (status != BP_OK) return status;
   const int64_t size = t->sizes[d];
   const int64_t i = index < 0 ? index + size : index;
   if (i < 0 || i >= size)
     return bp__error(BP_OUT_OF_RANGE, "%s: index %lld out of range for dim %lld of size %lld", fn,
                      (long long)index, (long long)d, (long long)size);
   desc_of(t, &v);
-  int64_t elements = 0;
-  if (bp__mul_overflow_i64(i, t->strides[d], &elements))
-    return bp__error(BP_OUT_OF_RANGE, "%s: the view's offset overflows", fn);
-  if ((status = shift_offset(fn, t, elements, &v.byte_offset)) != BP_OK) return status;
-  for (uint32_t k = (uint32_t)d; k + 1 < t->rank; ++k) {
-    v.sizes[k] = t->sizes[k + 1];
-    v.strides[k] = t->strides[k + 1];
-  }
-  v.rank = t->rank - 1;
-  v.sizes[v.rank] = 0;
-  v.strides[v.rank] = 0;
+  if ((status = shift_along(fn, t, d, i, &v)) != BP_OK) return status;
+  drop_dim(t, (uint32_t)d, &v);
   return make_view(t, &v, out);
 }
 
@@ -177,11 +209,8 @@ bp_status_t bp_tensor_expand(bp_tensor_t* t, uint32_t rank, const int64_t* sizes
                              bp_tensor_t** out) {
   static const char fn[] = "bp_tensor_expand";
   view_desc_t v;
-  CHECK_ARGS(fn, t, out);
-  if (rank > 0 && !sizes) return bp__error(BP_INVALID_ARGUMENT, "%s: sizes must not be NULL", fn);
-  if (rank > BP_MAX_RANK)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: rank %u exceeds the maximum %d", fn, rank,
-                     BP_MAX_RANK);
+  bp_status_t status = check_shape_args(fn, t, out, rank, sizes);
+  if (status != BP_OK) return status;
   if (rank < t->rank)
     return bp__error(BP_INVALID_ARGUMENT,
                      "%s: %u sizes given for a tensor of rank %u; expand cannot remove dims", fn,
@@ -274,11 +303,8 @@ bp_status_t bp_tensor_view(bp_tensor_t* t, uint32_t rank, const int64_t* sizes, 
   static const char fn[] = "bp_tensor_view";
   int64_t infer = -1, known = 1, numel = bp_tensor_numel(t);
   view_desc_t v;
-  CHECK_ARGS(fn, t, out);
-  if (rank > 0 && !sizes) return bp__error(BP_INVALID_ARGUMENT, "%s: sizes must not be NULL", fn);
-  if (rank > BP_MAX_RANK)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: rank %u exceeds the maximum %d", fn, rank,
-                     BP_MAX_RANK);
+  bp_status_t status = check_shape_args(fn, t, out, rank, sizes);
+  if (status != BP_OK) return status;
   memset(&v, 0, sizeof(v));
   v.rank = rank;
   v.byte_offset = t->byte_offset;
@@ -331,27 +357,16 @@ bp_status_t bp_tensor_squeeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {
     return make_view(t, &v, out);
   }
   if ((status = wrap_dim(fn, dim, t->rank, &d)) != BP_OK) return status;
-  if (t->sizes[d] != 1) return make_view(t, &v, out);
-  for (uint32_t k = (uint32_t)d; k + 1 < t->rank; ++k) {
-    v.sizes[k] = t->sizes[k + 1];
-    v.strides[k] = t->strides[k + 1];
-  }
-  v.rank = t->rank - 1;
-  v.sizes[v.rank] = 0;
-  v.strides[v.rank] = 0;
+  if (t->sizes[d] == 1) drop_dim(t, (uint32_t)d, &v);
   return make_view(t, &v, out);
 }
 
 bp_status_t bp_tensor_unsqueeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {
   static const char fn[] = "bp_tensor_unsqueeze";
-  bp_status_t status = BP_OK;
   int64_t d = 0;
   view_desc_t v;
-  CHECK_ARGS(fn, t, out);
-  if (t->rank >= BP_MAX_RANK)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: the tensor already has the maximum rank %d", fn,
-                     BP_MAX_RANK);
-  if ((status = wrap_dim(fn, dim, (int64_t)t->rank + 1, &d)) != BP_OK) return status;
+  bp_status_t status = check_new_dim_args(fn, t, out, dim, &d);
+  if (status != BP_OK) return status;
   desc_of(t, &v);
   for (uint32_t k = t->rank; k > (uint32_t)d; --k) {
     v.sizes[k] = t->sizes[k - 1];

@@ -194,46 +194,29 @@ static inline int64_t ipow(int64_t base, int64_t e) {
 #define CPU_TERNARY_BOOL(X, K, C) CPU_TERNARY_ANY(X, K, C)
 
 /* ---- kernel generation ------------------------------------------------ */
-#define CPU__UN(K, C, name, R, expr)                                             \
+/* One kernel k_<name>_<K> over n dense elements of C. IN declares the
+ * operand pointers a, b, c; LOAD reads element i into x, y, z. */
+#define CPU__KERNEL(K, C, name, R, expr, IN, LOAD)                                  \
   static void k_##name##_##K(void* restrict out_, const void* const* in, int64_t n, \
                              const cpu_kparams_t* p) {                           \
     typedef C T;                                                                 \
     R* restrict o = (R*)out_;                                                    \
-    const T* restrict a = (const T*)in[0];                                       \
+    IN                                                                           \
     (void)p;                                                                     \
     for (int64_t i = 0; i < n; i++) {                                            \
-      const T x = a[i];                                                          \
-      (void)x;                                                                   \
+      LOAD                                                                       \
       o[i] = (R)(expr);                                                          \
     }                                                                            \
   }
-#define CPU__BIN(K, C, name, R, expr)                                            \
-  static void k_##name##_##K(void* restrict out_, const void* const* in, int64_t n, \
-                             const cpu_kparams_t* p) {                           \
-    typedef C T;                                                                 \
-    R* restrict o = (R*)out_;                                                    \
-    const T* restrict a = (const T*)in[0];                                       \
-    const T* restrict b = (const T*)in[1];                                       \
-    (void)p;                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                            \
-      const T x = a[i], y = b[i];                                                \
-      o[i] = (R)(expr);                                                          \
-    }                                                                            \
-  }
-#define CPU__TER(K, C, name, R, expr)                                            \
-  static void k_##name##_##K(void* restrict out_, const void* const* in, int64_t n, \
-                             const cpu_kparams_t* p) {                           \
-    typedef C T;                                                                 \
-    R* restrict o = (R*)out_;                                                    \
-    const T* restrict a = (const T*)in[0];                                       \
-    const T* restrict b = (const T*)in[1];                                       \
-    const T* restrict c = (const T*)in[2];                                       \
-    (void)p;                                                                     \
-    for (int64_t i = 0; i < n; i++) {                                            \
-      const T x = a[i], y = b[i], z = c[i];                                      \
-      o[i] = (R)(expr);                                                          \
-    }                                                                            \
-  }
+#define CPU__IN1 const T* restrict a = (const T*)in[0];
+#define CPU__IN2 CPU__IN1 const T* restrict b = (const T*)in[1];
+#define CPU__IN3 CPU__IN2 const T* restrict c = (const T*)in[2];
+#define CPU__LOAD1 const T x = a[i]; (void)x;
+#define CPU__LOAD2 CPU__LOAD1 const T y = b[i];
+#define CPU__LOAD3 CPU__LOAD2 const T z = c[i];
+#define CPU__UN(K, C, name, R, expr) CPU__KERNEL(K, C, name, R, expr, CPU__IN1, CPU__LOAD1)
+#define CPU__BIN(K, C, name, R, expr) CPU__KERNEL(K, C, name, R, expr, CPU__IN2, CPU__LOAD2)
+#define CPU__TER(K, C, name, R, expr) CPU__KERNEL(K, C, name, R, expr, CPU__IN3, CPU__LOAD3)
 #define CPU__ENTRY(K, C, name, R, expr) [CPU_K_##name][CPU_KT_##K] = k_##name##_##K,
 
 #define CPU_FLOAT_KT(X) X(F32, float) X(F64, double)

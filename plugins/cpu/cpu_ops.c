@@ -7,71 +7,38 @@
 #include "cpu_internal.h"
 
 /* ---- tables generated from ops.def ---------------------------------- */
-#define BP_IN0() 0
-#define BP_IN1(a) 1
-#define BP_IN2(a, b) 2
-#define BP_IN3(a, b, c) 3
-#define BP_IN4(a, b, c, d) 4
-#define BP_IN5(a, b, c, d, e) 5
-#define BP_IN6(a, b, c, d, e, f) 6
-#define BP_INV(l) -1
-#define BP_IN1V(a, l) -1
-#define BP_IN1V1(a, l, b) -1
+/* Inputs expand to two initializers: the count (-1: a variadic list) and
+ * the names, "self,opt_other", to find the optional (opt_) operands. */
+#define BP_IN0() 0, ""
+#define BP_IN1(a) 1, #a
+#define BP_IN2(a, b) 2, #a "," #b
+#define BP_IN3(a, b, c) 3, #a "," #b "," #c
+#define BP_IN4(a, b, c, d) 4, #a "," #b "," #c "," #d
+#define BP_IN5(a, b, c, d, e) 5, #a "," #b "," #c "," #d "," #e
+#define BP_IN6(a, b, c, d, e, f) 6, #a "," #b "," #c "," #d "," #e "," #f
+#define BP_INV(l) -1, #l
+#define BP_IN1V(a, l) -1, #a "," #l
+#define BP_IN1V1(a, l, b) -1, #a "," #l "," #b
 #define BP_OUT1(a) 1
 #define BP_OUT2(a, b) 2
 #define BP_OUT3(a, b, c) 3
 #define BP_OUT4(a, b, c, d) 4
 
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = ins,
-static const int8_t k_nin[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = outs,
-static const int8_t k_nout[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = #name,
-static const char* const k_names[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
+typedef struct cpu_op_meta {
+  int8_t nin;
+  const char* in_names;
+  int8_t nout;
+  const char* name;
+  uint16_t attrs_size; /* 0: no attributes expected */
+  uint8_t category;
+} cpu_op_meta_t;
+
 /* bp_no_attrs_t carries nothing: size 0 marks "no attributes expected". */
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) \
-  [id] = __builtin_types_compatible_p(attrs, bp_no_attrs_t) ? 0 : sizeof(attrs),
-static const uint16_t k_attrs_size[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = BP_OP_CATEGORY_##cat,
-static const uint8_t k_category[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
-/* Input names, "self,opt_other", to find the optional (opt_) operands. */
-#undef BP_IN0
-#undef BP_IN1
-#undef BP_IN2
-#undef BP_IN3
-#undef BP_IN4
-#undef BP_IN5
-#undef BP_IN6
-#undef BP_INV
-#undef BP_IN1V
-#undef BP_IN1V1
-#define BP_IN0() ""
-#define BP_IN1(a) #a
-#define BP_IN2(a, b) #a "," #b
-#define BP_IN3(a, b, c) #a "," #b "," #c
-#define BP_IN4(a, b, c, d) #a "," #b "," #c "," #d
-#define BP_IN5(a, b, c, d, e) #a "," #b "," #c "," #d "," #e
-#define BP_IN6(a, b, c, d, e, f) #a "," #b "," #c "," #d "," #e "," #f
-#define BP_INV(l) #l
-#define BP_IN1V(a, l) #a "," #l
-#define BP_IN1V1(a, l, b) #a "," #l "," #b
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = ins,
-static const char* const k_in_names[BP_OP_COUNT] = {
+#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten)                               \
+  [id] = {ins, outs, #name,                                                              \
+          __builtin_types_compatible_p(attrs, bp_no_attrs_t) ? 0 : sizeof(attrs),        \
+          BP_OP_CATEGORY_##cat},
+static const cpu_op_meta_t k_ops[BP_OP_COUNT] = {
 #include "backplane/ops.def"
 };
 #undef BP_OP
@@ -101,20 +68,20 @@ int cpu_op_implemented(uint32_t op) {
   return 0;
 }
 
-int cpu_op_num_inputs(uint32_t op) { return op < BP_OP_COUNT ? k_nin[op] : 0; }
-int cpu_op_num_outputs(uint32_t op) { return op < BP_OP_COUNT ? k_nout[op] : 0; }
-size_t cpu_op_attrs_size(uint32_t op) { return op < BP_OP_COUNT ? k_attrs_size[op] : 0; }
+int cpu_op_num_inputs(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].nin : 0; }
+int cpu_op_num_outputs(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].nout : 0; }
+size_t cpu_op_attrs_size(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].attrs_size : 0; }
 const char* cpu_op_name(uint32_t op) {
-  return op < BP_OP_COUNT && k_names[op] ? k_names[op] : "unknown";
+  return op < BP_OP_COUNT && k_ops[op].name ? k_ops[op].name : "unknown";
 }
 
 int cpu_op_input_optional(uint32_t op, uint32_t i) {
-  if (op >= BP_OP_COUNT || !k_in_names[op]) return 0;
+  if (op >= BP_OP_COUNT || !k_ops[op].in_names) return 0;
   /* Binary ops take a scalar in place of self or other (attrs flags). */
-  if (k_attrs_size[op] == sizeof(bp_binary_attrs_t) && i < 2 &&
-      (k_category[op] == BP_OP_CATEGORY_BINARY || k_category[op] == BP_OP_CATEGORY_LOGICAL))
+  if (k_ops[op].attrs_size == sizeof(bp_binary_attrs_t) && i < 2 &&
+      (k_ops[op].category == BP_OP_CATEGORY_BINARY || k_ops[op].category == BP_OP_CATEGORY_LOGICAL))
     return 1;
-  const char* p = k_in_names[op];
+  const char* p = k_ops[op].in_names;
   for (uint32_t k = 0; k < i && p; k++) {
     p = strchr(p, ',');
     if (p) p++;

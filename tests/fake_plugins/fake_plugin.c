@@ -1,9 +1,16 @@
-/* Fake plugins for the loader tests: one source, built into several
+/* Fake plugins over malloc'd host memory: one source, built into several
  * libraries (libbp_fake_<case>.so) whose -D defines select how each one
  * behaves or misbehaves at negotiation and initialisation.
  *
  *   FAKE_NAME            backend name answered (string)
  *   FAKE_VERSION         plugin version string
+ *   FAKE_HOST            the runtime tests' plugin (fake_host_a/_b): DEVICE
+ *                        memory is not host visible (buffer_map refuses it,
+ *                        so the core must use the copy slots), HOST_PINNED
+ *                        memory maps, and copy_peer copies between devices
+ *                        of one instance. Without it DEVICE memory is host
+ *                        visible, there is no other space and no copy_peer
+ *                        (the core stages peer copies).
  *   FAKE_NO_ENTRY        the entry point is not exported
  *   FAKE_ABI_MAJOR       major answered (default: BP_ABI_VERSION_MAJOR)
  *   FAKE_PLUGIN_MINOR    newest minor the plugin speaks; it answers
@@ -21,11 +28,11 @@
  *                        not exist and returns UNAVAILABLE with dlerror()
  *   FAKE_DEVICE_FAIL     device_open fails for the second device
  *
- * A working fake keeps everything in malloc'd host memory and runs stream
- * work synchronously at enqueue time. Instance options "devices=N" change
- * the device count (default 2). Live instances, devices and buffers are
- * counted so that tests can check the core released them (the counts are
- * reported through host->log at debug level on instance_destroy).
+ * Every stream operation runs at enqueue time: copies are memcpy, host
+ * functions run inline, events complete when recorded (with a monotonic
+ * timestamp). Instance options "devices=N" change the device count
+ * (default 2). New buffers hold the byte 0xA5 so that tests see untouched
+ * bytes. No op slots.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -70,24 +77,65 @@ static bp_status_t fail(bp_status_t status, const char* fmt, ...) {
   return status;
 }
 
+/* Memory spaces of every device, each FAKE_DEVICE_BYTES large. */
+static const bp_memory_space_info_t k_spaces[] = {
+#ifdef FAKE_HOST
+    {sizeof(bp_memory_space_info_t), BP_MEMORY_DEVICE, BP_MEMORY_FLAG_DEVICE_LOCAL, 0,
+     FAKE_DEVICE_BYTES, 64},
+    {sizeof(bp_memory_space_info_t), BP_MEMORY_HOST_PINNED,
+     BP_MEMORY_FLAG_HOST_VISIBLE | BP_MEMORY_FLAG_HOST_COHERENT, 0, FAKE_DEVICE_BYTES, 64},
+#else
+    {sizeof(bp_memory_space_info_t), BP_MEMORY_DEVICE,
+     BP_MEMORY_FLAG_HOST_VISIBLE | BP_MEMORY_FLAG_HOST_COHERENT, 0, FAKE_DEVICE_BYTES, 64},
+#endif
+};
+#define FAKE_SPACE_COUNT ((uint32_t)(sizeof(k_spaces) / sizeof(k_spaces[0])))
+
+/* The space of memory kind `kind`, or NULL where it is not offered. */
+static const bp_memory_space_info_t* find_space(uint32_t kind) {
+  for (uint32_t i = 0; i < FAKE_SPACE_COUNT; ++i)
+    if (k_spaces[i].kind == kind) return &k_spaces[i];
+  return NULL;
+}
+
 /* ---- objects ------------------------------------------------------------ */
 struct bpp_instance_s {
   uint32_t device_count;
+  struct bpp_device_s* devices[FAKE_MAX_DEVICES]; /* open devices by index */
 };
 struct bpp_device_s {
+  bpp_instance_t instance;
   uint32_t index;
+  uint64_t used[BP_MEMORY_KIND_COUNT_]; /* bytes allocated per memory kind (atomic) */
 };
 struct bpp_buffer_s {
+  bpp_device_t device;
+  uint32_t kind;
   uint64_t size;
+  int mapped;
   unsigned char* data;
 };
 struct bpp_stream_s {
   bpp_device_t device;
 };
 struct bpp_event_s {
-  uint64_t ns;
+  bpp_device_t device;
+  uint32_t flags;
+  int recorded;
+  uint64_t timestamp_ns;
 };
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int outside(uint64_t offset, uint64_t size, uint64_t total) {
+  return offset > total || size > total - offset;
+}
+
+/* ---- instance and devices ---------------------------------------------- */
 static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_instance_t* out) {
 #ifdef FAKE_INIT_FAIL
   (void)info;
@@ -126,19 +174,25 @@ static bp_status_t device_count(bpp_instance_t instance, uint32_t* out_count) {
   return BP_OK;
 }
 
-static bp_status_t device_open(bpp_instance_t instance, uint32_t index, bpp_device_t* out) {
-  if (index >= instance->device_count) return fail(BP_OUT_OF_RANGE, "no device %u", index);
+static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t* out) {
+  if (index >= inst->device_count) return fail(BP_OUT_OF_RANGE, "no device %u", index);
 #ifdef FAKE_DEVICE_FAIL
   if (index == 1) return fail(BP_DEVICE_LOST, "fake device 1 fell off the bus");
 #endif
-  bpp_device_t d = calloc(1, sizeof(*d));
-  if (!d) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
-  d->index = index;
-  *out = d;
+  if (inst->devices[index]) return fail(BP_FAILED_PRECONDITION, "device %u already open", index);
+  bpp_device_t dev = calloc(1, sizeof(*dev));
+  if (!dev) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
+  dev->instance = inst;
+  dev->index = index;
+  inst->devices[index] = dev;
+  *out = dev;
   return BP_OK;
 }
 
-static void device_close(bpp_device_t device) { free(device); }
+static void device_close(bpp_device_t dev) {
+  dev->instance->devices[dev->index] = NULL;
+  free(dev);
+}
 
 static bp_status_t device_get_properties(bpp_device_t device, bp_device_properties_t* props) {
   if (props->struct_size < sizeof(*props)) return fail(BP_INVALID_ARGUMENT, "props too small");
@@ -152,121 +206,155 @@ static bp_status_t device_get_properties(bpp_device_t device, bp_device_properti
   props->memory_bytes = FAKE_DEVICE_BYTES * (device->index + 1);
   props->compute_units = 4;
   props->subgroup_size = 1;
-  props->dtype_mask = BP_DTYPE_BIT(BP_DTYPE_F32) | BP_DTYPE_BIT(BP_DTYPE_I32);
-  props->flags = BP_DEVICE_FLAG_UNIFIED_MEMORY | BP_DEVICE_FLAG_TIMESTAMPS;
+  for (uint32_t d = 1; d < BP_DTYPE_COUNT_; ++d) props->dtype_mask |= BP_DTYPE_BIT(d);
+  props->flags = BP_DEVICE_FLAG_TIMESTAMPS;
+#ifdef FAKE_HOST
+  props->flags |= BP_DEVICE_FLAG_PEER_COPY;
+#else
+  props->flags |= BP_DEVICE_FLAG_UNIFIED_MEMORY;
+#endif
   props->peak_ops_per_s[BP_DTYPE_F32] = 1e9;
   props->memory_bandwidth_bytes_per_s = 1e10;
   return BP_OK;
 }
 
-static bp_status_t device_memory_spaces(bpp_device_t device, uint32_t capacity,
+static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
                                         bp_memory_space_info_t* out, uint32_t* out_count) {
-  (void)device;
-  if (capacity >= 1) {
-    out[0].kind = BP_MEMORY_DEVICE;
-    out[0].flags = BP_MEMORY_FLAG_HOST_VISIBLE | BP_MEMORY_FLAG_HOST_COHERENT;
-    out[0].capacity_bytes = FAKE_DEVICE_BYTES;
-    out[0].alignment_bytes = 64;
-  }
-  *out_count = 1;
+  (void)dev;
+  for (uint32_t i = 0; i < FAKE_SPACE_COUNT && i < capacity; ++i) out[i] = k_spaces[i];
+  *out_count = FAKE_SPACE_COUNT;
   return BP_OK;
 }
 
-static bp_status_t device_memory_usage(bpp_device_t device, uint32_t kind, uint64_t* used,
-                                       uint64_t* budget) {
-  (void)device;
-  if (kind != BP_MEMORY_DEVICE)
-    return fail(BP_INVALID_ARGUMENT, "memory kind %u not offered", kind);
-  *used = 0;
-  *budget = FAKE_DEVICE_BYTES;
+static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t* out_used,
+                                       uint64_t* out_budget) {
+  if (!find_space(kind)) return fail(BP_INVALID_ARGUMENT, "memory kind %u not offered", kind);
+  *out_used = __atomic_load_n(&dev->used[kind], __ATOMIC_RELAXED);
+  *out_budget = FAKE_DEVICE_BYTES;
   return BP_OK;
 }
 
-static bp_status_t buffer_allocate(bpp_device_t device, const bp_buffer_alloc_info_t* info,
+/* ---- buffers ------------------------------------------------------------ */
+static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_t* info,
                                    bpp_buffer_t* out) {
-  (void)device;
-  if (info->memory_kind != BP_MEMORY_DEVICE)
+  if (!find_space(info->memory_kind))
     return fail(BP_INVALID_ARGUMENT, "memory kind %u not offered", info->memory_kind);
-  if (info->size_bytes == 0 || info->size_bytes > FAKE_DEVICE_BYTES)
-    return fail(BP_RESOURCE_EXHAUSTED, "cannot allocate %llu bytes",
+  uint64_t used = __atomic_load_n(&dev->used[info->memory_kind], __ATOMIC_RELAXED);
+  if (info->size_bytes > FAKE_DEVICE_BYTES - used)
+    return fail(BP_RESOURCE_EXHAUSTED, "requested %llu bytes, %llu available",
+                (unsigned long long)info->size_bytes,
+                (unsigned long long)(FAKE_DEVICE_BYTES - used));
+  bpp_buffer_t buf = calloc(1, sizeof(*buf));
+  unsigned char* data = malloc(info->size_bytes ? (size_t)info->size_bytes : 1);
+  if (!buf || !data) {
+    free(buf);
+    free(data);
+    return fail(BP_RESOURCE_EXHAUSTED, "host malloc of %llu bytes failed",
                 (unsigned long long)info->size_bytes);
-  bpp_buffer_t b = calloc(1, sizeof(*b));
-  if (b) b->data = calloc(1, (size_t)info->size_bytes);
-  if (!b || !b->data) {
-    free(b);
-    return fail(BP_RESOURCE_EXHAUSTED, "out of host memory");
   }
-  b->size = info->size_bytes;
-  *out = b;
+  /* A recognisable pattern instead of zeros, so tests see untouched bytes. */
+  memset(data, 0xA5, (size_t)info->size_bytes);
+  buf->device = dev;
+  buf->kind = info->memory_kind;
+  buf->size = info->size_bytes;
+  buf->data = data;
+  __atomic_fetch_add(&dev->used[info->memory_kind], info->size_bytes, __ATOMIC_RELAXED);
+  *out = buf;
   return BP_OK;
 }
 
-static void buffer_release(bpp_buffer_t buffer) {
-  if (!buffer) return;
-  free(buffer->data);
-  free(buffer);
+static void buffer_release(bpp_buffer_t buf) {
+  if (!buf) return;
+  __atomic_fetch_sub(&buf->device->used[buf->kind], buf->size, __ATOMIC_RELAXED);
+  free(buf->data);
+  free(buf);
 }
 
-static int out_of_range(bpp_buffer_t b, uint64_t offset, uint64_t size) {
-  return offset > b->size || size > b->size - offset;
-}
-
-static bp_status_t buffer_map(bpp_buffer_t b, uint64_t offset, uint64_t size, void** out) {
-  if (out_of_range(b, offset, size)) return fail(BP_OUT_OF_RANGE, "map out of range");
-  *out = b->data + offset;
+static bp_status_t buffer_map(bpp_buffer_t buf, uint64_t offset, uint64_t size, void** out) {
+  if (!(find_space(buf->kind)->flags & BP_MEMORY_FLAG_HOST_VISIBLE))
+    return fail(BP_FAILED_PRECONDITION, "buffer is not host visible");
+  if (outside(offset, size, buf->size))
+    return fail(BP_OUT_OF_RANGE, "map range outside the buffer");
+  buf->mapped = 1;
+  *out = buf->data + offset;
   return BP_OK;
 }
 
-static bp_status_t buffer_unmap(bpp_buffer_t b) {
-  (void)b;
+static bp_status_t buffer_unmap(bpp_buffer_t buf) {
+  if (!buf->mapped) return fail(BP_FAILED_PRECONDITION, "buffer is not mapped");
+  buf->mapped = 0;
   return BP_OK;
 }
 
+/* ---- copies (run at enqueue) ------------------------------------------ */
 static bp_status_t copy_h2d(bpp_stream_t s, const void* src, bpp_buffer_t dst, uint64_t off,
                             uint64_t size) {
-  (void)s;
-  if (out_of_range(dst, off, size)) return fail(BP_OUT_OF_RANGE, "copy out of range");
+  if (dst->device != s->device) return fail(BP_INVALID_ARGUMENT, "buffer of another device");
+  if (outside(off, size, dst->size)) return fail(BP_OUT_OF_RANGE, "copy outside the buffer");
   memcpy(dst->data + off, src, (size_t)size);
   return BP_OK;
 }
 
 static bp_status_t copy_d2h(bpp_stream_t s, bpp_buffer_t src, uint64_t off, void* dst,
                             uint64_t size) {
-  (void)s;
-  if (out_of_range(src, off, size)) return fail(BP_OUT_OF_RANGE, "copy out of range");
+  if (src->device != s->device) return fail(BP_INVALID_ARGUMENT, "buffer of another device");
+  if (outside(off, size, src->size)) return fail(BP_OUT_OF_RANGE, "copy outside the buffer");
   memcpy(dst, src->data + off, (size_t)size);
+  return BP_OK;
+}
+
+static bp_status_t copy_any(bpp_buffer_t src, uint64_t src_off, bpp_buffer_t dst, uint64_t dst_off,
+                            uint64_t size) {
+  if (outside(src_off, size, src->size) || outside(dst_off, size, dst->size))
+    return fail(BP_OUT_OF_RANGE, "copy outside the buffer");
+  memmove(dst->data + dst_off, src->data + src_off, (size_t)size);
   return BP_OK;
 }
 
 static bp_status_t copy_d2d(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, bpp_buffer_t dst,
                             uint64_t dst_off, uint64_t size) {
-  (void)s;
-  if (out_of_range(src, src_off, size) || out_of_range(dst, dst_off, size))
-    return fail(BP_OUT_OF_RANGE, "copy out of range");
-  memmove(dst->data + dst_off, src->data + src_off, (size_t)size);
-  return BP_OK;
+  if (src->device != s->device || dst->device != s->device)
+    return fail(BP_INVALID_ARGUMENT, "buffer of another device");
+  return copy_any(src, src_off, dst, dst_off, size);
 }
 
-static bp_status_t buffer_fill(bpp_stream_t s, bpp_buffer_t b, uint64_t off, uint64_t size,
+#ifdef FAKE_HOST
+static bp_status_t copy_peer(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, bpp_buffer_t dst,
+                             uint64_t dst_off, uint64_t size) {
+  if (src->device->instance != s->device->instance || dst->device->instance != s->device->instance)
+    return fail(BP_INVALID_ARGUMENT, "peer copy across instances");
+  return copy_any(src, src_off, dst, dst_off, size);
+}
+#define FAKE_COPY_PEER copy_peer
+#else
+#define FAKE_COPY_PEER NULL /* the core stages peer copies */
+#endif
+
+static bp_status_t buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off, uint64_t size,
                                const void* pattern, uint32_t pattern_size) {
   (void)s;
-  if (out_of_range(b, off, size)) return fail(BP_OUT_OF_RANGE, "fill out of range");
-  if (pattern_size == 0 || size % pattern_size) return fail(BP_INVALID_ARGUMENT, "bad pattern");
+  if (pattern_size != 1 && pattern_size != 2 && pattern_size != 4 && pattern_size != 8)
+    return fail(BP_INVALID_ARGUMENT, "pattern size %u", pattern_size);
+  if (outside(off, size, buf->size) || size % pattern_size)
+    return fail(BP_OUT_OF_RANGE, "fill outside the buffer");
   for (uint64_t i = 0; i < size; i += pattern_size)
-    memcpy(b->data + off + i, pattern, pattern_size);
+    memcpy(buf->data + off + i, pattern, pattern_size);
   return BP_OK;
 }
 
-static bp_status_t stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out) {
+/* ---- streams and events ------------------------------------------------ */
+static bp_status_t stream_create(bpp_device_t dev, uint32_t flags, bpp_stream_t* out) {
   (void)flags;
   bpp_stream_t s = calloc(1, sizeof(*s));
   if (!s) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
-  s->device = device;
+  s->device = dev;
   *out = s;
   return BP_OK;
 }
 
 static void stream_destroy(bpp_stream_t s) { free(s); }
+
+/* Work ran at enqueue: a stream is always idle. */
 static bp_status_t stream_idle(bpp_stream_t s) {
   (void)s;
   return BP_OK;
@@ -278,17 +366,11 @@ static bp_status_t stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* use
   return BP_OK;
 }
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static bp_status_t event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out) {
-  (void)device;
-  (void)flags;
+static bp_status_t event_create(bpp_device_t dev, uint32_t flags, bpp_event_t* out) {
   bpp_event_t e = calloc(1, sizeof(*e));
   if (!e) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
+  e->device = dev;
+  e->flags = flags;
   *out = e;
   return BP_OK;
 }
@@ -296,24 +378,27 @@ static bp_status_t event_create(bpp_device_t device, uint32_t flags, bpp_event_t
 static void event_destroy(bpp_event_t e) { free(e); }
 
 static bp_status_t event_record(bpp_event_t e, bpp_stream_t s) {
-  (void)s;
-  e->ns = now_ns();
+  if (s->device != e->device) return fail(BP_INVALID_ARGUMENT, "stream of another device");
+  e->recorded = 1;
+  e->timestamp_ns = now_ns();
   return BP_OK;
 }
 
 static bp_status_t stream_wait_event(bpp_stream_t s, bpp_event_t e) {
-  (void)s;
-  (void)e;
-  return BP_OK;
+  if (s->device->instance != e->device->instance)
+    return fail(BP_INVALID_ARGUMENT, "event of another instance");
+  return BP_OK; /* recorded events are complete */
 }
 
+/* Events complete when recorded. */
 static bp_status_t event_idle(bpp_event_t e) {
   (void)e;
   return BP_OK;
 }
 
-static bp_status_t event_elapsed(bpp_event_t a, bpp_event_t b, uint64_t* out) {
-  *out = b->ns >= a->ns ? b->ns - a->ns : 0;
+static bp_status_t event_elapsed(bpp_event_t start, bpp_event_t end, uint64_t* out) {
+  if (!start->recorded || !end->recorded) return fail(BP_FAILED_PRECONDITION, "event not recorded");
+  *out = end->timestamp_ns >= start->timestamp_ns ? end->timestamp_ns - start->timestamp_ns : 0;
   return BP_OK;
 }
 
@@ -361,7 +446,7 @@ static const fake_core_table_t fake_core = {
             .copy_host_to_device = FAKE_OPTIONAL(copy_h2d),
             .copy_device_to_host = FAKE_OPTIONAL(copy_d2h),
             .copy_device_to_device = FAKE_OPTIONAL(copy_d2d),
-            .copy_peer = NULL, /* the core stages peer copies */
+            .copy_peer = FAKE_OPTIONAL(FAKE_COPY_PEER),
             .buffer_fill = FAKE_OPTIONAL(buffer_fill),
             .stream_create = FAKE_OPTIONAL(stream_create),
             .stream_destroy = FAKE_OPTIONAL(stream_destroy),

@@ -8,9 +8,13 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "loader.h"
 
@@ -33,14 +37,34 @@ void bp__manifest_free(bp__manifest_t* manifest) {
   memset(manifest, 0, sizeof(*manifest));
 }
 
-/* Reads the whole file into a NUL-terminated heap buffer. */
+/* Reads the whole file into a NUL-terminated heap buffer. Only regular
+ * files are read: a folder, FIFO or device named like a manifest is refused
+ * before any read (a FIFO would otherwise block discovery forever). */
 static bp_status_t read_file(const char* path, char** out_text) {
   bp_status_t status = BP_OK;
   char* text = NULL;
-  FILE* f = fopen(path, "rb");
-  if (!f)
-    return bp__error(errno == ENOENT ? BP_NOT_FOUND : BP_PERMISSION_DENIED,
-                     "cannot open manifest '%s': %s", path, strerror(errno));
+  FILE* f = NULL;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    bp_status_t code = err == ENOENT || err == ENOTDIR ? BP_NOT_FOUND
+                       : err == EACCES || err == EPERM ? BP_PERMISSION_DENIED
+                                                       : BP_INVALID_ARGUMENT;
+    return bp__error(code, "cannot open manifest '%s': %s", path, strerror(err));
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' is not a regular file", path);
+    close(fd);
+    goto cleanup;
+  }
+  f = fdopen(fd, "rb");
+  if (!f) {
+    status = bp__error(BP_RESOURCE_EXHAUSTED, "cannot open manifest '%s': %s", path,
+                       strerror(errno));
+    close(fd);
+    goto cleanup;
+  }
   text = malloc(BP__MANIFEST_MAX_BYTES + 1);
   if (!text) {
     status = bp__error(BP_RESOURCE_EXHAUSTED, "out of memory reading manifest '%s'", path);
@@ -56,13 +80,45 @@ static bp_status_t read_file(const char* path, char** out_text) {
                        BP__MANIFEST_MAX_BYTES);
     goto cleanup;
   }
+  if (memchr(text, '\0', n) != NULL) {
+    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' contains a NUL byte (not JSON text)",
+                       path);
+    goto cleanup;
+  }
   text[n] = '\0';
   *out_text = text;
   text = NULL;
 cleanup:
   free(text);
-  fclose(f);
+  if (f) fclose(f);
   return status;
+}
+
+/* Copies manifest text `s` into `out` for a message: bytes outside printable
+ * ASCII become \xNN and anything past ~60 characters is cut with "...", so a
+ * hostile manifest cannot put control characters or megabytes into messages
+ * and logs. */
+static const char* printable(const char* s, char* out, size_t size) {
+  size_t j = 0;
+  for (const unsigned char* p = (const unsigned char*)s; *p; ++p) {
+    if (j + 8 >= size || j >= 60) {
+      memcpy(out + j, "...", 4);
+      return out;
+    }
+    if (*p >= 0x20 && *p < 0x7f)
+      out[j++] = (char)*p;
+    else
+      j += (size_t)snprintf(out + j, size - j, "\\x%02x", *p);
+  }
+  out[j] = '\0';
+  return out;
+}
+
+/* Nonzero when `s` holds a byte below 0x20 or DEL. */
+static int has_control(const char* s) {
+  for (const unsigned char* p = (const unsigned char*)s; *p; ++p)
+    if (*p < 0x20 || *p == 0x7f) return 1;
+  return 0;
 }
 
 static const char* string_field(const cJSON* object, const char* key) {
@@ -70,15 +126,22 @@ static const char* string_field(const cJSON* object, const char* key) {
   return cJSON_IsString(item) ? item->valuestring : NULL;
 }
 
-/* "1.0" -> 1, 0. Strict: digits '.' digits, nothing else. */
+/* "1.0" -> 1, 0. Strict: 1-3 digits '.' 1-3 digits, nothing else (no sign,
+ * no spaces, which sscanf's %u would accept). */
 static int parse_abi_version(const char* text, uint32_t* out_major, uint32_t* out_minor) {
-  unsigned major = 0, minor = 0;
-  int consumed = 0;
-  if (sscanf(text, "%3u.%3u%n", &major, &minor, &consumed) != 2 || text[consumed] != '\0' ||
-      text[0] < '0' || text[0] > '9')
-    return -1;
-  *out_major = major;
-  *out_minor = minor;
+  uint32_t parts[2] = {0, 0};
+  const char* p = text;
+  for (int i = 0; i < 2; ++i) {
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9'; ++p, ++digits) {
+      if (digits == 3) return -1;
+      parts[i] = parts[i] * 10u + (uint32_t)(*p - '0');
+    }
+    if (digits == 0 || *p != (i == 0 ? '.' : '\0')) return -1;
+    ++p;
+  }
+  *out_major = parts[0];
+  *out_minor = parts[1];
   return 0;
 }
 
@@ -91,20 +154,24 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
 
   status = read_file(path, &text);
   if (status != BP_OK) goto cleanup;
-  root = cJSON_Parse(text);
+  /* Strict: nothing but whitespace may follow the JSON value. The error
+   * position comes back through `end` (cJSON_GetErrorPtr is a global shared
+   * by all threads). */
+  const char* end = NULL;
+  root = cJSON_ParseWithOpts(text, &end, 1);
   if (!root) {
-    const char* where = cJSON_GetErrorPtr();
-    long offset = where ? (long)(where - text) : -1;
+    long offset = end ? (long)(end - text) : -1;
     status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' is not valid JSON (error near byte %ld)",
                        path, offset);
     goto cleanup;
   }
   const cJSON* plugin = cJSON_GetObjectItemCaseSensitive(root, "plugin");
   const char* format = string_field(root, "file_format_version");
+  char shown[96];
   if (!format || strncmp(format, "1.", 2) != 0) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': \"file_format_version\" is %s, expected \"1.x.y\"", path,
-                       format ? format : "missing");
+                       format ? printable(format, shown, sizeof(shown)) : "missing");
     goto cleanup;
   }
   if (!cJSON_IsObject(plugin)) {
@@ -123,16 +190,24 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
   if (!bp__backend_name_valid(name)) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': backend name '%s' is invalid (1-63 characters of [a-z0-9_])",
-                       path, name);
+                       path, printable(name, shown, sizeof(shown)));
     goto cleanup;
   }
   if (!*library) {
     status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s': \"plugin.library\" is empty", path);
     goto cleanup;
   }
+  if (has_control(library) || strlen(library) >= PATH_MAX) {
+    status = bp__error(BP_INVALID_ARGUMENT,
+                       "manifest '%s': \"plugin.library\" '%s' is not a usable path (control "
+                       "characters, or longer than %d bytes)",
+                       path, printable(library, shown, sizeof(shown)), PATH_MAX - 1);
+    goto cleanup;
+  }
   if (parse_abi_version(abi, &m.abi_major, &m.abi_minor) != 0) {
     status = bp__error(BP_INVALID_ARGUMENT,
-                       "manifest '%s': abi_version '%s' is not \"<major>.<minor>\"", path, abi);
+                       "manifest '%s': abi_version '%s' is not \"<major>.<minor>\"", path,
+                       printable(abi, shown, sizeof(shown)));
     goto cleanup;
   }
   if (m.abi_major != BP_ABI_VERSION_MAJOR) {

@@ -879,6 +879,156 @@ static void test_matmul(void** state) {
   free(bias);
 }
 
+/* ---- blocked GEMM: shapes over several k steps, row blocks and column
+ * blocks, partial tiles, strided / transposed operands, every native dtype,
+ * integer wrap-around. References are exact: integers modulo 2^64 (then the
+ * stored width), floats on small even integers (alpha 0.5 stays exact). */
+typedef struct mm_layout {
+  int64_t rs, cs, elems; /* element strides and buffer length in elements */
+} mm_layout_t;
+
+static void mm_put(uint32_t dt, void* p, int64_t i, int64_t v) {
+  switch (dt) {
+    case BP_DTYPE_F32: ((float*)p)[i] = (float)v; break;
+    case BP_DTYPE_F64: ((double*)p)[i] = (double)v; break;
+    case BP_DTYPE_I8: ((int8_t*)p)[i] = (int8_t)v; break;
+    case BP_DTYPE_U8: ((uint8_t*)p)[i] = (uint8_t)v; break;
+    case BP_DTYPE_I16: ((int16_t*)p)[i] = (int16_t)v; break;
+    case BP_DTYPE_I32: ((int32_t*)p)[i] = (int32_t)v; break;
+    default: ((int64_t*)p)[i] = v; break;
+  }
+}
+static int64_t mm_get(uint32_t dt, const void* p, int64_t i) {
+  switch (dt) {
+    case BP_DTYPE_F32: return (int64_t)((const float*)p)[i];
+    case BP_DTYPE_F64: return (int64_t)((const double*)p)[i];
+    case BP_DTYPE_I8: return ((const int8_t*)p)[i];
+    case BP_DTYPE_U8: return ((const uint8_t*)p)[i];
+    case BP_DTYPE_I16: return ((const int16_t*)p)[i];
+    case BP_DTYPE_I32: return ((const int32_t*)p)[i];
+    default: return ((const int64_t*)p)[i];
+  }
+}
+/* Operand values: small for floats (sums stay exact), full-width for integers. */
+static int64_t mm_val(uint32_t dt, int64_t i, int64_t j, int64_t salt) {
+  uint64_t x = (uint64_t)(i * 1315423911 + j * 2654435761u + salt * 97);
+  x ^= x >> 13;
+  x *= 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  if (dt == BP_DTYPE_F32 || dt == BP_DTYPE_F64) return ((int64_t)(x % 7) - 3) * 2; /* even */
+  return (int64_t)x;
+}
+/* The stored value of v in dtype dt, as an int64. */
+static int64_t mm_round(uint32_t dt, int64_t v) {
+  unsigned char tmp[8];
+  mm_put(dt, tmp, 0, v);
+  return mm_get(dt, tmp, 0);
+}
+
+static void mm_case(fx_t* f, uint32_t dt, int64_t n, int64_t k, int64_t m, int variant) {
+  size_t es = dt == BP_DTYPE_F32 || dt == BP_DTYPE_I32 ? 4 : dt == BP_DTYPE_I16 ? 2
+              : dt == BP_DTYPE_I8 || dt == BP_DTYPE_U8 ? 1 : 8;
+  int is_float = dt == BP_DTYPE_F32 || dt == BP_DTYPE_F64;
+  /* variant 0: contiguous mm; 1: A and B transposed views; 2: padded A rows,
+   * transposed C, addmm with a broadcast bias; 3: padded C rows, addmm. */
+  mm_layout_t la = {k, 1, n * k}, lb = {m, 1, k * m}, lc = {m, 1, n * m};
+  if (variant == 1) la = (mm_layout_t){1, n, n * k}, lb = (mm_layout_t){1, k, k * m};
+  if (variant == 2) la = (mm_layout_t){k + 3, 1, n * (k + 3)}, lc = (mm_layout_t){1, n, n * m};
+  if (variant == 3) lc = (mm_layout_t){m + 5, 1, n * (m + 5)};
+  int addmm = variant >= 2;
+  int64_t alpha = -2, beta = is_float ? 2 : 3; /* float alpha: 0.5 */
+  void* ha = calloc((size_t)la.elems, es);
+  void* hb = calloc((size_t)lb.elems, es);
+  void* hself = calloc((size_t)(n * m), es);
+  int64_t* want = calloc((size_t)(n * m), sizeof(int64_t));
+  assert_non_null(ha);
+  assert_non_null(hb);
+  assert_non_null(hself);
+  assert_non_null(want);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t p = 0; p < k; p++) mm_put(dt, ha, i * la.rs + p * la.cs, mm_val(dt, i, p, 1));
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < m; j++) mm_put(dt, hb, p * lb.rs + j * lb.cs, mm_val(dt, p, j, 2));
+  int64_t self_rows = variant == 2 ? 1 : n; /* variant 2: bias [m] */
+  for (int64_t i = 0; i < self_rows; i++)
+    for (int64_t j = 0; j < m; j++) mm_put(dt, hself, i * m + j, mm_val(dt, i, j, 3));
+  int64_t* a64 = malloc(sizeof(int64_t) * (size_t)(n * k));
+  int64_t* b64 = malloc(sizeof(int64_t) * (size_t)(k * m));
+  assert_non_null(a64);
+  assert_non_null(b64);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t p = 0; p < k; p++) a64[i * k + p] = mm_get(dt, ha, i * la.rs + p * la.cs);
+  for (int64_t p = 0; p < k; p++)
+    for (int64_t j = 0; j < m; j++) b64[p * m + j] = mm_get(dt, hb, p * lb.rs + j * lb.cs);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < m; j++) {
+      uint64_t s = 0; /* exact modulo 2^64 */
+      for (int64_t p = 0; p < k; p++) s += (uint64_t)a64[i * k + p] * (uint64_t)b64[p * m + j];
+      if (addmm) {
+        if (is_float) s = (uint64_t)((int64_t)s / 2); /* alpha 0.5 */
+        else s *= (uint64_t)alpha;
+        s += (uint64_t)beta * (uint64_t)mm_get(dt, hself, (variant == 2 ? 0 : i) * m + j);
+      }
+      want[i * m + j] = mm_round(dt, (int64_t)s);
+    }
+  free(a64);
+  free(b64);
+  /* Guard bytes after every C row catch writes outside the view. */
+  unsigned char* hc = malloc((size_t)lc.elems * es);
+  assert_non_null(hc);
+  memset(hc, 0x5A, (size_t)lc.elems * es);
+  bpp_buffer_t ba = buf_with(f, ha, (size_t)la.elems * es), bb = buf_with(f, hb, (size_t)lb.elems * es);
+  bpp_buffer_t bc = buf_with(f, hc, (size_t)lc.elems * es), bs = buf_with(f, hself, (size_t)(n * m) * es);
+  int64_t sa[2] = {n, k}, sb[2] = {k, m}, sc[2] = {n, m}, sta[2] = {la.rs, la.cs},
+          stb[2] = {lb.rs, lb.cs}, stc[2] = {lc.rs, lc.cs};
+  bp_tensor_desc_t out = desc(bc, dt, 2, sc, stc, 0);
+  bp_tensor_desc_t in[3] = {desc(bs, dt, variant == 2 ? 1 : 2, variant == 2 ? &m : sc, NULL, 0),
+                            desc(ba, dt, 2, sa, sta, 0), desc(bb, dt, 2, sb, stb, 0)};
+  if (addmm) {
+    bp_addmm_attrs_t at = {.struct_size = sizeof at, .beta = {.kind = BP_SCALAR_INT, .v.i = beta},
+                           .alpha = {.kind = BP_SCALAR_INT, .v.i = alpha}};
+    if (is_float) at.alpha = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = 0.5};
+    run(f, BP_OP_addmm, dt, 3, in, &out, &at);
+  } else {
+    run(f, BP_OP_mm, dt, 2, in + 1, &out, NULL);
+  }
+  const unsigned char* pc = map(bc, (size_t)lc.elems * es);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t j = 0; j < m; j++) {
+      int64_t got = mm_get(dt, pc, i * lc.rs + j * lc.cs);
+      if (got != want[i * m + j])
+        fail_msg("dtype %u variant %d [%lld x %lld x %lld]: C[%lld, %lld] = %lld, want %lld", dt,
+                 variant, (long long)n, (long long)k, (long long)m, (long long)i, (long long)j,
+                 (long long)got, (long long)want[i * m + j]);
+    }
+  if (variant == 3) /* row padding untouched */
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t b = (i * lc.rs + m) * (int64_t)es; b < (i + 1) * lc.rs * (int64_t)es; b++)
+        assert_int_equal(pc[b], 0x5A);
+  C->buffer_release(ba);
+  C->buffer_release(bb);
+  C->buffer_release(bc);
+  C->buffer_release(bs);
+  free(ha);
+  free(hb);
+  free(hc);
+  free(hself);
+  free(want);
+}
+
+static void test_matmul_blocked(void** state) {
+  fx_t* f = *state;
+  static const uint32_t dts[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_I8, BP_DTYPE_U8,
+                                 BP_DTYPE_I16, BP_DTYPE_I32, BP_DTYPE_I64};
+  for (size_t d = 0; d < sizeof dts / sizeof *dts; d++)
+    for (int v = 0; v < 4; v++) {
+      mm_case(f, dts[d], 263, 300, 77, v); /* 2 k steps (the last partial), 2 row blocks */
+      mm_case(f, dts[d], 5, 3, 7, v);      /* one partial tile */
+    }
+  mm_case(f, BP_DTYPE_F32, 3, 5, 4100, 0); /* more than one column block */
+  mm_case(f, BP_DTYPE_I32, 1, 1, 1, 3);
+}
+
 static void test_casts(void** state) {
   fx_t* f = *state;
   /* values representable in e4m3: round trip exactly; 1000 overflows to NaN */
@@ -1042,6 +1192,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cat_arange_where, setup, teardown),
       cmocka_unit_test_setup_teardown(test_softmax, setup, teardown),
       cmocka_unit_test_setup_teardown(test_matmul, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_matmul_blocked, setup, teardown),
       cmocka_unit_test_setup_teardown(test_casts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unary_misc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_large_parallel, setup, teardown),

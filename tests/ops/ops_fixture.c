@@ -57,7 +57,7 @@ static bp_status_t register_from(const char* env, const char* file) {
   return bp_context_register_plugin(g_ctx, path, NULL);
 }
 
-static int setup(void) {
+int ops_fixture_setup(void) {
   bp_context_options_t opts = {.struct_size = sizeof(opts), .flags = BP_CONTEXT_NO_DISCOVERY};
   if (bp_context_create(&opts, &g_ctx) != BP_OK) return -1;
   if (register_from("BACKPLANE_TEST_FAKE_DIR", "libbp_fake_host_a.so") != BP_OK ||
@@ -75,8 +75,9 @@ static int setup(void) {
   return 0;
 }
 
+#ifndef OPS_FIXTURE_NO_MAIN
 int main(void) {
-  if (setup() != 0) return 1;
+  if (ops_fixture_setup() != 0) return 1;
   int failed = 0;
   failed += run_info_tests();
   failed += run_infer_tests();
@@ -84,3 +85,4 @@ int main(void) {
   bp_context_release(g_ctx);
   return failed;
 }
+#endif

@@ -49,6 +49,10 @@ void ops_assert_desc(const bp_tensor_desc_t* d, uint32_t dtype, uint32_t rank,
   ops_assert_desc((d), BP_DTYPE_##dt, OPS_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 #define assert_desc0(d, dt) ops_assert_desc((d), BP_DTYPE_##dt, 0, NULL)
 
+/* Creates g_ctx and the device globals (called by the fixture's main; a test
+ * executable built with OPS_FIXTURE_NO_MAIN calls it from its own). */
+int ops_fixture_setup(void);
+
 int run_info_tests(void);
 int run_infer_tests(void);
 int run_run_tests(void);

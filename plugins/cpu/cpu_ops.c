@@ -105,11 +105,19 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
 static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...) {
-  bp_support_t a = {.struct_size = sizeof a, .supported = reason == BP_SUPPORT_OK, .reason = reason};
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(a.message, sizeof a.message, fmt, ap);
-  va_end(ap);
+  bp_support_t a;
+  a.struct_size = sizeof a;
+  a.supported = reason == BP_SUPPORT_OK;
+  a.reason = reason;
+  a.requires_contiguous = 0;
+  a.message[0] = '\0';
+  /* The "supported" answer is on every dispatch's path: no formatting. */
+  if (reason != BP_SUPPORT_OK) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(a.message, sizeof a.message, fmt, ap);
+    va_end(ap);
+  }
   uint32_t cap = out->struct_size;
   size_t n = cap && cap < sizeof a ? cap : sizeof a;
   memcpy(out, &a, n);
@@ -170,7 +178,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
       return answer(out, BP_SUPPORT_DTYPE, "arange: %s output is not supported", bp_dtype_name(o0));
   }
   /* to_copy, copy, clone, cat, fill: every dtype but c64 (checked above). */
-  return answer(out, BP_SUPPORT_OK, "supported");
+  return answer(out, BP_SUPPORT_OK, "%s", "");
 }
 
 /* ---- cost ------------------------------------------------------------ */

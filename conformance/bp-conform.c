@@ -1,6 +1,8 @@
-/* bp-conform: scores every backend, op by op, against the fp64 references.
+/* bp-conform: scores every backend, op by op, against the fp64 references,
+ * and on the runtime axes (memory, copies, stream order, events, several
+ * devices, error hygiene: runtime.c).
  *
- *   bp-conform [--backend NAME]... [--op NAME]... [--quick] [--json FILE]
+ *   bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]
  *              [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]
  *
  * The parent discovers backends with a context used only for enumeration,
@@ -22,6 +24,7 @@ typedef struct options {
   uint32_t num_backends;
   uint32_t ops[BP_OP_ID_END_];
   uint32_t num_ops;
+  int runtime; /* run the runtime section (after the ops) */
   int quick, list, verbose;
   const char *json, *markdown, *html;
   double timeout_s;
@@ -31,18 +34,23 @@ typedef struct options {
 typedef struct run_ctx {
   const char* backend;
   const options_t* opt;
-  bpc_case_list_t* lists; /* per op index (parent's copies; children regenerate) */
+  bpc_case_list_t* lists; /* per op index (the children inherit them through fork) */
+  const bpc_case_list_t* runtime; /* this backend's runtime cases: group num_ops */
 } run_ctx_t;
 
 static void usage(FILE* fp) {
   fprintf(fp,
-          "usage: bp-conform [--backend NAME]... [--op NAME]... [--quick] [--json FILE]\n"
-          "                  [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]\n");
+          "usage: bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]\n"
+          "                  [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]\n"
+          "  Without --op: every op with a reference, then the runtime section (memory,\n"
+          "  copies, stream order, events, several devices, error hygiene).\n"
+          "  --op runtime selects the runtime section; other --op names select ops.\n");
 }
 
 static int parse_args(int argc, char** argv, options_t* o) {
   memset(o, 0, sizeof *o);
   o->timeout_s = 20.0;
+  int ops_given = 0;
   for (int k = 1; k < argc; k++) {
     const char* a = argv[k];
     const char* val = k + 1 < argc ? argv[k + 1] : NULL;
@@ -59,6 +67,11 @@ static int parse_args(int argc, char** argv, options_t* o) {
       if (o->num_backends == MAX_SELECT) { fprintf(stderr, "bp-conform: too many --backend\n"); return 0; }
       o->backends[o->num_backends++] = val;
     } else if (strcmp(a, "--op") == 0) {
+      ops_given = 1;
+      if (strcmp(val, "runtime") == 0) {
+        o->runtime = 1;
+        continue;
+      }
       uint32_t id = bpc_op_find(val);
       if (id == BP_OP_INVALID) { fprintf(stderr, "bp-conform: unknown op '%s'\n", val); return 0; }
       if (!bpc_op_entry(id)->reference) {
@@ -81,7 +94,8 @@ static int parse_args(int argc, char** argv, options_t* o) {
       return 0;
     }
   }
-  if (o->num_ops == 0) {
+  if (!ops_given) {
+    o->runtime = 1;
     for (uint32_t id = 1; id < bpc_op_count(); id++) {
       const bpc_op_entry_t* e = bpc_op_entry(id);
       if (e && e->reference) o->ops[o->num_ops++] = id;
@@ -95,7 +109,7 @@ static int parse_args(int argc, char** argv, options_t* o) {
 static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* child, char* msg,
                      size_t msg_size) {
   run_ctx_t* rc = user;
-  const bpc_case_list_t* list = &rc->lists[group];
+  const bpc_case_list_t* list = group < rc->opt->num_ops ? &rc->lists[group] : rc->runtime;
   bp_context_options_t co;
   memset(&co, 0, sizeof co);
   co.struct_size = sizeof co;
@@ -134,7 +148,8 @@ cleanup:
 
 /* Backends to score: the named ones (each must load), or every loaded
  * plugin with a device. Returns 0 on a fatal problem. */
-static int discover(const options_t* o, char names[][64], char devices[][128], uint32_t* out_n) {
+static int discover(const options_t* o, char names[][64], char devices[][128],
+                    bpc_runtime_target_t* targets, uint32_t* out_n) {
   bp_context_t* ctx = NULL;
   bp_status_t st = bp_context_create(NULL, &ctx);
   if (st != BP_OK) {
@@ -172,7 +187,14 @@ static int discover(const options_t* o, char names[][64], char devices[][128], u
     }
     bp_device_t* dev = NULL;
     snprintf(names[n], 64, "%s", info.name);
+    memset(&targets[n], 0, sizeof targets[n]);
+    targets[n].device_count = info.device_count;
     if (bp_plugin_device(p, 0, &dev) == BP_OK) {
+      if (bpc_runtime_target_query(dev, &targets[n]) != BP_OK) {
+        /* No memory spaces: the memory cases are left out, the rest run. */
+        memset(&targets[n], 0, sizeof targets[n]);
+        targets[n].device_count = info.device_count;
+      }
       const bp_device_properties_t* props = bp_device_properties(dev);
       snprintf(devices[n], 128, "%.40s%s%.80s", bp_device_name(dev), props ? ": " : "", props ? props->name : "");
     } else {
@@ -197,6 +219,8 @@ int main(int argc, char** argv) {
   uint32_t nb = 0;
   static char names[MAX_SELECT][64];
   static char devices[MAX_SELECT][128];
+  static bpc_runtime_target_t targets[MAX_SELECT];
+  static bpc_case_list_t rt_lists[MAX_SELECT]; /* per backend: depend on its devices */
   if (!lists) return 2;
   for (uint32_t k = 0; k < opt.num_ops; k++) {
     if (bpc_cases_generate(opt.ops[k], opt.quick, &lists[k]) != BP_OK) {
@@ -215,13 +239,44 @@ int main(int argc, char** argv) {
       }
       total += lists[k].count;
     }
+    if (opt.runtime) {
+      /* The runtime cases depend on the backend; list them for one with two
+       * devices and every memory kind. */
+      bpc_runtime_target_t t;
+      memset(&t, 0, sizeof t);
+      t.device_count = 2;
+      t.num_spaces = BP_MEMORY_KIND_COUNT_;
+      for (uint32_t k = 0; k < BP_MEMORY_KIND_COUNT_; k++) {
+        t.spaces[k].kind = k;
+        t.spaces[k].flags = BP_MEMORY_FLAG_HOST_VISIBLE;
+        t.spaces[k].capacity_bytes = UINT64_C(1) << 30;
+      }
+      bpc_case_list_t rl;
+      memset(&rl, 0, sizeof rl);
+      if (bpc_runtime_cases_generate(&t, &rl) != BP_OK) {
+        bpc_case_list_free(&rl);
+        exit_code = 2;
+        goto cleanup;
+      }
+      for (size_t j = 0; j < rl.count; j++) {
+        int first = j == 0 || rl.items[j].op_id != rl.items[j - 1].op_id;
+        size_t n = 0;
+        while (j + n < rl.count && rl.items[j + n].op_id == rl.items[j].op_id) n++;
+        if (first) printf("%-20s %-10s %5zu cases\n", bpc_group_name(rl.items[j].op_id), "runtime", n);
+        if (opt.verbose) printf("  %s\n", rl.items[j].id);
+      }
+      printf("(runtime cases depend on each backend's memory spaces and device count;\n"
+             " listed for two devices and every memory kind)\n");
+      total += rl.count;
+      bpc_case_list_free(&rl);
+    }
     printf("%zu cases\n", total);
     bpc_backend_report_t none;
     memset(&none, 0, sizeof none);
     bpc_report_print_summary(&none, 0, 0);
     goto cleanup;
   }
-  if (!discover(&opt, names, devices, &nb)) {
+  if (!discover(&opt, names, devices, targets, &nb)) {
     exit_code = 2;
     goto cleanup;
   }
@@ -236,10 +291,17 @@ int main(int argc, char** argv) {
     bpc_backend_report_t* rep = &reports[b];
     snprintf(rep->name, sizeof rep->name, "%s", names[b]);
     snprintf(rep->device, sizeof rep->device, "%s", devices[b]);
-    run_ctx_t rc = {names[b], &opt, lists};
+    if (opt.runtime && bpc_runtime_cases_generate(&targets[b], &rt_lists[b]) != BP_OK) {
+      fprintf(stderr, "bp-conform: out of memory generating cases\n");
+      exit_code = 2;
+      goto cleanup;
+    }
+    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b]};
     bpc_runner_ops_t ops = {&rc, run_group};
-    for (uint32_t k = 0; k < opt.num_ops; k++) {
-      bpc_case_list_t* l = &lists[k];
+    /* Groups: the ops, then the runtime section. */
+    uint32_t groups = opt.num_ops + (opt.runtime ? 1u : 0u);
+    for (uint32_t k = 0; k < groups; k++) {
+      bpc_case_list_t* l = k < opt.num_ops ? &lists[k] : &rt_lists[b];
       bpc_result_t* results = calloc(l->count ? l->count : 1, sizeof *results);
       if (!results) { exit_code = 2; goto cleanup; }
       bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
@@ -251,8 +313,8 @@ int main(int argc, char** argv) {
         bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
       }
       if (opt.verbose) {
-        fprintf(stderr, "%s: %-14s %5zu cases, %llu failed\n", rep->name, bpc_op_entry(opt.ops[k])->name,
-                l->count, (unsigned long long)bad);
+        fprintf(stderr, "%s: %-20s %5zu cases, %llu failed\n", rep->name,
+                k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime", l->count, (unsigned long long)bad);
       }
       free(results);
     }
@@ -282,6 +344,7 @@ cleanup:
     free(reports);
   }
   for (uint32_t k = 0; k < opt.num_ops; k++) bpc_case_list_free(&lists[k]);
+  for (uint32_t b = 0; b < MAX_SELECT; b++) bpc_case_list_free(&rt_lists[b]);
   free(lists);
   return exit_code;
 }

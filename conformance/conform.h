@@ -272,6 +272,11 @@ typedef struct bpc_case {
   int has_attrs;
   bpc_attrs_t attrs;
   uint64_t seed;
+  /* Runtime cases only (runtime.c): the check, its memory kind and its
+   * sizes/offsets (meaning per check). */
+  uint32_t rt_check;
+  uint32_t rt_memory_kind;
+  uint64_t rt_args[4];
 } bpc_case_t;
 
 typedef struct bpc_case_list {
@@ -287,6 +292,40 @@ void bpc_case_list_free(bpc_case_list_t* list);
 /* Dense host values of input k, drawn deterministically from the case seed.
  * *out_data is malloc'd (NULL for an absent or empty operand). */
 bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_data);
+
+/* ------------------------------------------------------------------------ */
+/* Runtime cases (runtime.c): memory spaces, copies, stream order, events,   */
+/* several devices, error hygiene. Each area is a pseudo op with an id past  */
+/* every real op, so the runner and the reports treat it like an op.        */
+/* ------------------------------------------------------------------------ */
+enum bpc_runtime_area {
+  BPC_RT_MEMORY = 0,
+  BPC_RT_COPY = 1,
+  BPC_RT_STREAM_ORDER = 2,
+  BPC_RT_EVENT = 3,
+  BPC_RT_MULTI_DEVICE = 4,
+  BPC_RT_ERRORS = 5,
+  BPC_RT_AREA_COUNT_ = 6
+};
+#define BPC_RUNTIME_OP_BASE 0x10000u
+#define BPC_RUNTIME_OP(area) (BPC_RUNTIME_OP_BASE + (uint32_t)(area))
+int bpc_is_runtime_op(uint32_t op_id);
+/* A case group's name: the op's name, "runtime/<area>" for the runtime
+ * areas, "?" otherwise. */
+const char* bpc_group_name(uint32_t op_id);
+
+/* What the runtime cases depend on, learnt from the backend's first device
+ * before cases are generated (the parent process does this). */
+typedef struct bpc_runtime_target {
+  uint32_t device_count; /* devices of the backend; >= 2 adds the multi-device cases */
+  uint32_t num_spaces;
+  bp_memory_space_info_t spaces[BP_MEMORY_KIND_COUNT_];
+} bpc_runtime_target_t;
+
+/* Fills *out from `device` and its plugin. */
+bp_status_t bpc_runtime_target_query(bp_device_t* device, bpc_runtime_target_t* out);
+/* Appends the runtime cases for a backend like `target`. */
+bp_status_t bpc_runtime_cases_generate(const bpc_runtime_target_t* target, bpc_case_list_t* list);
 
 /* ------------------------------------------------------------------------ */
 /* References (reference/).                                                  */
@@ -350,10 +389,16 @@ typedef struct bpc_result {
   char message[256];
 } bpc_result_t;
 
-/* Runs case `c` on `device` through `stream` and scores it. Never fails:
- * every problem becomes a status in *out. */
+/* Runs case `c` on `device` through `stream` and scores it (runtime cases
+ * go to bpc_runtime_execute). Never fails: every problem becomes a status
+ * in *out. */
 void bpc_execute_case(bp_device_t* device, bp_stream_t* stream, const bpc_case_t* c,
                       bpc_result_t* out);
+/* Runs one runtime case (called by bpc_execute_case). `device` is the
+ * backend's first device, `stream` a stream of it; the multi-device cases
+ * use the plugin's second device. Never fails: problems become statuses. */
+void bpc_runtime_execute(bp_device_t* device, bp_stream_t* stream, const bpc_case_t* c,
+                         bpc_result_t* out);
 
 /* ------------------------------------------------------------------------ */
 /* Crash-isolating runner (runner.c).                                        */

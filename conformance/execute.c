@@ -324,6 +324,10 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
 
 void bpc_execute_case(bp_device_t* device, bp_stream_t* stream, const bpc_case_t* c,
                       bpc_result_t* out) {
+  if (bpc_is_runtime_op(c->op_id)) {
+    bpc_runtime_execute(device, stream, c, out);
+    return;
+  }
   memset(out, 0, sizeof *out);
   out->status = BPC_FAIL;
   out->max_ulps = -1.0;

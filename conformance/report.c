@@ -53,10 +53,7 @@ static size_t op_rows(const bpc_backend_report_t* r, op_row_t* rows) {
   return n;
 }
 
-static const char* op_name(uint32_t op) {
-  const bpc_op_entry_t* e = bpc_op_entry(op);
-  return e ? e->name : "?";
-}
+static const char* op_name(uint32_t op) { return bpc_group_name(op); }
 
 /* Scorecard columns: the plain dtypes, then "mixed" for promotion labels. */
 static const char* const kColumns[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i16",
@@ -139,7 +136,7 @@ static void print_table(FILE* fp, const bpc_backend_report_t* r, int markdown) {
     fprintf(fp, "| op | PASS | QUALITY_WARNING | FAIL | CRASH | TIMEOUT | NOT_SUPPORTED | SKIPPED | RESOURCE_ERROR |\n");
     fprintf(fp, "|---|---|---|---|---|---|---|---|---|\n");
   } else {
-    fprintf(fp, "%-14s %6s %6s %6s %6s %6s %6s %6s %6s\n", "op", "pass", "warn", "fail", "crash",
+    fprintf(fp, "%-20s %6s %6s %6s %6s %6s %6s %6s %6s\n", "op", "pass", "warn", "fail", "crash",
             "tmout", "unsup", "skip", "res");
   }
   for (size_t k = 0; k < n; k++) {
@@ -151,7 +148,7 @@ static void print_table(FILE* fp, const bpc_backend_report_t* r, int markdown) {
               (unsigned long long)c[BPC_TIMEOUT], (unsigned long long)c[BPC_NOT_SUPPORTED],
               (unsigned long long)c[BPC_SKIPPED], (unsigned long long)c[BPC_RESOURCE_ERROR]);
     } else {
-      fprintf(fp, "%-14s %6llu %6llu %6llu %6llu %6llu %6llu %6llu %6llu\n", op_name(rows[k].op_id),
+      fprintf(fp, "%-20s %6llu %6llu %6llu %6llu %6llu %6llu %6llu %6llu\n", op_name(rows[k].op_id),
               (unsigned long long)c[BPC_PASS], (unsigned long long)c[BPC_QUALITY_WARNING],
               (unsigned long long)c[BPC_FAIL], (unsigned long long)c[BPC_CRASH],
               (unsigned long long)c[BPC_TIMEOUT], (unsigned long long)c[BPC_NOT_SUPPORTED],
@@ -256,6 +253,27 @@ bp_status_t bpc_report_write_html(const char* path, const bpc_backend_report_t* 
         if (worst[col] < 0 || bpc_status_severity(st) > bpc_status_severity((uint32_t)worst[col])) worst[col] = (int)st;
       }
       fprintf(fp, "<tr><td class=\"op\">%s</td>", op_name(op));
+      if (bpc_is_runtime_op(op)) {
+        /* Runtime areas have no dtype grid: one cell for the whole row. */
+        uint64_t all[BPC_STATUS_COUNT_] = {0};
+        int w = -1;
+        for (int j = 0; j < NCOLS; j++) {
+          for (uint32_t st = 0; st < BPC_STATUS_COUNT_; st++) {
+            all[st] += cnt[j][st];
+            if (cnt[j][st] && (w < 0 || bpc_status_severity(st) > bpc_status_severity((uint32_t)w))) w = (int)st;
+          }
+        }
+        uint64_t total = 0;
+        for (uint32_t st = 0; st < BPC_STATUS_COUNT_; st++) total += all[st];
+        fprintf(fp, "<td colspan=\"%d\" style=\"background:%s\" title=\"", NCOLS,
+                status_colour(w < 0 ? BPC_PASS : (uint32_t)w));
+        for (uint32_t st = 0; st < BPC_STATUS_COUNT_; st++) {
+          if (all[st]) fprintf(fp, "%s: %llu&#10;", bpc_status_name(st), (unsigned long long)all[st]);
+        }
+        fprintf(fp, "\">%llu/%llu</td></tr>\n", (unsigned long long)(all[BPC_PASS] + all[BPC_QUALITY_WARNING]),
+                (unsigned long long)total);
+        continue;
+      }
       for (int j = 0; j < NCOLS; j++) {
         if (worst[j] < 0) {
           fprintf(fp, "<td></td>");

@@ -743,6 +743,77 @@ static void test_runner_crash_isolation(void** state) {
   assert_int_equal(bpc_run_isolated(&ops, 0, 8, 0.0, res), BP_INVALID_ARGUMENT);
 }
 
+/* ---- runtime cases ------------------------------------------------------------------ */
+static size_t count_prefix(const bpc_case_list_t* l, const char* prefix) {
+  size_t n = 0;
+  for (size_t k = 0; k < l->count; k++) n += strncmp(l->items[k].id, prefix, strlen(prefix)) == 0;
+  return n;
+}
+
+static void test_runtime_generation(void** state) {
+  (void)state;
+  /* One device, a device-local space that is not host visible. */
+  bpc_runtime_target_t t;
+  memset(&t, 0, sizeof t);
+  t.device_count = 1;
+  t.num_spaces = 1;
+  t.spaces[0].kind = BP_MEMORY_DEVICE;
+  t.spaces[0].capacity_bytes = UINT64_C(1) << 20;
+  bpc_case_list_t a, b;
+  memset(&a, 0, sizeof a);
+  memset(&b, 0, sizeof b);
+  assert_int_equal(bpc_runtime_cases_generate(&t, &a), BP_OK);
+  assert_int_equal(bpc_runtime_cases_generate(&t, &b), BP_OK);
+  assert_int_equal(a.count, b.count);
+  assert_true(a.count > 20);
+  for (size_t k = 0; k < a.count; k++) {
+    const bpc_case_t* c = &a.items[k];
+    assert_string_equal(c->id, b.items[k].id); /* deterministic */
+    assert_true(c->seed == b.items[k].seed);
+    assert_true(bpc_is_runtime_op(c->op_id));
+    assert_false(bpc_is_runtime_op(BP_OP_add));
+    assert_memory_equal(c->id, bpc_group_name(c->op_id), strlen(bpc_group_name(c->op_id)));
+    assert_memory_equal(c->id, "runtime/", 8);
+    for (size_t j = 0; j < k; j++) assert_string_not_equal(c->id, a.items[j].id);
+    if (k > 0) assert_true(c->op_id >= a.items[k - 1].op_id); /* grouped by area */
+  }
+  assert_string_equal(bpc_group_name(BP_OP_add), "add");
+  assert_string_equal(bpc_group_name(BPC_RUNTIME_OP(BPC_RT_EVENT)), "runtime/event");
+  assert_string_equal(bpc_group_name(BPC_RUNTIME_OP(BPC_RT_AREA_COUNT_)), "?");
+  /* One device: no multi-device or foreign-operand cases; no mapping of a
+   * space that is not host visible. */
+  assert_int_equal(count_prefix(&a, "runtime/multi_device/"), 0);
+  assert_int_equal(count_prefix(&a, "runtime/errors/foreign"), 0);
+  assert_int_equal(count_prefix(&a, "runtime/memory/device/map"), 0);
+  assert_int_equal(count_prefix(&a, "runtime/stream_order/chain_100"), 1);
+  /* Over-capacity requests lie above the capacity; "large" fits in it. */
+  for (size_t k = 0; k < a.count; k++) {
+    const bpc_case_t* c = &a.items[k];
+    if (strstr(c->id, "over_capacity")) assert_true(c->rt_args[0] > t.spaces[0].capacity_bytes);
+    if (strstr(c->id, "alloc_large")) assert_true(c->rt_args[0] <= t.spaces[0].capacity_bytes / 4);
+  }
+  bpc_case_list_free(&a);
+  bpc_case_list_free(&b);
+  /* Two devices, two host-visible spaces, one without a capacity. */
+  t.device_count = 2;
+  t.num_spaces = 2;
+  t.spaces[0].flags = BP_MEMORY_FLAG_HOST_VISIBLE;
+  t.spaces[1].kind = BP_MEMORY_HOST_PINNED;
+  t.spaces[1].flags = BP_MEMORY_FLAG_HOST_VISIBLE;
+  t.spaces[1].capacity_bytes = 0;
+  assert_int_equal(bpc_runtime_cases_generate(&t, &a), BP_OK);
+  assert_true(count_prefix(&a, "runtime/multi_device/copy_") >= 4);
+  assert_int_equal(count_prefix(&a, "runtime/errors/foreign"), 2);
+  assert_int_equal(count_prefix(&a, "runtime/memory/device/map_roundtrip"), 1);
+  assert_int_equal(count_prefix(&a, "runtime/memory/host_pinned/map_roundtrip"), 1);
+  for (size_t k = 0; k < a.count; k++) {
+    const bpc_case_t* c = &a.items[k];
+    if (strstr(c->id, "host_pinned/") && strstr(c->id, "over_capacity")) assert_true(c->rt_args[0] == 0);
+  }
+  bpc_case_list_free(&a);
+  assert_int_equal(bpc_runtime_cases_generate(NULL, &a), BP_INVALID_ARGUMENT);
+}
+
 static void test_report_counts(void** state) {
   (void)state;
   bpc_backend_report_t r;
@@ -782,6 +853,7 @@ int main(void) {
       cmocka_unit_test(test_ref_matmul_and_data),
       cmocka_unit_test(test_cases_valid_and_deterministic),
       cmocka_unit_test(test_runner_crash_isolation),
+      cmocka_unit_test(test_runtime_generation),
       cmocka_unit_test(test_report_counts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,9 +1,21 @@
-# Runs bp-conform on one faulty backend (only the add op) and checks how it
-# was scored. Inputs: CONFORM, PLUGIN, BACKEND, FAULT (wrong|crash|hang).
+# Runs bp-conform on one faulty backend (the add and relu ops by default)
+# and checks how it was scored. Inputs: CONFORM, PLUGIN, BACKEND, FAULT
+# (wrong|crash|hang); optional OPS (a list of --op names, default add;relu)
+# and ROW (the summary row that must show the fault, default add).
+if(NOT OPS)
+  set(OPS add relu)
+endif()
+if(NOT ROW)
+  set(ROW add)
+endif()
+set(op_args)
+foreach(op IN LISTS OPS)
+  list(APPEND op_args --op ${op})
+endforeach()
 set(ENV{BACKPLANE_PLUGIN_PATH} "${PLUGIN}")
 set(ENV{BACKPLANE_LOG} "error")
 execute_process(
-  COMMAND ${CONFORM} --backend ${BACKEND} --op add --op relu --timeout 2
+  COMMAND ${CONFORM} --backend ${BACKEND} ${op_args} --timeout 2
   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 message(STATUS "bp-conform exit ${rc}\n${out}\n${err}")
 if(rc EQUAL 0)
@@ -17,16 +29,16 @@ endif()
 if(CMAKE_MATCH_2 EQUAL 0)
   message(FATAL_ERROR "faulty backend ${BACKEND} scored 0 failures")
 endif()
-# relu is not faulty: its cases still pass after add misbehaved.
+# Cases not using add still pass after add misbehaved (relu; memory, copies).
 if(CMAKE_MATCH_1 EQUAL 0)
   message(FATAL_ERROR "the run did not continue past the faulty op (0 passed)")
 endif()
 set(expected_word_wrong "FAIL")
 set(expected_word_crash "CRASH")
 set(expected_word_hang "TIMEOUT")
-string(REGEX MATCH "add +[0-9]+ +[0-9]+ +([0-9]+) +([0-9]+) +([0-9]+)" row "${out}")
+string(REGEX MATCH "\n${ROW} +[0-9]+ +[0-9]+ +([0-9]+) +([0-9]+) +([0-9]+)" row "${out}")
 if(NOT row)
-  message(FATAL_ERROR "no summary row for add")
+  message(FATAL_ERROR "no summary row for ${ROW}")
 endif()
 if(FAULT STREQUAL "wrong" AND CMAKE_MATCH_1 EQUAL 0)
   message(FATAL_ERROR "wrong results were not scored FAIL")

@@ -58,6 +58,16 @@ extern "C" {
 #define BP_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
+/* Every `next` pointer in an ABI struct heads a chain of extension structs,
+ * each starting with this header. A reader walks the chain and ignores the
+ * types it does not know (type values are append-only, assigned in this
+ * header). No extension types exist in ABI 1.0. */
+typedef struct bp_chain_header {
+  uint32_t struct_size;
+  uint32_t type;
+  const void* next;
+} bp_chain_header_t;
+
 /* Opaque plugin-owned handles. */
 typedef struct bpp_instance_s* bpp_instance_t;
 typedef struct bpp_device_s* bpp_device_t;

@@ -17,7 +17,8 @@ bp_status_t bpc_cases_generate(uint32_t op_id, int quick, bpc_case_list_t* list)
     bpc_gen_where(&g);
   } else if (op_id == BP_OP_mm || op_id == BP_OP_bmm || op_id == BP_OP_addmm) {
     bpc_gen_matmul(&g);
-  } else if (strcmp(e->category, "REDUCTION") == 0 || op_id == BP_OP_softmax) {
+  } else if (strcmp(e->category, "REDUCTION") == 0 || op_id == BP_OP_softmax ||
+             op_id == BP_OP_log_softmax) {
     bpc_gen_reduce(&g);
   } else {
     bpc_gen_data(&g);

@@ -231,6 +231,10 @@ bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_dat
       from = bpc_dtype_is_float(o->dtype) ? BP_DTYPE_F64 : BP_DTYPE_I64;
     } else {
       v = random_value(&rng, o, &from);
+      if ((o->values & BPC_V_SPARSE) && (bpc_rng_next(&rng) & 15u) != 0) {
+        v.f = 0.0;
+        v.i = 0;
+      }
     }
     bpc_store(o->dtype, data, i, v, from);
   }

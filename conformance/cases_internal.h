@@ -48,7 +48,8 @@ void bpc_gen_unary(bpc_gen_t* g);
 void bpc_gen_binary(bpc_gen_t* g);
 void bpc_gen_where(bpc_gen_t* g);
 void bpc_gen_data(bpc_gen_t* g);   /* to_copy, copy, clone, cat, fill, arange */
-void bpc_gen_reduce(bpc_gen_t* g); /* sum, mean, amax, amin, argmax, softmax */
+void bpc_gen_reduce(bpc_gen_t* g); /* sum, mean, prod, any, amax, amin, argmax, argmin,
+                                      softmax, log_softmax */
 void bpc_gen_matmul(bpc_gen_t* g); /* mm, bmm, addmm */
 
 #endif /* BP_CONFORMANCE_CASES_INTERNAL_H_ */

@@ -1,5 +1,5 @@
-/* Case generators of reductions (sum, mean, amax, amin, argmax), softmax and
- * matmul (mm, bmm, addmm). */
+/* Case generators of reductions (sum, mean, prod, any, amax, amin, argmax,
+ * argmin), softmax, log_softmax and matmul (mm, bmm, addmm). */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +27,52 @@ typedef struct red_spec {
   int quick;
 } red_spec_t;
 
+/* What an op's semantics allow (docs/semantics.md, "Reductions"). */
+static int is_arg_op(uint32_t op) { return op == BP_OP_argmax || op == BP_OP_argmin; }
+/* An identity (0, 1, false): reducing an empty dim is defined. */
+static int has_identity(uint32_t op) {
+  return op == BP_OP_sum || op == BP_OP_mean || op == BP_OP_prod || op == BP_OP_any;
+}
+/* attrs.dtype sets the accumulation and output dtype. */
+static int takes_dtype(uint32_t op) { return op == BP_OP_sum || op == BP_OP_mean || op == BP_OP_prod; }
+
+/* Value kind and range of a reduction's input. */
+static uint32_t reduce_values(const bpc_gen_t* g, uint32_t d, const red_spec_t* r, uint32_t acc_dtype,
+                              double* lo, double* hi) {
+  uint32_t values = r->values;
+  int fl = bpc_dtype_is_float(d);
+  *lo = *hi = 0.0;
+  if (fl) {
+    if (values == BPC_V_SPECIAL) { /* no near-overflow values: accumulation order would matter */
+      *lo = -1e4; *hi = 1e4; values |= BPC_V_NONFINITE;
+    }
+  } else if (is_arg_op(g->op) && d != BP_DTYPE_BOOL) {
+    *lo = -3; *hi = 3; /* many ties */
+  }
+  if (is_arg_op(g->op) && fl && values == BPC_V_RANDOM && r->variant == 1) {
+    *lo = -2; *hi = 2; /* ties after rounding in narrow dtypes */
+  }
+  if (g->op == BP_OP_prod && values == BPC_V_RANDOM) {
+    int64_t n = 1; /* factors per output element */
+    for (uint32_t k = 0; k < r->s.rank; k++) {
+      int reduced = r->ndims == ALL;
+      for (int j = 0; j < r->ndims && !reduced; j++) {
+        reduced = (uint32_t)((r->dims[j] + (int32_t)r->s.rank) % (int32_t)r->s.rank) == k;
+      }
+      if (reduced) n *= r->s.sizes[k];
+    }
+    if (fl && n > 64) { /* long products: factors with E[log x] ~ 0 stay in range */
+      *lo = 0.6; *hi = 1.46;
+    } else if (fl) {
+      *lo = -2; *hi = 2;
+    } else if (acc_dtype && bpc_dtype_is_float(acc_dtype)) {
+      *lo = -2; *hi = 2; values |= BPC_V_NONZERO; /* +-2^k: exact, no overflow */
+    }
+  }
+  if (g->op == BP_OP_any) values |= BPC_V_SPARSE; /* all-zero rows occur */
+  return values;
+}
+
 static void reduce_case(bpc_gen_t* g, uint32_t d, const red_spec_t* r, uint32_t acc_dtype) {
   char label[24];
   if (acc_dtype) snprintf(label, sizeof label, "%s->%s", bpc_dtype_name(d), bpc_dtype_name(acc_dtype));
@@ -34,18 +80,8 @@ static void reduce_case(bpc_gen_t* g, uint32_t d, const red_spec_t* r, uint32_t 
   bpc_case_t* c = bpc_gen_new(g, label, r->axis, r->variant);
   if (!c) return;
   c->num_inputs = 1;
-  double lo = 0.0, hi = 0.0;
-  uint32_t values = r->values;
-  if (bpc_dtype_is_float(d)) {
-    if (values == BPC_V_SPECIAL) { /* no near-overflow values: accumulation order would matter */
-      lo = -1e4; hi = 1e4; values |= BPC_V_NONFINITE;
-    }
-  } else if (g->op == BP_OP_argmax && d != BP_DTYPE_BOOL) {
-    lo = -3; hi = 3; /* many ties */
-  }
-  if (g->op == BP_OP_argmax && bpc_dtype_is_float(d) && values == BPC_V_RANDOM && r->variant == 1) {
-    lo = -2; hi = 2; /* ties after rounding in narrow dtypes */
-  }
+  double lo, hi;
+  uint32_t values = reduce_values(g, d, r, acc_dtype, &lo, &hi);
   bpc_operand_set(&c->in[0], d, r->s, r->lin, values, lo, hi);
   bpc_operand_set(&c->out[0], BP_DTYPE_INVALID, S0(), r->lout, 0, 0, 0);
   c->has_attrs = 1;
@@ -63,11 +99,13 @@ static void reduce_case(bpc_gen_t* g, uint32_t d, const red_spec_t* r, uint32_t 
 }
 
 static void gen_reduce(bpc_gen_t* g) {
-  int is_arg = g->op == BP_OP_argmax;
-  int is_sum = g->op == BP_OP_sum || g->op == BP_OP_mean;
+  int is_arg = is_arg_op(g->op);
   static const int64_t kLens[] = {1, 3, 17, 255, 1031, 4096};
+  /* mean takes floats; sum, prod and any also bool; amax/amin/argmax/argmin
+   * are not run on bool. */
+  int with_bool = g->op == BP_OP_sum || g->op == BP_OP_prod || g->op == BP_OP_any;
   const uint32_t* dts = g->op == BP_OP_mean ? kFloats : kNumeric;
-  size_t n = g->op == BP_OP_mean ? COUNT(kFloats) : COUNT(kNumeric) - (is_sum ? 0 : 1);
+  size_t n = g->op == BP_OP_mean ? COUNT(kFloats) : COUNT(kNumeric) - (with_bool ? 0 : 1);
   for (size_t k = 0; k < n; k++) {
     uint32_t d = dts[k];
     for (size_t j = 0; j < COUNT(kLens); j++) {
@@ -77,6 +115,10 @@ static void gen_reduce(bpc_gen_t* g) {
     }
     red_spec_t v[] = {
         {"special", 0, S1(64), ALL, {0}, 0, 0, 0, BPC_V_SPECIAL, 1},
+        /* pairs of specials per row: 0 and -0, inf and NaN, opposite subnormals */
+        {"special_rows", 0, S2(24, 2), 1, {1}, 0, 0, 0, BPC_V_SPECIAL, 1},
+        /* each special with a random partner (for any: mostly zero) */
+        {"special_cols", 0, S2(2, 32), 1, {0}, 0, 0, 0, BPC_V_SPECIAL, 0},
         {"dim", 0, S2(6, 7), 1, {0}, 0, 0, 0, BPC_V_RANDOM, 1},
         {"dim", 1, S3(4, 5, 6), 1, {-1}, 1, 0, BPC_LAYOUT_OFFSET, BPC_V_RANDOM, 0},
         {"dims", 0, S3(3, 4, 5), 2, {0, 2}, 0, 0, 0, BPC_V_RANDOM, 0},
@@ -92,20 +134,20 @@ static void gen_reduce(bpc_gen_t* g) {
     };
     for (size_t j = 0; j < COUNT(v); j++) {
       if (g->quick && !v[j].quick) continue;
-      /* argmax takes one dim or all; amax/amin/argmax reject empty dims and
-       * sum's dim=[] form is sum/mean only. */
+      /* argmax/argmin take one dim or all; ops without an identity reject
+       * empty dims; the dim=[] form (all dims) is sum/mean only. */
       if (is_arg && v[j].ndims != ALL && v[j].ndims != 1) continue;
-      if (!is_sum && strcmp(v[j].axis, "empty") == 0) continue;
-      if (!is_sum && strcmp(v[j].axis, "empty_dims") == 0) continue;
+      if (!has_identity(g->op) && strcmp(v[j].axis, "empty") == 0) continue;
+      if (g->op != BP_OP_sum && g->op != BP_OP_mean && strcmp(v[j].axis, "empty_dims") == 0) continue;
       if (!is_arg && strcmp(v[j].axis, "ties") == 0) continue;
       reduce_case(g, d, &v[j], 0);
     }
   }
-  if (is_sum) { /* accumulation dtype override (attrs.dtype) */
+  if (takes_dtype(g->op)) { /* accumulation dtype override (attrs.dtype) */
     red_spec_t r = {"acc_dtype", 0, S1(1031), ALL, {0}, 0, 0, 0, BPC_V_RANDOM, 1};
     reduce_case(g, BP_DTYPE_F16, &r, BP_DTYPE_F32);
     reduce_case(g, BP_DTYPE_BF16, &r, BP_DTYPE_F32);
-    if (g->op == BP_OP_sum) reduce_case(g, BP_DTYPE_I32, &r, BP_DTYPE_F64);
+    if (g->op != BP_OP_mean) reduce_case(g, BP_DTYPE_I32, &r, BP_DTYPE_F64);
     else reduce_case(g, BP_DTYPE_F32, &r, BP_DTYPE_F64);
   }
 }
@@ -148,7 +190,7 @@ static void gen_softmax(bpc_gen_t* g) {
 }
 
 void bpc_gen_reduce(bpc_gen_t* g) {
-  if (g->op == BP_OP_softmax) gen_softmax(g);
+  if (g->op == BP_OP_softmax || g->op == BP_OP_log_softmax) gen_softmax(g);
   else gen_reduce(g);
 }
 

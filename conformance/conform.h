@@ -118,7 +118,8 @@ enum bpc_accuracy {
   BPC_ACC_DIVSQRT = 2,    /* div, sqrt, reciprocal, arange */
   BPC_ACC_TRANS = 3,      /* exp, log, sin, cos, tanh, atan2, ... */
   BPC_ACC_TRANS_HARD = 4, /* erf, pow, sigmoid, gelu, silu, elu */
-  BPC_ACC_REDUCE = 5      /* sum, mean, mm, bmm, addmm, softmax: length-bound */
+  BPC_ACC_REDUCE = 5      /* sum, mean, prod, mm, bmm, addmm, softmax,
+                             log_softmax: length-bound */
 };
 const char* bpc_accuracy_name(uint32_t accuracy);
 
@@ -228,9 +229,11 @@ enum bpc_values {
                           then random; with lo < hi only finite specials in range */
   BPC_V_NONFINITE = 4, /* flag with SPECIAL and a range: keep inf and NaN */
   BPC_V_NONZERO = 8,   /* flag: never zero (integer divisors) */
-  BPC_V_INTEGRAL = 16  /* flag: floating values are integers in [lo, hi], exact
+  BPC_V_INTEGRAL = 16, /* flag: floating values are integers in [lo, hi], exact
                           in every dtype (0-d operands of mixed precision,
                           whose precision on load PyTorch leaves to opmath) */
+  BPC_V_SPARSE = 32    /* flag: a random element is zero with probability
+                          15/16 (so that `any` sees all-zero rows) */
 };
 
 typedef struct bpc_operand {

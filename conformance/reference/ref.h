@@ -68,9 +68,13 @@ bp_status_t bpc_ref_clone(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_
 bp_status_t bpc_ref_cat(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 bp_status_t bpc_ref_fill(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 bp_status_t bpc_ref_arange(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+/* sum, mean, prod, any */
 bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+/* amax, amin */
 bp_status_t bpc_ref_amax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+/* argmax, argmin */
 bp_status_t bpc_ref_argmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
+/* softmax, log_softmax */
 bp_status_t bpc_ref_softmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 bp_status_t bpc_ref_matmul(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 

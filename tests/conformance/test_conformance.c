@@ -552,6 +552,270 @@ static void test_ref_reductions(void** state) {
   bpc_ref_result_free(&f.res);
 }
 
+static void fx_reduce(ref_fixture_t* f, uint32_t op, uint32_t flags, int32_t dim) {
+  fx_init(f, op, 1);
+  f->c.has_attrs = 1;
+  f->c.attrs.reduce.struct_size = sizeof f->c.attrs.reduce;
+  f->c.attrs.reduce.flags = flags;
+  if (!(flags & BP_REDUCE_ALL_DIMS)) {
+    f->c.attrs.reduce.num_dims = 1;
+    f->c.attrs.reduce.dims[0] = dim;
+  }
+}
+
+/* prod: bool and integers give i64 (wrapping), floats keep their dtype,
+ * attrs.dtype overrides; the empty product is 1; the bound records n and
+ * |product|; intermediate over/underflow does not spoil the result. */
+static void test_ref_prod(void** state) {
+  (void)state;
+  ref_fixture_t f;
+  int64_t s23[2] = {2, 3}, s03[2] = {0, 3}, s2[1] = {2}, s3[1] = {3}, s4[1] = {4};
+  float x[6] = {1.5f, -2.0f, 4.0f, 0.5f, 3.0f, -1.0f};
+  fx_reduce(&f, BP_OP_prod, 0, -1);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s23, x);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_F32);
+  assert_int_equal(f.res.out[0].numel, 2);
+  assert_true(f.res.out[0].f[0] == -12.0 && f.res.out[0].f[1] == -1.5);
+  assert_true(f.res.out[0].mag[0] == 12.0 && f.res.out[0].mag[1] == 1.5);
+  assert_true(f.res.out[0].nterms[0] == 3.0);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.reduce.dims[0] = 0; /* columns: 0.75, -6, -4 */
+  f.c.attrs.reduce.flags = BP_REDUCE_KEEPDIM;
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].rank, 2);
+  assert_true(f.res.out[0].f[0] == 0.75 && f.res.out[0].f[1] == -6.0 && f.res.out[0].f[2] == -4.0);
+  bpc_ref_result_free(&f.res);
+
+  /* Empty reduced dim: ones. */
+  fx_reduce(&f, BP_OP_prod, 0, 0);
+  fx_input(&f, 0, BP_DTYPE_F16, 2, s03, NULL);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].numel, 3);
+  assert_true(f.res.out[0].f[0] == 1.0 && f.res.out[0].f[2] == 1.0);
+  bpc_ref_result_free(&f.res);
+
+  /* Integers: i64 output, two's complement wrap; bool too. */
+  int64_t big[2] = {INT64_MAX, 2};
+  fx_reduce(&f, BP_OP_prod, BP_REDUCE_ALL_DIMS, 0);
+  fx_input(&f, 0, BP_DTYPE_I64, 1, s2, big);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], -2);
+  bpc_ref_result_free(&f.res);
+  uint8_t u[3] = {200, 200, 200};
+  fx_input(&f, 0, BP_DTYPE_U8, 1, s3, u);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_I64);
+  assert_int_equal(f.res.out[0].i[0], 8000000);
+  bpc_ref_result_free(&f.res);
+  uint8_t b[3] = {1, 0, 1};
+  fx_input(&f, 0, BP_DTYPE_BOOL, 1, s3, b);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_I64);
+  assert_int_equal(f.res.out[0].i[0], 0);
+  bpc_ref_result_free(&f.res);
+  /* attrs.dtype: i32 multiplied in f64, no wrap. */
+  int32_t w[2] = {65536, 65536 * 2};
+  f.c.attrs.reduce.dtype = BP_DTYPE_F64;
+  fx_input(&f, 0, BP_DTYPE_I32, 1, s2, w);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_F64);
+  assert_true(f.res.out[0].f[0] == 8589934592.0);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.reduce.dtype = BP_DTYPE_INVALID;
+
+  /* 1e300 * 1e300 * 1e-300 * 1e-300 is about 1, not inf; three 1e-200 give
+   * 0 (below double's range); inf * 0 is NaN. */
+  double y[4] = {1e300, 1e300, 1e-300, 1e-300}, z[3] = {1e-200, 1e-200, 1e-200};
+  fx_input(&f, 0, BP_DTYPE_F64, 1, s4, y);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_true(fabs(f.res.out[0].f[0] - 1.0) < 1e-14);
+  assert_true(f.res.out[0].nterms[0] == 4.0);
+  bpc_ref_result_free(&f.res);
+  fx_input(&f, 0, BP_DTYPE_F64, 1, s3, z);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_true(f.res.out[0].f[0] == 0.0);
+  bpc_ref_result_free(&f.res);
+  double n[3] = {INFINITY, 2.0, 0.0};
+  fx_input(&f, 0, BP_DTYPE_F64, 1, s3, n);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_true(isnan(f.res.out[0].f[0]));
+  bpc_ref_result_free(&f.res);
+}
+
+/* any: every dtype gives bool; NaN and subnormals are true, -0 false; the
+ * empty any is false; attrs.dtype is refused. */
+static void test_ref_any(void** state) {
+  (void)state;
+  ref_fixture_t f;
+  int64_t s32[2] = {3, 2}, s03[2] = {0, 3}, s4[1] = {4};
+  float x[6] = {0.0f, -0.0f, NAN, 0.0f, 0.0f, 1e-45f};
+  fx_reduce(&f, BP_OP_any, 0, 1);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s32, x);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_BOOL);
+  assert_int_equal(f.res.out[0].numel, 3);
+  assert_int_equal(f.res.out[0].i[0], 0);
+  assert_int_equal(f.res.out[0].i[1], 1);
+  assert_int_equal(f.res.out[0].i[2], 1);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.reduce.dims[0] = -2; /* columns: {0, NaN, 0}, {-0, 0, 1e-45} */
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], 1);
+  assert_int_equal(f.res.out[0].i[1], 1);
+  bpc_ref_result_free(&f.res);
+  int16_t v[4] = {0, 0, 0, -5};
+  fx_reduce(&f, BP_OP_any, BP_REDUCE_ALL_DIMS | BP_REDUCE_KEEPDIM, 0);
+  fx_input(&f, 0, BP_DTYPE_I16, 1, s4, v);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].rank, 1);
+  assert_int_equal(f.res.out[0].i[0], 1);
+  bpc_ref_result_free(&f.res);
+  v[3] = 0;
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], 0);
+  bpc_ref_result_free(&f.res);
+  /* fp8: only != 0 matters (0x80 is -0 in e4m3fn). */
+  uint8_t q[4] = {0x00, 0x80, 0x00, 0x00};
+  fx_input(&f, 0, BP_DTYPE_F8E4M3, 1, s4, q);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], 0);
+  bpc_ref_result_free(&f.res);
+  q[2] = 0x01;
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], 1);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.reduce.dtype = BP_DTYPE_I64;
+  assert_int_not_equal(fx_run(&f), BP_OK);
+  fx_reduce(&f, BP_OP_any, 0, 0);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s03, NULL);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].numel, 3);
+  assert_int_equal(f.res.out[0].i[0], 0);
+  bpc_ref_result_free(&f.res);
+}
+
+/* argmin: the first NaN wins, as for argmax; ties give the first index; an
+ * empty reduced dim is rejected. */
+static void test_ref_argmin(void** state) {
+  (void)state;
+  ref_fixture_t f;
+  int64_t s23[2] = {2, 3}, s03[2] = {0, 3}, s4[1] = {4};
+  float x[6] = {3.0f, 1.0f, 1.0f, -INFINITY, NAN, NAN};
+  fx_reduce(&f, BP_OP_argmin, 0, -1);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s23, x);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_I64);
+  assert_int_equal(f.res.out[0].i[0], 1);
+  assert_int_equal(f.res.out[0].i[1], 1);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.reduce.dims[0] = 0; /* columns: (3, -inf), (1, NaN), (1, NaN) */
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_true(f.res.out[0].i[0] == 1 && f.res.out[0].i[1] == 1 && f.res.out[0].i[2] == 1);
+  bpc_ref_result_free(&f.res);
+  x[4] = 0.0f; /* column 1: (1, 0) -> 1; column 0 -inf -> 1 */
+  x[0] = -INFINITY;
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_true(f.res.out[0].i[0] == 0 && f.res.out[0].i[1] == 1 && f.res.out[0].i[2] == 1);
+  bpc_ref_result_free(&f.res);
+  fx_reduce(&f, BP_OP_argmin, BP_REDUCE_ALL_DIMS, 0);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s23, x); /* flattened: first NaN at 5 */
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].rank, 0);
+  assert_int_equal(f.res.out[0].i[0], 5);
+  bpc_ref_result_free(&f.res);
+  int8_t v[4] = {5, -2, -2, 7};
+  fx_input(&f, 0, BP_DTYPE_I8, 1, s4, v);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].i[0], 1);
+  bpc_ref_result_free(&f.res);
+  fx_reduce(&f, BP_OP_argmin, 0, 0);
+  fx_input(&f, 0, BP_DTYPE_F32, 2, s03, NULL);
+  assert_int_not_equal(fx_run(&f), BP_OK);
+}
+
+/* log_softmax: x - max - log(sum exp(x - max)); -inf stays -inf; an all
+ * -inf row is NaN; half_to_float gives f32; the error is absolute. */
+static void test_ref_log_softmax(void** state) {
+  (void)state;
+  ref_fixture_t f;
+  double sm[6] = {0.0, log(3.0), -INFINITY, 0.0, -INFINITY, -INFINITY};
+  int64_t s32[2] = {3, 2};
+  fx_init(&f, BP_OP_log_softmax, 1);
+  f.c.has_attrs = 1;
+  f.c.attrs.softmax.struct_size = sizeof f.c.attrs.softmax;
+  f.c.attrs.softmax.dim = -1;
+  fx_input(&f, 0, BP_DTYPE_F64, 2, s32, sm);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_F64);
+  assert_true(fabs(f.res.out[0].f[0] - log(0.25)) < 1e-15);
+  assert_true(fabs(f.res.out[0].f[1] - log(0.75)) < 1e-15);
+  assert_true(isinf(f.res.out[0].f[2]) && f.res.out[0].f[2] < 0 && f.res.out[0].f[3] == 0.0);
+  assert_true(isnan(f.res.out[0].f[4]) && isnan(f.res.out[0].f[5]));
+  /* mag 1; n = len + 8 + |x - max| + 2 log(sum) = 2 + 8 + ln 3 + 2 ln(4/3). */
+  assert_true(f.res.out[0].mag[0] == 1.0);
+  assert_true(fabs(f.res.out[0].nterms[0] - (10.0 + log(3.0) + 2.0 * log(4.0 / 3.0))) < 1e-12);
+  bpc_ref_result_free(&f.res);
+  /* Along dim 0 of [[1, 2], [1, 2], [1, 2]]: -ln 3 everywhere; f16 input
+   * with half_to_float gives f32. */
+  uint16_t h[6];
+  for (int k = 0; k < 6; k++) h[k] = bpc_f16_from_f64((double)(k % 2 + 1));
+  f.c.attrs.softmax.dim = 0;
+  f.c.attrs.softmax.half_to_float = 1;
+  fx_input(&f, 0, BP_DTYPE_F16, 2, s32, h);
+  assert_int_equal(fx_run(&f), BP_OK);
+  assert_int_equal(f.res.out[0].dtype, BP_DTYPE_F32);
+  for (int k = 0; k < 6; k++) assert_true(fabs(f.res.out[0].f[k] + log(3.0)) < 1e-15);
+  bpc_ref_result_free(&f.res);
+  f.c.attrs.softmax.dim = 2;
+  assert_int_not_equal(fx_run(&f), BP_OK);
+}
+
+/* The generated data make the new references answer more than one way:
+ * any sees false and true rows, long products stay finite and nonzero. */
+static void test_cases_reductions_informative(void** state) {
+  (void)state;
+  uint32_t ops[2] = {BP_OP_any, BP_OP_prod};
+  for (int o = 0; o < 2; o++) {
+    bpc_case_list_t l = {0};
+    assert_int_equal(bpc_cases_generate(ops[o], 0, &l), BP_OK);
+    int64_t falses = 0, trues = 0, long_finite = 0, long_total = 0;
+    for (size_t k = 0; k < l.count; k++) {
+      const bpc_case_t* c = &l.items[k];
+      bpc_host_tensor_t in[BPC_MAX_INPUTS];
+      void* data = NULL;
+      memset(in, 0, sizeof in);
+      assert_int_equal(bpc_case_materialize(c, 0, &data), BP_OK);
+      in[0].dtype = c->in[0].dtype;
+      in[0].rank = c->in[0].rank;
+      memcpy(in[0].sizes, c->in[0].sizes, sizeof in[0].sizes);
+      in[0].numel = 1;
+      for (uint32_t d = 0; d < in[0].rank; d++) in[0].numel *= in[0].sizes[d];
+      in[0].data = data;
+      bpc_ref_result_t res;
+      if (bpc_reference_run(c, in, &res) != BP_OK) fail_msg("%s: %s", c->id, res.message);
+      const bpc_expected_t* e = &res.out[0];
+      for (int64_t i = 0; i < e->numel && ops[o] == BP_OP_any; i++) {
+        if (e->i[i]) trues++;
+        else falses++;
+      }
+      if (ops[o] == BP_OP_prod && e->f && in[0].numel >= 255 && c->in[0].values == BPC_V_RANDOM) {
+        long_total++;
+        if (isfinite(e->f[0]) && e->f[0] != 0.0 && fabs(log(fabs(e->f[0]))) < 80.0) long_finite++;
+      }
+      bpc_ref_result_free(&res);
+      free(data);
+    }
+    if (ops[o] == BP_OP_any) {
+      assert_true(falses > 50 && trues > 50);
+    } else {
+      assert_true(long_total >= 12);
+      assert_int_equal(long_finite, long_total);
+    }
+    bpc_case_list_free(&l);
+  }
+}
+
 static void test_ref_matmul_and_data(void** state) {
   (void)state;
   ref_fixture_t f;
@@ -850,6 +1114,11 @@ int main(void) {
       cmocka_unit_test(test_ref_binary_promotion),
       cmocka_unit_test(test_ref_division_and_edges),
       cmocka_unit_test(test_ref_reductions),
+      cmocka_unit_test(test_ref_prod),
+      cmocka_unit_test(test_ref_any),
+      cmocka_unit_test(test_ref_argmin),
+      cmocka_unit_test(test_ref_log_softmax),
+      cmocka_unit_test(test_cases_reductions_informative),
       cmocka_unit_test(test_ref_matmul_and_data),
       cmocka_unit_test(test_cases_valid_and_deterministic),
       cmocka_unit_test(test_runner_crash_isolation),

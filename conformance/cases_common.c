@@ -17,21 +17,26 @@ void bpc_case_list_free(bpc_case_list_t* list) {
   memset(list, 0, sizeof *list);
 }
 
+bpc_case_t* bpc_case_list_append(bpc_case_list_t* list) {
+  if (list->count == list->capacity) {
+    size_t cap = list->capacity ? list->capacity * 2 : 64;
+    bpc_case_t* items = realloc(list->items, cap * sizeof *items);
+    if (!items) return NULL;
+    list->items = items;
+    list->capacity = cap;
+  }
+  bpc_case_t* c = &list->items[list->count++];
+  memset(c, 0, sizeof *c);
+  return c;
+}
+
 bpc_case_t* bpc_gen_new(bpc_gen_t* g, const char* label, const char* axis, int variant) {
   if (g->status != BP_OK) return NULL;
-  bpc_case_list_t* l = g->list;
-  if (l->count == l->capacity) {
-    size_t cap = l->capacity ? l->capacity * 2 : 64;
-    bpc_case_t* items = realloc(l->items, cap * sizeof *items);
-    if (!items) {
-      g->status = BP_RESOURCE_EXHAUSTED;
-      return NULL;
-    }
-    l->items = items;
-    l->capacity = cap;
+  bpc_case_t* c = bpc_case_list_append(g->list);
+  if (!c) {
+    g->status = BP_RESOURCE_EXHAUSTED;
+    return NULL;
   }
-  bpc_case_t* c = &l->items[l->count++];
-  memset(c, 0, sizeof *c);
   c->op_id = g->op;
   c->num_outputs = 1;
   snprintf(c->id, sizeof c->id, "%s/%s/%s/%d", g->name, label, axis, variant);

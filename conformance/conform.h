@@ -291,6 +291,9 @@ typedef struct bpc_case_list {
 /* Appends the cases of one op (none when the op has no reference). */
 bp_status_t bpc_cases_generate(uint32_t op_id, int quick, bpc_case_list_t* list);
 void bpc_case_list_free(bpc_case_list_t* list);
+/* Appends a zeroed case to `list` (growing it); NULL when out of memory, the
+ * list unchanged. The pointer is valid until the next append. */
+bpc_case_t* bpc_case_list_append(bpc_case_list_t* list);
 
 /* Dense host values of input k, drawn deterministically from the case seed.
  * *out_data is malloc'd (NULL for an absent or empty operand). */
@@ -379,8 +382,6 @@ void bpc_ref_result_free(bpc_ref_result_t* res);
 
 /* Type promotion (docs/semantics.md). */
 uint32_t bpc_promote_types(uint32_t a, uint32_t b);
-/* Category rank: bool 0, integer 1, floating 2. */
-int bpc_dtype_category(uint32_t dtype);
 
 /* ------------------------------------------------------------------------ */
 /* One case on one device (execute.c).                                       */
@@ -391,6 +392,10 @@ typedef struct bpc_result {
   double max_abs;   /* -1 when not applicable */
   char message[256];
 } bpc_result_t;
+
+/* Sets r->status and formats r->message (truncated to fit). */
+void bpc_result_set(bpc_result_t* r, uint32_t status, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* Runs case `c` on `device` through `stream` and scores it (runtime cases
  * go to bpc_runtime_execute). Never fails: every problem becomes a status

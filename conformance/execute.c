@@ -31,10 +31,7 @@ typedef struct exec_state {
   void* got;
 } exec_state_t;
 
-static void set_result(bpc_result_t* r, uint32_t status, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_result(bpc_result_t* r, uint32_t status, const char* fmt, ...) {
+void bpc_result_set(bpc_result_t* r, uint32_t status, const char* fmt, ...) {
   r->status = status;
   va_list ap;
   va_start(ap, fmt);
@@ -56,20 +53,20 @@ static uint32_t operand_create(bp_device_t* dev, bp_stream_t* stream, operand_st
                                uint32_t dtype, uint32_t rank, const int64_t* sizes, uint32_t layout,
                                const void* dense, const char* what, bpc_result_t* r) {
   if (bpc_layout_make(dtype, rank, sizes, layout, &o->layout) != BP_OK) {
-    set_result(r, BPC_FAIL, "suite: bad layout for %s", what);
+    bpc_result_set(r, BPC_FAIL, "suite: bad layout for %s", what);
     return BPC_FAIL;
   }
   o->image = malloc(o->layout.buffer_size);
   o->readback = malloc(o->layout.buffer_size);
   if (!o->image || !o->readback) {
-    set_result(r, BPC_RESOURCE_ERROR, "host memory for %s", what);
+    bpc_result_set(r, BPC_RESOURCE_ERROR, "host memory for %s", what);
     return BPC_RESOURCE_ERROR;
   }
   bpc_image_fill_guard(o->image, o->layout.buffer_size);
   if (dense) bpc_image_scatter(&o->layout, o->image, dense);
   bp_status_t st = bp_buffer_allocate(dev, BP_MEMORY_DEVICE, o->layout.buffer_size, &o->buffer);
   if (st != BP_OK) {
-    set_result(r, st == BP_RESOURCE_EXHAUSTED ? BPC_RESOURCE_ERROR : BPC_FAIL,
+    bpc_result_set(r, st == BP_RESOURCE_EXHAUSTED ? BPC_RESOURCE_ERROR : BPC_FAIL,
                "bp_buffer_allocate(%llu) for %s: %s: %s", (unsigned long long)o->layout.buffer_size,
                what, bp_status_name(st), bp_status_message());
     return r->status;
@@ -77,13 +74,13 @@ static uint32_t operand_create(bp_device_t* dev, bp_stream_t* stream, operand_st
   st = bp_copy_host_to_buffer(stream, o->image, o->buffer, 0, o->layout.buffer_size);
   if (st == BP_OK) st = bp_stream_synchronize(stream);
   if (st != BP_OK) {
-    set_result(r, BPC_FAIL, "upload of %s: %s: %s", what, bp_status_name(st), bp_status_message());
+    bpc_result_set(r, BPC_FAIL, "upload of %s: %s: %s", what, bp_status_name(st), bp_status_message());
     return BPC_FAIL;
   }
   st = bp_tensor_from_buffer(o->buffer, dtype, rank, sizes, o->layout.strides, o->layout.byte_offset,
                              &o->tensor);
   if (st != BP_OK) {
-    set_result(r, BPC_FAIL, "bp_tensor_from_buffer for %s (%s): %s: %s", what,
+    bpc_result_set(r, BPC_FAIL, "bp_tensor_from_buffer for %s (%s): %s: %s", what,
                bpc_layout_name(layout), bp_status_name(st), bp_status_message());
     return BPC_FAIL;
   }
@@ -130,7 +127,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   for (uint32_t k = 0; k < c->num_inputs; k++) {
     bp_status_t st = bpc_case_materialize(c, k, &s->data[k]);
     if (st != BP_OK) {
-      set_result(r, BPC_RESOURCE_ERROR, "materialising input %u: %s", k, bp_status_name(st));
+      bpc_result_set(r, BPC_RESOURCE_ERROR, "materialising input %u: %s", k, bp_status_name(st));
       return;
     }
     s->host[k].dtype = c->in[k].dtype;
@@ -141,20 +138,20 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
     s->host[k].data = s->data[k];
   }
   if (bpc_reference_run(c, s->host, &s->ref) != BP_OK) {
-    set_result(r, BPC_FAIL, "suite: the reference rejects this case: %s", s->ref.message);
+    bpc_result_set(r, BPC_FAIL, "suite: the reference rejects this case: %s", s->ref.message);
     return;
   }
   s->have_ref = 1;
   /* 2. dtype storage. */
   for (uint32_t k = 0; k < c->num_inputs; k++) {
     if (c->in[k].dtype != BP_DTYPE_INVALID && !dtype_available(props, c->in[k].dtype)) {
-      set_result(r, BPC_SKIPPED, "device has no %s storage", bpc_dtype_name(c->in[k].dtype));
+      bpc_result_set(r, BPC_SKIPPED, "device has no %s storage", bpc_dtype_name(c->in[k].dtype));
       return;
     }
   }
   for (uint32_t k = 0; k < s->ref.num_outputs; k++) {
     if (!dtype_available(props, s->ref.out[k].dtype)) {
-      set_result(r, BPC_SKIPPED, "device has no %s storage", bpc_dtype_name(s->ref.out[k].dtype));
+      bpc_result_set(r, BPC_SKIPPED, "device has no %s storage", bpc_dtype_name(s->ref.out[k].dtype));
       return;
     }
   }
@@ -189,7 +186,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   if (!creation) {
     bp_status_t st = bp_op_infer(c->op_id, ins, c->num_inputs, attrs, inferred, s->ref.num_outputs);
     if (st != BP_OK) {
-      set_result(r, BPC_FAIL, "bp_op_infer rejects a valid case: %s: %s", bp_status_name(st),
+      bpc_result_set(r, BPC_FAIL, "bp_op_infer rejects a valid case: %s: %s", bp_status_name(st),
                  bp_status_message());
       return;
     }
@@ -206,7 +203,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
         for (uint32_t d = 0; d < e->rank && nb < 80; d++) {
           nb += (size_t)snprintf(b + nb, sizeof b - nb, "%s%lld", d ? "," : "", (long long)e->sizes[d]);
         }
-        set_result(r, BPC_FAIL, "bp_op_infer gives %s[%s] for output %u, the semantics give %s[%s]",
+        bpc_result_set(r, BPC_FAIL, "bp_op_infer gives %s[%s] for output %u, the semantics give %s[%s]",
                    bpc_dtype_name(inferred[k].dtype), a, k, bpc_dtype_name(e->dtype), b);
         return;
       }
@@ -230,7 +227,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   sup.struct_size = sizeof sup;
   bp_status_t st = bp_device_query_support(dev, &call, &sup);
   if (st != BP_OK) {
-    set_result(r, BPC_FAIL, "bp_device_query_support: %s: %s", bp_status_name(st), bp_status_message());
+    bpc_result_set(r, BPC_FAIL, "bp_device_query_support: %s: %s", bp_status_name(st), bp_status_message());
     return;
   }
   /* 6. Run. */
@@ -243,24 +240,24 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   }
   if (st == BP_UNIMPLEMENTED) {
     if (sup.supported) {
-      set_result(r, BPC_FAIL, "support query says supported, the call says UNIMPLEMENTED: %s", run_msg);
+      bpc_result_set(r, BPC_FAIL, "support query says supported, the call says UNIMPLEMENTED: %s", run_msg);
     } else {
-      set_result(r, BPC_NOT_SUPPORTED, "%s", sup.message[0] ? sup.message : run_msg);
+      bpc_result_set(r, BPC_NOT_SUPPORTED, "%s", sup.message[0] ? sup.message : run_msg);
     }
     return;
   }
   if (st == BP_RESOURCE_EXHAUSTED) {
-    set_result(r, BPC_RESOURCE_ERROR, "bp_op_run: RESOURCE_EXHAUSTED: %s", run_msg);
+    bpc_result_set(r, BPC_RESOURCE_ERROR, "bp_op_run: RESOURCE_EXHAUSTED: %s", run_msg);
     return;
   }
   if (st != BP_OK) {
-    set_result(r, BPC_FAIL, "bp_op_run%s: %s: %s",
+    bpc_result_set(r, BPC_FAIL, "bp_op_run%s: %s: %s",
                sup.supported ? "" : " (not supported, but not a clean UNIMPLEMENTED)",
                bp_status_name(st), run_msg);
     return;
   }
   if (!sup.supported) {
-    set_result(r, BPC_NOT_SUPPORTED, "note: the support query said no (%s) but the call ran",
+    bpc_result_set(r, BPC_NOT_SUPPORTED, "note: the support query said no (%s) but the call ran",
                sup.message);
     return;
   }
@@ -270,13 +267,13 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
     if (!o->tensor) continue;
     st = operand_readback(stream, o);
     if (st != BP_OK) {
-      set_result(r, BPC_FAIL, "reading input %u back: %s: %s", k, bp_status_name(st), bp_status_message());
+      bpc_result_set(r, BPC_FAIL, "reading input %u back: %s: %s", k, bp_status_name(st), bp_status_message());
       return;
     }
     if (bpc_checksum(o->image, o->layout.buffer_size) != bpc_checksum(o->readback, o->layout.buffer_size)) {
       uint64_t off = 0;
       while (off < o->layout.buffer_size && o->image[off] == o->readback[off]) off++;
-      set_result(r, BPC_FAIL, "input %u (%s) was modified: first changed byte at offset %llu", k,
+      bpc_result_set(r, BPC_FAIL, "input %u (%s) was modified: first changed byte at offset %llu", k,
                  op->name, (unsigned long long)off);
       return;
     }
@@ -285,12 +282,12 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
     operand_state_t* o = &s->out[k];
     st = operand_readback(stream, o);
     if (st != BP_OK) {
-      set_result(r, BPC_FAIL, "reading output %u back: %s: %s", k, bp_status_name(st), bp_status_message());
+      bpc_result_set(r, BPC_FAIL, "reading output %u back: %s: %s", k, bp_status_name(st), bp_status_message());
       return;
     }
     uint64_t off = 0;
     if (bpc_guard_check(&o->layout, o->readback, &off)) {
-      set_result(r, BPC_FAIL, "out-of-bounds write: output %u guard byte at offset %llu (%s, %s layout)",
+      bpc_result_set(r, BPC_FAIL, "out-of-bounds write: output %u guard byte at offset %llu (%s, %s layout)",
                  k, (unsigned long long)off, guard_place(&o->layout, off), bpc_layout_name(c->out[k].layout));
       return;
     }
@@ -305,7 +302,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
     free(s->got);
     s->got = malloc(bytes);
     if (!s->got) {
-      set_result(r, BPC_RESOURCE_ERROR, "host memory for results");
+      bpc_result_set(r, BPC_RESOURCE_ERROR, "host memory for results");
       return;
     }
     bpc_image_gather(&s->out[k].layout, s->out[k].readback, s->got);
@@ -334,7 +331,7 @@ void bpc_execute_case(bp_device_t* device, bp_stream_t* stream, const bpc_case_t
   out->max_abs = -1.0;
   exec_state_t* s = calloc(1, sizeof *s);
   if (!s) {
-    set_result(out, BPC_RESOURCE_ERROR, "host memory");
+    bpc_result_set(out, BPC_RESOURCE_ERROR, "host memory");
     return;
   }
   run_case(device, stream, c, s, out);

@@ -118,19 +118,11 @@ static bpc_case_t* rt_new(rt_gen_t* g, uint32_t area, uint32_t check, const char
 static bpc_case_t* rt_new(rt_gen_t* g, uint32_t area, uint32_t check, const char* label,
                           const char* fmt, ...) {
   if (g->status != BP_OK) return NULL;
-  bpc_case_list_t* l = g->list;
-  if (l->count == l->capacity) {
-    size_t cap = l->capacity ? l->capacity * 2 : 64;
-    bpc_case_t* items = realloc(l->items, cap * sizeof *items);
-    if (!items) {
-      g->status = BP_RESOURCE_EXHAUSTED;
-      return NULL;
-    }
-    l->items = items;
-    l->capacity = cap;
+  bpc_case_t* c = bpc_case_list_append(g->list);
+  if (!c) {
+    g->status = BP_RESOURCE_EXHAUSTED;
+    return NULL;
   }
-  bpc_case_t* c = &l->items[l->count++];
-  memset(c, 0, sizeof *c);
   c->op_id = BPC_RUNTIME_OP(area);
   c->rt_check = check;
   char variant[64];
@@ -254,17 +246,6 @@ typedef struct rt_env {
   uint32_t nbuf, nten, nstr, nev, nhost;
 } rt_env_t;
 
-static void res(bpc_result_t* r, uint32_t status, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void res(bpc_result_t* r, uint32_t status, const char* fmt, ...) {
-  r->status = status;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(r->message, sizeof r->message, fmt, ap);
-  va_end(ap);
-}
-
 static void rt_env_free(rt_env_t* e) {
   /* Drain first: pending copies may still read or write host memory. */
   if (e->stream) (void)bp_stream_synchronize(e->stream);
@@ -279,7 +260,7 @@ static void rt_env_free(rt_env_t* e) {
 /* A call that must succeed; returns 1 (and scores FAIL) when it did not. */
 static int rt_failed(bpc_result_t* r, bp_status_t st, const char* what) {
   if (st == BP_OK) return 0;
-  res(r, st == BP_RESOURCE_EXHAUSTED ? BPC_RESOURCE_ERROR : BPC_FAIL, "%s: %s: %.150s", what,
+  bpc_result_set(r, st == BP_RESOURCE_EXHAUSTED ? BPC_RESOURCE_ERROR : BPC_FAIL, "%s: %s: %.150s", what,
       bp_status_name(st), bp_status_message());
   return 1;
 }
@@ -289,9 +270,9 @@ static int rt_not_refused(bpc_result_t* r, bp_status_t st, bp_status_t want, con
   const char* msg = bp_status_message();
   if (st == want && msg && msg[0]) return 0;
   if (st == want) {
-    res(r, BPC_FAIL, "%s: %s without a message", what, bp_status_name(st));
+    bpc_result_set(r, BPC_FAIL, "%s: %s without a message", what, bp_status_name(st));
   } else {
-    res(r, BPC_FAIL, "%s: expected %s, got %s%s%.150s", what, bp_status_name(want),
+    bpc_result_set(r, BPC_FAIL, "%s: expected %s, got %s%s%.150s", what, bp_status_name(want),
         bp_status_name(st), st != BP_OK ? ": " : "", st != BP_OK ? msg : "");
   }
   return 1;
@@ -300,31 +281,35 @@ static int rt_not_refused(bpc_result_t* r, bp_status_t st, bp_status_t want, con
 static void* rt_host(rt_env_t* e, uint64_t size, bpc_result_t* r) {
   void* p = e->nhost < 2 * RT_MAX_OBJECTS ? malloc(size ? (size_t)size : 1) : NULL;
   if (!p) {
-    res(r, BPC_RESOURCE_ERROR, "host memory (%llu bytes)", (unsigned long long)size);
+    bpc_result_set(r, BPC_RESOURCE_ERROR, "host memory (%llu bytes)", (unsigned long long)size);
     return NULL;
   }
   e->host[e->nhost++] = p;
   return p;
 }
 
+/* Whether one more object fits in a tracking array holding `used`; scores
+ * FAIL ("suite: too many <what>") when it does not. */
+static int rt_room(uint32_t used, const char* what, bpc_result_t* r) {
+  if (used < RT_MAX_OBJECTS) return 1;
+  bpc_result_set(r, BPC_FAIL, "suite: too many %s", what);
+  return 0;
+}
+
 static bp_stream_t* rt_stream(rt_env_t* e, bp_device_t* dev, bpc_result_t* r) {
   bp_stream_t* s = NULL;
-  if (e->nstr == RT_MAX_OBJECTS) {
-    res(r, BPC_FAIL, "suite: too many streams");
+  if (!rt_room(e->nstr, "streams", r) ||
+      rt_failed(r, bp_stream_create(dev, 0, &s), "bp_stream_create"))
     return NULL;
-  }
-  if (rt_failed(r, bp_stream_create(dev, 0, &s), "bp_stream_create")) return NULL;
   e->streams[e->nstr++] = s;
   return s;
 }
 
 static bp_event_t* rt_event(rt_env_t* e, bp_device_t* dev, uint32_t flags, bpc_result_t* r) {
   bp_event_t* ev = NULL;
-  if (e->nev == RT_MAX_OBJECTS) {
-    res(r, BPC_FAIL, "suite: too many events");
+  if (!rt_room(e->nev, "events", r) ||
+      rt_failed(r, bp_event_create(dev, flags, &ev), "bp_event_create"))
     return NULL;
-  }
-  if (rt_failed(r, bp_event_create(dev, flags, &ev), "bp_event_create")) return NULL;
   e->events[e->nev++] = ev;
   return ev;
 }
@@ -332,10 +317,7 @@ static bp_event_t* rt_event(rt_env_t* e, bp_device_t* dev, uint32_t flags, bpc_r
 static bp_buffer_t* rt_buffer(rt_env_t* e, bp_device_t* dev, uint32_t kind, uint64_t size,
                               bpc_result_t* r) {
   bp_buffer_t* b = NULL;
-  if (e->nbuf == RT_MAX_OBJECTS) {
-    res(r, BPC_FAIL, "suite: too many buffers");
-    return NULL;
-  }
+  if (!rt_room(e->nbuf, "buffers", r)) return NULL;
   char what[96];
   snprintf(what, sizeof what, "bp_buffer_allocate(%s, %llu)",
            kKindNames[kind % BP_MEMORY_KIND_COUNT_], (unsigned long long)size);
@@ -347,11 +329,8 @@ static bp_buffer_t* rt_buffer(rt_env_t* e, bp_device_t* dev, uint32_t kind, uint
 /* A dense f32 vector of n elements. */
 static bp_tensor_t* rt_tensor(rt_env_t* e, bp_device_t* dev, int64_t n, bpc_result_t* r) {
   bp_tensor_t* t = NULL;
-  if (e->nten == RT_MAX_OBJECTS) {
-    res(r, BPC_FAIL, "suite: too many tensors");
-    return NULL;
-  }
-  if (rt_failed(r, bp_tensor_create(dev, BP_DTYPE_F32, 1, &n, &t), "bp_tensor_create(f32)"))
+  if (!rt_room(e->nten, "tensors", r) ||
+      rt_failed(r, bp_tensor_create(dev, BP_DTYPE_F32, 1, &n, &t), "bp_tensor_create(f32)"))
     return NULL;
   e->tensors[e->nten++] = t;
   return t;
@@ -385,7 +364,7 @@ static int rt_bytes_differ(bpc_result_t* r, const uint8_t* got, const uint8_t* w
                       : k < lo  ? " (before the copied range)"
                       : k >= hi ? " (after the copied range)"
                                 : " (inside the copied range)";
-  res(r, BPC_FAIL, "%s: byte %llu%s is 0x%02x, expected 0x%02x", what, (unsigned long long)k, place,
+  bpc_result_set(r, BPC_FAIL, "%s: byte %llu%s is 0x%02x, expected 0x%02x", what, (unsigned long long)k, place,
       got[k], want[k]);
   return 1;
 }
@@ -396,7 +375,7 @@ static int rt_floats_differ(bpc_result_t* r, const float* got, const float* want
     if (got[k] != want[k]) {
       int64_t bad = 0;
       for (int64_t j = k; j < n; j++) bad += got[j] != want[j];
-      res(r, BPC_FAIL, "%s: element %lld is %.9g, expected %.9g (%lld of %lld elements wrong)",
+      bpc_result_set(r, BPC_FAIL, "%s: element %lld is %.9g, expected %.9g (%lld of %lld elements wrong)",
           what, (long long)k, (double)got[k], (double)want[k], (long long)bad, (long long)n);
       return 1;
     }
@@ -450,7 +429,7 @@ static int rt_add_unsupported(bp_device_t* dev, const bp_tensor_t* a, const bp_t
   if (rt_failed(r, bp_device_query_support(dev, &call, &sup), "bp_device_query_support(add f32)"))
     return 1;
   if (sup.supported) return 0;
-  res(r, BPC_NOT_SUPPORTED, "add on f32 is not supported: %.200s", sup.message);
+  bpc_result_set(r, BPC_NOT_SUPPORTED, "add on f32 is not supported: %.200s", sup.message);
   return 1;
 }
 
@@ -499,7 +478,7 @@ static bp_device_t* rt_second_device(bp_device_t* dev, bpc_result_t* r) {
   bp_device_t* d1 = NULL;
   bp_status_t st = bp_plugin_device(bp_device_plugin(dev), 1, &d1);
   if (st != BP_OK) {
-    res(r, BPC_FAIL, "the backend reported two devices, but device 1 is not there: %s: %.150s",
+    bpc_result_set(r, BPC_FAIL, "the backend reported two devices, but device 1 is not there: %s: %.150s",
         bp_status_name(st), bp_status_message());
     return NULL;
   }
@@ -523,7 +502,7 @@ static void rt_alloc_and_touch(rt_env_t* e, const bpc_case_t* c, uint64_t size, 
   bp_buffer_t* b = rt_buffer(e, e->dev, c->rt_memory_kind, size, r);
   if (!b) return;
   if (bp_buffer_size(b) != size || bp_buffer_device(b) != e->dev) {
-    res(r, BPC_FAIL, "buffer of %llu bytes reports size %llu and device %s",
+    bpc_result_set(r, BPC_FAIL, "buffer of %llu bytes reports size %llu and device %s",
         (unsigned long long)size, (unsigned long long)bp_buffer_size(b),
         bp_buffer_device(b) ? bp_device_name(bp_buffer_device(b)) : "NULL");
     return;
@@ -544,7 +523,7 @@ static void rt_alloc_and_touch(rt_env_t* e, const bpc_case_t* c, uint64_t size, 
              (unsigned long long)size, (unsigned long long)n, (unsigned long long)offs[k]);
     if (rt_bytes_differ(r, back, src, n, 0, n, what)) return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_alloc_small(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -562,7 +541,7 @@ static void check_alloc_large(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
 static void check_over_capacity(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   uint64_t want = c->rt_args[0], cap = c->rt_args[1];
   if (want == 0) {
-    res(r, BPC_SKIPPED, "the %s space reports no capacity", kKindNames[c->rt_memory_kind]);
+    bpc_result_set(r, BPC_SKIPPED, "the %s space reports no capacity", kKindNames[c->rt_memory_kind]);
     return;
   }
   static char sentinel;
@@ -570,7 +549,7 @@ static void check_over_capacity(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
   bp_status_t st = bp_buffer_allocate(e->dev, c->rt_memory_kind, want, &b);
   if (st == BP_OK) {
     bp_buffer_release(b);
-    res(r, BPC_FAIL, "allocating %llu bytes succeeded although the %s space's capacity is %llu",
+    bpc_result_set(r, BPC_FAIL, "allocating %llu bytes succeeded although the %s space's capacity is %llu",
         (unsigned long long)want, kKindNames[c->rt_memory_kind], (unsigned long long)cap);
     return;
   }
@@ -579,7 +558,7 @@ static void check_over_capacity(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
            (unsigned long long)want, (unsigned long long)cap);
   if (rt_not_refused(r, st, BP_RESOURCE_EXHAUSTED, what)) return;
   if (b != (bp_buffer_t*)(void*)&sentinel) {
-    res(r, BPC_FAIL, "%s failed but wrote its out_buffer", what);
+    bpc_result_set(r, BPC_FAIL, "%s failed but wrote its out_buffer", what);
     return;
   }
   /* Clean: the device still allocates afterwards. */
@@ -593,10 +572,10 @@ static void check_size_zero(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   if (st == BP_OK) bp_buffer_release(b);
   if (rt_not_refused(r, st, BP_INVALID_ARGUMENT, "bp_buffer_allocate(0 bytes)")) return;
   if (b != (bp_buffer_t*)(void*)&sentinel) {
-    res(r, BPC_FAIL, "bp_buffer_allocate(0 bytes) failed but wrote its out_buffer");
+    bpc_result_set(r, BPC_FAIL, "bp_buffer_allocate(0 bytes) failed but wrote its out_buffer");
     return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_map(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -629,7 +608,7 @@ static void check_map(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   bp_status_t st = bp_buffer_map(b, size - 1, 2, &p);
   if (st == BP_OK) (void)bp_buffer_unmap(b);
   if (rt_not_refused(r, st, BP_OUT_OF_RANGE, "bp_buffer_map(a range past the end)")) return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_copy_roundtrip(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -658,7 +637,7 @@ static void check_copy_roundtrip(rt_env_t* e, const bpc_case_t* c, bpc_result_t*
   if (rt_bytes_differ(r, host, host_want, size + 2 * RT_GUARD, RT_GUARD, RT_GUARD + size,
                       "host memory after device->host"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_copy_d2d(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -689,7 +668,7 @@ static void check_copy_d2d(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
                         "source after device->device (must not change)"))
       return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_copy_out_of_range(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -738,7 +717,7 @@ static void check_copy_out_of_range(rt_env_t* e, const bpc_case_t* c, bpc_result
   if (rt_bytes_differ(r, host, host_img, size, 0, 0,
                       "host memory after a refused copy (must not change)"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_stream_chain(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -753,7 +732,7 @@ static void check_stream_chain(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r
   char what[64];
   snprintf(what, sizeof what, "x after %llu in-place adds of 1", (unsigned long long)iters);
   if (rt_expect_x(e, r, e->stream, x, v, n, (float)iters, what)) return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 /* Per round, without synchronizing: upload new values, two adds, download. */
@@ -787,7 +766,7 @@ static void check_stream_interleaved(rt_env_t* e, const bpc_case_t* c, bpc_resul
     snprintf(what, sizeof what, "round %u's download", k);
     if (rt_floats_differ(r, out[k], in[k], n, what)) return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 /* Chain on stream A, event, stream B waits, then reads A's result. */
@@ -816,7 +795,7 @@ static void check_event_cross_stream(rt_env_t* e, const bpc_case_t* c, bpc_resul
   for (int64_t k = 0; k < n; k++) v[k] += (float)(iters + 1);
   if (rt_floats_differ(r, got, v, n, "the waiting stream's result (it ran before the event?)"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -829,7 +808,7 @@ static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
   if (!ev) return;
   bp_status_t st = bp_event_query(fresh);
   if (st != BP_OK) {
-    res(r, BPC_FAIL, "bp_event_query of a never-recorded event: %s (expected OK)",
+    bpc_result_set(r, BPC_FAIL, "bp_event_query of a never-recorded event: %s (expected OK)",
         bp_status_name(st));
     return;
   }
@@ -837,7 +816,7 @@ static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
   if (rt_failed(r, bp_event_record(ev, e->stream), "bp_event_record")) return;
   st = bp_event_query(ev);
   if (st != BP_OK && st != BP_NOT_READY) {
-    res(r, BPC_FAIL,
+    bpc_result_set(r, BPC_FAIL,
         "bp_event_query while the chain may run: %s (expected OK or NOT_READY): %.150s",
         bp_status_name(st), bp_status_message());
     return;
@@ -845,19 +824,19 @@ static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
   if (rt_failed(r, bp_stream_synchronize(e->stream), "bp_stream_synchronize")) return;
   st = bp_event_query(ev);
   if (st != BP_OK) {
-    res(r, BPC_FAIL, "bp_event_query after bp_stream_synchronize: %s (expected OK)",
+    bpc_result_set(r, BPC_FAIL, "bp_event_query after bp_stream_synchronize: %s (expected OK)",
         bp_status_name(st));
     return;
   }
   if (rt_failed(r, bp_event_synchronize(ev), "bp_event_synchronize of a completed event")) return;
   if (rt_expect_x(e, r, e->stream, x, v, n, (float)c->rt_args[1], "x after the chain")) return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_event_elapsed(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   const bp_device_properties_t* props = bp_device_properties(e->dev);
   if (!props || !(props->flags & BP_DEVICE_FLAG_TIMESTAMPS)) {
-    res(r, BPC_SKIPPED, "the device does not set BP_DEVICE_FLAG_TIMESTAMPS");
+    bpc_result_set(r, BPC_SKIPPED, "the device does not set BP_DEVICE_FLAG_TIMESTAMPS");
     return;
   }
   int64_t n = (int64_t)c->rt_args[0];
@@ -878,13 +857,13 @@ static void check_event_elapsed(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
   /* Both events completed between t0 and t1 on the host's clock. */
   double limit = (t1 - t0) * 1.1 + 1e6;
   if ((double)ns > limit) {
-    res(r, BPC_FAIL, "bp_event_elapsed_ns gives %llu ns, but both events completed within %.0f ns",
+    bpc_result_set(r, BPC_FAIL, "bp_event_elapsed_ns gives %llu ns, but both events completed within %.0f ns",
         (unsigned long long)ns, t1 - t0);
     return;
   }
   if (rt_expect_x(e, r, e->stream, x, v, n, (float)c->rt_args[1], "x after the timed chain"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_event_unrecorded(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -901,7 +880,7 @@ static void check_event_unrecorded(rt_env_t* e, const bpc_case_t* c, bpc_result_
   if (rt_bytes_differ(r, back, src, 257, 0, 257,
                       "round trip after waiting on a never-recorded event"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_md_copy(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -936,7 +915,7 @@ static void check_md_copy(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   snprintf(what, sizeof what, "destination on %s after a copy from %s", bp_device_name(ddev),
            bp_device_name(sdev));
   if (rt_bytes_differ(r, got, want, dtotal, dof, dof + size, what)) return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 /* An operand on device 1 in an op run on device 0's stream. */
@@ -971,7 +950,7 @@ static void check_md_foreign_operand(rt_env_t* e, const bpc_case_t* c, bpc_resul
                   "the output after the refused op (must not change)")) {
     return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static void check_md_wrong_stream(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
@@ -1000,7 +979,7 @@ static void check_md_wrong_stream(rt_env_t* e, const bpc_case_t* c, bpc_result_t
   if (rt_bytes_differ(r, got, img, size, 0, 0,
                       "device 1's buffer after a refused copy (must not change)"))
     return;
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 /* A bad output: one element too many, or a view overlapping an input. */
@@ -1049,7 +1028,7 @@ static void check_bad_output(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) 
                     "the output after the refused op (must not change)"))
       return;
   }
-  res(r, BPC_PASS, "%s", "");
+  bpc_result_set(r, BPC_PASS, "%s", "");
 }
 
 static const rt_fn kChecks[RT_CHECK_COUNT_] = {
@@ -1079,14 +1058,14 @@ void bpc_runtime_execute(bp_device_t* device, bp_stream_t* stream, const bpc_cas
   out->max_ulps = -1.0;
   out->max_abs = -1.0;
   if (!device || !stream || !c || c->rt_check >= RT_CHECK_COUNT_ || !kChecks[c->rt_check]) {
-    res(out, BPC_FAIL, "suite: malformed runtime case");
+    bpc_result_set(out, BPC_FAIL, "suite: malformed runtime case");
     return;
   }
   rt_env_t env;
   memset(&env, 0, sizeof env);
   env.dev = device;
   env.stream = stream;
-  res(out, BPC_FAIL, "suite: the check gave no verdict");
+  bpc_result_set(out, BPC_FAIL, "suite: the check gave no verdict");
   kChecks[c->rt_check](&env, c, out);
   rt_env_free(&env);
 }

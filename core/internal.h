@@ -69,9 +69,6 @@ struct bp_device {
   bp_device_properties_t props;
   uint32_t num_spaces;
   bp_memory_space_info_t spaces[BP_MEMORY_KIND_COUNT_ * 2];
-  /* Internal stream for blocking helpers and staging; created lazily. */
-  pthread_mutex_t lock;
-  bp_stream_t* internal_stream;
 };
 
 struct bp_context {
@@ -100,9 +97,6 @@ struct bp_stream {
   atomic_int refcount;
   bp_device_t* device;
   bpp_stream_t handle;
-  /* Nonzero for the device's internal stream: it holds no context reference
-   * (the device owns it and releases it when it closes). */
-  int internal;
 };
 
 struct bp_event {
@@ -128,13 +122,6 @@ struct bp_tensor {
 /* ------------------------------------------------------------------------ */
 /* Records that `stream` uses `buffer` (core/runtime/buffer.c). */
 BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
-/* The device's internal stream (created on first use). Borrowed. Like any
- * stream it is externally synchronized: callers that may run concurrently
- * serialize their use of it. */
-BP__HIDDEN bp_status_t bp__device_internal_stream(bp_device_t* device, bp_stream_t** out_stream);
-/* Releases the device's internal stream, if one was created. Called by the
- * device close code before the plugin's device_close (core/runtime/stream.c). */
-BP__HIDDEN void bp__device_release_internal(bp_device_t* device);
 /* Checked arithmetic (core/runtime/arith.c): nonzero on overflow. */
 BP__HIDDEN int bp__mul_overflow_i64(int64_t a, int64_t b, int64_t* out);
 BP__HIDDEN int bp__add_overflow_i64(int64_t a, int64_t b, int64_t* out);

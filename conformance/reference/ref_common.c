@@ -53,10 +53,6 @@ int bpc_next_index(uint32_t rank, const int64_t* sizes, int64_t* idx) {
 }
 
 /* ---- type promotion -------------------------------------------------------- */
-int bpc_dtype_category(uint32_t d) {
-  return d == BP_DTYPE_BOOL ? 0 : bpc_dtype_is_int(d) ? 1 : 2;
-}
-
 static int float_width(uint32_t d) {
   return d == BP_DTYPE_F64 ? 3 : d == BP_DTYPE_F32 ? 2 : 1;
 }

@@ -13,10 +13,6 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
   device->plugin = plugin;
   device->index = index;
   snprintf(device->name, sizeof(device->name), "%s:%u", plugin->name, index);
-  if (pthread_mutex_init(&device->lock, NULL) != 0) {
-    free(device);
-    return bp__error(BP_INTERNAL, "%s: pthread_mutex_init failed", plugin->name);
-  }
 
   bp__clear_error();
   status = plugin->core.device_open(plugin->instance, index, &device->handle);
@@ -77,12 +73,8 @@ cleanup:
 
 void bp__device_destroy(bp_device_t* device) {
   if (!device) return;
-  /* The internal stream belongs to the device; it goes before the device
-   * handle it was created on. */
-  bp__device_release_internal(device);
   if (device->handle && device->plugin->core.device_close)
     device->plugin->core.device_close(device->handle);
-  pthread_mutex_destroy(&device->lock);
   free(device);
 }
 

@@ -1,15 +1,12 @@
-/* Streams: in-order queues of one device, and each device's internal stream.
+/* Streams: in-order queues of one device.
  *
- * An application stream holds a reference on its context. The internal
- * stream (used by blocking helpers and staged copies) is owned by its
- * device, holds no context reference, and is released when the device
- * closes. */
+ * A stream holds a reference on its context, so the context outlives it.
+ * Streams are externally synchronized: one thread enqueues at a time. */
 #include <stdlib.h>
 
 #include "internal.h"
 
-static bp_status_t stream_create(bp_device_t* device, uint32_t flags, int internal,
-                                 bp_stream_t** out_stream) {
+static bp_status_t stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream) {
   bp_status_t status = BP_OK;
   bp_stream_t* stream = NULL;
   bpp_stream_t handle = NULL;
@@ -32,8 +29,7 @@ static bp_status_t stream_create(bp_device_t* device, uint32_t flags, int intern
   atomic_init(&stream->refcount, 1);
   stream->device = device;
   stream->handle = handle;
-  stream->internal = internal;
-  if (!internal) bp_context_retain(plugin->context);
+  bp_context_retain(plugin->context);
   *out_stream = stream;
   stream = NULL;
 
@@ -49,7 +45,7 @@ bp_status_t bp_stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** 
                      "bp_stream_create: device and out_stream must not be NULL");
   if (flags != 0)
     return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown flags 0x%x", flags);
-  return stream_create(device, flags, 0, out_stream);
+  return stream_create(device, flags, out_stream);
 }
 
 void bp_stream_retain(bp_stream_t* stream) {
@@ -59,7 +55,7 @@ void bp_stream_retain(bp_stream_t* stream) {
 void bp_stream_release(bp_stream_t* stream) {
   if (!stream) return;
   if (atomic_fetch_sub_explicit(&stream->refcount, 1, memory_order_acq_rel) != 1) return;
-  bp_context_t* context = stream->internal ? NULL : stream->device->plugin->context;
+  bp_context_t* context = stream->device->plugin->context;
   /* The plugin's stream_destroy waits for pending work before freeing. */
   stream->device->plugin->core.stream_destroy(stream->handle);
   free(stream);
@@ -91,23 +87,4 @@ bp_status_t bp_stream_query(bp_stream_t* stream) {
   bp_status_t status = plugin->core.stream_query(stream->handle);
   if (status == BP_OK || status == BP_NOT_READY) return status;
   return bp__plugin_error(plugin, status, "stream_query");
-}
-
-bp_status_t bp__device_internal_stream(bp_device_t* device, bp_stream_t** out_stream) {
-  bp_status_t status = BP_OK;
-  pthread_mutex_lock(&device->lock);
-  if (!device->internal_stream) status = stream_create(device, 0, 1, &device->internal_stream);
-  if (status == BP_OK) *out_stream = device->internal_stream;
-  pthread_mutex_unlock(&device->lock);
-  return status;
-}
-
-void bp__device_release_internal(bp_device_t* device) {
-  bp_stream_t* stream = NULL;
-  if (!device) return;
-  pthread_mutex_lock(&device->lock);
-  stream = device->internal_stream;
-  device->internal_stream = NULL;
-  pthread_mutex_unlock(&device->lock);
-  bp_stream_release(stream);
 }

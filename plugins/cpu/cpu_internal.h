@@ -91,6 +91,10 @@ CPU_HIDDEN bp_status_t cpu_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_
 CPU_HIDDEN bp_status_t cpu_launch_op(bpp_stream_t stream, const bp_op_call_t* call);
 /* Parallel memcpy (large sizes split over the pool). */
 CPU_HIDDEN void cpu_memcpy(void* dst, const void* src, uint64_t size);
+/* BP_OK when [off, off + size) lies inside buffer `b` (overflow-safe); else
+ * INVALID_ARGUMENT (NULL b) or OUT_OF_RANGE, with a message naming `what`. */
+CPU_HIDDEN bp_status_t cpu_check_range(const char* what, bpp_buffer_t b, uint64_t off,
+                                       uint64_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Op metadata and execution (cpu_ops.c and kernel files)                    */

@@ -305,9 +305,8 @@ static void buffer_release(bpp_buffer_t b) {
 
 static bp_status_t buffer_map(bpp_buffer_t b, uint64_t off, uint64_t size, void** out) {
   if (!b || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_map: NULL argument");
-  if (off > b->size || size > b->size - off)
-    return cpu_error(BP_OUT_OF_RANGE, "cpu: buffer_map: range [%llu, +%llu) exceeds %llu bytes",
-                     (unsigned long long)off, (unsigned long long)size, (unsigned long long)b->size);
+  bp_status_t st = cpu_check_range("buffer_map", b, off, size);
+  if (st != BP_OK) return st;
   *out = b->ptr + off;
   return BP_OK;
 }

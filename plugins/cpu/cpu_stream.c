@@ -340,7 +340,7 @@ bp_status_t cpu_stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user) 
 /* ------------------------------------------------------------------------ */
 /* Copies and fills                                                          */
 /* ------------------------------------------------------------------------ */
-static bp_status_t check_range(const char* what, bpp_buffer_t b, uint64_t off, uint64_t size) {
+bp_status_t cpu_check_range(const char* what, bpp_buffer_t b, uint64_t off, uint64_t size) {
   if (!b) return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: NULL buffer", what);
   if (off > b->size || size > b->size - off)
     return cpu_error(BP_OUT_OF_RANGE,
@@ -364,7 +364,7 @@ bp_status_t cpu_copy_h2d(bpp_stream_t s, const void* src, bpp_buffer_t dst, uint
                          uint64_t size) {
   bp_status_t st;
   if (!s || (!src && size)) return cpu_error(BP_INVALID_ARGUMENT, "cpu: copy_host_to_device: NULL %s", s ? "source" : "stream");
-  if ((st = check_range("copy_host_to_device destination", dst, dst_off, size))) return st;
+  if ((st = cpu_check_range("copy_host_to_device destination", dst, dst_off, size))) return st;
   return enqueue_copy(s, dst->ptr + dst_off, src, size);
 }
 
@@ -372,7 +372,7 @@ bp_status_t cpu_copy_d2h(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, voi
                          uint64_t size) {
   bp_status_t st;
   if (!s || (!dst && size)) return cpu_error(BP_INVALID_ARGUMENT, "cpu: copy_device_to_host: NULL %s", s ? "destination" : "stream");
-  if ((st = check_range("copy_device_to_host source", src, src_off, size))) return st;
+  if ((st = cpu_check_range("copy_device_to_host source", src, src_off, size))) return st;
   return enqueue_copy(s, dst, src->ptr + src_off, size);
 }
 
@@ -380,8 +380,8 @@ bp_status_t cpu_copy_d2d(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, bpp
                          uint64_t dst_off, uint64_t size) {
   bp_status_t st;
   if (!s) return cpu_error(BP_INVALID_ARGUMENT, "cpu: copy_device_to_device: NULL stream");
-  if ((st = check_range("copy source", src, src_off, size))) return st;
-  if ((st = check_range("copy destination", dst, dst_off, size))) return st;
+  if ((st = cpu_check_range("copy source", src, src_off, size))) return st;
+  if ((st = cpu_check_range("copy destination", dst, dst_off, size))) return st;
   return enqueue_copy(s, dst->ptr + dst_off, src->ptr + src_off, size);
 }
 
@@ -394,7 +394,7 @@ bp_status_t cpu_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off, uint
   if (size % psize)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_fill: size %llu is not a multiple of the %u-byte pattern",
                      (unsigned long long)size, psize);
-  if ((st = check_range("buffer_fill", buf, off, size))) return st;
+  if ((st = cpu_check_range("buffer_fill", buf, off, size))) return st;
   if (size == 0) return BP_OK;
   cpu_cmd_t* c = begin_cmd(s, CMD_FILL);
   c->u.fill.dst = buf->ptr + off;
@@ -544,10 +544,13 @@ bp_status_t cpu_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
   if (!cpu_op_implemented(op))
     return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s (id %u) has no CPU kernel", cpu_op_name(op), op);
   int nin = cpu_op_num_inputs(op), nout = cpu_op_num_outputs(op);
-  if ((nin >= 0 && call->num_inputs != (uint32_t)nin) || (nin < 0 && call->num_inputs == 0) ||
-      call->num_inputs > CPU_MAX_OPERANDS)
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: %u inputs given, expected %d", cpu_op_name(op),
-                     call->num_inputs, nin < 0 ? 1 : nin);
+  if ((nin >= 0 && call->num_inputs != (uint32_t)nin) || (nin < 0 && call->num_inputs == 0))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: %u inputs given, expected %s%d",
+                     cpu_op_name(op), call->num_inputs, nin < 0 ? "at least " : "",
+                     nin < 0 ? 1 : nin);
+  if (call->num_inputs > CPU_MAX_OPERANDS)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: %u inputs given, at most %u supported",
+                     cpu_op_name(op), call->num_inputs, CPU_MAX_OPERANDS);
   if (call->num_outputs != (uint32_t)nout)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: %u outputs given, expected %d", cpu_op_name(op),
                      call->num_outputs, nout);

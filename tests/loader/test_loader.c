@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backplane/backplane.h"
+#include "test_util.h"
 
 typedef struct fixture {
   char dir[64];       /* temp folder for manifests */
@@ -98,17 +99,6 @@ static void write_manifest(const char* dir, const char* file, const char* name, 
   write_file(dir, file, text);
 }
 
-static bp_context_t* create_bare(void) {
-  bp_context_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.flags = BP_CONTEXT_NO_DISCOVERY;
-  bp_context_t* ctx = NULL;
-  assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
-  assert_non_null(ctx);
-  return ctx;
-}
-
 static bp_status_t create_with(const char* plugin_path, const char* select, const char* disable,
                                bp_context_t** out) {
   bp_context_options_t o;
@@ -147,7 +137,7 @@ static void assert_contains(const char* haystack, const char* needle) {
 
 static void test_good_plugin_loads(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   assert_int_equal(bp_context_plugin_count(ctx), 0);
   bp_plugin_t* plugin = NULL;
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("good"), &plugin), BP_OK);
@@ -211,7 +201,7 @@ static void test_good_plugin_loads(void** state) {
 
 static void test_find_device(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("good"), NULL), BP_OK);
   bp_device_t *d0 = NULL, *d1 = NULL, *found = NULL;
   assert_int_equal(bp_context_device(ctx, 0, &d0), BP_OK);
@@ -235,7 +225,7 @@ static void test_find_device(void** state) {
 
 static void test_retain_release(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("good"), NULL), BP_OK);
   bp_context_retain(ctx);
   bp_context_release(ctx);
@@ -247,7 +237,7 @@ static void test_retain_release(void** state) {
 static void test_instance_options_from_env(void** state) {
   (void)state;
   setenv("BACKPLANE_GOOD_OPTIONS", "devices=3", 1);
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("good"), &plugin), BP_OK);
   assert_int_equal(info_of(plugin).device_count, 3);
@@ -255,7 +245,7 @@ static void test_instance_options_from_env(void** state) {
   bp_context_release(ctx);
 
   setenv("BACKPLANE_GOOD_OPTIONS", "devices=99", 1);
-  ctx = create_bare();
+  ctx = bp_test_context_bare();
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("good"), &plugin), BP_INVALID_ARGUMENT);
   bp_plugin_info_t info = info_of(plugin);
   assert_int_equal(info.state, BP_PLUGIN_SKIPPED);
@@ -267,7 +257,7 @@ static void test_instance_options_from_env(void** state) {
 /* ---- every bad plugin: skipped with its reason -------------------------- */
 
 static void expect_skipped(const char* which, bp_status_t code, const char* cause) {
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   bp_status_t status = bp_context_register_plugin(ctx, fake_lib(which), &plugin);
   assert_int_equal(status, code);
@@ -318,7 +308,7 @@ BAD_PLUGINS(BAD_PLUGIN_TEST)
 static void test_skipped_names(void** state) {
   (void)state;
   /* Failing before the name is known: the record is named by the file. */
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   bp_context_register_plugin(ctx, fake_lib("no_entry"), &plugin);
   assert_string_equal(info_of(plugin).name, "libbp_fake_no_entry.so");
@@ -335,7 +325,7 @@ static void test_skipped_names(void** state) {
 
 static void test_newer_minor_works_at_agreed_version(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("newer_minor"), &plugin), BP_OK);
   bp_plugin_info_t info = info_of(plugin);
@@ -357,7 +347,7 @@ static void test_newer_minor_works_at_agreed_version(void** state) {
 
 static void test_older_table_missing_slots_read_null(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   assert_int_equal(bp_context_register_plugin(ctx, fake_lib("older_table"), &plugin), BP_OK);
   const bp_plugin_vtable_t* vt = bp_plugin_vtable(plugin);
@@ -376,7 +366,7 @@ static void test_older_table_missing_slots_read_null(void** state) {
 
 static void test_register_errors(void** state) {
   fixture_t* f = *state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   char missing[PATH_MAX];
   snprintf(missing, sizeof(missing), "%s/libbp_nothing_here.so", f->dir);
@@ -401,7 +391,7 @@ static void test_register_errors(void** state) {
 
 static void test_register_relative_path_and_manifest(void** state) {
   fixture_t* f = *state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   /* Explicit registration accepts a path relative to the current folder. */
   assert_int_equal(chdir(fake_dir()), 0);
   bp_plugin_t* plugin = NULL;
@@ -743,7 +733,7 @@ static void test_null_arguments(void** state) {
   assert_int_equal(bp_context_create(&o, &ctx), BP_INVALID_ARGUMENT);
   assert_null(ctx);
 
-  ctx = create_bare();
+  ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   bp_device_t* dev = NULL;
   assert_int_equal(bp_context_register_plugin(NULL, fake_lib("good"), NULL), BP_INVALID_ARGUMENT);
@@ -834,7 +824,7 @@ static void* thread_error(void* arg) {
 
 static void test_messages_are_per_thread(void** state) {
   (void)state;
-  bp_context_t* ctx = create_bare();
+  bp_context_t* ctx = bp_test_context_bare();
   bp_device_t* dev = NULL;
   assert_int_equal(bp_context_device(ctx, 7, &dev), BP_OUT_OF_RANGE);
   char mine[256];

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "backplane/backplane.h"
+#include "test_util.h"
 
 /* ---- deterministic random numbers (xorshift64*) ------------------------- */
 
@@ -313,12 +314,7 @@ static void check_record(const bp_plugin_t* plugin) {
 
 /* Registers the manifest at `path` on a bare context. */
 static void load_registered(const char* path, uint32_t i, uint32_t* loaded) {
-  bp_context_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.flags = BP_CONTEXT_NO_DISCOVERY;
-  bp_context_t* ctx = NULL;
-  assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   bp_status_t st = bp_context_register_plugin(ctx, path, &plugin);
   if (st == BP_OK) {
@@ -462,9 +458,7 @@ static void test_exact_outcomes(void** state) {
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
     make_manifest(&b, f, 0, cases[i].field, cases[i].value);
     write_bytes(f->case_path, &b);
-    bp_context_options_t o = {.struct_size = sizeof(o), .flags = BP_CONTEXT_NO_DISCOVERY};
-    bp_context_t* ctx = NULL;
-    assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
+    bp_context_t* ctx = bp_test_context_bare();
     bp_status_t st = bp_context_register_plugin(ctx, f->case_path, NULL);
     if (st != cases[i].code || !strstr(bp_status_message(), cases[i].needle))
       fail_msg("case %zu: got %s '%s', expected %s with '%s'", i, bp_status_name(st),
@@ -480,9 +474,7 @@ static void test_exact_outcomes(void** state) {
       if (nul) bytes_append(&b, "", 1);
       bytes_puts(&b, tails[i]);
       write_bytes(f->case_path, &b);
-      bp_context_options_t o = {.struct_size = sizeof(o), .flags = BP_CONTEXT_NO_DISCOVERY};
-      bp_context_t* ctx = NULL;
-      assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
+      bp_context_t* ctx = bp_test_context_bare();
       bp_status_t st = bp_context_register_plugin(ctx, f->case_path, NULL);
       assert_int_equal(st, BP_INVALID_ARGUMENT);
       if (!strstr(bp_status_message(), nul ? "NUL byte" : "not valid JSON"))
@@ -507,9 +499,7 @@ static void test_odd_files(void** state) {
   /* A FIFO named like a manifest: refused, never opened for a blocking read. */
   snprintf(path, sizeof(path), "%s/fifo.json", f->dir);
   assert_int_equal(mkfifo(path, 0600), 0);
-  bp_context_options_t o = {.struct_size = sizeof(o), .flags = BP_CONTEXT_NO_DISCOVERY};
-  bp_context_t* ctx = NULL;
-  assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
+  bp_context_t* ctx = bp_test_context_bare();
   assert_int_equal(bp_context_register_plugin(ctx, path, NULL), BP_INVALID_ARGUMENT);
   assert_non_null(strstr(bp_status_message(), "not a regular file"));
   bp_context_release(ctx);
@@ -534,12 +524,7 @@ static void test_still_works(void** state) {
   (void)state;
   char path[PATH_MAX];
   snprintf(path, sizeof(path), "%s/libbp_fake_good.so", getenv("BACKPLANE_TEST_FAKE_DIR"));
-  bp_context_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.flags = BP_CONTEXT_NO_DISCOVERY;
-  bp_context_t* ctx = NULL;
-  assert_int_equal(bp_context_create(&o, &ctx), BP_OK);
+  bp_context_t* ctx = bp_test_context_bare();
   bp_plugin_t* plugin = NULL;
   assert_int_equal(bp_context_register_plugin(ctx, path, &plugin), BP_OK);
   assert_non_null(plugin);

@@ -291,6 +291,14 @@ static void make_outputs(const op_case_t* c, bp_device_t* dev, bp_tensor_t** out
     out[k] = filled(dev, c->out[k].dtype, c->out[k].rank, c->out[k].sizes, 0x5A);
 }
 
+/* find_valid, then for a valid call its outputs in given[0..3] (NULL
+ * otherwise). Everything is released by ops_release_all. */
+static void find_valid_with_outputs(op_case_t* c, uint32_t op, bp_tensor_t* given[4]) {
+  memset(given, 0, 4 * sizeof(given[0]));
+  find_valid(c, op);
+  if (c->valid) make_outputs(c, g_dev, given);
+}
+
 /* ---- families without a valid call ---------------------------------------- */
 
 static void test_null_stream_and_op_ids(void** state) {
@@ -299,9 +307,8 @@ static void test_null_stream_and_op_ids(void** state) {
   const bp_tensor_t* in[8] = {NULL};
   for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
     op_case_t c;
-    find_valid(&c, op);
-    bp_tensor_t* given[4] = {NULL};
-    if (c.valid) make_outputs(&c, g_dev, given);
+    bp_tensor_t* given[4];
+    find_valid_with_outputs(&c, op, given);
     check_run("NULL stream", op, NULL, c.in, c.num_inputs, c.attrs_ptr, given, c.info.num_outputs,
               INVALID, 0);
     check_run("NULL stream, NULL everything", op, NULL, NULL, 0, NULL, NULL, 0, INVALID, 0);
@@ -346,9 +353,8 @@ static void test_null_required_inputs(void** state) {
   (void)state;
   for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
     op_case_t c;
-    find_valid(&c, op);
-    bp_tensor_t* given[4] = {NULL};
-    if (c.valid) make_outputs(&c, g_dev, given);
+    bp_tensor_t* given[4];
+    find_valid_with_outputs(&c, op, given);
     for (uint32_t i = 0; i < c.num_inputs; ++i) {
       if (input_optional(&c, i)) continue;
       /* `self` of a binary op may be NULL with BP_BINARY_SELF_IS_SCALAR;
@@ -370,9 +376,8 @@ static void test_attrs_struct_size(void** state) {
   static const uint32_t sizes[] = {0, 1, 2, 3, 4097, 0x7fffffffu, 0xffffffffu};
   for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
     op_case_t c;
-    find_valid(&c, op);
-    bp_tensor_t* given[4] = {NULL};
-    if (c.valid) make_outputs(&c, g_dev, given);
+    bp_tensor_t* given[4];
+    find_valid_with_outputs(&c, op, given);
     uint64_t attrs[512];
     for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); ++s) {
       memcpy(attrs, c.attrs, sizeof(attrs));
@@ -442,9 +447,8 @@ static void test_attrs_bad_fields(void** state) {
   uint32_t hits = 0;
   for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
     op_case_t c;
-    find_valid(&c, op);
-    bp_tensor_t* given[4] = {NULL};
-    if (c.valid) make_outputs(&c, g_dev, given);
+    bp_tensor_t* given[4];
+    find_valid_with_outputs(&c, op, given);
     for (size_t f = 0; f < sizeof(g_bad_fields) / sizeof(g_bad_fields[0]); ++f) {
       const bad_field_t* b = &g_bad_fields[f];
       if (b->kind != g_op_attrs[op]) continue;
@@ -473,9 +477,8 @@ static void test_operands_on_another_device(void** state) {
   (void)state;
   for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
     op_case_t c;
-    find_valid(&c, op);
-    bp_tensor_t* given[4] = {NULL};
-    if (c.valid) make_outputs(&c, g_dev, given);
+    bp_tensor_t* given[4];
+    find_valid_with_outputs(&c, op, given);
     for (uint32_t i = 0; i < c.num_inputs; ++i) {
       if (c.in[i] == NULL) continue;
       const bp_tensor_t* in[8];

@@ -20,6 +20,15 @@
 /* Sets the calling thread's message and returns `status`. */
 BP__HIDDEN bp_status_t bp__error(bp_status_t status, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Returns BP_INVALID_ARGUMENT from the enclosing function, with the message
+ * "<fn>: argument '<arg>' is NULL", when the pointer `arg` is NULL. Checks
+ * one argument, so the message names exactly the one that was NULL. Use it
+ * only where nothing needs releasing yet: it returns at once. */
+#define BP__REQUIRE_ARG(fn, arg)                                                      \
+  do {                                                                                \
+    if (!(arg))                                                                       \
+      return bp__error(BP_INVALID_ARGUMENT, "%s: argument '%s' is NULL", (fn), #arg); \
+  } while (0)
 /* After a plugin call failed: keeps the plugin's reported message (or a
  * generic one when it reported none), prefixed with "<plugin>: <what>: ". */
 BP__HIDDEN bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t status,

@@ -56,10 +56,9 @@ bp_status_t bp__query_support_checked(const bp_device_t* device, const bp_op_cal
 
 bp_status_t bp_device_query_support(const bp_device_t* device, const bp_op_call_t* call,
                                     bp_support_t* out_support) {
-  if (device == NULL || call == NULL || out_support == NULL) {
-    return bp__error(BP_INVALID_ARGUMENT, "bp_device_query_support: %s is NULL",
-                     device == NULL ? "device" : call == NULL ? "call" : "out_support");
-  }
+  BP__REQUIRE_ARG("bp_device_query_support", device);
+  BP__REQUIRE_ARG("bp_device_query_support", call);
+  BP__REQUIRE_ARG("bp_device_query_support", out_support);
   if (call->struct_size < BP_OP_CALL_V1_SIZE) {
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_device_query_support: call->struct_size = %u (expected >= %u)",
@@ -86,10 +85,8 @@ bp_status_t bp_device_query_support(const bp_device_t* device, const bp_op_call_
 }
 
 bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_caps_t* out_caps) {
-  if (device == NULL || out_caps == NULL) {
-    return bp__error(BP_INVALID_ARGUMENT, "bp_device_query_fusion: %s is NULL",
-                     device == NULL ? "device" : "out_caps");
-  }
+  BP__REQUIRE_ARG("bp_device_query_fusion", device);
+  BP__REQUIRE_ARG("bp_device_query_fusion", out_caps);
   if (out_caps->struct_size < sizeof(bp_fusion_caps_t)) {
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_device_query_fusion: out_caps->struct_size = %u (set it to "

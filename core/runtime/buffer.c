@@ -30,9 +30,8 @@ bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind, uint64
   int mutex_ready = 0;
 
   bp__clear_error();
-  if (!device || !out_buffer)
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_buffer_allocate: device and out_buffer must not be NULL");
+  BP__REQUIRE_ARG("bp_buffer_allocate", device);
+  BP__REQUIRE_ARG("bp_buffer_allocate", out_buffer);
   if (memory_kind >= BP_MEMORY_KIND_COUNT_)
     return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: unknown memory kind %u",
                      memory_kind);
@@ -140,8 +139,8 @@ bp_device_t* bp_buffer_device(const bp_buffer_t* buffer) { return buffer ? buffe
 
 bp_status_t bp_buffer_map(bp_buffer_t* buffer, uint64_t offset, uint64_t size, void** out_ptr) {
   bp__clear_error();
-  if (!buffer || !out_ptr)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_map: buffer and out_ptr must not be NULL");
+  BP__REQUIRE_ARG("bp_buffer_map", buffer);
+  BP__REQUIRE_ARG("bp_buffer_map", out_ptr);
   if (bp__range_outside(offset, size, buffer->size))
     return bp__error(
         BP_OUT_OF_RANGE, "bp_buffer_map: range [%llu, +%llu) exceeds the buffer size %llu",
@@ -159,7 +158,7 @@ bp_status_t bp_buffer_map(bp_buffer_t* buffer, uint64_t offset, uint64_t size, v
 
 bp_status_t bp_buffer_unmap(bp_buffer_t* buffer) {
   bp__clear_error();
-  if (!buffer) return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_unmap: buffer must not be NULL");
+  BP__REQUIRE_ARG("bp_buffer_unmap", buffer);
   const bp_plugin_t* plugin = buffer->device->plugin;
   if (!plugin->core.buffer_unmap)
     return bp__error(BP_UNIMPLEMENTED, "bp_buffer_unmap: plugin %s implements no buffer_unmap",

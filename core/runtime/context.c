@@ -35,7 +35,7 @@ BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
   bp__clear_error();
   bp_status_t status = BP_OK;
   bp_context_t* context = NULL;
-  if (!out_context) return bp__error(BP_INVALID_ARGUMENT, "bp_context_create: out_context is NULL");
+  BP__REQUIRE_ARG("bp_context_create", out_context);
   if (options && options->struct_size < BP__CONTEXT_OPTIONS_V1_SIZE) {
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_context_create: options->struct_size is %u, expected at least %zu "
@@ -126,8 +126,7 @@ bp_status_t bp__context_add_plugin(bp_context_t* context, bp_plugin_t* plugin) {
 BP_API bp_status_t bp_context_register_plugin(bp_context_t* context, const char* path,
                                               bp_plugin_t** out_plugin) {
   bp__clear_error();
-  if (!context)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_context_register_plugin: context is NULL");
+  BP__REQUIRE_ARG("bp_context_register_plugin", context);
   if (!path || !*path)
     return bp__error(BP_INVALID_ARGUMENT, "bp_context_register_plugin: path is NULL or empty");
   /* The caller named this file, so a relative path is taken relative to the
@@ -178,9 +177,8 @@ BP_API uint32_t bp_context_plugin_count(const bp_context_t* context) {
 BP_API bp_status_t bp_context_plugin(const bp_context_t* context, uint32_t index,
                                      bp_plugin_t** out_plugin) {
   bp__clear_error();
-  if (!context || !out_plugin)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_context_plugin: %s is NULL",
-                     !context ? "context" : "out_plugin");
+  BP__REQUIRE_ARG("bp_context_plugin", context);
+  BP__REQUIRE_ARG("bp_context_plugin", out_plugin);
   bp_status_t status = BP_OK;
   context_lock(context);
   if (index >= context->plugin_count) {
@@ -196,11 +194,9 @@ BP_API bp_status_t bp_context_plugin(const bp_context_t* context, uint32_t index
 BP_API bp_status_t bp_context_find_plugin(const bp_context_t* context, const char* name,
                                           bp_plugin_t** out_plugin) {
   bp__clear_error();
-  if (!context || !name || !out_plugin)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_context_find_plugin: %s is NULL",
-                     !context ? "context"
-                     : !name  ? "name"
-                              : "out_plugin");
+  BP__REQUIRE_ARG("bp_context_find_plugin", context);
+  BP__REQUIRE_ARG("bp_context_find_plugin", name);
+  BP__REQUIRE_ARG("bp_context_find_plugin", out_plugin);
   bp_status_t status = BP_OK;
   context_lock(context);
   bp_plugin_t* plugin = bp__context_plugin_by_name(context, name);
@@ -230,9 +226,8 @@ BP_API uint32_t bp_context_device_count(const bp_context_t* context) {
 BP_API bp_status_t bp_context_device(const bp_context_t* context, uint32_t index,
                                      bp_device_t** out_device) {
   bp__clear_error();
-  if (!context || !out_device)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_context_device: %s is NULL",
-                     !context ? "context" : "out_device");
+  BP__REQUIRE_ARG("bp_context_device", context);
+  BP__REQUIRE_ARG("bp_context_device", out_device);
   bp_status_t status = BP_OK;
   context_lock(context);
   if (index >= context->device_count) {
@@ -248,11 +243,9 @@ BP_API bp_status_t bp_context_device(const bp_context_t* context, uint32_t index
 BP_API bp_status_t bp_context_find_device(const bp_context_t* context, const char* spec,
                                           bp_device_t** out_device) {
   bp__clear_error();
-  if (!context || !spec || !out_device)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_context_find_device: %s is NULL",
-                     !context ? "context"
-                     : !spec  ? "spec"
-                              : "out_device");
+  BP__REQUIRE_ARG("bp_context_find_device", context);
+  BP__REQUIRE_ARG("bp_context_find_device", spec);
+  BP__REQUIRE_ARG("bp_context_find_device", out_device);
   char name[BP_MAX_NAME];
   uint32_t index = 0;
   const char* colon = strchr(spec, ':');

@@ -24,8 +24,9 @@ bp_status_t bp_copy_host_to_buffer(bp_stream_t* stream, const void* src, bp_buff
   static const char fn[] = "bp_copy_host_to_buffer";
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!stream || !dst || (!src && size))
-    return bp__error(BP_INVALID_ARGUMENT, "%s: stream, src and dst must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, stream);
+  if (size) BP__REQUIRE_ARG(fn, src); /* NULL is fine for an empty copy */
+  BP__REQUIRE_ARG(fn, dst);
   if (stream->device != dst->device)
     return bp__error(BP_INVALID_ARGUMENT, "%s: stream of %s cannot write a buffer of %s", fn,
                      stream->device->name, dst->device->name);
@@ -45,8 +46,9 @@ bp_status_t bp_copy_buffer_to_host(bp_stream_t* stream, bp_buffer_t* src, uint64
   static const char fn[] = "bp_copy_buffer_to_host";
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!stream || !src || (!dst && size))
-    return bp__error(BP_INVALID_ARGUMENT, "%s: stream, src and dst must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, stream);
+  BP__REQUIRE_ARG(fn, src);
+  if (size) BP__REQUIRE_ARG(fn, dst); /* NULL is fine for an empty copy */
   if (stream->device != src->device)
     return bp__error(BP_INVALID_ARGUMENT, "%s: stream of %s cannot read a buffer of %s", fn,
                      stream->device->name, src->device->name);
@@ -93,8 +95,9 @@ bp_status_t bp_copy_buffer(bp_stream_t* stream, bp_buffer_t* src, uint64_t src_o
   bp_stream_t* other = NULL; /* temporary stream of the device `stream` is not on */
 
   bp__clear_error();
-  if (!stream || !src || !dst)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: stream, src and dst must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, stream);
+  BP__REQUIRE_ARG(fn, src);
+  BP__REQUIRE_ARG(fn, dst);
   if (stream->device != src->device && stream->device != dst->device)
     return bp__error(BP_INVALID_ARGUMENT,
                      "%s: stream of %s belongs to neither the source (%s) nor the destination (%s)",

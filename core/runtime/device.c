@@ -92,9 +92,8 @@ BP_API bp_status_t bp_device_memory_spaces(const bp_device_t* device, uint32_t c
                                            bp_memory_space_info_t* out_spaces,
                                            uint32_t* out_count) {
   bp__clear_error();
-  if (!device || !out_count)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_device_memory_spaces: %s is NULL",
-                     !device ? "device" : "out_count");
+  BP__REQUIRE_ARG("bp_device_memory_spaces", device);
+  BP__REQUIRE_ARG("bp_device_memory_spaces", out_count);
   if (capacity > 0 && !out_spaces)
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_device_memory_spaces: out_spaces is NULL but capacity is %u", capacity);

@@ -10,8 +10,8 @@ bp_status_t bp_event_create(bp_device_t* device, uint32_t flags, bp_event_t** ou
   bpp_event_t handle = NULL;
 
   bp__clear_error();
-  if (!device || !out_event)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_event_create: device and out_event must not be NULL");
+  BP__REQUIRE_ARG("bp_event_create", device);
+  BP__REQUIRE_ARG("bp_event_create", out_event);
   if (flags & ~(uint32_t)BP_EVENT_TIMING)
     return bp__error(BP_INVALID_ARGUMENT, "bp_event_create: unknown flags 0x%x", flags);
   const bp_plugin_t* plugin = device->plugin;
@@ -58,8 +58,8 @@ void bp_event_release(bp_event_t* event) {
 
 bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream) {
   bp__clear_error();
-  if (!event || !stream)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_event_record: event and stream must not be NULL");
+  BP__REQUIRE_ARG("bp_event_record", event);
+  BP__REQUIRE_ARG("bp_event_record", stream);
   if (event->device != stream->device)
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_event_record: event of %s cannot be recorded on a stream of %s",
@@ -89,9 +89,8 @@ static void wait_event_host_func(void* user_data) {
 bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event) {
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!stream || !event)
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_stream_wait_event: stream and event must not be NULL");
+  BP__REQUIRE_ARG("bp_stream_wait_event", stream);
+  BP__REQUIRE_ARG("bp_stream_wait_event", event);
   /* An event never recorded is complete (as cuStreamWaitEvent). */
   if (!atomic_load(&event->recorded)) return BP_OK;
   const bp_plugin_t* waiter = stream->device->plugin;
@@ -122,7 +121,7 @@ bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event) {
 
 bp_status_t bp_event_query(bp_event_t* event) {
   bp__clear_error();
-  if (!event) return bp__error(BP_INVALID_ARGUMENT, "bp_event_query: event must not be NULL");
+  BP__REQUIRE_ARG("bp_event_query", event);
   if (!atomic_load(&event->recorded)) return BP_OK;
   const bp_plugin_t* plugin = event->device->plugin;
   if (!plugin->core.event_query)
@@ -134,7 +133,7 @@ bp_status_t bp_event_query(bp_event_t* event) {
 
 bp_status_t bp_event_synchronize(bp_event_t* event) {
   bp__clear_error();
-  if (!event) return bp__error(BP_INVALID_ARGUMENT, "bp_event_synchronize: event must not be NULL");
+  BP__REQUIRE_ARG("bp_event_synchronize", event);
   if (!atomic_load(&event->recorded)) return BP_OK;
   const bp_plugin_t* plugin = event->device->plugin;
   if (!plugin->core.event_synchronize)
@@ -147,9 +146,9 @@ bp_status_t bp_event_synchronize(bp_event_t* event) {
 
 bp_status_t bp_event_elapsed_ns(bp_event_t* start, bp_event_t* end, uint64_t* out_ns) {
   bp__clear_error();
-  if (!start || !end || !out_ns)
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_event_elapsed_ns: start, end and out_ns must not be NULL");
+  BP__REQUIRE_ARG("bp_event_elapsed_ns", start);
+  BP__REQUIRE_ARG("bp_event_elapsed_ns", end);
+  BP__REQUIRE_ARG("bp_event_elapsed_ns", out_ns);
   if (!(start->flags & BP_EVENT_TIMING) || !(end->flags & BP_EVENT_TIMING))
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_event_elapsed_ns: both events must be created with BP_EVENT_TIMING");

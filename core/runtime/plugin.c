@@ -25,9 +25,8 @@ void bp__plugin_destroy(bp_plugin_t* plugin) {
 
 BP_API bp_status_t bp_plugin_get_info(const bp_plugin_t* plugin, bp_plugin_info_t* out_info) {
   bp__clear_error();
-  if (!plugin || !out_info)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_plugin_get_info: %s is NULL",
-                     !plugin ? "plugin" : "out_info");
+  BP__REQUIRE_ARG("bp_plugin_get_info", plugin);
+  BP__REQUIRE_ARG("bp_plugin_get_info", out_info);
   if (out_info->struct_size < sizeof(bp_plugin_info_t))
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_plugin_get_info: out_info->struct_size is %u, expected at least %zu "
@@ -59,9 +58,8 @@ BP_API const bp_plugin_vtable_t* bp_plugin_vtable(const bp_plugin_t* plugin) {
 BP_API bp_status_t bp_plugin_device(const bp_plugin_t* plugin, uint32_t index,
                                     bp_device_t** out_device) {
   bp__clear_error();
-  if (!plugin || !out_device)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_plugin_device: %s is NULL",
-                     !plugin ? "plugin" : "out_device");
+  BP__REQUIRE_ARG("bp_plugin_device", plugin);
+  BP__REQUIRE_ARG("bp_plugin_device", out_device);
   if (plugin->state != BP_PLUGIN_LOADED)
     return bp__error(plugin->reason_code, "plugin '%s' was skipped: %s", plugin->name,
                      plugin->reason ? plugin->reason : "");

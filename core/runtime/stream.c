@@ -40,9 +40,8 @@ cleanup:
 
 bp_status_t bp_stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream) {
   bp__clear_error();
-  if (!device || !out_stream)
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_stream_create: device and out_stream must not be NULL");
+  BP__REQUIRE_ARG("bp_stream_create", device);
+  BP__REQUIRE_ARG("bp_stream_create", out_stream);
   if (flags != 0)
     return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown flags 0x%x", flags);
   return stream_create(device, flags, out_stream);
@@ -66,8 +65,7 @@ bp_device_t* bp_stream_device(const bp_stream_t* stream) { return stream ? strea
 
 bp_status_t bp_stream_synchronize(bp_stream_t* stream) {
   bp__clear_error();
-  if (!stream)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_synchronize: stream must not be NULL");
+  BP__REQUIRE_ARG("bp_stream_synchronize", stream);
   const bp_plugin_t* plugin = stream->device->plugin;
   if (!plugin->core.stream_synchronize)
     return bp__error(BP_UNIMPLEMENTED, "bp_stream_synchronize: plugin %s lacks stream_synchronize",
@@ -79,7 +77,7 @@ bp_status_t bp_stream_synchronize(bp_stream_t* stream) {
 
 bp_status_t bp_stream_query(bp_stream_t* stream) {
   bp__clear_error();
-  if (!stream) return bp__error(BP_INVALID_ARGUMENT, "bp_stream_query: stream must not be NULL");
+  BP__REQUIRE_ARG("bp_stream_query", stream);
   const bp_plugin_t* plugin = stream->device->plugin;
   if (!plugin->core.stream_query)
     return bp__error(BP_UNIMPLEMENTED, "bp_stream_query: plugin %s lacks stream_query",

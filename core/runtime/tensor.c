@@ -17,7 +17,7 @@ bp_status_t bp__tensor_check_shape(const char* fn, uint32_t dtype, uint32_t rank
   if (rank > BP_MAX_RANK)
     return bp__error(BP_INVALID_ARGUMENT, "%s: rank %u exceeds the maximum %d", fn, rank,
                      BP_MAX_RANK);
-  if (rank > 0 && !sizes) return bp__error(BP_INVALID_ARGUMENT, "%s: sizes must not be NULL", fn);
+  if (rank > 0) BP__REQUIRE_ARG(fn, sizes);
   for (uint32_t d = 0; d < rank; ++d) {
     if (sizes[d] < 0)
       return bp__error(BP_INVALID_ARGUMENT, "%s: size %lld of dim %u is negative", fn,
@@ -102,8 +102,8 @@ bp_status_t bp_tensor_create(bp_device_t* device, uint32_t dtype, uint32_t rank,
   int64_t numel = 0;
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!device || !out_tensor)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: device and out_tensor must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, device);
+  BP__REQUIRE_ARG(fn, out_tensor);
   if ((status = bp__tensor_check_shape(fn, dtype, rank, sizes, NULL)) != BP_OK) return status;
   if (bp__dense_strides(rank, sizes, strides))
     return bp__error(BP_INVALID_ARGUMENT, "%s: the dense strides overflow 64 bits", fn);
@@ -119,10 +119,9 @@ bp_status_t bp_tensor_create_strided(bp_device_t* device, uint32_t dtype, uint32
   uint64_t lo = 0, hi = 0;
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!device || !out_tensor)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: device and out_tensor must not be NULL", fn);
-  if (rank > 0 && !strides)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: strides must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, device);
+  BP__REQUIRE_ARG(fn, out_tensor);
+  if (rank > 0) BP__REQUIRE_ARG(fn, strides);
   if ((status = bp__tensor_check_shape(fn, dtype, rank, sizes, strides)) != BP_OK) return status;
   if (bp__tensor_span(dtype, rank, sizes, strides, 0, &lo, &hi))
     return bp__error(BP_INVALID_ARGUMENT, "%s: the tensor's extent overflows 64 bits", fn);
@@ -136,8 +135,8 @@ bp_status_t bp_tensor_from_buffer(bp_buffer_t* buffer, uint32_t dtype, uint32_t 
   int64_t dense[BP_MAX_RANK] = {0};
   bp_status_t status = BP_OK;
   bp__clear_error();
-  if (!buffer || !out_tensor)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: buffer and out_tensor must not be NULL", fn);
+  BP__REQUIRE_ARG(fn, buffer);
+  BP__REQUIRE_ARG(fn, out_tensor);
   if ((status = bp__tensor_check_shape(fn, dtype, rank, sizes, strides)) != BP_OK) return status;
   if (byte_offset % bp_dtype_size(dtype) != 0)
     return bp__error(BP_INVALID_ARGUMENT,

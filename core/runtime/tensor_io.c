@@ -39,12 +39,9 @@ static void walk(const bp_tensor_t* t, int64_t numel, char* span, uint64_t base,
   }
 }
 
-/* Shared checks; *out_numel is the element count. */
+/* Shared checks after the NULL checks; *out_numel is the element count. */
 static bp_status_t check_io(const char* fn, bp_stream_t* stream, const bp_tensor_t* t,
-                            const void* host, uint64_t size, int64_t* out_numel) {
-  if (!stream || !t || (!host && size))
-    return bp__error(BP_INVALID_ARGUMENT, "%s: stream, tensor and host pointer must not be NULL",
-                     fn);
+                            uint64_t size, int64_t* out_numel) {
   if (stream->device != t->buffer->device)
     return bp__error(BP_INVALID_ARGUMENT, "%s: stream of %s cannot access a tensor on %s", fn,
                      stream->device->name, t->buffer->device->name);
@@ -92,8 +89,7 @@ static bp_status_t tensor_io(const char* fn, bp_stream_t* stream, const bp_tenso
   char* span = NULL;
   uint64_t lo = 0, hi = 0;
 
-  bp__clear_error();
-  if ((status = check_io(fn, stream, t, host, size, &numel)) != BP_OK) return status;
+  if ((status = check_io(fn, stream, t, size, &numel)) != BP_OK) return status;
   if (numel == 0) return bp_stream_synchronize(stream);
   if (bp_tensor_is_contiguous(t)) {
     status = to_tensor ? bp_copy_host_to_buffer(stream, host, t->buffer, t->byte_offset, size)
@@ -123,10 +119,22 @@ cleanup:
   return status;
 }
 
+/* The NULL checks live in the entry points, where each argument has its
+ * public name. A NULL host pointer is fine for an empty tensor. */
 bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const void* src, uint64_t size) {
-  return tensor_io("bp_tensor_write", stream, t, (char*)(uintptr_t)src, size, 1);
+  static const char fn[] = "bp_tensor_write";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, stream);
+  BP__REQUIRE_ARG(fn, t);
+  if (size) BP__REQUIRE_ARG(fn, src);
+  return tensor_io(fn, stream, t, (char*)(uintptr_t)src, size, 1);
 }
 
 bp_status_t bp_tensor_read(bp_stream_t* stream, const bp_tensor_t* t, void* dst, uint64_t size) {
-  return tensor_io("bp_tensor_read", stream, t, dst, size, 0);
+  static const char fn[] = "bp_tensor_read";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, stream);
+  BP__REQUIRE_ARG(fn, t);
+  if (size) BP__REQUIRE_ARG(fn, dst);
+  return tensor_io(fn, stream, t, dst, size, 0);
 }

@@ -49,11 +49,13 @@ static bp_status_t shift_offset(const char* fn, const bp_tensor_t* t, int64_t el
   return BP_OK;
 }
 
-#define CHECK_ARGS(fn, t, out)                                                          \
-  do {                                                                                  \
-    bp__clear_error();                                                                  \
-    if (!(t) || !(out))                                                                 \
-      return bp__error(BP_INVALID_ARGUMENT, "%s: tensor and out must not be NULL", fn); \
+/* Clears the message and checks the tensor and output arguments. Pass them
+ * by their public parameter names (t, out): the message quotes them. */
+#define CHECK_ARGS(fn, t, out) \
+  do {                         \
+    bp__clear_error();         \
+    BP__REQUIRE_ARG(fn, t);    \
+    BP__REQUIRE_ARG(fn, out);  \
   } while (0)
 
 /* CHECK_ARGS for the views of one existing dim: also wraps `dim` into *d. */
@@ -67,7 +69,7 @@ static bp_status_t check_dim_args(const char* fn, bp_tensor_t* t, bp_tensor_t** 
 static bp_status_t check_shape_args(const char* fn, bp_tensor_t* t, bp_tensor_t** out,
                                     uint32_t rank, const int64_t* sizes) {
   CHECK_ARGS(fn, t, out);
-  if (rank > 0 && !sizes) return bp__error(BP_INVALID_ARGUMENT, "%s: sizes must not be NULL", fn);
+  if (rank > 0) BP__REQUIRE_ARG(fn, sizes);
   if (rank > BP_MAX_RANK)
     return bp__error(BP_INVALID_ARGUMENT, "%s: rank %u exceeds the maximum %d", fn, rank,
                      BP_MAX_RANK);
@@ -118,8 +120,10 @@ bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* s
   bp_status_t status = BP_OK;
   view_desc_t v;
   CHECK_ARGS(fn, t, out);
-  if (rank > 0 && (!sizes || !strides))
-    return bp__error(BP_INVALID_ARGUMENT, "%s: sizes and strides must not be NULL", fn);
+  if (rank > 0) {
+    BP__REQUIRE_ARG(fn, sizes);
+    BP__REQUIRE_ARG(fn, strides);
+  }
   if ((status = bp__tensor_check_shape(fn, t->dtype, rank, sizes, strides)) != BP_OK) return status;
   if (storage_offset < -1)
     return bp__error(BP_INVALID_ARGUMENT, "%s: storage offset %lld is negative", fn,
@@ -145,7 +149,7 @@ bp_status_t bp_tensor_permute(bp_tensor_t* t, const int64_t* dims, bp_tensor_t**
   int seen[BP_MAX_RANK] = {0};
   view_desc_t v;
   CHECK_ARGS(fn, t, out);
-  if (t->rank > 0 && !dims) return bp__error(BP_INVALID_ARGUMENT, "%s: dims must not be NULL", fn);
+  if (t->rank > 0) BP__REQUIRE_ARG(fn, dims);
   desc_of(t, &v);
   for (uint32_t i = 0; i < t->rank; ++i) {
     int64_t d = 0;

@@ -682,7 +682,7 @@ static void test_overflowing_views(void** state) {
   assert_status(bp_tensor_from_buffer(buf, BP_DTYPE_F32, BP_MAX_RANK + 1, rank_big, NULL, 0, &t),
                 BP_INVALID_ARGUMENT, "rank");
   assert_status(bp_tensor_from_buffer(buf, BP_DTYPE_F32, 2, NULL, NULL, 0, &t),
-                BP_INVALID_ARGUMENT, "NULL");
+                BP_INVALID_ARGUMENT, "bp_tensor_from_buffer: argument 'sizes' is NULL");
   bp_tensor_t* base = NULL;
   int64_t sixteen = 16;
   assert_ok(bp_tensor_from_buffer(buf, BP_DTYPE_F32, 1, &sixteen, NULL, 0, &base));

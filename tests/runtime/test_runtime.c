@@ -42,9 +42,9 @@ static void test_buffer_allocate_errors(void** state) {
                     BP_RESOURCE_EXHAUSTED, "requested 1125899906842624 bytes");
   assert_non_null(strstr(bp_status_message(), "fake_host_a"));
   assert_status_msg(bp_buffer_allocate(NULL, BP_MEMORY_DEVICE, 16, &buf), BP_INVALID_ARGUMENT,
-                    "must not be NULL");
+                    "bp_buffer_allocate: argument 'device' is NULL");
   assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, NULL), BP_INVALID_ARGUMENT,
-                    "must not be NULL");
+                    "bp_buffer_allocate: argument 'out_buffer' is NULL");
   assert_null(buf);
   assert_int_equal(fake_used_bytes(f->a0, BP_MEMORY_DEVICE), 0);
 }
@@ -96,7 +96,8 @@ static void test_copy_bounds(void** state) {
                     "cannot read");
   assert_status_msg(bp_copy_buffer(f->sb0, buf, 0, other, 0, 8), BP_INVALID_ARGUMENT,
                     "belongs to neither");
-  assert_status_msg(bp_copy_host_to_buffer(f->sa0, NULL, buf, 0, 8), BP_INVALID_ARGUMENT, "NULL");
+  assert_status_msg(bp_copy_host_to_buffer(f->sa0, NULL, buf, 0, 8), BP_INVALID_ARGUMENT,
+                    "bp_copy_host_to_buffer: argument 'src' is NULL");
   /* Empty copies at the very end are fine. */
   assert_ok(bp_copy_host_to_buffer(f->sa0, host, buf, 32, 0));
   assert_ok(bp_copy_buffer(f->sa0, buf, 32, other, 32, 0));
@@ -167,7 +168,8 @@ static void test_stream_basics(void** state) {
   fixture_t* f = *state;
   bp_stream_t* s = NULL;
   assert_status_msg(bp_stream_create(f->a0, 0x40, &s), BP_INVALID_ARGUMENT, "unknown flags 0x40");
-  assert_status_msg(bp_stream_create(NULL, 0, &s), BP_INVALID_ARGUMENT, "NULL");
+  assert_status_msg(bp_stream_create(NULL, 0, &s), BP_INVALID_ARGUMENT,
+                    "bp_stream_create: argument 'device' is NULL");
   assert_null(s);
   assert_ok(bp_stream_create(f->b1, 0, &s));
   assert_ptr_equal(bp_stream_device(s), f->b1);
@@ -177,7 +179,8 @@ static void test_stream_basics(void** state) {
   bp_stream_release(s);
   assert_int_equal(bp_stream_query(s), BP_OK); /* still alive */
   bp_stream_release(s);
-  assert_status_msg(bp_stream_synchronize(NULL), BP_INVALID_ARGUMENT, "NULL");
+  assert_status_msg(bp_stream_synchronize(NULL), BP_INVALID_ARGUMENT,
+                    "bp_stream_synchronize: argument 'stream' is NULL");
 }
 
 static void test_event_basics(void** state) {
@@ -228,7 +231,10 @@ static void test_stream_wait_event(void** state) {
   assert_ok(bp_stream_synchronize(f->sb0));
   /* The bridge's reference is gone once its host function ran. */
   assert_int_equal(atomic_load(&ev->refcount), 1);
-  assert_status_msg(bp_stream_wait_event(NULL, ev), BP_INVALID_ARGUMENT, "NULL");
+  assert_status_msg(bp_stream_wait_event(NULL, ev), BP_INVALID_ARGUMENT,
+                    "bp_stream_wait_event: argument 'stream' is NULL");
+  assert_status_msg(bp_stream_wait_event(f->sb0, NULL), BP_INVALID_ARGUMENT,
+                    "bp_stream_wait_event: argument 'event' is NULL");
   bp_event_release(ev);
   bp_event_release(unrecorded);
 }
@@ -343,6 +349,127 @@ static void test_threads(void** state) {
   assert_int_equal(fake_used_bytes(f->a0, BP_MEMORY_DEVICE), 0);
 }
 
+/* Each NULL pointer argument is reported by its own name, one at a time in
+ * the order of the parameters, with the function's name in front. */
+#define assert_null_arg(expr, fn, arg)                                           \
+  do {                                                                           \
+    assert_int_equal((expr), BP_INVALID_ARGUMENT);                               \
+    assert_string_equal(bp_status_message(), fn ": argument '" arg "' is NULL"); \
+  } while (0)
+
+static void test_null_arguments_named(void** state) {
+  fixture_t* f = *state;
+  bp_plugin_t* plugin = NULL;
+  bp_device_t* device = NULL;
+  bp_plugin_info_t info;
+  uint32_t count = 0;
+  bp_buffer_t* buf = NULL;
+  bp_event_t* ev = NULL;
+  bp_event_t* ev2 = NULL;
+  bp_tensor_t* t = NULL;
+  bp_tensor_t* out = NULL;
+  uint64_t ns = 0;
+  void* ptr = NULL;
+  unsigned char host[16] = {0};
+  const int64_t sizes[1] = {4};
+  const int64_t strides[1] = {1};
+  const int64_t dims[1] = {0};
+  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, &buf));
+  assert_ok(bp_event_create(f->a0, BP_EVENT_TIMING, &ev));
+  assert_ok(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, &t));
+
+  assert_null_arg(bp_context_create(NULL, NULL), "bp_context_create", "out_context");
+  assert_null_arg(bp_context_register_plugin(NULL, "x", &plugin), "bp_context_register_plugin",
+                  "context");
+  assert_null_arg(bp_context_plugin(NULL, 0, &plugin), "bp_context_plugin", "context");
+  assert_null_arg(bp_context_plugin(f->ctx, 0, NULL), "bp_context_plugin", "out_plugin");
+  assert_null_arg(bp_context_find_plugin(NULL, "x", &plugin), "bp_context_find_plugin", "context");
+  assert_null_arg(bp_context_find_plugin(f->ctx, NULL, &plugin), "bp_context_find_plugin", "name");
+  assert_null_arg(bp_context_find_plugin(f->ctx, "x", NULL), "bp_context_find_plugin",
+                  "out_plugin");
+  assert_null_arg(bp_context_device(NULL, 0, &device), "bp_context_device", "context");
+  assert_null_arg(bp_context_device(f->ctx, 0, NULL), "bp_context_device", "out_device");
+  assert_null_arg(bp_context_find_device(NULL, "x", &device), "bp_context_find_device", "context");
+  assert_null_arg(bp_context_find_device(f->ctx, NULL, &device), "bp_context_find_device", "spec");
+  assert_null_arg(bp_context_find_device(f->ctx, "x", NULL), "bp_context_find_device",
+                  "out_device");
+  assert_null_arg(bp_plugin_get_info(NULL, &info), "bp_plugin_get_info", "plugin");
+  assert_null_arg(bp_plugin_get_info(f->pa, NULL), "bp_plugin_get_info", "out_info");
+  assert_null_arg(bp_plugin_device(NULL, 0, &device), "bp_plugin_device", "plugin");
+  assert_null_arg(bp_plugin_device(f->pa, 0, NULL), "bp_plugin_device", "out_device");
+  assert_null_arg(bp_device_memory_spaces(NULL, 0, NULL, &count), "bp_device_memory_spaces",
+                  "device");
+  assert_null_arg(bp_device_memory_spaces(f->a0, 0, NULL, NULL), "bp_device_memory_spaces",
+                  "out_count");
+
+  assert_null_arg(bp_buffer_map(NULL, 0, 1, &ptr), "bp_buffer_map", "buffer");
+  assert_null_arg(bp_buffer_map(buf, 0, 1, NULL), "bp_buffer_map", "out_ptr");
+  assert_null_arg(bp_buffer_unmap(NULL), "bp_buffer_unmap", "buffer");
+
+  assert_null_arg(bp_stream_create(f->a0, 0, NULL), "bp_stream_create", "out_stream");
+  assert_null_arg(bp_stream_query(NULL), "bp_stream_query", "stream");
+  assert_null_arg(bp_event_create(NULL, 0, &ev2), "bp_event_create", "device");
+  assert_null_arg(bp_event_create(f->a0, 0, NULL), "bp_event_create", "out_event");
+  assert_null_arg(bp_event_record(NULL, f->sa0), "bp_event_record", "event");
+  assert_null_arg(bp_event_record(ev, NULL), "bp_event_record", "stream");
+  assert_null_arg(bp_event_query(NULL), "bp_event_query", "event");
+  assert_null_arg(bp_event_synchronize(NULL), "bp_event_synchronize", "event");
+  assert_null_arg(bp_event_elapsed_ns(NULL, ev, &ns), "bp_event_elapsed_ns", "start");
+  assert_null_arg(bp_event_elapsed_ns(ev, NULL, &ns), "bp_event_elapsed_ns", "end");
+  assert_null_arg(bp_event_elapsed_ns(ev, ev, NULL), "bp_event_elapsed_ns", "out_ns");
+
+  assert_null_arg(bp_copy_host_to_buffer(NULL, host, buf, 0, 16), "bp_copy_host_to_buffer",
+                  "stream");
+  assert_null_arg(bp_copy_host_to_buffer(f->sa0, host, NULL, 0, 16), "bp_copy_host_to_buffer",
+                  "dst");
+  assert_null_arg(bp_copy_buffer_to_host(NULL, buf, 0, host, 16), "bp_copy_buffer_to_host",
+                  "stream");
+  assert_null_arg(bp_copy_buffer_to_host(f->sa0, NULL, 0, host, 16), "bp_copy_buffer_to_host",
+                  "src");
+  assert_null_arg(bp_copy_buffer_to_host(f->sa0, buf, 0, NULL, 16), "bp_copy_buffer_to_host",
+                  "dst");
+  assert_null_arg(bp_copy_buffer(NULL, buf, 0, buf, 0, 0), "bp_copy_buffer", "stream");
+  assert_null_arg(bp_copy_buffer(f->sa0, NULL, 0, buf, 0, 0), "bp_copy_buffer", "src");
+  assert_null_arg(bp_copy_buffer(f->sa0, buf, 0, NULL, 0, 0), "bp_copy_buffer", "dst");
+  /* An empty copy may pass NULL host memory. */
+  assert_ok(bp_copy_host_to_buffer(f->sa0, NULL, buf, 0, 0));
+  assert_ok(bp_copy_buffer_to_host(f->sa0, buf, 0, NULL, 0));
+
+  assert_null_arg(bp_tensor_create(NULL, BP_DTYPE_F32, 1, sizes, &out), "bp_tensor_create",
+                  "device");
+  assert_null_arg(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, NULL), "bp_tensor_create",
+                  "out_tensor");
+  assert_null_arg(bp_tensor_create_strided(f->a0, BP_DTYPE_F32, 1, sizes, NULL, &out),
+                  "bp_tensor_create_strided", "strides");
+  assert_null_arg(bp_tensor_create_strided(f->a0, BP_DTYPE_F32, 1, NULL, strides, &out),
+                  "bp_tensor_create_strided", "sizes");
+  assert_null_arg(bp_tensor_from_buffer(NULL, BP_DTYPE_F32, 1, sizes, NULL, 0, &out),
+                  "bp_tensor_from_buffer", "buffer");
+  assert_null_arg(bp_tensor_from_buffer(buf, BP_DTYPE_F32, 1, sizes, NULL, 0, NULL),
+                  "bp_tensor_from_buffer", "out_tensor");
+  assert_null_arg(bp_tensor_alias(NULL, &out), "bp_tensor_alias", "t");
+  assert_null_arg(bp_tensor_alias(t, NULL), "bp_tensor_alias", "out");
+  assert_null_arg(bp_tensor_as_strided(t, 1, NULL, strides, 0, &out), "bp_tensor_as_strided",
+                  "sizes");
+  assert_null_arg(bp_tensor_as_strided(t, 1, sizes, NULL, 0, &out), "bp_tensor_as_strided",
+                  "strides");
+  assert_null_arg(bp_tensor_permute(t, NULL, &out), "bp_tensor_permute", "dims");
+  assert_null_arg(bp_tensor_permute(t, dims, NULL), "bp_tensor_permute", "out");
+  assert_null_arg(bp_tensor_view(t, 1, NULL, &out), "bp_tensor_view", "sizes");
+  assert_null_arg(bp_tensor_write(NULL, t, host, 16), "bp_tensor_write", "stream");
+  assert_null_arg(bp_tensor_write(f->sa0, NULL, host, 16), "bp_tensor_write", "t");
+  assert_null_arg(bp_tensor_read(NULL, t, host, 16), "bp_tensor_read", "stream");
+  assert_null_arg(bp_tensor_read(f->sa0, NULL, host, 16), "bp_tensor_read", "t");
+  /* Nothing was created by the failed calls. */
+  assert_null(ev2);
+  assert_null(out);
+  assert_null(ptr);
+
+  bp_tensor_release(t);
+  bp_event_release(ev);
+  bp_buffer_release(buf);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       FIXTURE_TEST(test_buffer_allocate),   FIXTURE_TEST(test_buffer_allocate_errors),
@@ -352,6 +479,7 @@ int main(void) {
       FIXTURE_TEST(test_stream_basics),     FIXTURE_TEST(test_event_basics),
       FIXTURE_TEST(test_stream_wait_event), FIXTURE_TEST(test_buffer_users),
       FIXTURE_TEST(test_threads),           cmocka_unit_test(test_objects_outlive_context),
+      FIXTURE_TEST(test_null_arguments_named),
   };
   int failed = cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
   return failed | run_tensor_tests();

@@ -102,7 +102,7 @@ static void test_tensor_create_errors(void** state) {
   assert_status_msg(bp_tensor_create(f->a0, 99, 1, negative, &t), BP_INVALID_ARGUMENT,
                     "invalid dtype 99");
   assert_status_msg(bp_tensor_create(f->a0, BP_DTYPE_F32, 2, NULL, &t), BP_INVALID_ARGUMENT,
-                    "sizes must not be NULL");
+                    "bp_tensor_create: argument 'sizes' is NULL");
   assert_status_msg(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, too_big, &t), BP_RESOURCE_EXHAUSTED,
                     "requested");
   assert_null(t);
@@ -620,7 +620,10 @@ static void test_io_other_dtypes_and_devices(void** state) {
                     "cannot access a tensor on fake_host_b:0");
   assert_status_msg(bp_tensor_read(f->sb0, t, out, sizeof(out) - 2), BP_INVALID_ARGUMENT,
                     "size is 22 bytes but the tensor holds 24 (12 elements of i16)");
-  assert_status_msg(bp_tensor_write(f->sb0, p, NULL, sizeof(in)), BP_INVALID_ARGUMENT, "NULL");
+  assert_status_msg(bp_tensor_write(f->sb0, p, NULL, sizeof(in)), BP_INVALID_ARGUMENT,
+                    "bp_tensor_write: argument 'src' is NULL");
+  assert_status_msg(bp_tensor_read(f->sb0, p, NULL, sizeof(in)), BP_INVALID_ARGUMENT,
+                    "bp_tensor_read: argument 'dst' is NULL");
   bp_tensor_release(p);
   bp_tensor_release(t);
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds and runs every test: the default build (warnings are
-# errors), the AddressSanitizer + UndefinedBehaviorSanitizer build, the CPU
-# backend without OpenBLAS, and every unit test once more under valgrind.
+# errors), the AddressSanitizer + UndefinedBehaviorSanitizer build, the
+# ThreadSanitizer build, the CPU backend without OpenBLAS, and every unit test
+# once more under valgrind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-debian.sh
@@ -14,6 +15,11 @@ ctest --preset default -j "$jobs"
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"
 ctest --preset asan -j "$jobs"
+
+# ThreadSanitizer over every test (the streams, the pool, the loader).
+cmake --preset tsan
+cmake --build --preset tsan -j "$jobs"
+ctest --preset tsan -j "$jobs"
 
 # The CPU backend without OpenBLAS (its built-in blocked GEMM).
 cmake --preset no-openblas

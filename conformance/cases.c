@@ -9,7 +9,9 @@ bp_status_t bpc_cases_generate(uint32_t op_id, int quick, bpc_case_list_t* list)
   if (!e) return BP_INVALID_ARGUMENT;
   if (!e->reference) return BP_OK;
   bpc_gen_t g = {list, op_id, e->name, quick, BP_OK};
-  if (op_id >= BP_OP_abs && op_id <= BP_OP_silu) {
+  if (e->generate) {
+    e->generate(&g);
+  } else if (op_id >= BP_OP_abs && op_id <= BP_OP_silu) {
     bpc_gen_unary(&g);
   } else if (op_id >= BP_OP_add && op_id <= BP_OP_ge) {
     bpc_gen_binary(&g);

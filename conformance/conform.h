@@ -217,7 +217,7 @@ uint64_t bpc_checksum(const void* data, uint64_t size);
 /* Cases (cases*.c).                                                         */
 /* ------------------------------------------------------------------------ */
 #define BPC_MAX_INPUTS 6
-#define BPC_MAX_OUTPUTS 2
+#define BPC_MAX_OUTPUTS 4
 #define BPC_CASE_ID_MAX 96
 
 /* How an operand's values are drawn: a kind in the low two bits, flags
@@ -259,6 +259,32 @@ typedef union bpc_attrs {
   bp_dim_attrs_t dim;
   bp_fill_attrs_t fill;
   bp_arange_attrs_t arange;
+  bp_softplus_attrs_t softplus;
+  bp_dims_attrs_t dims;
+  bp_sort_attrs_t sort;
+  bp_topk_attrs_t topk;
+  bp_cdist_attrs_t cdist;
+  bp_linear_attrs_t linear;
+  bp_conv_attrs_t conv;
+  bp_pool_attrs_t pool;
+  bp_adaptive_pool_attrs_t adaptive_pool;
+  bp_col2im_attrs_t col2im;
+  bp_grid_sampler_attrs_t grid_sampler;
+  bp_upsample_attrs_t upsample;
+  bp_batch_norm_attrs_t batch_norm;
+  bp_group_norm_attrs_t group_norm;
+  bp_layer_norm_attrs_t layer_norm;
+  bp_rms_norm_attrs_t rms_norm;
+  bp_embedding_attrs_t embedding;
+  bp_index_put_attrs_t index_put;
+  bp_scatter_attrs_t scatter;
+  bp_slice_attrs_t slice;
+  bp_pad_attrs_t pad;
+  bp_random_attrs_t random;
+  bp_fft_attrs_t fft;
+  bp_sdpa_attrs_t sdpa;
+  bp_rotary_attrs_t rotary;
+  bp_cross_entropy_attrs_t cross_entropy;
 } bpc_attrs_t;
 
 typedef struct bpc_case {
@@ -361,6 +387,20 @@ enum bpc_op_flags {
   BPC_OPF_SIGNED_ZERO = 1u << 0 /* -0 vs +0 is defined and checked */
 };
 
+/* A case generator of one op family (cases_*.c; struct bpc_gen is in
+ * cases_internal.h). */
+struct bpc_gen;
+typedef void (*bpc_gen_fn)(struct bpc_gen* g);
+
+/* An op-specific checker that replaces the per-output value comparison
+ * (random ops: statistics; ops whose valid results are not unique: topk
+ * with ties, nonzero's rows past the count). `got[k]` holds output k dense,
+ * in ref->out[k].dtype; `tol` is the op's class for output 0. It fills *out
+ * (status PASS, QUALITY_WARNING or FAIL, and a message). */
+typedef void (*bpc_check_fn)(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                             const bpc_ref_result_t* ref, const void* const* got,
+                             const bpc_tolerance_t* tol, bpc_check_t* out);
+
 typedef struct bpc_op_entry {
   uint32_t op_id;
   const char* name;
@@ -369,7 +409,36 @@ typedef struct bpc_op_entry {
   bpc_ref_fn reference; /* NULL: no reference yet */
   uint32_t accuracy;    /* enum bpc_accuracy */
   uint32_t flags;       /* enum bpc_op_flags */
+  bpc_gen_fn generate;  /* NULL: the built-in families of cases.c */
+  bpc_check_fn check;   /* NULL: bpc_check_values per output */
 } bpc_op_entry_t;
+
+/* The ops of one family that share a reference function, an accuracy
+ * class, flags, a case generator and a checker. Each family file of
+ * reference/ exports a bpc_ref_family_t listing its groups; registry.c
+ * collects them. */
+typedef struct bpc_ref_group {
+  bpc_ref_fn reference;
+  uint32_t accuracy; /* enum bpc_accuracy */
+  uint32_t flags;    /* enum bpc_op_flags */
+  const uint32_t* ops;
+  uint32_t count;
+  bpc_gen_fn generate; /* NULL: the built-in families of cases.c */
+  bpc_check_fn check;  /* NULL: value comparison */
+} bpc_ref_group_t;
+
+typedef struct bpc_ref_family {
+  const char* name;
+  const bpc_ref_group_t* groups;
+  uint32_t count;
+} bpc_ref_family_t;
+
+/* {op ids...} as the `ops, count` pair of a bpc_ref_group_t. */
+#define BPC_OPS(...)                 \
+  (const uint32_t[]){__VA_ARGS__}, \
+      (uint32_t)(sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
+#define BPC_FAMILY(name_, groups_) \
+  {#name_, groups_, (uint32_t)(sizeof(groups_) / sizeof((groups_)[0]))}
 
 /* Registry generated from ops.def. NULL for ids out of range. */
 const bpc_op_entry_t* bpc_op_entry(uint32_t op_id);

@@ -8,57 +8,62 @@
 
 #include "ref.h"
 
-/* Ops sharing a reference function, an accuracy class and flags. */
-typedef struct {
-  bpc_ref_fn reference;
-  uint32_t accuracy; /* enum bpc_accuracy */
-  uint32_t flags;    /* enum bpc_op_flags */
-  const uint32_t* ops;
-  uint32_t count;
-} bpc_ref_group_t;
-
-#define OPS(...)                     \
-  (const uint32_t[]){__VA_ARGS__}, \
-      (uint32_t)(sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
+#define OPS BPC_OPS
 #define SZ BPC_OPF_SIGNED_ZERO
 
-static const bpc_ref_group_t k_groups[] = {
-    {bpc_ref_unary, BPC_ACC_EXACT, SZ, OPS(BP_OP_abs, BP_OP_neg, BP_OP_sign)},
+/* The families whose cases come from cases.c's built-in generators. */
+static const bpc_ref_group_t k_core_groups[] = {
+    {bpc_ref_unary, BPC_ACC_EXACT, SZ, OPS(BP_OP_abs, BP_OP_neg, BP_OP_sign), NULL, NULL},
     {bpc_ref_unary, BPC_ACC_EXACT, 0,
      OPS(BP_OP_ceil, BP_OP_floor, BP_OP_relu, BP_OP_round, BP_OP_trunc, BP_OP_bitwise_not,
-         BP_OP_logical_not, BP_OP_isinf, BP_OP_isnan, BP_OP_clamp, BP_OP_hardtanh)},
+         BP_OP_logical_not, BP_OP_isinf, BP_OP_isnan, BP_OP_clamp, BP_OP_hardtanh), NULL, NULL},
     {bpc_ref_unary, BPC_ACC_TRANS, 0,
      OPS(BP_OP_acos, BP_OP_acosh, BP_OP_asin, BP_OP_asinh, BP_OP_atan, BP_OP_atanh, BP_OP_cos,
          BP_OP_cosh, BP_OP_exp, BP_OP_expm1, BP_OP_log, BP_OP_log10, BP_OP_log1p, BP_OP_log2,
-         BP_OP_rsqrt, BP_OP_sin, BP_OP_sinh, BP_OP_tan, BP_OP_tanh)},
+         BP_OP_rsqrt, BP_OP_sin, BP_OP_sinh, BP_OP_tan, BP_OP_tanh), NULL, NULL},
     {bpc_ref_unary, BPC_ACC_TRANS_HARD, 0,
-     OPS(BP_OP_erf, BP_OP_sigmoid, BP_OP_elu, BP_OP_gelu, BP_OP_silu)},
-    {bpc_ref_unary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_reciprocal, BP_OP_sqrt, BP_OP_leaky_relu)},
-    {bpc_ref_clamp_tensor, BPC_ACC_EXACT, 0, OPS(BP_OP_clamp_tensor)},
-    {bpc_ref_binary, BPC_ACC_CR, 0, OPS(BP_OP_add, BP_OP_sub, BP_OP_mul)},
-    {bpc_ref_binary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_div, BP_OP_remainder)},
-    {bpc_ref_binary, BPC_ACC_TRANS, 0, OPS(BP_OP_atan2)},
-    {bpc_ref_binary, BPC_ACC_TRANS_HARD, 0, OPS(BP_OP_pow)},
+     OPS(BP_OP_erf, BP_OP_sigmoid, BP_OP_elu, BP_OP_gelu, BP_OP_silu), NULL, NULL},
+    {bpc_ref_unary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_reciprocal, BP_OP_sqrt, BP_OP_leaky_relu), NULL, NULL},
+    {bpc_ref_clamp_tensor, BPC_ACC_EXACT, 0, OPS(BP_OP_clamp_tensor), NULL, NULL},
+    {bpc_ref_binary, BPC_ACC_CR, 0, OPS(BP_OP_add, BP_OP_sub, BP_OP_mul), NULL, NULL},
+    {bpc_ref_binary, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_div, BP_OP_remainder), NULL, NULL},
+    {bpc_ref_binary, BPC_ACC_TRANS, 0, OPS(BP_OP_atan2), NULL, NULL},
+    {bpc_ref_binary, BPC_ACC_TRANS_HARD, 0, OPS(BP_OP_pow), NULL, NULL},
     {bpc_ref_binary, BPC_ACC_EXACT, 0,
      OPS(BP_OP_fmod, BP_OP_maximum, BP_OP_minimum, BP_OP_bitwise_and, BP_OP_bitwise_or,
          BP_OP_bitwise_xor, BP_OP_logical_and, BP_OP_logical_or, BP_OP_logical_xor, BP_OP_eq,
-         BP_OP_ne, BP_OP_lt, BP_OP_le, BP_OP_gt, BP_OP_ge)},
-    {bpc_ref_where, BPC_ACC_EXACT, SZ, OPS(BP_OP_where)},
-    {bpc_ref_sum, BPC_ACC_REDUCE, 0, OPS(BP_OP_sum, BP_OP_mean, BP_OP_prod)},
-    {bpc_ref_sum, BPC_ACC_EXACT, 0, OPS(BP_OP_any)},
-    {bpc_ref_amax, BPC_ACC_EXACT, 0, OPS(BP_OP_amax, BP_OP_amin)},
-    {bpc_ref_argmax, BPC_ACC_EXACT, 0, OPS(BP_OP_argmax, BP_OP_argmin)},
-    {bpc_ref_matmul, BPC_ACC_REDUCE, 0, OPS(BP_OP_mm, BP_OP_bmm, BP_OP_addmm)},
-    {bpc_ref_softmax, BPC_ACC_REDUCE, 0, OPS(BP_OP_softmax, BP_OP_log_softmax)},
-    {bpc_ref_to_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_to_copy)},
-    {bpc_ref_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_copy)},
-    {bpc_ref_clone, BPC_ACC_EXACT, SZ, OPS(BP_OP_clone)},
-    {bpc_ref_cat, BPC_ACC_EXACT, SZ, OPS(BP_OP_cat)},
-    {bpc_ref_fill, BPC_ACC_EXACT, SZ, OPS(BP_OP_fill)},
-    {bpc_ref_arange, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_arange)},
+         BP_OP_ne, BP_OP_lt, BP_OP_le, BP_OP_gt, BP_OP_ge), NULL, NULL},
+    {bpc_ref_where, BPC_ACC_EXACT, SZ, OPS(BP_OP_where), NULL, NULL},
+    {bpc_ref_sum, BPC_ACC_REDUCE, 0, OPS(BP_OP_sum, BP_OP_mean, BP_OP_prod), NULL, NULL},
+    {bpc_ref_sum, BPC_ACC_EXACT, 0, OPS(BP_OP_any), NULL, NULL},
+    {bpc_ref_amax, BPC_ACC_EXACT, 0, OPS(BP_OP_amax, BP_OP_amin), NULL, NULL},
+    {bpc_ref_argmax, BPC_ACC_EXACT, 0, OPS(BP_OP_argmax, BP_OP_argmin), NULL, NULL},
+    {bpc_ref_matmul, BPC_ACC_REDUCE, 0, OPS(BP_OP_mm, BP_OP_bmm, BP_OP_addmm), NULL, NULL},
+    {bpc_ref_softmax, BPC_ACC_REDUCE, 0, OPS(BP_OP_softmax, BP_OP_log_softmax), NULL, NULL},
+    {bpc_ref_to_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_to_copy), NULL, NULL},
+    {bpc_ref_copy, BPC_ACC_EXACT, SZ, OPS(BP_OP_copy), NULL, NULL},
+    {bpc_ref_clone, BPC_ACC_EXACT, SZ, OPS(BP_OP_clone), NULL, NULL},
+    {bpc_ref_cat, BPC_ACC_EXACT, SZ, OPS(BP_OP_cat), NULL, NULL},
+    {bpc_ref_fill, BPC_ACC_EXACT, SZ, OPS(BP_OP_fill), NULL, NULL},
+    {bpc_ref_arange, BPC_ACC_DIVSQRT, 0, OPS(BP_OP_arange), NULL, NULL},
 };
 #undef SZ
 #undef OPS
+
+/* Every family; an op belongs to at most one group. */
+#define BPC_REF_FAMILIES(X) X(reduce_ext) X(conv) X(pool) X(norm) X(attention) X(fft) X(index) \
+  X(scatter) X(shape) X(random) X(fused_ew)
+#define BPC__FAMILY_DECL(f) extern const bpc_ref_family_t bpc_ref_family_##f;
+BPC_REF_FAMILIES(BPC__FAMILY_DECL)
+#undef BPC__FAMILY_DECL
+
+static const bpc_ref_family_t k_core_family = BPC_FAMILY(core, k_core_groups);
+static const bpc_ref_family_t* const k_families[] = {
+    &k_core_family,
+#define BPC__FAMILY_PTR(f) &bpc_ref_family_##f,
+    BPC_REF_FAMILIES(BPC__FAMILY_PTR)
+#undef BPC__FAMILY_PTR
+};
 
 static bpc_op_entry_t g_table[BP_OP_COUNT];
 static int g_ready;
@@ -75,12 +80,18 @@ static void registry_init(void) {
   g_table[id].rule = #rule_;
 #include "backplane/ops.def"
 #undef BP_OP
-  for (size_t g = 0; g < sizeof k_groups / sizeof k_groups[0]; g++) {
-    for (uint32_t i = 0; i < k_groups[g].count; i++) {
-      bpc_op_entry_t* e = &g_table[k_groups[g].ops[i]];
-      e->reference = k_groups[g].reference;
-      e->accuracy = k_groups[g].accuracy;
-      e->flags = k_groups[g].flags;
+  for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++) {
+    for (uint32_t g = 0; g < k_families[f]->count; g++) {
+      const bpc_ref_group_t* grp = &k_families[f]->groups[g];
+      for (uint32_t i = 0; i < grp->count; i++) {
+        if (grp->ops[i] == BP_OP_INVALID || grp->ops[i] >= BP_OP_COUNT) continue;
+        bpc_op_entry_t* e = &g_table[grp->ops[i]];
+        e->reference = grp->reference;
+        e->accuracy = grp->accuracy;
+        e->flags = grp->flags;
+        e->generate = grp->generate;
+        e->check = grp->check;
+      }
     }
   }
   g_ready = 1;

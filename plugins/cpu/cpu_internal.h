@@ -131,6 +131,29 @@ static inline unsigned char* cpu_desc_ptr(const bp_tensor_desc_t* d) {
   return ((struct bpp_buffer_s*)d->buffer)->ptr + d->byte_offset;
 }
 
+/* A kernel family: the ops one file runs, its executor and its support
+ * check. Each family file defines one `const cpu_family_t cpu_family_<name>`;
+ * cpu_ops.c lists them (CPU_FAMILIES). An op belongs to one family. */
+typedef struct cpu_family {
+  const char* name;
+  const uint16_t* ops; /* op ids */
+  uint32_t num_ops;
+  /* Runs one validated call on a stream worker (see cpu_exec_op). */
+  bp_status_t (*exec)(const bp_op_call_t* call);
+  /* 0 when `call` (buffers may be NULL) runs here, else an enum
+   * bp_support_reason with the reason in msg. The common checks (op known,
+   * dtypes valid, no c64 unless allow_c64, rank <= BP_MAX_RANK) are done. */
+  int (*supported)(const bp_op_call_t* call, char* msg, size_t cap);
+  int allow_c64; /* the family handles c64 operands itself */
+} cpu_family_t;
+
+#define CPU_FAMILY_OPS(...)          \
+  (const uint16_t[]){__VA_ARGS__}, \
+      (uint32_t)(sizeof((const uint16_t[]){__VA_ARGS__}) / sizeof(uint16_t))
+
+/* Family of op (NULL: none). */
+CPU_HIDDEN const cpu_family_t* cpu_op_family(uint32_t op);
+
 /* Kernel families (cpu_ew.c, cpu_reduce.c, cpu_gemm.c). */
 CPU_HIDDEN bp_status_t cpu_exec_elementwise(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_exec_copy_like(const bp_op_call_t* call); /* to_copy copy clone cat fill arange */

@@ -61,11 +61,30 @@ static const cpu_op_meta_t k_ops[BP_OP_COUNT] = {
 #define CPU_IMPLEMENTED_RANGES(X) \
   X(1, 65) X(66, 73) X(80, 82) X(98, 99) X(120, 123) X(127, 128)
 
+/* Families of kernel files; each lists its ops (cpu_internal.h). */
+#define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
+  X(scatter) X(shape) X(random) X(fused_ew)
+#define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
+CPU_FAMILIES(CPU__FAMILY_DECL)
+#undef CPU__FAMILY_DECL
+static const cpu_family_t* const k_families[] = {
+#define CPU__FAMILY_PTR(f) &cpu_family_##f,
+    CPU_FAMILIES(CPU__FAMILY_PTR)
+#undef CPU__FAMILY_PTR
+};
+
+const cpu_family_t* cpu_op_family(uint32_t op) {
+  for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++)
+    for (uint32_t i = 0; i < k_families[f]->num_ops; i++)
+      if (k_families[f]->ops[i] == op) return k_families[f];
+  return NULL;
+}
+
 int cpu_op_implemented(uint32_t op) {
 #define CPU__IN_RANGE(a, b) if (op >= (a) && op <= (b)) return 1;
   CPU_IMPLEMENTED_RANGES(CPU__IN_RANGE)
 #undef CPU__IN_RANGE
-  return 0;
+  return cpu_op_family(op) != NULL;
 }
 
 int cpu_op_num_inputs(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].nin : 0; }
@@ -92,6 +111,8 @@ int cpu_op_input_optional(uint32_t op, uint32_t i) {
 /* ---- dispatch -------------------------------------------------------- */
 bp_status_t cpu_exec_op(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
+  const cpu_family_t* fam = cpu_op_family(op);
+  if (fam) return fam->exec(call);
   if (op >= BP_OP_abs && op <= BP_OP_where) return cpu_exec_elementwise(call);
   if (op >= BP_OP_sum && op <= BP_OP_argmin) return cpu_exec_reduce(call);
   if (op >= BP_OP_mm && op <= BP_OP_addmm) return cpu_exec_matmul(call);
@@ -144,19 +165,24 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
   if (!cpu_op_implemented(op)) return answer(out, BP_SUPPORT_OP, "%s has no CPU kernel", name);
   if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: missing operands", name);
+  const cpu_family_t* fam = cpu_op_family(op);
   uint32_t n = call->num_inputs + call->num_outputs;
   for (uint32_t k = 0; k < n; k++) {
     const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
     if (d->dtype == BP_DTYPE_INVALID) continue;
     if (!bp_dtype_is_valid(d->dtype))
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: unknown dtype %u", name, d->dtype);
-    if (d->dtype == BP_DTYPE_C64) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
+    if (d->dtype == BP_DTYPE_C64 && !(fam && fam->allow_c64)) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
     if (d->rank > BP_MAX_RANK) return answer(out, BP_SUPPORT_RANK, "%s: rank %u > %d", name, d->rank, BP_MAX_RANK);
   }
   uint32_t in0 = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
   uint32_t o0 = call->outputs[0].dtype;
   char msg[200];
-  if (op <= BP_OP_where) {
+  if (fam) {
+    msg[0] = '\0';
+    int reason = fam->supported(call, msg, sizeof msg);
+    if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
+  } else if (op <= BP_OP_where) {
     int reason = cpu_ew_supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
   } else if (op >= BP_OP_sum && op <= BP_OP_argmin) {

@@ -1,0 +1,5 @@
+/* References of the scatter family: fp64 (or exact) plain loops. */
+#include "ref.h"
+
+/* No group yet: the family's ops have no reference. */
+const bpc_ref_family_t bpc_ref_family_scatter = {"scatter", NULL, 0};

@@ -1,0 +1,14 @@
+/* backplane CPU plugin: the random kernel family. */
+#include "cpu_internal.h"
+
+static bp_status_t exec_random(const bp_op_call_t* call) {
+  return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s has no CPU kernel", cpu_op_name(call->op_id));
+}
+
+static int supported_random(const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)call, (void)msg, (void)cap;
+  return BP_SUPPORT_OP;
+}
+
+/* No op yet. */
+const cpu_family_t cpu_family_random = {"random", NULL, 0, exec_random, supported_random, 0};

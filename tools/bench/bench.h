@@ -1,0 +1,95 @@
+/* bp-bench harness: what every benchmark suite shares.
+ *
+ * A suite measures backplane figures and, in the same run and interleaved
+ * with them, the baselines they are divided by (a C copy loop's bandwidth,
+ * direct OpenBLAS, the CPU plugin for other devices). Every figure is the
+ * median of ctx->reps repetitions. Suites are registered in bp-bench.c
+ * (BPB_SUITES) and live one per file here (bench_<suite>.c).
+ *
+ * Threading: single-threaded tool; the baselines spawn their own threads.
+ */
+#ifndef BP_TOOLS_BENCH_H_
+#define BP_TOOLS_BENCH_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backplane/backplane.h"
+
+#define BPB_MAX_REPS 64
+
+typedef struct bpb_ctx {
+  bp_context_t* context;
+  bp_device_t* device; /* the device measured (--device) */
+  bp_stream_t* stream; /* a stream of it */
+  int quick;           /* smoke-test sizes */
+  int reps;            /* repetitions per figure (median reported) */
+  int cores;           /* online cores, for the all-core baselines */
+  int is_cpu;          /* the device belongs to the cpu plugin */
+} bpb_ctx_t;
+
+typedef struct bpb_figure {
+  const char* name;          /* copied */
+  const char* unit;          /* static */
+  double value;              /* backplane */
+  double baseline;           /* same unit */
+  const char* baseline_name; /* static */
+  double target;             /* target ratio (or value when lower_is_better); 0: none */
+  int lower_is_better;       /* the target applies to the value (times) */
+} bpb_figure_t;
+
+/* Monotonic seconds. */
+double bpb_now(void);
+/* Median of v[0..n) (sorts v). */
+double bpb_median(double* v, int n);
+/* Records a figure (name copied). */
+void bpb_add_figure(const bpb_figure_t* f);
+/* Exits with a message when a call fails (a benchmark has no recovery). */
+void bpb_check(bp_status_t st, const char* expr);
+#define BPB_CHECK(expr) bpb_check((expr), #expr)
+
+/* A new dense tensor on ctx->device. */
+bp_tensor_t* bpb_tensor(bpb_ctx_t* ctx, uint32_t dtype, uint32_t rank, const int64_t* sizes);
+/* A new f32 tensor filled with uniform values in [-0.5, 0.5) from seed. */
+bp_tensor_t* bpb_tensor_random(bpb_ctx_t* ctx, uint32_t rank, const int64_t* sizes,
+                               unsigned seed);
+/* Deterministic uniform values in [-0.5, 0.5). */
+void bpb_fill_random(float* p, size_t n, unsigned seed);
+/* 64-byte aligned host memory or exit. */
+void* bpb_alloc(size_t bytes);
+
+/* Baselines: a plain C loop over n floats (dst = a, or dst = a + b when b is
+ * given) split over `threads` threads; returns seconds for one pass. */
+double bpb_copy_loop(const float* a, const float* b, float* dst, size_t n, int threads);
+
+/* Copy-loop bandwidth of this machine, all cores, in GB/s (bytes read +
+ * written): a median over ctx->reps passes of 16M floats (1M when quick),
+ * measured on first use and cached for the run. Suites that compare against
+ * it and run long interleave bpb_copy_loop themselves. */
+double bpb_copy_bandwidth(bpb_ctx_t* ctx);
+
+/* Times `reps` runs of fn(user) each followed by a stream synchronize;
+ * returns the median seconds. One untimed warm-up run first. */
+typedef void (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
+double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user);
+
+#ifdef BP_BENCH_HAVE_OPENBLAS
+#define BPB_HAVE_OPENBLAS 1
+#else
+#define BPB_HAVE_OPENBLAS 0
+#endif
+/* Seconds of one direct cblas_sgemm C[m,n] = A[m,k] B[k,n] (row-major,
+ * optionally batched `batch` times over consecutive matrices); NAN without
+ * OpenBLAS. */
+double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const float* a,
+                         const float* b, float* c);
+
+/* The suites (one per file). Each checks what it needs (device kind,
+ * OpenBLAS) and skips with a printed reason otherwise. */
+#define BPB_SUITES(X) \
+  X(core) X(ew) X(matmul) X(reduce) X(norm) X(conv) X(attention) X(vs_cpu)
+#define BPB__SUITE_DECL(s) void bpb_suite_##s(bpb_ctx_t* ctx);
+BPB_SUITES(BPB__SUITE_DECL)
+#undef BPB__SUITE_DECL
+
+#endif /* BP_TOOLS_BENCH_H_ */

@@ -1,0 +1,171 @@
+/* bp-bench: performance figures as ratios against baselines measured in the
+ * same run.
+ *
+ * Every figure is the median of several repetitions; each ratio divides the
+ * backplane figure by a baseline measured by this process minutes apart at
+ * most, so machine noise mostly cancels. See docs/performance.md. The
+ * suites live in bench_<suite>.c, one per op family.
+ *
+ *   bp-bench [--device SPEC] [--suite LIST] [--quick] [--reps N] [--json FILE]
+ */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+/* The figure list (bench_harness.c). */
+int bpb__figure_count(void);
+const bpb_figure_t* bpb__figure(int i);
+void bpb__figures_free(void);
+
+#define BPB__NAME(s) #s " "
+static const char k_suite_names[] = BPB_SUITES(BPB__NAME);
+#undef BPB__NAME
+
+/* Nonzero when `name` is in the comma-separated list (NULL: every suite). */
+static int suite_selected(const char* list, const char* name) {
+  if (!list) return 1;
+  size_t n = strlen(name);
+  for (const char* p = list; *p;) {
+    const char* end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) return 1;
+    if (!end) break;
+    p = end + 1;
+  }
+  return 0;
+}
+
+/* Every name in the list is a suite. */
+static int suites_valid(const char* list) {
+  for (const char* p = list; *p;) {
+    const char* end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    int known = 0;
+#define BPB__KNOWN(s) known |= len == strlen(#s) && strncmp(p, #s, len) == 0;
+    BPB_SUITES(BPB__KNOWN)
+#undef BPB__KNOWN
+    if (!known) {
+      fprintf(stderr, "bp-bench: unknown suite '%.*s'\n", (int)len, p);
+      return 0;
+    }
+    if (!end) break;
+    p = end + 1;
+  }
+  return 1;
+}
+
+static void usage(FILE* f) {
+  fprintf(f,
+          "usage: bp-bench [--device SPEC] [--suite LIST] [--quick] [--reps N] [--json FILE]\n"
+          "  --device SPEC  device to measure (default cpu:0)\n"
+          "  --suite LIST   comma-separated suites to run (default: all):\n"
+          "                 %s\n"
+          "  --quick        smaller sizes and fewer repetitions (smoke test)\n"
+          "  --reps N       repetitions per figure (median reported; default 9)\n"
+          "  --json FILE    also write the figures as JSON\n",
+          k_suite_names);
+}
+
+int main(int argc, char** argv) {
+  const char* spec = "cpu:0";
+  const char* json_path = NULL;
+  const char* suites = NULL;
+  int quick = 0, reps = 9;
+  for (int i = 1; i < argc; ++i) {
+    if (!strcmp(argv[i], "--device") && i + 1 < argc) spec = argv[++i];
+    else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+    else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suites = argv[++i];
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (reps < 1) reps = 1;
+  if (reps > BPB_MAX_REPS) reps = BPB_MAX_REPS;
+  if (suites && !suites_valid(suites)) {
+    usage(stderr);
+    return 2;
+  }
+  if (quick && reps > 3) reps = 3;
+
+  bp_context_t* ctx = NULL;
+  BPB_CHECK(bp_context_create(NULL, &ctx));
+  bp_device_t* dev = NULL;
+  BPB_CHECK(bp_context_find_device(ctx, spec, &dev));
+  bp_stream_t* stream = NULL;
+  BPB_CHECK(bp_stream_create(dev, 0, &stream));
+  int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
+  bpb_ctx_t bctx = {ctx, dev, stream, quick, reps, cores > 0 ? cores : 1,
+                    strncmp(bp_device_name(dev), "cpu:", 4) == 0};
+
+  printf("bp-bench on %s (%s); medians of %d repetitions\n", bp_device_name(dev),
+         bp_device_properties(dev)->name, reps);
+#define BPB__RUN(s)                          \
+  if (suite_selected(suites, #s)) {          \
+    printf("-- suite %s\n", #s);             \
+    fflush(stdout);                          \
+    bpb_suite_##s(&bctx);                    \
+  }
+  BPB_SUITES(BPB__RUN)
+#undef BPB__RUN
+
+  printf("\n%-62s %12s %12s %9s %10s\n", "figure", "backplane", "baseline", "ratio", "target");
+  cJSON* root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "device", bp_device_name(dev));
+  cJSON_AddNumberToObject(root, "repetitions", reps);
+  cJSON_AddBoolToObject(root, "quick", quick);
+  cJSON* arr = cJSON_AddArrayToObject(root, "figures");
+  for (int i = 0; i < bpb__figure_count(); ++i) {
+    const bpb_figure_t* f = bpb__figure(i);
+    /* Ratios are always backplane / baseline; for times (lower is better)
+     * the target applies to the value itself, not the ratio. */
+    double ratio = f->value / f->baseline;
+    char target[32] = "-";
+    if (f->target > 0 && f->lower_is_better)
+      snprintf(target, sizeof target, "<= %.0f %s", f->target, f->unit);
+    else if (f->target > 0)
+      snprintf(target, sizeof target, ">= %.2f", f->target);
+    printf("%-62s %12.2f %12.2f %9.3f %10s  (%s; baseline: %s)\n", f->name, f->value,
+           f->baseline, ratio, target, f->unit, f->baseline_name);
+    cJSON* o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", f->name);
+    cJSON_AddStringToObject(o, "unit", f->unit);
+    cJSON_AddNumberToObject(o, "value", f->value);
+    cJSON_AddStringToObject(o, "baseline_name", f->baseline_name);
+    cJSON_AddNumberToObject(o, "baseline", f->baseline);
+    cJSON_AddNumberToObject(o, "ratio", ratio);
+    if (f->target > 0) {
+      cJSON_AddNumberToObject(o, "target", f->target);
+      cJSON_AddStringToObject(o, "target_applies_to", f->lower_is_better ? "value" : "ratio");
+      cJSON_AddBoolToObject(o, "target_met", f->lower_is_better ? f->value <= f->target
+                                                                 : ratio >= f->target);
+    }
+    cJSON_AddItemToArray(arr, o);
+  }
+  if (json_path) {
+    char* text = cJSON_Print(root);
+    FILE* f = fopen(json_path, "w");
+    if (!f || fputs(text, f) < 0) {
+      fprintf(stderr, "bp-bench: cannot write %s: %s\n", json_path, strerror(errno));
+      return 1;
+    }
+    fclose(f);
+    free(text);
+  }
+  cJSON_Delete(root);
+  bpb__figures_free();
+  bp_stream_release(stream);
+  bp_context_release(ctx);
+  return 0;
+}

@@ -459,6 +459,19 @@ cleanup:
   return st;
 }
 
+bp_status_t cpu_gemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, double alpha, const void* a,
+                     int64_t a_rs, int64_t a_cs, const void* b, int64_t b_rs, int64_t b_cs,
+                     int accumulate, void* c, int64_t c_rs, int64_t c_cs) {
+  if (m < 0 || n < 0 || k < 0)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: gemm: negative size %lldx%lldx%lld", (long long)m,
+                     (long long)n, (long long)k);
+  mat_t A = {(unsigned char*)a, m, k, a_rs, a_cs, dtype};
+  mat_t B = {(unsigned char*)b, k, n, b_rs, b_cs, dtype};
+  mat_t C = {(unsigned char*)c, m, n, c_rs, c_cs, dtype};
+  bp_scalar_t al = {.kind = BP_SCALAR_FLOAT, .v.f = alpha};
+  return mm_one(&A, &B, &C, &al, accumulate != 0);
+}
+
 bp_status_t cpu_exec_matmul(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const char* name = cpu_op_name(op);

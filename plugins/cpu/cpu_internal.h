@@ -160,6 +160,16 @@ CPU_HIDDEN bp_status_t cpu_exec_copy_like(const bp_op_call_t* call); /* to_copy 
 CPU_HIDDEN bp_status_t cpu_exec_reduce(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_exec_softmax(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_exec_matmul(const bp_op_call_t* call);
+/* C[m,n] = alpha * A[m,k] @ B[k,n] (+ C when accumulate) on host memory,
+ * all three of `dtype` (f32, f64, f16, bf16, integers), strides in elements
+ * per row and column (any layout; BLAS reads transposed views in place).
+ * f32/f64 go through OpenBLAS when built with it, else the blocked kernel;
+ * runs on the calling thread plus BLAS's or the pool's threads. Equivalent
+ * to cblas_sgemm with beta 0 or 1. */
+CPU_HIDDEN bp_status_t cpu_gemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, double alpha,
+                                const void* a, int64_t a_rs, int64_t a_cs, const void* b,
+                                int64_t b_rs, int64_t b_cs, int accumulate, void* c, int64_t c_rs,
+                                int64_t c_cs);
 /* Support checks per family: BP_OK or a reason (out filled). */
 CPU_HIDDEN int cpu_ew_supported(const bp_op_call_t* call, char* msg, size_t cap);
 

@@ -87,6 +87,12 @@ static void unary_attrs(bpc_case_t* c, uint32_t dtype, int variant) {
       c->attrs.hardtanh.min_val = variant ? -0.5 : -1.0;
       c->attrs.hardtanh.max_val = variant ? 2.0 : 1.0;
       break;
+    case BP_OP_softplus:
+      c->has_attrs = 1;
+      c->attrs.softplus.struct_size = sizeof c->attrs.softplus;
+      c->attrs.softplus.beta = variant ? 2.0 : 1.0;
+      c->attrs.softplus.threshold = variant ? 3.0 : 20.0;
+      break;
     case BP_OP_leaky_relu:
       c->has_attrs = 1;
       c->attrs.leaky_relu.struct_size = sizeof c->attrs.leaky_relu;
@@ -132,7 +138,8 @@ void bpc_gen_unary(bpc_gen_t* g) {
   static const int64_t kLens[] = {1, 3, 17, 1031};
   int attr_variants = (g->op == BP_OP_clamp) ? 4
                     : (g->op == BP_OP_elu || g->op == BP_OP_gelu || g->op == BP_OP_hardtanh ||
-                       g->op == BP_OP_leaky_relu || g->op == BP_OP_clamp_tensor) ? 2 : 1;
+                       g->op == BP_OP_leaky_relu || g->op == BP_OP_clamp_tensor ||
+                       g->op == BP_OP_softplus) ? 2 : 1;
   for (uint32_t k = 0; k < n; k++) {
     uint32_t d = dts[k];
     unary_case(g, d, "special", 0, S1(67), BPC_LAYOUT_CONTIG, BPC_LAYOUT_CONTIG, BPC_V_SPECIAL);

@@ -128,6 +128,27 @@ static bpc_num_t unary_fn(const bpc_case_t* c, const bpc_num_t* a, uint32_t cd) 
       r.f = (x > 0.0 || isnan(x)) ? x : x * c->attrs.leaky_relu.negative_slope;
       break;
     case BP_OP_silu: r.f = x / (1.0 + exp(-x)); break;
+    case BP_OP_hardsigmoid:
+      r.f = isnan(x) ? x : fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+      r.mag = (fabs(x) + 3.0) / 6.0; /* x + 3 rounds in the compute dtype */
+      break;
+    case BP_OP_hardswish:
+      r.f = isnan(x) ? x : x * fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+      /* PyTorch forms x * min(...) before dividing by 6, in opmath (f32 for
+       * every dtype but f64): that product may overflow to inf. */
+      if (isfinite(x) && fabs(6.0 * r.f) > bpc_float_max(cd == BP_DTYPE_F64 ? cd : BP_DTYPE_F32))
+        r.f = copysign(INFINITY, x);
+      r.mag = fabs(x) * (fabs(x) + 3.0) / 6.0; /* x + 3 rounds in the compute dtype */
+      break;
+    case BP_OP_softplus: {
+      /* PyTorch: x itself above the threshold (a discontinuity of at most
+       * log1p(exp(-threshold)) that the reference keeps exactly). */
+      const bp_softplus_attrs_t* at = &c->attrs.softplus;
+      double xb = x * at->beta;
+      r.f = xb > at->threshold ? x : log1p(exp(xb)) / at->beta;
+      break;
+    }
+    case BP_OP_mish: r.f = x * tanh(log1p(exp(x))); r.mag = fabs(x); break;
     default: break;
   }
   if (!fl) r.f = (double)r.i;

@@ -132,7 +132,11 @@ static inline int64_t ipow(int64_t base, int64_t e) {
   X(K, C, gelu_tanh, T,                                                           \
     (T)0.5 * x * ((T)1 + tanh((T)SQRT_2_OVER_PI * (x + (T)0.044715 * x * x * x)))) \
   X(K, C, hardtanh, T, CPU_FMIN(CPU_FMAX(x, PF(0)), PF(1)))                       \
-  X(K, C, leaky_relu, T, x > 0 ? x : x * PF(0)) X(K, C, silu, T, x / ((T)1 + exp(-x)))
+  X(K, C, leaky_relu, T, x > 0 ? x : x * PF(0)) X(K, C, silu, T, x / ((T)1 + exp(-x)))  \
+  X(K, C, hardsigmoid, T, CPU_FMIN(CPU_FMAX(x + (T)3, (T)0), (T)6) / (T)6)        \
+  X(K, C, hardswish, T, x * CPU_FMIN(CPU_FMAX(x + (T)3, (T)0), (T)6) / (T)6)      \
+  X(K, C, softplus, T, x * PF(0) > PF(1) ? x : log1p(exp(x * PF(0))) / PF(0))     \
+  X(K, C, mish, T, x * tanh(x > (T)20 ? x : log1p(exp(x))))
 
 #define CPU_UNARY_INT(X, K, C)                                                    \
   X(K, C, abs, T, (T)(x < 0 ? -x : x)) X(K, C, ceil, T, x) X(K, C, floor, T, x)   \
@@ -184,13 +188,19 @@ static inline int64_t ipow(int64_t base, int64_t e) {
   X(K, C, bitwise_and, T, (T)(x & y)) X(K, C, bitwise_or, T, (T)(x | y))          \
   X(K, C, bitwise_xor, T, (T)(x ^ y))
 
+/* addcmul rounds once from opmath (f32 via double, as x + v*y*z with one
+ * rounding is what the reference bounds); lerp is PyTorch's two-sided form
+ * (exact at weight 0 and 1). */
 #define CPU_TERNARY_ANY(X, K, C) X(K, C, where, T, x != 0 ? y : z)
 #define CPU_TERNARY_FLOAT(X, K, C)                                                \
   CPU_TERNARY_ANY(X, K, C)                                                        \
-  X(K, C, clamp_tensor, T, CPU_FMINO(CPU_FMAXO(x, y, p->i[0]), z, p->i[1]))
+  X(K, C, clamp_tensor, T, CPU_FMINO(CPU_FMAXO(x, y, p->i[0]), z, p->i[1]))       \
+  X(K, C, addcmul, T, (T)((double)x + p->f[0] * (double)y * (double)z))           \
+  X(K, C, lerp, T, fabs(z) < (T)0.5 ? x + z * (y - x) : y - (y - x) * ((T)1 - z))
 #define CPU_TERNARY_INT(X, K, C)                                                  \
   CPU_TERNARY_ANY(X, K, C)                                                        \
-  X(K, C, clamp_tensor, T, CPU_IMINO(CPU_IMAXO(x, y, p->i[0]), z, p->i[1]))
+  X(K, C, clamp_tensor, T, CPU_IMINO(CPU_IMAXO(x, y, p->i[0]), z, p->i[1]))       \
+  X(K, C, addcmul, T, (T)((uint64_t)x + (uint64_t)p->i[0] * (uint64_t)y * (uint64_t)z))
 #define CPU_TERNARY_BOOL(X, K, C) CPU_TERNARY_ANY(X, K, C)
 
 /* ---- kernel generation ------------------------------------------------ */
@@ -391,7 +401,9 @@ static void job_run(ew_job_t* j) {
 
 /* ---- elementwise ops ------------------------------------------------- */
 static int ew_num_inputs(uint32_t op) {
-  if (op == BP_OP_where || op == BP_OP_clamp_tensor) return 3;
+  if (op == BP_OP_where || op == BP_OP_clamp_tensor || op == BP_OP_addcmul || op == BP_OP_lerp)
+    return 3;
+  if (op >= BP_OP_hardswish && op <= BP_OP_mish) return 1;
   return op >= BP_OP_add ? 2 : 1;
 }
 
@@ -468,9 +480,9 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
   job_output(&j, out);
   uint32_t flags = 0;
   const bp_binary_attrs_t* ba = NULL;
-  if (j.nin == 2 && call->attrs) {
+  if ((j.nin == 2 || op == BP_OP_addcmul || op == BP_OP_lerp) && call->attrs) {
     ba = call->attrs;
-    flags = ba->flags;
+    flags = j.nin == 2 ? ba->flags : 0;
   }
   static const char* const what[3] = {"input 0", "input 1", "input 2"};
   for (int k = 0; k < j.nin; k++) {
@@ -480,6 +492,8 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
     bp_status_t st;
     if (scalar_here) {
       job_const(&j, k + 1, j.kt, &ba->scalar);
+    } else if (in->dtype == BP_DTYPE_INVALID && op == BP_OP_lerp && k == 2 && ba) {
+      job_const(&j, k + 1, j.kt, &ba->alpha); /* lerp.Scalar: the weight */
     } else if (in->dtype == BP_DTYPE_INVALID) {
       if (op != BP_OP_clamp_tensor || k == 0)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: %s is absent without a scalar flag",
@@ -525,6 +539,16 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
     }
     case BP_OP_leaky_relu:
       j.params.f[0] = ((const bp_leaky_relu_attrs_t*)call->attrs)->negative_slope;
+      break;
+    case BP_OP_softplus: {
+      const bp_softplus_attrs_t* a = call->attrs;
+      j.params.f[0] = a->beta;
+      j.params.f[1] = a->threshold;
+      break;
+    }
+    case BP_OP_addcmul:
+      j.params.f[0] = cpu_scalar_f64(&ba->alpha, 1.0);
+      j.params.i[0] = cpu_scalar_i64(&ba->alpha, 1);
       break;
     default:
       break;

@@ -1,14 +1,18 @@
-/* backplane CPU plugin: the fused_ew kernel family. */
+/* backplane CPU plugin: the fused elementwise ops that Core ATen decomposes
+ * (hardswish, hardsigmoid, softplus, mish, addcmul, lerp). They are
+ * ordinary kernels of the elementwise driver (cpu_ew.c): one pass over
+ * memory instead of the decomposition's several. */
 #include "cpu_internal.h"
 
-static bp_status_t exec_fused_ew(const bp_op_call_t* call) {
-  return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s has no CPU kernel", cpu_op_name(call->op_id));
-}
-
 static int supported_fused_ew(const bp_op_call_t* call, char* msg, size_t cap) {
-  (void)call, (void)msg, (void)cap;
-  return BP_SUPPORT_OP;
+  return cpu_ew_supported(call, msg, cap);
 }
 
-/* No op yet. */
-const cpu_family_t cpu_family_fused_ew = {"fused_ew", NULL, 0, exec_fused_ew, supported_fused_ew, 0};
+const cpu_family_t cpu_family_fused_ew = {
+    "fused_ew",
+    CPU_FAMILY_OPS(BP_OP_hardswish, BP_OP_hardsigmoid, BP_OP_softplus, BP_OP_mish, BP_OP_addcmul,
+                   BP_OP_lerp),
+    cpu_exec_elementwise,
+    supported_fused_ew,
+    0,
+};

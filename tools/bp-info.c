@@ -5,6 +5,8 @@
  *   bp-info --json          one JSON object (schema below)
  *   bp-info --backend NAME  only that plugin; exits 1 with the reason when it
  *                           was skipped or not found
+ *   bp-info --ops [--json]  the op table with, per device, whether the device
+ *                           runs each op (see bp-info-ops.c)
  *
  * JSON: {"abi":"1.0","plugins":[{"name","path","status":"loaded"|"skipped",
  *   "reason","reason_code","abi","version","vendor","devices":[{"name","kind",
@@ -12,6 +14,8 @@
  *   "subgroup_size","memory_bandwidth_bytes_per_s","peak_f32_flops",
  *   "host_link_bandwidth_bytes_per_s","launch_overhead_ns","dtypes":[...],
  *   "flags":[...],"memory_spaces":[...]}]}]}
+ * With --ops: {"ops":[{"id","name","category","aten","supported":{device:
+ *   bool},"dtypes":{device:[...]},"reasons":{device:text}}]}
  *
  * Exit status: 0 on success, 1 when the context cannot be created or the
  * requested backend is unavailable, 2 on a usage error.
@@ -22,9 +26,11 @@
 #include <string.h>
 
 #include "backplane/backplane.h"
+#include "bp-info-ops.h"
 
 typedef struct options {
   int json;
+  int ops;
   const char* backend; /* NULL: every plugin */
 } options_t;
 
@@ -59,11 +65,13 @@ static const char* memory_kind_name(uint32_t kind) {
 
 static void usage(FILE* out) {
   fputs(
-      "usage: bp-info [--json] [--backend NAME]\n"
+      "usage: bp-info [--json] [--backend NAME] [--ops]\n"
       "  Lists backplane plugins (loaded or skipped, with the reason), the agreed ABI\n"
       "  versions and every device with its properties.\n"
       "  --json          print one JSON object instead of text\n"
       "  --backend NAME  only that backend; exit 1 with the reason if it is unavailable\n"
+      "  --ops           the op table: per device, whether its support query accepts\n"
+      "                  the op's conformance cases\n"
       "  --help          this text\n"
       "Environment: BACKPLANE_PLUGIN_PATH, BACKPLANE_PLUGINS, BACKPLANE_DISABLE,\n"
       "  BACKPLANE_LOG=debug (traces discovery on stderr).\n",
@@ -77,6 +85,8 @@ static int parse_args(int argc, char** argv, options_t* opt) {
       exit(0);
     } else if (!strcmp(argv[i], "--json")) {
       opt->json = 1;
+    } else if (!strcmp(argv[i], "--ops")) {
+      opt->ops = 1;
     } else if (!strcmp(argv[i], "--backend")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "bp-info: --backend needs a backend name\n");
@@ -244,7 +254,7 @@ static void print_plugin(const bp_plugin_t* plugin) {
 }
 
 int main(int argc, char** argv) {
-  options_t opt = {0, NULL};
+  options_t opt = {0, 0, NULL};
   int rc = 0;
   bp_context_t* context = NULL;
   cJSON* root = NULL;
@@ -278,7 +288,19 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (opt.json) {
+  if (opt.ops && opt.json) {
+    root = bp_info_ops_json(context, only);
+    char* text = cJSON_Print(root);
+    if (!text) {
+      fprintf(stderr, "bp-info: out of memory\n");
+      rc = 1;
+      goto cleanup;
+    }
+    puts(text);
+    cJSON_free(text);
+  } else if (opt.ops) {
+    bp_info_ops_print(context, only);
+  } else if (opt.json) {
     char abi[32];
     snprintf(abi, sizeof(abi), "%u.%u", abi_major, abi_minor);
     root = cJSON_CreateObject();

@@ -110,11 +110,55 @@ static void test_skipped_plugin_has_reason(void** state) {
   rmdir(dir);
 }
 
+/* --ops --json: every op with id, name, category and a supported object
+ * keyed by device; the template plugin runs exactly add and relu (its
+ * kernels), the CPU plugin at least every elementwise op. */
+static void test_ops_json(void** state) {
+  (void)state;
+  cJSON* root = run_bp_info("-u BP_CPU_DEVICES", "--ops --json");
+  const cJSON* ops = cJSON_GetObjectItemCaseSensitive(root, "ops");
+  assert_true(cJSON_IsArray(ops));
+  assert_true(cJSON_GetArraySize(ops) >= 144);
+  int template_ops = 0, cpu_ops = 0, last_id = 0;
+  const cJSON* op;
+  cJSON_ArrayForEach(op, ops) {
+    const cJSON* id = cJSON_GetObjectItemCaseSensitive(op, "id");
+    const cJSON* name = cJSON_GetObjectItemCaseSensitive(op, "name");
+    assert_true(cJSON_IsNumber(id));
+    assert_true(id->valueint > last_id);
+    last_id = id->valueint;
+    assert_true(cJSON_IsString(name));
+    assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(op, "category")));
+    const cJSON* sup = cJSON_GetObjectItemCaseSensitive(op, "supported");
+    assert_true(cJSON_IsObject(sup));
+    const cJSON* cpu = cJSON_GetObjectItemCaseSensitive(sup, "cpu:0");
+    const cJSON* tpl = cJSON_GetObjectItemCaseSensitive(sup, "template:0");
+    assert_true(cJSON_IsBool(cpu));
+    assert_true(cJSON_IsBool(tpl));
+    if (cJSON_IsTrue(tpl)) {
+      ++template_ops;
+      assert_true(!strcmp(name->valuestring, "add") || !strcmp(name->valuestring, "relu"));
+    }
+    if (cJSON_IsTrue(cpu)) ++cpu_ops;
+    if (id->valueint <= 65) assert_true(cJSON_IsTrue(cpu)); /* abs .. where */
+    if (cJSON_IsFalse(tpl)) { /* an unsupported op says why */
+      const cJSON* why = cJSON_GetObjectItemCaseSensitive(
+          cJSON_GetObjectItemCaseSensitive(op, "reasons"), "template:0");
+      assert_true(cJSON_IsString(why));
+      assert_true(strlen(why->valuestring) > 0);
+    }
+  }
+  assert_int_equal(template_ops, 2);
+  assert_true(cpu_ops >= 80);
+  cJSON_Delete(root);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cpu_one_device_by_default),
       cmocka_unit_test(test_cpu_four_devices),
       cmocka_unit_test(test_skipped_plugin_has_reason),
+      cmocka_unit_test(test_ops_json),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

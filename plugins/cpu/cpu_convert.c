@@ -51,10 +51,62 @@
       for (int64_t i = 0; i < n; i++) d[i * stride] = ENC(s[i]);                 \
     break;                                                                       \
   }
+/* f16 <-> f32 through the F16C instructions where the CPU has them
+ * (vcvtph2ps / vcvtps2ph, round to nearest even: the same results as
+ * bp_f16_to_f32 / bp_f32_to_f16, NaN payloads aside). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float* d, const uint16_t* s,
+                                                               int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(s + i))));
+  for (; i < n; i++) d[i] = bp_f16_to_f32(s[i]);
+}
+__attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(uint16_t* d, const float* s,
+                                                               int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128((__m128i*)(d + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; i++) d[i] = bp_f32_to_f16(s[i]);
+}
+static int cpu_has_f16c(void) { return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c"); }
+#define CPU_F16C 1
+#else
+#define CPU_F16C 0
+#endif
+
+/* Vector fast paths of the dense f16 <-> f32 conversions; 0 when none
+ * applies (the generic loops run). */
+static inline int fast_load(int kt, void* dst, const unsigned char* src, int64_t stride, int64_t n,
+                            uint32_t dtype) {
+#if CPU_F16C
+  if (kt == CPU_KT_F32 && dtype == BP_DTYPE_F16 && stride == 1 && cpu_has_f16c()) {
+    f16_to_f32_f16c((float*)dst, (const uint16_t*)src, n);
+    return 1;
+  }
+#endif
+  (void)kt, (void)dst, (void)src, (void)stride, (void)n, (void)dtype;
+  return 0;
+}
+static inline int fast_store(int kt, unsigned char* dst, int64_t stride, const void* src, int64_t n,
+                             uint32_t dtype) {
+#if CPU_F16C
+  if (kt == CPU_KT_F32 && dtype == BP_DTYPE_F16 && stride == 1 && cpu_has_f16c()) {
+    f32_to_f16_f16c((uint16_t*)dst, (const float*)src, n);
+    return 1;
+  }
+#endif
+  (void)kt, (void)dst, (void)src, (void)stride, (void)n, (void)dtype;
+  return 0;
+}
+
 #define CPU__LOADER(K, KT, D)                                                              \
   static void load_##K(void* dst, const unsigned char* src, int64_t stride, int64_t n,     \
                        uint32_t src_dtype) {                                               \
     KT* restrict d = (KT*)dst;                                                             \
+    if (fast_load(CPU_KT_##K, dst, src, stride, n, src_dtype)) return;                     \
     switch (src_dtype) {                                                                   \
       CPU_STORAGE(CPU__LOAD_CASE, K, KT)                                                   \
       default: break; /* rejected before any kernel runs */                                \
@@ -63,6 +115,7 @@
   static void store_##K(unsigned char* dst, int64_t stride, const void* src, int64_t n,    \
                         uint32_t dst_dtype) {                                              \
     const KT* restrict s = (const KT*)src;                                                 \
+    if (fast_store(CPU_KT_##K, dst, stride, src, n, dst_dtype)) return;                    \
     switch (dst_dtype) {                                                                   \
       CPU_STORAGE(CPU__STORE_CASE, K, KT)                                                  \
       default: break;                                                                      \

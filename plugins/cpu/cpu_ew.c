@@ -319,6 +319,11 @@ static void ew_row(const ew_job_t* j, const bp_nd_cursor_t* c, int64_t n) {
     j->fn(ptr[0], in, n, &j->params);
     return;
   }
+  if (!j->fn && st[0] == 1 && j->dtype[0] == cpu_kt_dtype[j->kt]) {
+    /* a cast into the kernel type's own dtype: convert straight into the output */
+    cpu_load[j->kt](ptr[0], ptr[1], st[1], n, j->dtype[1]);
+    return;
+  }
   _Alignas(64) unsigned char buf[BP_ND_MAX_OPS][CPU_BLOCK * CPU_KT_MAX_BYTES];
   for (int64_t o = 0; o < n; o += CPU_BLOCK) {
     int64_t cnt = n - o < CPU_BLOCK ? n - o : CPU_BLOCK;
@@ -389,12 +394,56 @@ static void job_const(ew_job_t* j, int k, int kt, const bp_scalar_t* s) {
   j->esize[k] = cpu_kt_size[kt];
 }
 
+/* Copies of transposed 2-d views (after collapsing): a row of the output
+ * reads a column of the input, so both are walked in square tiles that
+ * stay in L1. Parallel over tile rows. */
+#define EW_TILE 32
+
+static void transpose_rows(void* ctx, int64_t begin, int64_t end) {
+  const ew_job_t* j = ctx;
+  const int64_t rows = j->L.sizes[0], cols = j->L.sizes[1];
+  const int64_t os0 = j->L.strides[0][0], os1 = j->L.strides[0][1];
+  const int64_t is0 = j->L.strides[1][0], is1 = j->L.strides[1][1];
+  const uint32_t es = j->esize[0];
+  /* Each tile is read column by column (contiguous in the input) into a
+   * local buffer, then written row by row (contiguous in the output). */
+  _Alignas(64) unsigned char tile[EW_TILE * EW_TILE * CPU_KT_MAX_BYTES];
+  for (int64_t t = begin; t < end; t++) {
+    int64_t r0 = t * EW_TILE, nr = rows - r0 < EW_TILE ? rows - r0 : EW_TILE;
+    for (int64_t c0 = 0; c0 < cols; c0 += EW_TILE) {
+      int64_t nc = cols - c0 < EW_TILE ? cols - c0 : EW_TILE;
+      for (int64_t c = 0; c < nc; c++) {
+        const unsigned char* sp = j->base[1] + (r0 * is0 + (c0 + c) * is1) * (int64_t)es;
+        copy_strided(tile + c * (int64_t)es, EW_TILE, sp, is0, nr, es);
+      }
+      for (int64_t r = 0; r < nr; r++) {
+        unsigned char* d = j->base[0] + ((r0 + r) * os0 + c0 * os1) * (int64_t)es;
+        memcpy(d, tile + r * EW_TILE * (int64_t)es, (size_t)(nc * (int64_t)es));
+      }
+    }
+  }
+}
+
+/* Nonzero when a same-dtype copy is a 2-d transpose worth tiling. */
+static int is_transpose_copy(const ew_job_t* j) {
+  if (!j->copy_bytes || j->L.ndim != 2) return 0;
+  int64_t os1 = j->L.strides[0][1], is1 = j->L.strides[1][1];
+  int64_t is0 = j->L.strides[1][0];
+  return os1 == 1 && (is1 > 8 || is1 < -8) && (is0 == 1 || is0 == -1) &&
+         j->L.sizes[0] >= EW_TILE && j->L.sizes[1] >= EW_TILE;
+}
+
 static void job_run(ew_job_t* j) {
   j->L.nops = j->nin + 1;
   int64_t numel = 1;
   for (int d = 0; d < j->L.ndim; d++) numel *= j->L.sizes[d];
   if (numel == 0) return;
   bp_nd_collapse(&j->L);
+  if (is_transpose_copy(j)) {
+    int64_t tiles = (j->L.sizes[0] + EW_TILE - 1) / EW_TILE;
+    cpu_parallel_for(tiles, numel < EW_GRAIN ? tiles : 1, transpose_rows, j);
+    return;
+  }
   if (numel < EW_GRAIN) ew_range(j, 0, numel);
   else cpu_parallel_for(numel, EW_GRAIN, ew_range, j);
 }

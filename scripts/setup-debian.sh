@@ -7,6 +7,10 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libcjson-dev libcmocka-dev libopenblas-dev
   valgrind binutils
+  # Vulkan backend: the loader and headers, Mesa's lavapipe CPU driver, the
+  # GLSL compiler for the kernels, and the Khronos validation layer (tests).
+  libvulkan-dev libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools
+  vulkan-validationlayers vulkan-tools
 )
 
 missing=()

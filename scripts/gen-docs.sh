@@ -1,15 +1,46 @@
 #!/usr/bin/env bash
-# Regenerates docs/ops.md from the op table (include/backplane/ops.def).
-# With a conformance report (build/reports/conformance.json, from
-# scripts/main.sh or bp-conform --json) the table gains a status column per
-# backend; the committed docs/ops.md is generated without one so that it
-# does not depend on a run.
+# Regenerates the generated documentation:
+#  - docs/conformance-summary.json: a full conformance run over every backend
+#    found (cases passed / failed / skipped per op, dtypes that passed);
+#  - docs/ops.md: the op table (include/backplane/ops.def) with that
+#    summary's status and dtype columns per backend;
+#  - docs/performance.md: bp-bench's figures (every suite on cpu:0, and the
+#    device-vs-CPU suite on every other device found), under the fixed text
+#    of docs/performance.intro.md.
+# Options: --no-conformance keeps the committed summary; --no-bench keeps
+# docs/performance.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake --build --preset default --target bp-opdoc >/dev/null
-build/bin/bp-opdoc > docs/ops.md
+conformance=1 bench=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-conformance) conformance=0 ;;
+    --no-bench) bench=0 ;;
+    *) echo "usage: scripts/gen-docs.sh [--no-conformance] [--no-bench]" >&2; exit 2 ;;
+  esac
+done
+cmake --build --preset default --target bp-opdoc bp-conform bp-bench bp-info >/dev/null
+mkdir -p build/reports
+if [ "$conformance" = 1 ]; then
+  # Every backend found but the template example plugin.
+  backends=()
+  for b in $(build/bin/bp-info --devices | cut -d: -f1 | sort -u); do
+    [ "$b" = template ] || backends+=(--backend "$b")
+  done
+  build/bin/bp-conform "${backends[@]}" --json build/reports/conformance.json >/dev/null || true
+  build/bin/bp-opdoc --conformance build/reports/conformance.json \
+    --write-summary docs/conformance-summary.json
+  echo "wrote docs/conformance-summary.json"
+fi
+build/bin/bp-opdoc --summary docs/conformance-summary.json > docs/ops.md
 echo "wrote docs/ops.md"
-if [ -f build/reports/conformance.json ]; then
-  build/bin/bp-opdoc --conformance build/reports/conformance.json > build/reports/ops_status.md
-  echo "wrote build/reports/ops_status.md (with conformance status per backend)"
+if [ "$bench" = 1 ]; then
+  build/bin/bp-bench --markdown build/reports/bench-cpu.md >/dev/null
+  cat docs/performance.intro.md build/reports/bench-cpu.md > docs/performance.md
+  # Every other device: its figures against the CPU plugin.
+  for dev in $(build/bin/bp-info --devices | grep -v -e '^cpu:' -e '^template:' || true); do
+    build/bin/bp-bench --device "$dev" --suite vs_cpu,core --markdown "build/reports/bench-$dev.md" >/dev/null
+    cat "build/reports/bench-$dev.md" >> docs/performance.md
+  done
+  echo "wrote docs/performance.md"
 fi

@@ -31,6 +31,7 @@
 typedef struct options {
   int json;
   int ops;
+  int devices; /* --devices: names only */
   const char* backend; /* NULL: every plugin */
 } options_t;
 
@@ -65,13 +66,14 @@ static const char* memory_kind_name(uint32_t kind) {
 
 static void usage(FILE* out) {
   fputs(
-      "usage: bp-info [--json] [--backend NAME] [--ops]\n"
+      "usage: bp-info [--json] [--backend NAME] [--ops | --devices]\n"
       "  Lists backplane plugins (loaded or skipped, with the reason), the agreed ABI\n"
       "  versions and every device with its properties.\n"
       "  --json          print one JSON object instead of text\n"
       "  --backend NAME  only that backend; exit 1 with the reason if it is unavailable\n"
       "  --ops           the op table: per device, whether its support query accepts\n"
       "                  the op's conformance cases\n"
+      "  --devices       device names only, one per line (for scripts)\n"
       "  --help          this text\n"
       "Environment: BACKPLANE_PLUGIN_PATH, BACKPLANE_PLUGINS, BACKPLANE_DISABLE,\n"
       "  BACKPLANE_LOG=debug (traces discovery on stderr).\n",
@@ -87,6 +89,8 @@ static int parse_args(int argc, char** argv, options_t* opt) {
       opt->json = 1;
     } else if (!strcmp(argv[i], "--ops")) {
       opt->ops = 1;
+    } else if (!strcmp(argv[i], "--devices")) {
+      opt->devices = 1;
     } else if (!strcmp(argv[i], "--backend")) {
       if (i + 1 >= argc) {
         fprintf(stderr, "bp-info: --backend needs a backend name\n");
@@ -254,7 +258,7 @@ static void print_plugin(const bp_plugin_t* plugin) {
 }
 
 int main(int argc, char** argv) {
-  options_t opt = {0, 0, NULL};
+  options_t opt = {0, 0, 0, NULL};
   int rc = 0;
   bp_context_t* context = NULL;
   cJSON* root = NULL;
@@ -288,7 +292,14 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (opt.ops && opt.json) {
+  if (opt.devices) {
+    for (uint32_t i = 0; i < bp_context_device_count(context); ++i) {
+      bp_device_t* d = NULL;
+      if (bp_context_device(context, i, &d) != BP_OK) continue;
+      if (only && bp_device_plugin(d) != only) continue;
+      printf("%s\n", bp_device_name(d));
+    }
+  } else if (opt.ops && opt.json) {
     root = bp_info_ops_json(context, only);
     char* text = cJSON_Print(root);
     if (!text) {

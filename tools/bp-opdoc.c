@@ -1,11 +1,16 @@
 /* bp-opdoc: writes docs/ops.md from the op table (include/backplane/ops.def)
  * and checks that every Core ATen overload maps to an entry point or a view.
  *
- *   bp-opdoc [--check spec/core_aten_ops.csv] [--conformance FILE.json]... > docs/ops.md
+ *   bp-opdoc [--check spec/core_aten_ops.csv]
+ *   bp-opdoc [--summary SUMMARY.json] > docs/ops.md
+ *   bp-opdoc --conformance REPORT.json... --write-summary SUMMARY.json
  *
  * --check exits nonzero (listing them on stderr) when an overload of the
- * spec maps to nothing. --conformance adds a column per backend from
- * bp-conform --json reports (worst status over that op's cases).
+ * spec maps to nothing. --write-summary condenses bp-conform --json reports
+ * into a small per-backend, per-op summary (cases passed / failed / skipped
+ * and the dtype labels that passed); docs/conformance-summary.json is one,
+ * committed, and --summary turns it into the status and dtype columns of
+ * docs/ops.md. scripts/gen-docs.sh runs the whole chain.
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -124,111 +129,205 @@ static int check_spec(const char* path) {
   return missing ? 1 : (total ? 0 : 1);
 }
 
-/* Conformance columns: per report file, backend name -> per-op worst status. */
-typedef struct conf_col {
-  char* backend;
-  cJSON* root; /* owned */
-  cJSON* cases;
-} conf_col_t;
-
-static int status_rank(const char* s) {
-  static const char* order[] = {"PASS", "QUALITY_WARNING", "SKIPPED", "NOT_SUPPORTED",
-                                "RESOURCE_ERROR", "TIMEOUT", "FAIL", "CRASH"};
-  for (size_t i = 0; i < COUNT(order); ++i)
-    if (!strcmp(s, order[i])) return (int)i;
-  return -1;
-}
-
-static const char* worst_status(const conf_col_t* col, const char* op) {
-  const char* worst = NULL;
-  int rank = -1;
-  const cJSON* c;
-  cJSON_ArrayForEach(c, col->cases) {
-    const cJSON* o = cJSON_GetObjectItemCaseSensitive(c, "op");
-    const cJSON* s = cJSON_GetObjectItemCaseSensitive(c, "status");
-    if (!cJSON_IsString(o) || !cJSON_IsString(s) || strcmp(o->valuestring, op)) continue;
-    int r = status_rank(s->valuestring);
-    if (r > rank) rank = r, worst = s->valuestring;
-  }
-  return worst ? worst : "-";
-}
-
-static int load_conformance(const char* path, conf_col_t* cols, int max_cols) {
+/* ---- conformance summaries -------------------------------------------- */
+/* Reads a whole file into a parsed cJSON tree (NULL on failure). */
+static cJSON* read_json(const char* path) {
   FILE* f = fopen(path, "rb");
-  if (!f) return 0;
+  if (!f) {
+    fprintf(stderr, "bp-opdoc: cannot open %s\n", path);
+    return NULL;
+  }
   fseek(f, 0, SEEK_END);
   long size = ftell(f);
   fseek(f, 0, SEEK_SET);
-  char* text = malloc((size_t)size + 1);
-  if (!text || fread(text, 1, (size_t)size, f) != (size_t)size) {
-    fclose(f);
-    free(text);
-    return 0;
+  char* text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+  cJSON* root = NULL;
+  if (text && fread(text, 1, (size_t)size, f) == (size_t)size) {
+    text[size] = '\0';
+    root = cJSON_Parse(text);
   }
   fclose(f);
-  text[size] = '\0';
-  cJSON* root = cJSON_Parse(text);
   free(text);
-  const cJSON* backends = cJSON_GetObjectItemCaseSensitive(root, "backends");
-  int n = 0;
+  if (!root) fprintf(stderr, "bp-opdoc: %s is not valid JSON\n", path);
+  return root;
+}
+
+static int is_pass(const char* s) { return !strcmp(s, "PASS") || !strcmp(s, "QUALITY_WARNING"); }
+static int is_fail(const char* s) {
+  return !strcmp(s, "FAIL") || !strcmp(s, "CRASH") || !strcmp(s, "TIMEOUT");
+}
+
+/* Adds the cases of bp-conform report `report` to `summary`:
+ * {"backends": {name: {"device", "ops": {op: {"passed", "failed", "skipped",
+ * "dtypes": [labels that passed]}}}}}. Runtime pseudo ops are skipped. */
+static int summarize(cJSON* summary, const cJSON* report) {
+  cJSON* backends = cJSON_GetObjectItemCaseSensitive(summary, "backends");
   const cJSON* b;
-  cJSON_ArrayForEach(b, backends) {
-    if (n >= max_cols) break;
+  int n = 0;
+  cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(report, "backends")) {
     const cJSON* name = cJSON_GetObjectItemCaseSensitive(b, "name");
-    cJSON* cases = cJSON_GetObjectItemCaseSensitive(b, "cases");
-    if (!cJSON_IsString(name) || !cJSON_IsArray(cases)) continue;
-    cols[n].backend = strdup(name->valuestring);
-    cols[n].root = n == 0 ? root : NULL;
-    cols[n].cases = cases;
+    const cJSON* device = cJSON_GetObjectItemCaseSensitive(b, "device");
+    if (!cJSON_IsString(name)) continue;
+    cJSON_DeleteItemFromObjectCaseSensitive(backends, name->valuestring);
+    cJSON* be = cJSON_AddObjectToObject(backends, name->valuestring);
+    cJSON_AddStringToObject(be, "device", cJSON_IsString(device) ? device->valuestring : "");
+    cJSON* ops = cJSON_AddObjectToObject(be, "ops");
+    const cJSON* c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(b, "cases")) {
+      const cJSON* op = cJSON_GetObjectItemCaseSensitive(c, "op");
+      const cJSON* st = cJSON_GetObjectItemCaseSensitive(c, "status");
+      const cJSON* dt = cJSON_GetObjectItemCaseSensitive(c, "dtype");
+      if (!cJSON_IsString(op) || !cJSON_IsString(st) || !strncmp(op->valuestring, "runtime", 7))
+        continue;
+      cJSON* o = cJSON_GetObjectItemCaseSensitive(ops, op->valuestring);
+      if (!o) {
+        o = cJSON_AddObjectToObject(ops, op->valuestring);
+        cJSON_AddNumberToObject(o, "passed", 0);
+        cJSON_AddNumberToObject(o, "failed", 0);
+        cJSON_AddNumberToObject(o, "skipped", 0);
+        cJSON_AddArrayToObject(o, "dtypes");
+      }
+      const char* key = is_pass(st->valuestring) ? "passed" : is_fail(st->valuestring) ? "failed"
+                                                                                       : "skipped";
+      cJSON* counter = cJSON_GetObjectItemCaseSensitive(o, key);
+      cJSON_SetNumberValue(counter, counter->valuedouble + 1);
+      if (is_pass(st->valuestring) && cJSON_IsString(dt)) {
+        cJSON* dts = cJSON_GetObjectItemCaseSensitive(o, "dtypes");
+        int seen = 0;
+        const cJSON* d;
+        cJSON_ArrayForEach(d, dts) seen |= !strcmp(d->valuestring, dt->valuestring);
+        if (!seen) cJSON_AddItemToArray(dts, cJSON_CreateString(dt->valuestring));
+      }
+    }
     ++n;
   }
-  if (n == 0) cJSON_Delete(root);
   return n;
 }
 
+/* The status cell of one op on one backend: "42/42 pass", "3 FAIL / 40",
+ * "not supported", or "-" when the suite has no case for it. */
+static void status_cell(const cJSON* be, const char* op, char* out, size_t cap) {
+  const cJSON* o = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(be, "ops"), op);
+  if (!o) {
+    snprintf(out, cap, "-");
+    return;
+  }
+  int p = cJSON_GetObjectItemCaseSensitive(o, "passed")->valueint;
+  int f = cJSON_GetObjectItemCaseSensitive(o, "failed")->valueint;
+  int sk = cJSON_GetObjectItemCaseSensitive(o, "skipped")->valueint;
+  int total = p + f + sk;
+  if (f) snprintf(out, cap, "**%d FAIL** / %d", f, total);
+  else if (p == 0) snprintf(out, cap, "not supported");
+  else if (sk) snprintf(out, cap, "%d/%d pass (%d unsupported)", p, total, sk);
+  else snprintf(out, cap, "%d/%d pass", p, total);
+}
+
+static void dtypes_cell(const cJSON* be, const char* op, char* out, size_t cap) {
+  const cJSON* o = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(be, "ops"), op);
+  size_t n = 0;
+  out[0] = '\0';
+  const cJSON* d;
+  if (o) {
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(o, "dtypes")) {
+      if (strchr(d->valuestring, '+') || strstr(d->valuestring, "->")) continue; /* mixed */
+      int w = snprintf(out + n, cap - n, "%s%s", n ? " " : "", d->valuestring);
+      if (w < 0 || (size_t)w >= cap - n) break;
+      n += (size_t)w;
+    }
+  }
+  if (!n) snprintf(out, cap, "-");
+}
+
 int main(int argc, char** argv) {
-  conf_col_t cols[16];
-  int ncols = 0;
+  cJSON* summary = NULL;
+  const char* write_path = NULL;
+  int reports = 0;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--check") && i + 1 < argc) return check_spec(argv[++i]);
-    if (!strcmp(argv[i], "--conformance") && i + 1 < argc) {
-      ncols += load_conformance(argv[++i], cols + ncols, 16 - ncols);
+    if (!strcmp(argv[i], "--summary") && i + 1 < argc) {
+      cJSON_Delete(summary);
+      if (!(summary = read_json(argv[++i]))) return 1;
       continue;
     }
-    fprintf(stderr, "usage: bp-opdoc [--check CSV] [--conformance REPORT.json]...\n");
+    if (!strcmp(argv[i], "--conformance") && i + 1 < argc) {
+      cJSON* report = read_json(argv[++i]);
+      if (!report) return 1;
+      if (!summary) {
+        summary = cJSON_CreateObject();
+        cJSON_AddObjectToObject(summary, "backends");
+      }
+      reports += summarize(summary, report);
+      cJSON_Delete(report);
+      continue;
+    }
+    if (!strcmp(argv[i], "--write-summary") && i + 1 < argc) {
+      write_path = argv[++i];
+      continue;
+    }
+    fprintf(stderr,
+            "usage: bp-opdoc [--check CSV] | [--summary SUMMARY.json] |\n"
+            "       --conformance REPORT.json... --write-summary SUMMARY.json\n");
     return 2;
   }
+  if (write_path) {
+    if (!summary || reports == 0) {
+      fprintf(stderr, "bp-opdoc: --write-summary needs --conformance reports with backends\n");
+      return 1;
+    }
+    char* text = cJSON_Print(summary);
+    FILE* f = fopen(write_path, "w");
+    int ok = text && f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    if (f) ok &= fclose(f) == 0;
+    free(text);
+    cJSON_Delete(summary);
+    if (!ok) fprintf(stderr, "bp-opdoc: cannot write %s\n", write_path);
+    return ok ? 0 : 1;
+  }
+  const cJSON* backends = summary ? cJSON_GetObjectItemCaseSensitive(summary, "backends") : NULL;
 
   printf("# Operators\n\n");
   printf("Generated by `bp-opdoc` from `include/backplane/ops.def` (the single source of\n"
-         "truth); do not edit by hand. Regenerate with `scripts/gen-docs.sh`.\n\n");
+         "truth) and `docs/conformance-summary.json` (the last conformance run per backend);\n"
+         "do not edit by hand. Regenerate with `scripts/gen-docs.sh`.\n\n");
   printf("%zu entry points (ids are stable and append-only) and %zu Core ATen overloads\n"
          "served as views or metadata queries. Scalar overloads fold into their Tensor\n"
          "forms through `bp_binary_attrs_t.flags`; several ATen overloads share one entry\n"
          "point where only an attribute differs (listed in the ATen column).\n\n",
          COUNT(k_ops), COUNT(k_views));
+  const cJSON* be;
+  if (backends && cJSON_GetArraySize(backends) > 0) {
+    printf("Per backend: conformance cases passed of those run (a case the backend\n"
+           "declares unsupported counts as unsupported, never as passed), and the dtypes\n"
+           "of its passing cases.");
+    cJSON_ArrayForEach(be, backends) {
+      const cJSON* dev = cJSON_GetObjectItemCaseSensitive(be, "device");
+      printf(" `%s`: %s.", be->string, cJSON_IsString(dev) ? dev->valuestring : "");
+    }
+    printf("\n\n");
+  }
   printf("| id | op | category | inputs | outputs | attributes | rule | Core ATen |");
-  for (int c = 0; c < ncols; ++c) printf(" %s |", cols[c].backend);
+  cJSON_ArrayForEach(be, backends) printf(" %s | %s dtypes |", be->string, be->string);
   printf("\n|---|---|---|---|---|---|---|---|");
-  for (int c = 0; c < ncols; ++c) printf("---|");
+  cJSON_ArrayForEach(be, backends) printf("---|---|");
   printf("\n");
   for (size_t i = 0; i < COUNT(k_ops); ++i) {
     const op_row_t* r = &k_ops[i];
-    char ins[256], outs[256];
+    char ins[256], outs[256], cell[128], dts[256];
     operand_list(r->inputs, ins, sizeof ins);
     operand_list(r->outputs, outs, sizeof outs);
     printf("| %d | `%s` | %s | %s | %s | %s | %s | %s |", r->id, r->name, r->category, ins,
            outs, strcmp(r->attrs, "bp_no_attrs_t") ? r->attrs : "-", r->rule, r->aten);
-    for (int c = 0; c < ncols; ++c) printf(" %s |", worst_status(&cols[c], r->name));
+    cJSON_ArrayForEach(be, backends) {
+      status_cell(be, r->name, cell, sizeof cell);
+      dtypes_cell(be, r->name, dts, sizeof dts);
+      printf(" %s | %s |", cell, dts);
+    }
     printf("\n");
   }
   printf("\n## Views and metadata (no plugin entry point)\n\n");
   printf("| Core ATen | served by |\n|---|---|\n");
   for (size_t i = 0; i < COUNT(k_views); ++i)
     printf("| %s | %s |\n", k_views[i].aten, k_views[i].how);
-  for (int c = 0; c < ncols; ++c) {
-    free(cols[c].backend);
-    cJSON_Delete(cols[c].root);
-  }
+  cJSON_Delete(summary);
   return 0;
 }

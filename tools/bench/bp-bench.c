@@ -7,6 +7,7 @@
  * suites live in bench_<suite>.c, one per op family.
  *
  *   bp-bench [--device SPEC] [--suite LIST] [--quick] [--reps N] [--json FILE]
+ *            [--markdown FILE]
  */
 #define _GNU_SOURCE
 #include <cjson/cJSON.h>
@@ -26,6 +27,38 @@ void bpb__figures_free(void);
 #define BPB__NAME(s) #s " "
 static const char k_suite_names[] = BPB_SUITES(BPB__NAME);
 #undef BPB__NAME
+
+/* The figures as a Markdown section: device, repetitions, then one table
+ * row per figure (value, baseline, ratio, target, met). */
+static int write_markdown(const char* path, const bpb_ctx_t* ctx, const char* suites) {
+  FILE* f = fopen(path, "w");
+  if (!f) {
+    fprintf(stderr, "bp-bench: cannot write %s: %s\n", path, strerror(errno));
+    return 1;
+  }
+  const bp_device_properties_t* p = bp_device_properties(ctx->device);
+  fprintf(f, "\n## %s (%s)\n\n", bp_device_name(ctx->device), p->name);
+  fprintf(f, "`bp-bench --device %s%s%s%s`: medians of %d repetitions%s.\n\n",
+          bp_device_name(ctx->device), suites ? " --suite " : "", suites ? suites : "",
+          ctx->quick ? " --quick" : "", ctx->reps, ctx->quick ? " (quick sizes)" : "");
+  fprintf(f, "| figure | backplane | baseline | ratio | target | met |\n");
+  fprintf(f, "|---|---|---|---|---|---|\n");
+  for (int i = 0; i < bpb__figure_count(); ++i) {
+    const bpb_figure_t* g = bpb__figure(i);
+    double ratio = g->value / g->baseline;
+    char target[40] = "-", met[8] = "-";
+    if (g->target > 0 && g->lower_is_better) {
+      snprintf(target, sizeof target, "<= %.0f %s", g->target, g->unit);
+      snprintf(met, sizeof met, "%s", g->value <= g->target ? "yes" : "**no**");
+    } else if (g->target > 0) {
+      snprintf(target, sizeof target, ">= %.2f", g->target);
+      snprintf(met, sizeof met, "%s", ratio >= g->target ? "yes" : "**no**");
+    }
+    fprintf(f, "| %s | %.2f %s | %.2f (%s) | %.3f | %s | %s |\n", g->name, g->value, g->unit,
+            g->baseline, g->baseline_name, ratio, target, met);
+  }
+  return fclose(f) == 0 ? 0 : 1;
+}
 
 /* Nonzero when `name` is in the comma-separated list (NULL: every suite). */
 static int suite_selected(const char* list, const char* name) {
@@ -63,12 +96,14 @@ static int suites_valid(const char* list) {
 static void usage(FILE* f) {
   fprintf(f,
           "usage: bp-bench [--device SPEC] [--suite LIST] [--quick] [--reps N] [--json FILE]\n"
+          "                [--markdown FILE]\n"
           "  --device SPEC  device to measure (default cpu:0)\n"
           "  --suite LIST   comma-separated suites to run (default: all):\n"
           "                 %s\n"
           "  --quick        smaller sizes and fewer repetitions (smoke test)\n"
           "  --reps N       repetitions per figure (median reported; default 9)\n"
-          "  --json FILE    also write the figures as JSON\n",
+          "  --json FILE    also write the figures as JSON\n"
+          "  --markdown FILE  also write the figures as a Markdown section\n",
           k_suite_names);
 }
 
@@ -76,11 +111,13 @@ int main(int argc, char** argv) {
   const char* spec = "cpu:0";
   const char* json_path = NULL;
   const char* suites = NULL;
+  const char* md_path = NULL;
   int quick = 0, reps = 9;
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) spec = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
     else if (!strcmp(argv[i], "--suite") && i + 1 < argc) suites = argv[++i];
+    else if (!strcmp(argv[i], "--markdown") && i + 1 < argc) md_path = argv[++i];
     else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quick")) quick = 1;
     else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -164,6 +201,7 @@ int main(int argc, char** argv) {
     free(text);
   }
   cJSON_Delete(root);
+  if (md_path && write_markdown(md_path, &bctx, suites) != 0) return 1;
   bpb__figures_free();
   bp_stream_release(stream);
   bp_context_release(ctx);

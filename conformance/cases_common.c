@@ -205,6 +205,15 @@ bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_dat
   if (esize == 0) return BP_INVALID_ARGUMENT;
   int64_t numel = 1;
   for (uint32_t d = 0; d < o->rank; d++) numel *= o->sizes[d];
+  /* A c64 operand draws its values as 2 * numel f32 components (re, im). */
+  bpc_operand_t as_f32;
+  if (o->dtype == BP_DTYPE_C64) {
+    as_f32 = *o;
+    as_f32.dtype = BP_DTYPE_F32;
+    o = &as_f32;
+    esize = 4;
+    numel *= 2;
+  }
   if (numel == 0) return BP_OK;
   uint8_t* data = malloc((size_t)numel * esize);
   if (!data) return BP_RESOURCE_EXHAUSTED;

@@ -149,7 +149,9 @@ typedef struct bpc_expected {
   uint32_t rank;
   int64_t sizes[BP_MAX_RANK];
   int64_t numel;
-  double* f;      /* floating dtypes: exact reference value (unrounded) */
+  double* f;      /* floating dtypes: exact reference value (unrounded); c64:
+                     2 * numel values, (re, im) per element, and mag / nterms
+                     likewise per component (compared as two f32 values) */
   int64_t* i;     /* integer and bool dtypes: exact value */
   double* mag;    /* optional error scale per element (sum of |terms|) */
   double* nterms; /* REDUCE: accumulation length per element */

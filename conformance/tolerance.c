@@ -51,6 +51,8 @@ static const double kUlps[][4] = {
 bpc_tolerance_t bpc_tolerance_get(uint32_t accuracy, uint32_t out_dtype, int signed_zero) {
   bpc_tolerance_t t;
   memset(&t, 0, sizeof t);
+  /* c64 compares as its two f32 components. */
+  if (out_dtype == BP_DTYPE_C64) out_dtype = BP_DTYPE_F32;
   t.check_signed_zero = signed_zero;
   if (!bpc_dtype_is_float(out_dtype) || accuracy > BPC_ACC_REDUCE ||
       out_dtype == BP_DTYPE_F8E4M3 || out_dtype == BP_DTYPE_F8E5M2) {
@@ -123,7 +125,8 @@ bp_status_t bpc_expected_init(bpc_expected_t* e, uint32_t dtype, uint32_t rank,
     e->numel *= sizes[d];
   }
   size_t n = (size_t)(e->numel > 0 ? e->numel : 1);
-  if (bpc_dtype_is_float(dtype)) {
+  if (dtype == BP_DTYPE_C64) n *= 2; /* f, mag, nterms per component: re, im */
+  if (bpc_dtype_is_float(dtype) || dtype == BP_DTYPE_C64) {
     e->f = calloc(n, sizeof(double));
     e->mag = calloc(n, sizeof(double));
     if (with_bound) e->nterms = calloc(n, sizeof(double));
@@ -190,21 +193,24 @@ void bpc_check_values(const bpc_tolerance_t* tol, const bpc_expected_t* e, const
   out->max_ulps = -1.0;
   out->worst_index = -1;
   double worst = 0.0;
-  int is_float = bpc_dtype_is_float(e->dtype);
+  /* c64: 2 * numel f32 components (re, im interleaved, as e->f holds them). */
+  uint32_t vdt = e->dtype == BP_DTYPE_C64 ? BP_DTYPE_F32 : e->dtype;
+  int64_t count = e->dtype == BP_DTYPE_C64 ? 2 * e->numel : e->numel;
+  int is_float = bpc_dtype_is_float(vdt);
   if (is_float && tol->accuracy != BPC_ACC_EXACT) out->max_ulps = 0.0;
-  for (int64_t k = 0; k < e->numel; k++) {
-    bpc_num_t g = bpc_load(e->dtype, got_dense, k);
+  for (int64_t k = 0; k < count; k++) {
+    bpc_num_t g = bpc_load(vdt, got_dense, k);
     double err;
     if (is_float) {
       double mag = e->mag ? e->mag[k] : 0.0;
       double n = e->nterms ? e->nterms[k] : 1.0;
-      err = float_error(tol, e->dtype, g.f, e->f[k], mag, n);
-      double rr = bpc_round_to_dtype(e->f[k], e->dtype);
+      err = float_error(tol, vdt, g.f, e->f[k], mag, n);
+      double rr = bpc_round_to_dtype(e->f[k], vdt);
       if (isfinite(g.f) && isfinite(rr) && fabs(g.f - e->f[k]) > out->max_abs) {
         out->max_abs = fabs(g.f - e->f[k]);
       }
       if (tol->accuracy != BPC_ACC_EXACT) {
-        double u = bpc_ulp_error(g.f, e->f[k], e->dtype);
+        double u = bpc_ulp_error(g.f, e->f[k], vdt);
         if (u > out->max_ulps) out->max_ulps = u;
       }
     } else {
@@ -223,13 +229,14 @@ void bpc_check_values(const bpc_tolerance_t* tol, const bpc_expected_t* e, const
   int warn = tol->accuracy != BPC_ACC_EXACT && worst <= BPC_WARN_FACTOR;
   out->status = warn ? BPC_QUALITY_WARNING : BPC_FAIL;
   int64_t k = out->worst_index;
-  bpc_num_t g = bpc_load(e->dtype, got_dense, k);
+  bpc_num_t g = bpc_load(vdt, got_dense, k);
   if (is_float) {
     snprintf(out->message, sizeof out->message,
-             "%lld of %lld elements outside %s tolerance; worst [%lld]: got %.17g, expected %.17g "
+             "%lld of %lld %s outside %s tolerance; worst [%lld]: got %.17g, expected %.17g "
              "(%.3g x allowance)",
-             (long long)out->mismatches, (long long)e->numel, bpc_accuracy_name(tol->accuracy),
-             (long long)k, g.f, e->f[k], worst);
+             (long long)out->mismatches, (long long)count,
+             e->dtype == BP_DTYPE_C64 ? "components (re, im)" : "elements",
+             bpc_accuracy_name(tol->accuracy), (long long)k, g.f, e->f[k], worst);
   } else {
     snprintf(out->message, sizeof out->message,
              "%lld of %lld elements differ; first worst [%lld]: got %lld, expected %lld",

@@ -102,20 +102,3 @@ bp_status_t bp__op_infer_descs(bp__infer_t* x) {
   if (st != BP_OK) return st;
   return x->op->infer(x);
 }
-
-/* Rules that ops.def names but the core cannot infer yet: an explicit
- * UNIMPLEMENTED, never a guess. Weak, so that a family's op_infer_*.c
- * replaces one by defining the rule. */
-#define BP__UNIMPLEMENTED_RULES(X)                                                          \
-  X(cdist) X(pdist) X(convolution) X(convolution_backward) X(pool) X(adaptive_pool)         \
-  X(pool_with_indices) X(col2im) X(grid_sampler_2d) X(upsample2d) X(batch_norm)             \
-  X(group_norm) X(group_norm_backward) X(layer_norm_backward) X(embedding_bag)              \
-  X(embedding_dense_backward) X(index) X(nonzero) X(fft_r2c) X(fft_c2r) X(cross_entropy)
-
-#define BP__UNIMPLEMENTED_RULE(rule)                                                        \
-  __attribute__((weak)) bp_status_t bp__infer_##rule(bp__infer_t* x) {                                            \
-    return bp__error(BP_UNIMPLEMENTED, "shape rule '%s' for op '%s' is not implemented yet", \
-                     #rule, x->op->name);                                                   \
-  }
-BP__UNIMPLEMENTED_RULES(BP__UNIMPLEMENTED_RULE)
-#undef BP__UNIMPLEMENTED_RULE

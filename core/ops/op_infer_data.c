@@ -160,39 +160,7 @@ bp_status_t bp__infer_gather(bp__infer_t* x) {
 
 /* ---- shape-changing copies -------------------------------------------------------- */
 
-bp_status_t bp__infer_pad(bp__infer_t* x) {
-  const bp_pad_attrs_t* a = x->attrs;
-  const bp_tensor_desc_t* in = &x->in[0];
-  if (a->num_pads > 2 * in->rank) {
-    return bp__infer_fail(x, "attrs.num_pads = %u exceeds twice the input's rank %u", a->num_pads,
-                          in->rank);
-  }
-  int64_t sizes[BP_MAX_RANK];
-  memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
-  for (uint32_t p = 0; p < a->num_pads / 2; ++p) {
-    uint32_t d = in->rank - 1 - p;
-    int64_t before = a->pads[2 * p], after = a->pads[2 * p + 1];
-    int64_t s = in->sizes[d];
-    if (a->mode != BP_PAD_CONSTANT) {
-      int bad = before < 0 || after < 0;
-      if (a->mode == BP_PAD_REFLECT) bad = bad || before >= s || after >= s;
-      if (a->mode == BP_PAD_CIRCULAR) bad = bad || before > s || after > s;
-      if (a->mode == BP_PAD_REPLICATE) bad = bad || (s == 0 && (before || after));
-      if (bad) {
-        return bp__infer_fail(x, "pads (%lld, %lld) are invalid for dim %u of size %lld in "
-                                 "mode %u",
-                              (long long)before, (long long)after, d, (long long)s, a->mode);
-      }
-    }
-    if (__builtin_add_overflow(s, before, &s) || __builtin_add_overflow(s, after, &s) || s < 0) {
-      return bp__infer_fail(x, "pads (%lld, %lld) give an invalid size for dim %u",
-                            (long long)before, (long long)after, d);
-    }
-    sizes[d] = s;
-  }
-  x->compute_dtype = in->dtype;
-  return bp__infer_set_out(x, 0, in->dtype, in->rank, sizes);
-}
+/* pad: core/ops/op_infer_scatter.c. */
 
 bp_status_t bp__infer_repeat(bp__infer_t* x) {
   const bp_dims_attrs_t* a = x->attrs;

@@ -1,5 +1,5 @@
-/* backplane core: inference rules of matmul, linear, normalization,
- * attention, embedding and dropout.
+/* backplane core: inference rules of matmul, normalization, embedding and
+ * dropout (attention and linear: op_infer_attention.c).
  */
 #include <stdio.h>
 #include <string.h>
@@ -114,26 +114,6 @@ bp_status_t bp__infer_addmm(bp__infer_t* x) {
   return bp__infer_set_out(x, 0, x->in[0].dtype, 2, sizes);
 }
 
-/* linear(input [..., in], weight [out, in], bias [out]) -> [..., out]. */
-bp_status_t bp__infer_linear(bp__infer_t* x) {
-  bp_status_t st = bp__same_dtype(x, 0x7, 0);
-  if (st == BP_OK) st = bp__expect_rank(x, 1, 2);
-  if (st != BP_OK) return st;
-  const bp_tensor_desc_t* in = &x->in[0];
-  if (in->rank < 1 || in->sizes[in->rank - 1] != x->in[1].sizes[1]) {
-    return bp__mm_mismatch(x, 0, 1);
-  }
-  int64_t sizes[BP_MAX_RANK];
-  memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
-  sizes[in->rank - 1] = x->in[1].sizes[0];
-  if (bp__in_present(x, 2)) {
-    st = bp__broadcasts_to(x, 2, in->rank, sizes);
-    if (st != BP_OK) return st;
-  }
-  x->compute_dtype = in->dtype;
-  return bp__infer_set_out(x, 0, in->dtype, in->rank, sizes);
-}
-
 /* ---- normalization ------------------------------------------------------------- */
 
 bp_status_t bp__infer_softmax(bp__infer_t* x) {
@@ -181,42 +161,6 @@ static bp_status_t bp__norm_params(bp__infer_t* x, uint32_t nrank, uint32_t mask
   return BP_OK;
 }
 
-/* native_layer_norm: out like input; mean and rstd keep the leading dims and
- * have size 1 in the normalized ones. normalized_shape entries of 0 take the
- * input's size (the default attrs normalize the last dim). */
-bp_status_t bp__infer_layer_norm(bp__infer_t* x) {
-  const bp_layer_norm_attrs_t* a = x->attrs;
-  const bp_tensor_desc_t* in = &x->in[0];
-  if (!bp__dtype_is_float(in->dtype)) {
-    return bp__infer_fail(x, "input 'input' has dtype %s; a floating dtype is required",
-                          bp_dtype_name(in->dtype));
-  }
-  uint32_t nr = a->normalized_rank;
-  if (nr == 0 || nr > in->rank) {
-    return bp__infer_fail(x, "attrs.normalized_rank = %u must be in 1..%u (the input's rank)", nr,
-                          in->rank);
-  }
-  for (uint32_t k = 0; k < nr; ++k) {
-    int64_t want = a->normalized_shape[k];
-    int64_t have = in->sizes[in->rank - nr + k];
-    if (want != 0 && want != have) {
-      char s[192];
-      return bp__infer_fail(x, "attrs.normalized_shape[%u] = %lld does not match input shape %s",
-                            k, (long long)want, bp__shape_str(in->rank, in->sizes, s, sizeof(s)));
-    }
-  }
-  bp_status_t st = bp__norm_params(x, nr, 0x6);
-  if (st != BP_OK) return st;
-  int64_t stat[BP_MAX_RANK];
-  memcpy(stat, in->sizes, sizeof(int64_t) * in->rank);
-  for (uint32_t k = in->rank - nr; k < in->rank; ++k) stat[k] = 1;
-  x->compute_dtype = in->dtype;
-  st = bp__infer_set_out(x, 0, in->dtype, in->rank, in->sizes);
-  if (st == BP_OK) st = bp__infer_set_out(x, 1, in->dtype, in->rank, stat);
-  if (st == BP_OK) st = bp__infer_set_out(x, 2, in->dtype, in->rank, stat);
-  return st;
-}
-
 bp_status_t bp__infer_rms_norm(bp__infer_t* x) {
   const bp_rms_norm_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
@@ -234,54 +178,7 @@ bp_status_t bp__infer_rms_norm(bp__infer_t* x) {
   return bp__infer_set_out(x, 0, in->dtype, in->rank, in->sizes);
 }
 
-/* ---- attention, embedding, dropout ------------------------------------------------ */
-
-/* scaled_dot_product_attention(q [..., Hq, L, E], k [..., Hk, S, E],
- * v [..., Hk, S, Ev], mask broadcastable to [..., Hq, L, S]) -> [..., Hq, L, Ev]. */
-bp_status_t bp__infer_sdpa(bp__infer_t* x) {
-  const bp_sdpa_attrs_t* a = x->attrs;
-  bp_status_t st = bp__same_dtype(x, 0x7, 1);
-  if (st != BP_OK) return st;
-  const bp_tensor_desc_t *q = &x->in[0], *k = &x->in[1], *v = &x->in[2];
-  uint32_t r = q->rank;
-  if (r < 2 || k->rank != r || v->rank != r) {
-    return bp__infer_fail(x, "query, key and value must have the same rank >= 2 (got %u, %u, %u)",
-                          q->rank, k->rank, v->rank);
-  }
-  if (q->sizes[r - 1] != k->sizes[r - 1] || k->sizes[r - 2] != v->sizes[r - 2]) {
-    return bp__infer_fail(x, "query/key head dims (%lld, %lld) or key/value lengths (%lld, %lld) "
-                             "differ",
-                          (long long)q->sizes[r - 1], (long long)k->sizes[r - 1],
-                          (long long)k->sizes[r - 2], (long long)v->sizes[r - 2]);
-  }
-  for (uint32_t d = 0; d + 2 < r; ++d) {
-    int64_t qs = q->sizes[d], ks = k->sizes[d];
-    int gqa_dim = a->enable_gqa && d + 3 == r;
-    int ok = ks == v->sizes[d] && (qs == ks || (gqa_dim && ks > 0 && qs % ks == 0));
-    if (!ok) {
-      return bp__infer_fail(x, "batch/head dim %u differs: query %lld, key %lld, value %lld%s", d,
-                            (long long)qs, (long long)ks, (long long)v->sizes[d],
-                            d + 3 == r && !a->enable_gqa ? " (set attrs.enable_gqa for GQA)" : "");
-    }
-  }
-  int64_t sizes[BP_MAX_RANK];
-  memcpy(sizes, q->sizes, sizeof(int64_t) * r);
-  sizes[r - 1] = v->sizes[r - 1];
-  if (bp__in_present(x, 3)) {
-    const bp_tensor_desc_t* m = &x->in[3];
-    if (m->dtype != BP_DTYPE_BOOL && m->dtype != q->dtype) {
-      return bp__infer_fail(x, "input 'attn_mask' has dtype %s; expected bool or %s",
-                            bp_dtype_name(m->dtype), bp_dtype_name(q->dtype));
-    }
-    int64_t scores[BP_MAX_RANK];
-    memcpy(scores, q->sizes, sizeof(int64_t) * r);
-    scores[r - 1] = k->sizes[r - 2];
-    st = bp__broadcasts_to(x, 3, r, scores);
-    if (st != BP_OK) return st;
-  }
-  x->compute_dtype = q->dtype;
-  return bp__infer_set_out(x, 0, q->dtype, r, sizes);
-}
+/* ---- embedding, dropout ------------------------------------------------ */
 
 bp_status_t bp__infer_embedding(bp__infer_t* x) {
   const bp_tensor_desc_t *w = &x->in[0], *idx = &x->in[1];

@@ -96,6 +96,14 @@ bp_status_t bp__infer_reduce_sum(bp__infer_t* x) {
 bp_status_t bp__infer_reduce_float(bp__infer_t* x) {
   const bp_reduce_attrs_t* a = x->attrs;
   uint32_t in = x->in[0].dtype;
+  uint32_t op = x->op->id;
+  /* var and logsumexp take no dtype argument in PyTorch. */
+  if ((op == BP_OP_var || op == BP_OP_logsumexp) && a->dtype != BP_DTYPE_INVALID) {
+    return bp__infer_fail(x, "attrs.dtype must be BP_DTYPE_INVALID (the op has no dtype argument)");
+  }
+  /* logsumexp of an integer or bool tensor computes in the default float
+   * dtype (f32), as PyTorch. */
+  if (op == BP_OP_logsumexp && (bp__dtype_is_int(in) || in == BP_DTYPE_BOOL)) in = BP_DTYPE_F32;
   uint32_t d = a->dtype != BP_DTYPE_INVALID ? a->dtype : in;
   if (!bp__dtype_is_float(d) && !bp__dtype_is_complex(d)) {
     return bp__infer_fail(x, "needs a floating input or a floating attrs.dtype, got %s%s",
@@ -188,6 +196,7 @@ bp_status_t bp__infer_topk(bp__infer_t* x) {
   bp_status_t st = bp__infer_wrap_dim(x, a->dim, in->rank, "attrs.dim", &dim);
   if (st != BP_OK) return st;
   if (bp__dtype_is_complex(in->dtype)) return bp__infer_fail(x, "not defined for complex input");
+  if (in->dtype == BP_DTYPE_BOOL) return bp__infer_fail(x, "not defined for bool input (as PyTorch)");
   int64_t n = in->rank ? in->sizes[dim] : 1;
   if (a->k < 0 || a->k > n) {
     return bp__infer_fail(x, "attrs.k = %lld is out of range for a dim of size %lld",

@@ -99,10 +99,13 @@ static bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
     char nbuf[64];
     const bp_tensor_t* t = inputs[i];
     if (t == NULL) {
-      /* Position among the fixed inputs (list entries are never optional). */
+      /* Position among the fixed inputs (list entries: see below). */
       int in_list = op->has_list && i >= op->num_before && i < list_end;
       uint32_t fixed_index = i < op->num_before ? i : op->num_before + (i - list_end);
-      if (in_list || !(may_be_null & (1u << fixed_index))) {
+      /* List entries are required, except in the index lists of index and
+       * index_put, where NULL is a full slice (aten's Tensor?[] indices). */
+      int list_may_be_null = op->id == BP_OP_index || op->id == BP_OP_index_put;
+      if (in_list ? !list_may_be_null : !(may_be_null & (1u << fixed_index))) {
         return bp__error(BP_INVALID_ARGUMENT, "op '%s': input '%s' is NULL but required",
                          op->name, bp__op_input_name(op, num_inputs, i, nbuf));
       }

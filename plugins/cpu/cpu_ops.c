@@ -96,6 +96,8 @@ const char* cpu_op_name(uint32_t op) {
 
 int cpu_op_input_optional(uint32_t op, uint32_t i) {
   if (op >= BP_OP_COUNT || !k_ops[op].in_names) return 0;
+  /* index and index_put: absent list entries are full slices. */
+  if ((op == BP_OP_index || op == BP_OP_index_put) && i >= 1) return 1;
   /* Binary ops take a scalar in place of self or other (attrs flags). */
   if (k_ops[op].attrs_size == sizeof(bp_binary_attrs_t) && i < 2 &&
       (k_ops[op].category == BP_OP_CATEGORY_BINARY || k_ops[op].category == BP_OP_CATEGORY_LOGICAL))

@@ -107,7 +107,7 @@ static void fill_properties(bp_device_properties_t* p, uint32_t index) {
   p->compute_units = cores;
   p->subgroup_size = lanes;
   for (uint32_t d = 1; d < BP_DTYPE_COUNT_; d++)
-    if (d != BP_DTYPE_C64) p->dtype_mask |= BP_DTYPE_BIT(d);
+    p->dtype_mask |= BP_DTYPE_BIT(d); /* c64 included: stored for the fft ops */
   p->flags = BP_DEVICE_FLAG_DENORMALS_PRESERVED | BP_DEVICE_FLAG_CORRECTLY_ROUNDED |
              BP_DEVICE_FLAG_UNIFIED_MEMORY | BP_DEVICE_FLAG_TIMESTAMPS | BP_DEVICE_FLAG_PEER_COPY;
   /* Estimates, not measurements: cores * clock * SIMD lanes * 2 (FMA) * 2

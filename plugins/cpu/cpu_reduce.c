@@ -35,6 +35,7 @@ typedef struct red_job {
   uint32_t in_dtype, in_es;
   unsigned char* out;
   uint32_t out_dtype, out_es;
+  int fast_f32; /* f32 input, sum/mean/amax/amin: the vector paths apply */
   /* split mode */
   int64_t koff, chunk;
   acc_t part[RED_MAX_SPLIT];
@@ -156,6 +157,79 @@ static void acc_combine(uint32_t op, int dom, acc_t* a, const acc_t* b) {
   }
 }
 
+/* 4-lane f32 vectors (GCC/Clang vector extensions: one SSE register on
+ * baseline x86-64, one NEON register on arm64). */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+typedef uint32_t v4u __attribute__((vector_size(16)));
+static inline v4f v4_load(const float* p) {
+  v4f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v4_store(float* p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4f v4_set1(float x) { return (v4f){x, x, x, x}; }
+/* m ? a : b per lane (m lanes are all ones or all zeros). */
+static inline v4f v4_blend(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
+static inline float v4_hext(v4f v, int mx) {
+  float m = v[0];
+  for (int k = 1; k < 4; k++) m = (mx ? v[k] > m : v[k] < m) ? v[k] : m;
+  return m;
+}
+static inline int v4_any(v4i m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+static inline double v4_hsum(v4f v) { return ((double)v[0] + v[1]) + ((double)v[2] + v[3]); }
+
+/* Folds n contiguous f32 values into a (sum, mean, amax, amin). Sums run in
+ * 16 f32 lanes over chunks of 1024 values (error within 64 u of the chunk's
+ * magnitude), the chunks add up in double; extremes are exact, with NaN
+ * recorded apart. */
+#define RED_CHUNK 1024
+static void acc_row_f32(uint32_t op, acc_t* a, const float* restrict x, int64_t n) {
+  int64_t i = 0;
+  if (op == BP_OP_sum || op == BP_OP_mean) {
+    double total = 0;
+    for (int64_t b = 0; b < n; b += RED_CHUNK) {
+      int64_t e = b + RED_CHUNK < n ? b + RED_CHUNK : n;
+      v4f l0 = v4_set1(0), l1 = l0, l2 = l0, l3 = l0;
+      for (i = b; i + 16 <= e; i += 16) {
+        l0 += v4_load(x + i);
+        l1 += v4_load(x + i + 4);
+        l2 += v4_load(x + i + 8);
+        l3 += v4_load(x + i + 12);
+      }
+      float t = 0;
+      for (; i < e; i++) t += x[i];
+      total += (double)t + (v4_hsum(l0) + v4_hsum(l1)) + (v4_hsum(l2) + v4_hsum(l3));
+    }
+    a->f += total;
+    return;
+  }
+  int mx = op == BP_OP_amax;
+  v4f m0 = v4_set1(mx ? -INFINITY : INFINITY), m1 = m0, m2 = m0, m3 = m0;
+  v4i nan = {0, 0, 0, 0};
+#define RED_EXT_STEP(m, v) m = v4_blend(mx ? (v) > (m) : (v) < (m), v, m)
+  for (; i + 16 <= n; i += 16) {
+    v4f v0 = v4_load(x + i), v1 = v4_load(x + i + 4), v2 = v4_load(x + i + 8), v3 = v4_load(x + i + 12);
+    nan |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3);
+    RED_EXT_STEP(m0, v0);
+    RED_EXT_STEP(m1, v1);
+    RED_EXT_STEP(m2, v2);
+    RED_EXT_STEP(m3, v3);
+  }
+  RED_EXT_STEP(m0, m1);
+  RED_EXT_STEP(m2, m3);
+  RED_EXT_STEP(m0, m2);
+#undef RED_EXT_STEP
+  float m = v4_hext(m0, mx);
+  int any_nan = v4_any(nan);
+  for (; i < n; i++) {
+    any_nan |= x[i] != x[i];
+    m = mx ? (x[i] > m ? x[i] : m) : (x[i] < m ? x[i] : m);
+  }
+  a->nan |= any_nan;
+  if (mx ? m > a->f : m < a->f) a->f = m;
+}
+
 /* Reduces linear positions [rb, re) of the reduced space for the output
  * whose kept offset (input elements) is koff. */
 static acc_t reduce_range(const red_job_t* j, int64_t koff, int64_t rb, int64_t re) {
@@ -170,6 +244,12 @@ static acc_t reduce_range(const red_job_t* j, int64_t koff, int64_t rb, int64_t 
     if (n > re - pos) n = re - pos;
     int64_t s = j->R.strides[0][last];
     const unsigned char* row = j->in + (koff + c.off[0]) * (int64_t)j->in_es;
+    if (j->fast_f32 && s == 1) {
+      acc_row_f32(j->op, &a, (const float*)row, n);
+      bp_nd_cursor_advance(&c, &j->R, n);
+      pos += n;
+      continue;
+    }
     for (int64_t o = 0; o < n; o += CPU_BLOCK) {
       int64_t cnt = n - o < CPU_BLOCK ? n - o : CPU_BLOCK;
       const void* v;
@@ -227,6 +307,123 @@ static void red_split(void* ctx, int64_t b, int64_t e) {
     int64_t rb = ci * j->chunk, re = rb + j->chunk < j->nr ? rb + j->chunk : j->nr;
     j->part[ci] = reduce_range(j, j->koff, rb, re);
   }
+}
+
+/* ---- columns: reducing an outer dim of contiguous f32 rows ------------------ */
+/* The input is [nr, nk] with the nk outputs contiguous (stride 1) and rows
+ * rstride apart. Tasks are (column block, row chunk) pairs: each folds its
+ * rows into a block of per-column accumulators with vector loads, writing
+ * partials that a second pass combines in row-chunk order. */
+/* Columns per block: 8 KB of each row read contiguously, 16 KB of double
+ * accumulators kept in cache; wide rows are split in row chunks first, so
+ * each task streams long contiguous runs. */
+#define COL_BLOCK 2048
+
+typedef struct col_job {
+  const red_job_t* j;
+  int64_t rstride, ostride;
+  int64_t ncb, nrc, rows_per; /* column blocks, row chunks, rows per chunk */
+  double* part;               /* [nrc][nk]: sums, or extremes */
+  uint8_t* nan;               /* [nrc][nk]: extremes only */
+} col_job_t;
+
+static void col_tasks(void* ctx, int64_t b, int64_t e) {
+  const col_job_t* cj = ctx;
+  const red_job_t* j = cj->j;
+  const float* in = (const float*)j->in;
+  int is_sum = j->op == BP_OP_sum || j->op == BP_OP_mean, mx = j->op == BP_OP_amax;
+  for (int64_t t = b; t < e; t++) {
+    int64_t cb = t % cj->ncb, rc = t / cj->ncb;
+    int64_t c0 = cb * COL_BLOCK, w = j->nk - c0 < COL_BLOCK ? j->nk - c0 : COL_BLOCK;
+    int64_t r0 = rc * cj->rows_per, r1 = r0 + cj->rows_per < j->nr ? r0 + cj->rows_per : j->nr;
+    double* out = cj->part + rc * j->nk + c0;
+    if (is_sum) {
+      double acc[COL_BLOCK];
+      for (int64_t c = 0; c < w; c++) acc[c] = 0;
+      for (int64_t r = r0; r < r1; r++) {
+        const float* restrict x = in + r * cj->rstride + c0;
+        for (int64_t c = 0; c < w; c++) acc[c] += (double)x[c];
+      }
+      memcpy(out, acc, (size_t)w * sizeof *acc);
+    } else {
+      float m[COL_BLOCK];
+      int32_t nan[COL_BLOCK];
+      for (int64_t c = 0; c < w; c++) {
+        m[c] = mx ? -INFINITY : INFINITY;
+        nan[c] = 0;
+      }
+      for (int64_t r = r0; r < r1; r++) {
+        const float* restrict x = in + r * cj->rstride + c0;
+        if (mx) {
+          for (int64_t c = 0; c < w; c++) {
+            nan[c] |= x[c] != x[c];
+            m[c] = x[c] > m[c] ? x[c] : m[c];
+          }
+        } else {
+          for (int64_t c = 0; c < w; c++) {
+            nan[c] |= x[c] != x[c];
+            m[c] = x[c] < m[c] ? x[c] : m[c];
+          }
+        }
+      }
+      uint8_t* nn = cj->nan + rc * j->nk + c0;
+      for (int64_t c = 0; c < w; c++) {
+        out[c] = m[c];
+        nn[c] = (uint8_t)nan[c];
+      }
+    }
+  }
+}
+
+static void col_combine(void* ctx, int64_t b, int64_t e) {
+  const col_job_t* cj = ctx;
+  const red_job_t* j = cj->j;
+  for (int64_t c = b; c < e; c++) {
+    acc_t a = acc_init(j->op, j->dom);
+    for (int64_t rc = 0; rc < cj->nrc; rc++) {
+      double v = cj->part[rc * j->nk + c];
+      if (j->op == BP_OP_sum || j->op == BP_OP_mean) {
+        a.f += v;
+      } else {
+        a.nan |= cj->nan[rc * j->nk + c];
+        if (j->op == BP_OP_amax ? v > a.f : v < a.f) a.f = v;
+      }
+    }
+    store_result(j, c * cj->ostride, &a);
+  }
+}
+
+/* 1 when done; 0 when the partials cannot be allocated (the caller falls
+ * back to the general path). */
+static int reduce_columns_f32(const red_job_t* j) {
+  col_job_t cj;
+  memset(&cj, 0, sizeof cj);
+  cj.j = j;
+  cj.rstride = j->R.strides[0][0];
+  cj.ostride = j->K.strides[0][0];
+  cj.ncb = (j->nk + COL_BLOCK - 1) / COL_BLOCK;
+  int64_t want = 4 * (int64_t)cpu_pool_threads();
+  cj.nrc = (want + cj.ncb - 1) / cj.ncb;
+  if (cj.nrc > j->nr / 32) cj.nrc = j->nr / 32; /* at least 32 rows per chunk */
+  if (cj.nrc < 1) cj.nrc = 1;
+  cj.rows_per = (j->nr + cj.nrc - 1) / cj.nrc;
+  cj.nrc = (j->nr + cj.rows_per - 1) / cj.rows_per;
+  cj.part = malloc((size_t)(cj.nrc * j->nk) * sizeof *cj.part);
+  int is_sum = j->op == BP_OP_sum || j->op == BP_OP_mean;
+  if (!is_sum) cj.nan = malloc((size_t)(cj.nrc * j->nk));
+  if (!cj.part || (!is_sum && !cj.nan)) {
+    free(cj.part);
+    free(cj.nan);
+    return 0;
+  }
+  int64_t tasks = cj.ncb * cj.nrc;
+  if (tasks * COL_BLOCK * cj.rows_per < RED_GRAIN) col_tasks(&cj, 0, tasks);
+  else cpu_parallel_for(tasks, 1, col_tasks, &cj);
+  int64_t grain = RED_GRAIN / cj.nrc;
+  cpu_parallel_for(j->nk, grain < 1 ? 1 : grain, col_combine, &cj);
+  free(cj.part);
+  free(cj.nan);
+  return 1;
 }
 
 bp_status_t cpu_exec_reduce(const bp_op_call_t* call) {
@@ -305,6 +502,11 @@ bp_status_t cpu_exec_reduce(const bp_op_call_t* call) {
   bp_nd_collapse(&j->K);
   bp_nd_collapse(&j->R);
   if (j->nr == 0) j->R.sizes[0] = 0; /* keep the reduced space empty */
+  j->fast_f32 = in->dtype == BP_DTYPE_F32 && out->dtype == BP_DTYPE_F32 && j->dom == DOM_F64 &&
+                (op == BP_OP_sum || op == BP_OP_mean || op == BP_OP_amax || op == BP_OP_amin);
+  if (j->fast_f32 && j->nr > 0 && j->K.ndim == 1 && j->R.ndim == 1 && j->K.strides[1][0] == 1 &&
+      j->nk > 1 && reduce_columns_f32(j))
+    goto cleanup;
   uint32_t threads = cpu_pool_threads();
   if (j->nk >= 2 * (int64_t)threads || j->nr < 2 * RED_GRAIN) {
     int64_t grain = j->nr > 0 ? RED_GRAIN / j->nr : RED_GRAIN;
@@ -366,10 +568,108 @@ typedef struct sm_job {
       for (int64_t i = 0; i < n; i++) x[i] *= inv;                              \
     }                                                                           \
   }
-#define f32_exp expf
 #define f64_exp exp
-CPU__SOFTMAX_ROW(float, f32)
 CPU__SOFTMAX_ROW(double, f64)
+
+/* expf on 4 lanes for x <= 0 (softmax's x - max): Cephes' degree-7
+ * polynomial on r = x - n ln2 (|r| <= ln2/2), scaled by 2^n as two normal
+ * powers so that subnormal results round once. exp(-inf) = 0, NaN stays
+ * NaN; within 2 ulp elsewhere. n is read from the bits of a rounded float, so no
+ * lane ever converts NaN to an integer. */
+static inline v4f sm_exp4(v4f x) {
+  const v4f lo = v4_set1(-104.0f);
+  x = v4_blend(x < lo, lo, x);
+  const v4f shifter = v4_set1(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+  v4f t = x * v4_set1(1.44269504088896341f) + shifter;
+  v4f n = t - shifter;
+  v4f r = x - n * v4_set1(0.693359375f);
+  r = r - n * v4_set1(-2.12194440e-4f);
+  v4f p = v4_set1(1.9875691500e-4f);
+  p = p * r + v4_set1(1.3981999507e-3f);
+  p = p * r + v4_set1(8.3334519073e-3f);
+  p = p * r + v4_set1(4.1665795894e-2f);
+  p = p * r + v4_set1(1.6666665459e-1f);
+  p = p * r + v4_set1(5.0000001201e-1f);
+  p = p * r * r + r + v4_set1(1.0f);
+  v4i k = (v4i)t - (v4i)shifter; /* n as an integer, -150..129 */
+  v4i k1 = k >> 1, k2 = k - k1;
+  v4u b1 = (v4u)(k1 + 127) << 23, b2 = (v4u)(k2 + 127) << 23;
+  return p * (v4f)b1 * (v4f)b2;
+}
+
+/* One lane of sm_exp4 (row tails). */
+static inline float sm_expf(float x) {
+  v4f v = sm_exp4(v4_set1(x));
+  return v[0];
+}
+
+/* softmax / log_softmax of one f32 row (y may alias x): max, then exp and
+ * sum (f32 lanes per chunk, chunks in double), then the scaling pass over
+ * the cache-resident output. The input is read from memory once, the output
+ * written once. */
+#define SM_DEFINE_ROW(NAME, ATTR)                                              \
+    ATTR static void NAME(const float* x, float* y, int64_t n, int log_out) {  \
+    acc_t a = {-INFINITY, 0, -1, 0};                                           \
+    acc_row_f32(BP_OP_amax, &a, x, n);                                         \
+    if (a.nan) {                                                               \
+      for (int64_t i = 0; i < n; i++) y[i] = NAN;                              \
+      return;                                                                  \
+    }                                                                          \
+    float mx = (float)a.f;                                                     \
+    v4f vmx = v4_set1(mx);                                                     \
+    double sum = 0;                                                            \
+    int64_t i;                                                                 \
+    for (int64_t b = 0; b < n; b += RED_CHUNK) {                               \
+      int64_t e = b + RED_CHUNK < n ? b + RED_CHUNK : n;                       \
+      v4f l0 = v4_set1(0), l1 = l0;                                            \
+      if (log_out) {                                                           \
+        for (i = b; i + 8 <= e; i += 8) {                                      \
+          l0 += sm_exp4(v4_load(x + i) - vmx);                                 \
+          l1 += sm_exp4(v4_load(x + i + 4) - vmx);                             \
+        }                                                                      \
+      } else {                                                                 \
+        for (i = b; i + 8 <= e; i += 8) {                                      \
+          v4f v0 = sm_exp4(v4_load(x + i) - vmx), v1 = sm_exp4(v4_load(x + i + 4) - vmx); \
+          v4_store(y + i, v0);                                                 \
+          v4_store(y + i + 4, v1);                                             \
+          l0 += v0;                                                            \
+          l1 += v1;                                                            \
+        }                                                                      \
+      }                                                                        \
+      float t = 0;                                                             \
+      for (; i < e; i++) {                                                     \
+        float v = sm_expf(x[i] - mx);                                          \
+        if (!log_out) y[i] = v;                                                \
+        t += v;                                                                \
+      }                                                                        \
+      sum += (double)t + v4_hsum(l0) + v4_hsum(l1);                            \
+    }                                                                          \
+    if (log_out) {                                                             \
+      float ls = (float)log(sum);                                              \
+      for (i = 0; i < n; i++) y[i] = x[i] - mx - ls;                           \
+    } else {                                                                   \
+      float inv = (float)(1.0 / sum);                                          \
+      for (i = 0; i < n; i++) y[i] *= inv;                                     \
+    }                                                                          \
+  }
+
+SM_DEFINE_ROW(softmax_f32_base, )
+/* The same source for AVX2 + FMA machines (chosen at run time). */
+#if defined(__x86_64__) && defined(__GNUC__)
+SM_DEFINE_ROW(softmax_f32_avx2, __attribute__((target("avx2,fma"))))
+static void softmax_f32(const float* x, float* y, int64_t n, int log_out) {
+  static _Atomic int have = -1; /* every thread computes the same answer */
+  int h = atomic_load_explicit(&have, memory_order_relaxed);
+  if (h < 0) {
+    h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    atomic_store_explicit(&have, h, memory_order_relaxed);
+  }
+  if (h) softmax_f32_avx2(x, y, n, log_out);
+  else softmax_f32_base(x, y, n, log_out);
+}
+#else
+#define softmax_f32 softmax_f32_base
+#endif
 
 static void sm_rows(void* ctx, int64_t b, int64_t e) {
   sm_job_t* j = ctx;
@@ -380,9 +680,16 @@ static void sm_rows(void* ctx, int64_t b, int64_t e) {
   }
   bp_nd_cursor_t c;
   bp_nd_cursor_init(&c, &j->L, b);
+  int direct = j->in_dtype == BP_DTYPE_F32 && j->out_dtype == BP_DTYPE_F32 && j->in_stride == 1 &&
+               j->out_stride == 1;
   for (int64_t r = b; r < e; r++) {
+    if (direct) { /* f32 rows in place: no staging copies */
+      softmax_f32((const float*)(j->in + c.off[1] * 4), (float*)(j->out + c.off[0] * 4), j->len, j->log);
+      bp_nd_cursor_advance(&c, &j->L, 1);
+      continue;
+    }
     cpu_load[j->kt](buf, j->in + c.off[1] * (int64_t)j->in_es, j->in_stride, j->len, j->in_dtype);
-    if (j->kt == CPU_KT_F32) softmax_row_f32(buf, j->len, j->log);
+    if (j->kt == CPU_KT_F32) softmax_f32(buf, buf, j->len, j->log);
     else softmax_row_f64(buf, j->len, j->log);
     cpu_store[j->kt](j->out + c.off[0] * (int64_t)j->out_es, j->out_stride, buf, j->len, j->out_dtype);
     bp_nd_cursor_advance(&c, &j->L, 1);

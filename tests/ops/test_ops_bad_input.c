@@ -111,7 +111,8 @@ static const char* input_name(const op_case_t* c, uint32_t i) {
 static int input_optional(const op_case_t* c, uint32_t i) {
   if (c->info.has_list && i >= c->info.num_fixed_inputs_before &&
       i < c->num_inputs - c->info.num_fixed_inputs_after)
-    return 0;
+    /* index and index_put: a NULL index entry is a full slice. */
+    return c->info.op_id == BP_OP_index || c->info.op_id == BP_OP_index_put;
   uint32_t fi = i < c->info.num_fixed_inputs_before
                     ? i
                     : c->info.num_fixed_inputs_before + (i - (c->num_inputs - c->info.num_fixed_inputs_after));

@@ -433,14 +433,6 @@ static void test_operand_checks(void** state) {
                 BP_INVALID_ARGUMENT, "out_outputs");
 }
 
-static void test_unimplemented_rule(void** state) {
-  (void)state;
-  bp_tensor_desc_t o[1];
-  assert_status(INFER(convolution, NULL, o, T(F32, 1, 3, 8, 8), T(F32, 4, 3, 3, 3), NULL),
-                BP_UNIMPLEMENTED, "shape rule 'convolution' for op 'convolution' is not "
-                                  "implemented yet");
-}
-
 int run_infer_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_promotion_examples, ops_release_all),
@@ -455,7 +447,6 @@ int run_infer_tests(void) {
       cmocka_unit_test_teardown(test_creation, ops_release_all),
       cmocka_unit_test_teardown(test_attrs, ops_release_all),
       cmocka_unit_test_teardown(test_operand_checks, ops_release_all),
-      cmocka_unit_test_teardown(test_unimplemented_rule, ops_release_all),
   };
   return cmocka_run_group_tests_name("ops_infer", tests, NULL, NULL);
 }

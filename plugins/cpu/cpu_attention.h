@@ -1,0 +1,73 @@
+/* backplane CPU plugin: shared pieces of the attention kernel family
+ * (cpu_attention.c: the family, scaled_dot_product_attention;
+ * cpu_attention_linear.c: linear, rotary_embedding, cdist, pdist). */
+#ifndef BP_CPU_ATTENTION_H_
+#define BP_CPU_ATTENTION_H_
+
+#include "cpu_kernels.h"
+
+/* Batch dims: an output's leading dims (all but its last `tail`), over
+ * which operands broadcast. */
+typedef struct att_batch {
+  uint32_t rank;
+  int64_t sizes[BP_MAX_RANK];
+  int64_t count; /* product of sizes */
+} att_batch_t;
+
+static inline void att_batch_of(const bp_tensor_desc_t* out, uint32_t tail, att_batch_t* b) {
+  b->rank = out->rank >= tail ? out->rank - tail : 0;
+  b->count = 1;
+  for (uint32_t d = 0; d < b->rank; d++) {
+    b->sizes[d] = out->sizes[d];
+    b->count *= out->sizes[d];
+  }
+}
+
+/* Nonzero when the leading rank - tail dims of t broadcast (right-aligned;
+ * size 1 expands) to the batch dims; at batch dim `gdim` (-1: none) t's size
+ * may also divide the batch size (grouped-query heads). */
+static inline int att_batch_fits(const bp_tensor_desc_t* t, uint32_t tail, const att_batch_t* b,
+                                 int gdim) {
+  if (t->rank < tail) return 0;
+  uint32_t tb = t->rank - tail;
+  if (tb > b->rank) return 0;
+  for (uint32_t d = 0; d < tb; d++) {
+    uint32_t bd = d + b->rank - tb;
+    int64_t s = t->sizes[d], want = b->sizes[bd];
+    int ok = s == want || s == 1 || ((int)bd == gdim && s > 0 && want % s == 0);
+    if (!ok) return 0;
+  }
+  return 1;
+}
+
+/* Element offset of batch index `i` (row-major over b) in t, whose leading
+ * rank - tail dims align right with b's (see att_batch_fits). */
+static inline int64_t att_batch_offset(const bp_tensor_desc_t* t, uint32_t tail,
+                                       const att_batch_t* b, int64_t i, int gdim) {
+  uint32_t tb = t->rank > tail ? t->rank - tail : 0;
+  int64_t off = 0;
+  for (uint32_t d = b->rank; d-- > 0;) {
+    int64_t k = i % b->sizes[d];
+    i /= b->sizes[d];
+    if (d + tb < b->rank) continue;
+    uint32_t td = d + tb - b->rank;
+    int64_t s = t->sizes[td];
+    if (s == 1) continue;
+    if ((int)d == gdim && s != b->sizes[d]) k /= b->sizes[d] / s;
+    off += k * t->strides[td];
+  }
+  return off;
+}
+
+/* Bytes from the start of t's data to element offset `off`. */
+static inline unsigned char* att_at(const bp_tensor_desc_t* t, int64_t off) {
+  return cpu_desc_ptr(t) + off * (int64_t)bp_dtype_size(t->dtype);
+}
+
+/* Kernels of the family; calls validated by cpu_launch_op. */
+CPU_HIDDEN bp_status_t cpu_att_linear(const bp_op_call_t* call);
+CPU_HIDDEN bp_status_t cpu_att_rotary(const bp_op_call_t* call);
+CPU_HIDDEN bp_status_t cpu_att_cdist(const bp_op_call_t* call);
+CPU_HIDDEN bp_status_t cpu_att_pdist(const bp_op_call_t* call);
+
+#endif /* BP_CPU_ATTENTION_H_ */

@@ -13,6 +13,10 @@
 
 #include "cpu_kernels.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #define RED_GRAIN 32768
 #define RED_MAX_SPLIT 64
 
@@ -177,6 +181,22 @@ static inline float v4_hext(v4f v, int mx) {
   return m;
 }
 static inline int v4_any(v4i m) { return (m[0] | m[1] | m[2] | m[3]) != 0; }
+/* a > b ? a : b and a < b ? a : b per lane (b when either is NaN: callers
+ * track NaN apart). One maxps / minps on x86. */
+static inline v4f v4_max(v4f a, v4f b) {
+#if defined(__SSE__)
+  return (v4f)_mm_max_ps((__m128)a, (__m128)b);
+#else
+  return v4_blend(a > b, a, b);
+#endif
+}
+static inline v4f v4_min(v4f a, v4f b) {
+#if defined(__SSE__)
+  return (v4f)_mm_min_ps((__m128)a, (__m128)b);
+#else
+  return v4_blend(a < b, a, b);
+#endif
+}
 static inline double v4_hsum(v4f v) { return ((double)v[0] + v[1]) + ((double)v[2] + v[3]); }
 
 /* Folds n contiguous f32 values into a (sum, mean, amax, amin). Sums run in
@@ -207,7 +227,7 @@ static void acc_row_f32(uint32_t op, acc_t* a, const float* restrict x, int64_t 
   int mx = op == BP_OP_amax;
   v4f m0 = v4_set1(mx ? -INFINITY : INFINITY), m1 = m0, m2 = m0, m3 = m0;
   v4i nan = {0, 0, 0, 0};
-#define RED_EXT_STEP(m, v) m = v4_blend(mx ? (v) > (m) : (v) < (m), v, m)
+#define RED_EXT_STEP(m, v) m = mx ? v4_max(v, m) : v4_min(v, m)
   for (; i + 16 <= n; i += 16) {
     v4f v0 = v4_load(x + i), v1 = v4_load(x + i + 4), v2 = v4_load(x + i + 8), v3 = v4_load(x + i + 12);
     nan |= (v0 != v0) | (v1 != v1) | (v2 != v2) | (v3 != v3);
@@ -318,6 +338,7 @@ static void red_split(void* ctx, int64_t b, int64_t e) {
  * accumulators kept in cache; wide rows are split in row chunks first, so
  * each task streams long contiguous runs. */
 #define COL_BLOCK 2048
+#define COL_RUN 64
 
 typedef struct col_job {
   const red_job_t* j;
@@ -338,11 +359,19 @@ static void col_tasks(void* ctx, int64_t b, int64_t e) {
     int64_t r0 = rc * cj->rows_per, r1 = r0 + cj->rows_per < j->nr ? r0 + cj->rows_per : j->nr;
     double* out = cj->part + rc * j->nk + c0;
     if (is_sum) {
+      /* f32 lanes over runs of COL_RUN rows (error within COL_RUN u of the
+       * run's magnitude), the runs added up in double. */
       double acc[COL_BLOCK];
+      float run[COL_BLOCK];
       for (int64_t c = 0; c < w; c++) acc[c] = 0;
-      for (int64_t r = r0; r < r1; r++) {
-        const float* restrict x = in + r * cj->rstride + c0;
-        for (int64_t c = 0; c < w; c++) acc[c] += (double)x[c];
+      for (int64_t rr = r0; rr < r1; rr += COL_RUN) {
+        int64_t re = rr + COL_RUN < r1 ? rr + COL_RUN : r1;
+        for (int64_t c = 0; c < w; c++) run[c] = 0;
+        for (int64_t r = rr; r < re; r++) {
+          const float* restrict x = in + r * cj->rstride + c0;
+          for (int64_t c = 0; c < w; c++) run[c] += x[c];
+        }
+        for (int64_t c = 0; c < w; c++) acc[c] += (double)run[c];
       }
       memcpy(out, acc, (size_t)w * sizeof *acc);
     } else {

@@ -68,9 +68,25 @@ double bpb_copy_loop(const float* a, const float* b, float* dst, size_t n, int t
  * it and run long interleave bpb_copy_loop themselves. */
 double bpb_copy_bandwidth(bpb_ctx_t* ctx);
 
+/* A benchmarked unit of work: enqueues one run on ctx->stream. */
+typedef void (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
+
+/* A timed burst in bpb_time_vs_copy: at least BPB_BURST runs and at least
+ * BPB_BURST_S seconds of them. */
+#define BPB_BURST 4
+#define BPB_BURST_S 0.03
+
+/* A memory-bound op against the copy loop over n floats (src -> dst, all
+ * cores), interleaved: each repetition times a burst of back-to-back copy
+ * passes, then a burst of back-to-back runs of fn(user) closed by one
+ * stream synchronize, so both are measured in steady state (threads awake,
+ * caches and clocks as in a model's sequence of ops) rather than from a
+ * cold start. Writes the medians of the seconds per run. */
+void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
+                      size_t n, double* out_op_s, double* out_copy_s);
+
 /* Times `reps` runs of fn(user) each followed by a stream synchronize;
  * returns the median seconds. One untimed warm-up run first. */
-typedef void (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
 double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user);
 
 #ifdef BP_BENCH_HAVE_OPENBLAS

@@ -95,27 +95,18 @@ void bpb_suite_ew(bpb_ctx_t* ctx) {
   float* hd = bpb_alloc((size_t)n * sizeof(float));
   bpb_fill_random(ha, (size_t)n, 5);
   memset(hd, 0, (size_t)n * sizeof(float));
-  bpb_copy_loop(ha, NULL, hd, (size_t)n, ctx->cores);
   for (size_t k = 0; k < sizeof k_benches / sizeof k_benches[0]; k++) {
     const ew_bench_t* b = &k_benches[k];
     s.kind = b->kind;
-    run_one(ctx, &s); /* warm-up */
-    BPB_CHECK(bp_stream_synchronize(ctx->stream));
-    double t_op[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
-    for (int r = 0; r < ctx->reps; r++) {
-      t_copy[r] = bpb_copy_loop(ha, NULL, hd, (size_t)n, ctx->cores);
-      double t0 = bpb_now();
-      run_one(ctx, &s);
-      BPB_CHECK(bp_stream_synchronize(ctx->stream));
-      t_op[r] = bpb_now() - t0;
-    }
+    double t_op, t_copy;
+    bpb_time_vs_copy(ctx, run_one, &s, ha, hd, (size_t)n, &t_op, &t_copy);
     /* where reads a 1-byte condition: counted as a quarter operand. */
     double bytes = (double)n * (4.0 * b->reads + 2.0 * b->half_reads);
     if (b->kind == EW_WHERE) bytes = (double)n * (4.0 * 3 + 1.0);
     if (b->kind == EW_CAST_F16) bytes = (double)n * (4.0 + 2.0);
     if (b->kind == EW_CAST_F32) bytes = (double)n * (2.0 + 4.0);
-    double bw = bytes / bpb_median(t_op, ctx->reps) / 1e9;
-    double base = 2.0 * (double)n * 4.0 / bpb_median(t_copy, ctx->reps) / 1e9;
+    double bw = bytes / t_op / 1e9;
+    double base = 2.0 * (double)n * 4.0 / t_copy / 1e9;
     char name[128];
     snprintf(name, sizeof name, "%s, %lldM elements: bandwidth vs copy loop", b->name,
              (long long)(n >> 20));

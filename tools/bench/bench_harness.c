@@ -173,3 +173,31 @@ double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const f
   return NAN;
 #endif
 }
+
+void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
+                      size_t n, double* out_op_s, double* out_copy_s) {
+  double t_op[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
+  fn(ctx, user); /* warm-up: first-touch of outputs, pipelines, caches */
+  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  bpb_copy_loop(src, NULL, dst, n, ctx->cores);
+  for (int r = 0; r < ctx->reps; r++) {
+    int runs = 0;
+    double t0 = bpb_now(), dt;
+    do {
+      bpb_copy_loop(src, NULL, dst, n, ctx->cores);
+      dt = bpb_now() - t0;
+    } while (++runs < BPB_BURST || dt < BPB_BURST_S);
+    t_copy[r] = dt / runs;
+    runs = 0;
+    t0 = bpb_now();
+    do {
+      for (int b = 0; b < BPB_BURST; b++) fn(ctx, user);
+      BPB_CHECK(bp_stream_synchronize(ctx->stream));
+      runs += BPB_BURST;
+      dt = bpb_now() - t0;
+    } while (dt < BPB_BURST_S);
+    t_op[r] = dt / runs;
+  }
+  *out_op_s = bpb_median(t_op, ctx->reps);
+  *out_copy_s = bpb_median(t_copy, ctx->reps);
+}

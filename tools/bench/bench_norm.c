@@ -50,20 +50,10 @@ static void bench_one(bpb_ctx_t* ctx, const char* name, uint32_t op, uint32_t ra
   float* src = bpb_alloc((size_t)n * sizeof(float));
   float* dst = bpb_alloc((size_t)n * sizeof(float));
   bpb_fill_random(src, (size_t)n, 14);
-  bpb_copy_loop(src, NULL, dst, (size_t)n, ctx->cores);
-  run_norm(ctx, &r); /* warm-up: allocates the outputs */
-  BPB_CHECK(bp_stream_synchronize(ctx->stream));
-  double t_op[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
-  for (int k = 0; k < ctx->reps; k++) {
-    t_copy[k] = bpb_copy_loop(src, NULL, dst, (size_t)n, ctx->cores);
-    double t0 = bpb_now();
-    run_norm(ctx, &r);
-    BPB_CHECK(bp_stream_synchronize(ctx->stream));
-    t_op[k] = bpb_now() - t0;
-  }
+  double t_op, t_copy;
+  bpb_time_vs_copy(ctx, run_norm, &r, src, dst, (size_t)n, &t_op, &t_copy);
   double bytes = 2.0 * (double)n * sizeof(float);
-  bpb_add_figure(&(bpb_figure_t){name, "GB/s", bytes / bpb_median(t_op, ctx->reps) / 1e9,
-                                 bytes / bpb_median(t_copy, ctx->reps) / 1e9,
+  bpb_add_figure(&(bpb_figure_t){name, "GB/s", bytes / t_op / 1e9, bytes / t_copy / 1e9,
                                  "C copy loop, all cores", target, 0});
   free(src);
   free(dst);

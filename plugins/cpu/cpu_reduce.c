@@ -17,6 +17,11 @@
 #include <xmmintrin.h>
 #endif
 
+/* The softmax kernels' 64-byte vectors never cross a call (every helper
+ * taking or returning one is always inlined), so GCC's note that passing
+ * them without AVX-512 changes the ABI does not apply to this file. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #define RED_GRAIN 32768
 #define RED_MAX_SPLIT 64
 
@@ -172,6 +177,12 @@ static inline v4f v4_load(const float* p) {
   return v;
 }
 static inline void v4_store(float* p, v4f v) { memcpy(p, &v, sizeof v); }
+static inline v4i v4_load_i(const int32_t* p) {
+  v4i v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+static inline void v4_store_i(int32_t* p, v4i v) { memcpy(p, &v, sizeof v); }
 static inline v4f v4_set1(float x) { return (v4f){x, x, x, x}; }
 /* m ? a : b per lane (m lanes are all ones or all zeros). */
 static inline v4f v4_blend(v4i m, v4f a, v4f b) { return (v4f)((m & (v4i)a) | (~m & (v4i)b)); }
@@ -204,7 +215,75 @@ static inline double v4_hsum(v4f v) { return ((double)v[0] + v[1]) + ((double)v[
  * magnitude), the chunks add up in double; extremes are exact, with NaN
  * recorded apart. */
 #define RED_CHUNK 1024
+/* Long rows are read as RED_STREAMS interleaved streams (quarters of the
+ * row, in lockstep): one core then keeps several independent runs of
+ * cache-line fills in flight, which roughly doubles what one stream reads. */
+#define RED_STREAMS 4
+#define RED_STREAMS_MIN 8192
+static void acc_row_f32(uint32_t op, acc_t* a, const float* restrict x, int64_t n);
+
+/* Folds q floats (a multiple of 16) of each of RED_STREAMS streams s[k]
+ * into accs[k], all streams in lockstep (accs may repeat). */
+static void acc_streams_f32(uint32_t op, acc_t* const* accs, const float* const* s, int64_t q) {
+  if (op == BP_OP_sum || op == BP_OP_mean) {
+    double total[RED_STREAMS] = {0};
+    const int64_t step = RED_CHUNK / RED_STREAMS; /* per stream and chunk */
+    for (int64_t b = 0; b < q; b += step) {
+      int64_t e = b + step < q ? b + step : q;
+      v4f l[RED_STREAMS][2];
+      for (int k = 0; k < RED_STREAMS; k++) l[k][0] = l[k][1] = v4_set1(0);
+      for (int64_t i = b; i < e; i += 16)
+        for (int k = 0; k < RED_STREAMS; k++) {
+          l[k][0] += v4_load(s[k] + i) + v4_load(s[k] + i + 4);
+          l[k][1] += v4_load(s[k] + i + 8) + v4_load(s[k] + i + 12);
+        }
+      for (int k = 0; k < RED_STREAMS; k++) total[k] += v4_hsum(l[k][0]) + v4_hsum(l[k][1]);
+    }
+    for (int k = 0; k < RED_STREAMS; k++) accs[k]->f += total[k];
+    return;
+  }
+  int mx = op == BP_OP_amax;
+  v4f m[RED_STREAMS][2];
+  v4i nan[RED_STREAMS];
+  for (int k = 0; k < RED_STREAMS; k++) {
+    m[k][0] = m[k][1] = v4_set1(mx ? -INFINITY : INFINITY);
+    nan[k] = (v4i){0, 0, 0, 0};
+  }
+  for (int64_t i = 0; i < q; i += 8)
+    for (int k = 0; k < RED_STREAMS; k++) {
+      v4f v0 = v4_load(s[k] + i), v1 = v4_load(s[k] + i + 4);
+      nan[k] |= (v0 != v0) | (v1 != v1);
+      m[k][0] = mx ? v4_max(v0, m[k][0]) : v4_min(v0, m[k][0]);
+      m[k][1] = mx ? v4_max(v1, m[k][1]) : v4_min(v1, m[k][1]);
+    }
+  for (int k = 0; k < RED_STREAMS; k++) {
+    acc_t* a = accs[k];
+    a->nan |= v4_any(nan[k]);
+    for (int h = 0; h < 2; h++) {
+      float v = v4_hext(m[k][h], mx);
+      if (mx ? v > a->f : v < a->f) a->f = v;
+    }
+  }
+}
+
+/* A long row as RED_STREAMS quarter streams, then its tail. */
+static void acc_row_f32_streams(uint32_t op, acc_t* a, const float* restrict x, int64_t n) {
+  const int64_t q = n / RED_STREAMS / 16 * 16; /* floats per stream */
+  const float* s[RED_STREAMS];
+  acc_t* accs[RED_STREAMS];
+  for (int k = 0; k < RED_STREAMS; k++) {
+    s[k] = x + k * q;
+    accs[k] = a;
+  }
+  acc_streams_f32(op, accs, s, q);
+  acc_row_f32(op, a, x + RED_STREAMS * q, n - RED_STREAMS * q);
+}
+
 static void acc_row_f32(uint32_t op, acc_t* a, const float* restrict x, int64_t n) {
+  if (n >= RED_STREAMS_MIN) {
+    acc_row_f32_streams(op, a, x, n);
+    return;
+  }
   int64_t i = 0;
   if (op == BP_OP_sum || op == BP_OP_mean) {
     double total = 0;
@@ -314,6 +393,30 @@ static void red_outputs(void* ctx, int64_t b, int64_t e) {
   const red_job_t* j = ctx;
   bp_nd_cursor_t c;
   bp_nd_cursor_init(&c, &j->K, b);
+  /* Contiguous f32 rows shorter than RED_STREAMS_MIN: RED_STREAMS rows at
+   * once, each its own read stream. */
+  int rows4 = j->fast_f32 && j->R.ndim == 1 && j->R.strides[0][0] == 1 && j->nr >= 16 &&
+              j->nr < RED_STREAMS_MIN;
+  while (rows4 && e - b >= RED_STREAMS) {
+    acc_t acc[RED_STREAMS];
+    acc_t* accs[RED_STREAMS];
+    const float* s[RED_STREAMS];
+    int64_t out_off[RED_STREAMS];
+    for (int k = 0; k < RED_STREAMS; k++) {
+      acc[k] = acc_init(j->op, j->dom);
+      accs[k] = &acc[k];
+      s[k] = (const float*)(j->in + c.off[1] * (int64_t)j->in_es);
+      out_off[k] = c.off[0];
+      bp_nd_cursor_advance(&c, &j->K, 1);
+    }
+    int64_t q = j->nr / 16 * 16;
+    acc_streams_f32(j->op, accs, s, q);
+    for (int k = 0; k < RED_STREAMS; k++) {
+      acc_row_f32(j->op, &acc[k], s[k] + q, j->nr - q);
+      store_result(j, out_off[k], &acc[k]);
+    }
+    b += RED_STREAMS;
+  }
   for (int64_t k = b; k < e; k++) {
     acc_t a = reduce_range(j, c.off[1], 0, j->nr);
     store_result(j, c.off[0], &a);
@@ -367,7 +470,15 @@ static void col_tasks(void* ctx, int64_t b, int64_t e) {
       for (int64_t rr = r0; rr < r1; rr += COL_RUN) {
         int64_t re = rr + COL_RUN < r1 ? rr + COL_RUN : r1;
         for (int64_t c = 0; c < w; c++) run[c] = 0;
-        for (int64_t r = rr; r < re; r++) {
+        int64_t r = rr;
+        for (; r + 4 <= re; r += 4) { /* four rows at once: four read streams */
+          const float* restrict x0 = in + r * cj->rstride + c0;
+          const float* restrict x1 = x0 + cj->rstride;
+          const float* restrict x2 = x1 + cj->rstride;
+          const float* restrict x3 = x2 + cj->rstride;
+          for (int64_t c = 0; c < w; c++) run[c] += (x0[c] + x1[c]) + (x2[c] + x3[c]);
+        }
+        for (; r < re; r++) {
           const float* restrict x = in + r * cj->rstride + c0;
           for (int64_t c = 0; c < w; c++) run[c] += x[c];
         }
@@ -381,19 +492,31 @@ static void col_tasks(void* ctx, int64_t b, int64_t e) {
         m[c] = mx ? -INFINITY : INFINITY;
         nan[c] = 0;
       }
-      for (int64_t r = r0; r < r1; r++) {
-        const float* restrict x = in + r * cj->rstride + c0;
-        if (mx) {
-          for (int64_t c = 0; c < w; c++) {
-            nan[c] |= x[c] != x[c];
-            m[c] = x[c] > m[c] ? x[c] : m[c];
+      /* Four rows at once (four read streams) in 4-lane vectors; NaN is
+       * tracked apart, so maxps/minps semantics for NaN do not matter. */
+      int64_t r = r0;
+      for (; r < r1; r += 4) {
+        int64_t nr = r1 - r < 4 ? r1 - r : 4;
+        const float* restrict x[4];
+        for (int k = 0; k < 4; k++) x[k] = in + (r + (k < nr ? k : 0)) * cj->rstride + c0;
+        int64_t c = 0;
+        for (; c + 4 <= w; c += 4) {
+          v4f acc = v4_load(m + c);
+          v4i nn = v4_load_i(nan + c);
+          for (int k = 0; k < 4; k++) {
+            v4f v = v4_load(x[k] + c);
+            nn |= v != v;
+            acc = mx ? v4_max(v, acc) : v4_min(v, acc);
           }
-        } else {
-          for (int64_t c = 0; c < w; c++) {
-            nan[c] |= x[c] != x[c];
-            m[c] = x[c] < m[c] ? x[c] : m[c];
-          }
+          v4_store(m + c, acc);
+          v4_store_i(nan + c, nn);
         }
+        for (; c < w; c++)
+          for (int k = 0; k < 4; k++) {
+            float v = x[k][c];
+            nan[c] |= v != v ? -1 : 0;
+            m[c] = mx ? (v > m[c] ? v : m[c]) : (v < m[c] ? v : m[c]);
+          }
       }
       uint8_t* nn = cj->nan + rc * j->nk + c0;
       for (int64_t c = 0; c < w; c++) {
@@ -600,101 +723,132 @@ typedef struct sm_job {
 #define f64_exp exp
 CPU__SOFTMAX_ROW(double, f64)
 
-/* expf on 4 lanes for x <= 0 (softmax's x - max): Cephes' degree-7
- * polynomial on r = x - n ln2 (|r| <= ln2/2), scaled by 2^n as two normal
- * powers so that subnormal results round once. exp(-inf) = 0, NaN stays
- * NaN; within 2 ulp elsewhere. n is read from the bits of a rounded float, so no
- * lane ever converts NaN to an integer. */
-static inline v4f sm_exp4(v4f x) {
-  const v4f lo = v4_set1(-104.0f);
-  x = v4_blend(x < lo, lo, x);
-  const v4f shifter = v4_set1(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
-  v4f t = x * v4_set1(1.44269504088896341f) + shifter;
-  v4f n = t - shifter;
-  v4f r = x - n * v4_set1(0.693359375f);
-  r = r - n * v4_set1(-2.12194440e-4f);
-  v4f p = v4_set1(1.9875691500e-4f);
-  p = p * r + v4_set1(1.3981999507e-3f);
-  p = p * r + v4_set1(8.3334519073e-3f);
-  p = p * r + v4_set1(4.1665795894e-2f);
-  p = p * r + v4_set1(1.6666665459e-1f);
-  p = p * r + v4_set1(5.0000001201e-1f);
-  p = p * r * r + r + v4_set1(1.0f);
-  v4i k = (v4i)t - (v4i)shifter; /* n as an integer, -150..129 */
-  v4i k1 = k >> 1, k2 = k - k1;
-  v4u b1 = (v4u)(k1 + 127) << 23, b2 = (v4u)(k2 + 127) << 23;
-  return p * (v4f)b1 * (v4f)b2;
+/* softmax of f32 rows in 16-lane vectors (GCC vector extensions): one
+ * 512-bit register with AVX-512, two 256-bit ones with AVX2, four SSE
+ * registers on baseline x86-64; the same source is compiled for each and
+ * chosen at run time. */
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
+typedef uint32_t v16u __attribute__((vector_size(64)));
+#define SM_INLINE static inline __attribute__((always_inline))
+
+SM_INLINE v16f v16_load(const float* p) {
+  v16f v;
+  memcpy(&v, p, sizeof v);
+  return v;
+}
+SM_INLINE void v16_store(float* p, v16f v) { memcpy(p, &v, sizeof v); }
+SM_INLINE v16f v16_blend(v16i m, v16f a, v16f b) { return (v16f)((m & (v16i)a) | (~m & (v16i)b)); }
+
+/* expf for x <= 0 (softmax's x - max): Cephes' degree-7 polynomial on
+ * r = x - n ln2 (|r| <= ln2/2), scaled by 2^n as two normal powers so that
+ * subnormal results round once. exp(-inf) = 0, NaN stays NaN; within 2 ulp
+ * elsewhere. n is read from the bits of a rounded float, so no lane ever
+ * converts NaN to an integer. */
+SM_INLINE v16f sm_exp16(v16f x) {
+  const v16f lo = (v16f){0} - 104.0f;
+  x = v16_blend(x < lo, lo, x);
+  const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  v16f t = x * 1.44269504088896341f + shifter;
+  v16f n = t - shifter;
+  v16f r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  v16f p = r * 1.9875691500e-4f + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  v16i k = (v16i)t - (v16i)((v16f){0} + shifter); /* n as an integer, -150..129 */
+  v16i k1 = k >> 1, k2 = k - k1;
+  v16u b1 = (v16u)(k1 + 127) << 23, b2 = (v16u)(k2 + 127) << 23;
+  return p * (v16f)b1 * (v16f)b2;
 }
 
-/* One lane of sm_exp4 (row tails). */
-static inline float sm_expf(float x) {
-  v4f v = sm_exp4(v4_set1(x));
-  return v[0];
-}
-
-/* softmax / log_softmax of one f32 row (y may alias x): max, then exp and
- * sum (f32 lanes per chunk, chunks in double), then the scaling pass over
- * the cache-resident output. The input is read from memory once, the output
- * written once. */
-#define SM_DEFINE_ROW(NAME, ATTR)                                              \
-    ATTR static void NAME(const float* x, float* y, int64_t n, int log_out) {  \
-    acc_t a = {-INFINITY, 0, -1, 0};                                           \
-    acc_row_f32(BP_OP_amax, &a, x, n);                                         \
-    if (a.nan) {                                                               \
-      for (int64_t i = 0; i < n; i++) y[i] = NAN;                              \
-      return;                                                                  \
-    }                                                                          \
-    float mx = (float)a.f;                                                     \
-    v4f vmx = v4_set1(mx);                                                     \
-    double sum = 0;                                                            \
-    int64_t i;                                                                 \
-    for (int64_t b = 0; b < n; b += RED_CHUNK) {                               \
-      int64_t e = b + RED_CHUNK < n ? b + RED_CHUNK : n;                       \
-      v4f l0 = v4_set1(0), l1 = l0;                                            \
-      if (log_out) {                                                           \
-        for (i = b; i + 8 <= e; i += 8) {                                      \
-          l0 += sm_exp4(v4_load(x + i) - vmx);                                 \
-          l1 += sm_exp4(v4_load(x + i + 4) - vmx);                             \
-        }                                                                      \
-      } else {                                                                 \
-        for (i = b; i + 8 <= e; i += 8) {                                      \
-          v4f v0 = sm_exp4(v4_load(x + i) - vmx), v1 = sm_exp4(v4_load(x + i + 4) - vmx); \
-          v4_store(y + i, v0);                                                 \
-          v4_store(y + i + 4, v1);                                             \
-          l0 += v0;                                                            \
-          l1 += v1;                                                            \
-        }                                                                      \
-      }                                                                        \
-      float t = 0;                                                             \
-      for (; i < e; i++) {                                                     \
-        float v = sm_expf(x[i] - mx);                                          \
-        if (!log_out) y[i] = v;                                                \
-        t += v;                                                                \
-      }                                                                        \
-      sum += (double)t + v4_hsum(l0) + v4_hsum(l1);                            \
-    }                                                                          \
-    if (log_out) {                                                             \
-      float ls = (float)log(sum);                                              \
-      for (i = 0; i < n; i++) y[i] = x[i] - mx - ls;                           \
-    } else {                                                                   \
-      float inv = (float)(1.0 / sum);                                          \
-      for (i = 0; i < n; i++) y[i] *= inv;                                     \
-    }                                                                          \
+/* One row: the max (reading the row from memory; the next row is
+ * prefetched meanwhile), exp and sum (f32 lanes per chunk, chunks in
+ * double) over the cache-resident row, then the scaling pass. y may alias
+ * x; `next` (NULL: none) is the row after this one. */
+#define SM_DEFINE_ROW(NAME, ATTR)                                                  \
+  ATTR static void NAME(const float* x, float* y, int64_t n, int log_out,          \
+                        const float* next) {                                       \
+    v16f m0 = (v16f){0} - INFINITY, m1 = m0;                                       \
+    v16i nanm = (v16i){0};                                                         \
+    int64_t i = 0;                                                                 \
+    for (; i + 32 <= n; i += 32) {                                                 \
+      v16f v0 = v16_load(x + i), v1 = v16_load(x + i + 16);                        \
+      nanm |= (v0 != v0) | (v1 != v1);                                             \
+      m0 = v16_blend(v0 > m0, v0, m0);                                             \
+      m1 = v16_blend(v1 > m1, v1, m1);                                             \
+    }                                                                              \
+    m0 = v16_blend(m1 > m0, m1, m0);                                               \
+    float mx = -INFINITY;                                                          \
+    int nan = 0;                                                                   \
+    for (int k = 0; k < 16; k++) {                                                 \
+      nan |= nanm[k] != 0;                                                         \
+      mx = m0[k] > mx ? m0[k] : mx;                                                \
+    }                                                                              \
+    for (; i < n; i++) {                                                           \
+      nan |= x[i] != x[i];                                                         \
+      mx = x[i] > mx ? x[i] : mx;                                                  \
+    }                                                                              \
+    if (nan) {                                                                     \
+      for (i = 0; i < n; i++) y[i] = NAN;                                          \
+      return;                                                                      \
+    }                                                                              \
+    double sum = 0;                                                                \
+    for (int64_t b = 0; b < n; b += RED_CHUNK) {                                   \
+      int64_t e = b + RED_CHUNK < n ? b + RED_CHUNK : n;                           \
+      v16f l0 = (v16f){0}, l1 = l0;                                                \
+      for (i = b; i + 32 <= e; i += 32) {                                          \
+        if (next) {                                                                \
+          __builtin_prefetch(next + i);                                            \
+          __builtin_prefetch(next + i + 16);                                       \
+        }                                                                          \
+        v16f v0 = sm_exp16(v16_load(x + i) - mx), v1 = sm_exp16(v16_load(x + i + 16) - mx); \
+        if (!log_out) {                                                            \
+          v16_store(y + i, v0);                                                    \
+          v16_store(y + i + 16, v1);                                               \
+        }                                                                          \
+        l0 += v0;                                                                  \
+        l1 += v1;                                                                  \
+      }                                                                            \
+      l0 += l1;                                                                    \
+      float t = 0;                                                                 \
+      for (int k = 0; k < 16; k++) t += l0[k];                                     \
+      for (; i < e; i++) {                                                         \
+        float v = sm_exp16((v16f){0} + (x[i] - mx))[0];                            \
+        if (!log_out) y[i] = v;                                                    \
+        t += v;                                                                    \
+      }                                                                            \
+      sum += (double)t;                                                            \
+    }                                                                              \
+    if (log_out) {                                                                 \
+      float ls = (float)log(sum);                                                  \
+      for (i = 0; i + 16 <= n; i += 16) v16_store(y + i, v16_load(x + i) - mx - ls); \
+      for (; i < n; i++) y[i] = x[i] - mx - ls;                                    \
+    } else {                                                                       \
+      float inv = (float)(1.0 / sum);                                              \
+      for (i = 0; i + 16 <= n; i += 16) v16_store(y + i, v16_load(y + i) * inv);   \
+      for (; i < n; i++) y[i] *= inv;                                              \
+    }                                                                              \
   }
 
 SM_DEFINE_ROW(softmax_f32_base, )
-/* The same source for AVX2 + FMA machines (chosen at run time). */
 #if defined(__x86_64__) && defined(__GNUC__)
 SM_DEFINE_ROW(softmax_f32_avx2, __attribute__((target("avx2,fma"))))
-static void softmax_f32(const float* x, float* y, int64_t n, int log_out) {
-  static _Atomic int have = -1; /* every thread computes the same answer */
-  int h = atomic_load_explicit(&have, memory_order_relaxed);
-  if (h < 0) {
-    h = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    atomic_store_explicit(&have, h, memory_order_relaxed);
+SM_DEFINE_ROW(softmax_f32_avx512, __attribute__((target("avx512f,avx2,fma"))))
+typedef void (*sm_row_fn)(const float*, float*, int64_t, int, const float*);
+static void softmax_f32(const float* x, float* y, int64_t n, int log_out, const float* next) {
+  static _Atomic(sm_row_fn) best; /* every thread computes the same answer */
+  sm_row_fn fn = atomic_load_explicit(&best, memory_order_relaxed);
+  if (!fn) {
+    fn = __builtin_cpu_supports("avx512f")                                     ? softmax_f32_avx512
+         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? softmax_f32_avx2
+                                                                            : softmax_f32_base;
+    atomic_store_explicit(&best, fn, memory_order_relaxed);
   }
-  if (h) softmax_f32_avx2(x, y, n, log_out);
-  else softmax_f32_base(x, y, n, log_out);
+  fn(x, y, n, log_out, next);
 }
 #else
 #define softmax_f32 softmax_f32_base
@@ -713,12 +867,15 @@ static void sm_rows(void* ctx, int64_t b, int64_t e) {
                j->out_stride == 1;
   for (int64_t r = b; r < e; r++) {
     if (direct) { /* f32 rows in place: no staging copies */
-      softmax_f32((const float*)(j->in + c.off[1] * 4), (float*)(j->out + c.off[0] * 4), j->len, j->log);
+      const float* row = (const float*)(j->in + c.off[1] * 4);
+      float* dst = (float*)(j->out + c.off[0] * 4);
       bp_nd_cursor_advance(&c, &j->L, 1);
+      const float* next = r + 1 < e ? (const float*)(j->in + c.off[1] * 4) : NULL;
+      softmax_f32(row, dst, j->len, j->log, next);
       continue;
     }
     cpu_load[j->kt](buf, j->in + c.off[1] * (int64_t)j->in_es, j->in_stride, j->len, j->in_dtype);
-    if (j->kt == CPU_KT_F32) softmax_f32(buf, buf, j->len, j->log);
+    if (j->kt == CPU_KT_F32) softmax_f32(buf, buf, j->len, j->log, NULL);
     else softmax_row_f64(buf, j->len, j->log);
     cpu_store[j->kt](j->out + c.off[0] * (int64_t)j->out_es, j->out_stride, buf, j->len, j->out_dtype);
     bp_nd_cursor_advance(&c, &j->L, 1);

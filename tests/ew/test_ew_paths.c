@@ -1,7 +1,9 @@
-/* Fast paths of the CPU elementwise driver, checked element by element:
- * copies of transposed views (tiled; sizes not multiples of the tile,
- * 1-, 2-, 4- and 8-byte elements, batched), and f16 <-> f32 casts of lengths
- * around the vector width, including specials. */
+/* Fast paths of the CPU elementwise driver and of the f32 reductions,
+ * checked element by element: copies of transposed views (tiled; sizes not
+ * multiples of the tile, 1-, 2-, 4- and 8-byte elements, batched), f16 <->
+ * f32 casts of lengths around the vector width, including specials, and
+ * sum / mean / amax / amin over rows long enough for the multi-stream
+ * kernels and over groups of rows (with and without a NaN). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -122,10 +124,68 @@ static void test_f16_casts(void** state) {
   }
 }
 
+/* Reduces x [rows, cols] over dim 1 with `op` and checks every row against
+ * a double-precision loop (sums: relative 1e-5; extremes: exact). */
+static void check_rows(uint32_t op, int64_t rows, int64_t cols, int64_t nan_at) {
+  size_t n = (size_t)(rows * cols);
+  float* x = malloc(n * sizeof(float));
+  float* got = malloc((size_t)rows * sizeof(float));
+  assert_non_null(x);
+  assert_non_null(got);
+  for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000003) / 1000.0f - 500.0f;
+  if (nan_at >= 0) x[nan_at] = NAN;
+  int64_t sz[2] = {rows, cols}, osz[1] = {rows};
+  bp_tensor_t *t = NULL, *o = NULL;
+  assert_int_equal(bp_tensor_create(g_dev, BP_DTYPE_F32, 2, sz, &t), BP_OK);
+  assert_int_equal(bp_tensor_create(g_dev, BP_DTYPE_F32, 1, osz, &o), BP_OK);
+  assert_int_equal(bp_tensor_write(g_stream, t, x, n * sizeof(float)), BP_OK);
+  bp_reduce_attrs_t ra = {.struct_size = sizeof ra, .num_dims = 1, .dims = {1}};
+  const bp_tensor_t* in[1] = {t};
+  bp_tensor_t* out[1] = {o};
+  assert_int_equal(bp_op_run(g_stream, op, in, 1, &ra, out, 1), BP_OK);
+  assert_int_equal(bp_tensor_read(g_stream, o, got, (size_t)rows * sizeof(float)), BP_OK);
+  for (int64_t r = 0; r < rows; r++) {
+    double sum = 0, mag = 0, mx = -INFINITY, mn = INFINITY;
+    int nan = 0;
+    for (int64_t c = 0; c < cols; c++) {
+      double v = x[r * cols + c];
+      nan |= isnan(v);
+      sum += v;
+      mag += fabs(v);
+      mx = v > mx ? v : mx;
+      mn = v < mn ? v : mn;
+    }
+    double want = op == BP_OP_sum ? sum : op == BP_OP_mean ? sum / (double)cols
+                : op == BP_OP_amax ? mx : mn;
+    double tol = op == BP_OP_sum ? 1e-5 * mag : op == BP_OP_mean ? 1e-5 * mag / (double)cols : 0;
+    if (nan ? !isnan(got[r]) : fabs(got[r] - want) > tol) {
+      print_error("op %u [%lld, %lld] row %lld: got %.9g, want %.9g\n", op, (long long)rows,
+                  (long long)cols, (long long)r, got[r], want);
+      fail();
+    }
+  }
+  bp_tensor_release(t);
+  bp_tensor_release(o);
+  free(x);
+  free(got);
+}
+
+static void test_f32_reductions(void** state) {
+  (void)state;
+  static const uint32_t ops[] = {BP_OP_sum, BP_OP_mean, BP_OP_amax, BP_OP_amin};
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    check_rows(ops[k], 3, 20011, -1);      /* long rows: quarter streams + tail */
+    check_rows(ops[k], 2, 40000, 30001);   /* a NaN in the third quarter */
+    check_rows(ops[k], 11, 1031, -1);      /* groups of four rows + leftovers */
+    check_rows(ops[k], 9, 64, 4 * 64 + 5); /* a NaN in one row of a group */
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_transposed_copies),
       cmocka_unit_test(test_f16_casts),
+      cmocka_unit_test(test_f32_reductions),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

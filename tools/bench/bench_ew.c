@@ -110,7 +110,10 @@ void bpb_suite_ew(bpb_ctx_t* ctx) {
     char name[128];
     snprintf(name, sizeof name, "%s, %lldM elements: bandwidth vs copy loop", b->name,
              (long long)(n >> 20));
-    bpb_add_figure(&(bpb_figure_t){name, "GB/s", bw, base, "C copy loop, all cores", 0.85, 0});
+    /* The streaming ops carry the 0.85 target; a transposed copy is
+     * reported beside them (a gather of strided lines, not a stream). */
+    double target = b->kind == EW_COPY_TRANSPOSED ? 0.0 : 0.85;
+    bpb_add_figure(&(bpb_figure_t){name, "GB/s", bw, base, "C copy loop, all cores", target, 0});
   }
   free(ha);
   free(hd);

@@ -1,0 +1,94 @@
+#version 460
+// backplane Vulkan plugin: batched matmul C = alpha * A @ B (+ beta * bias),
+// tiled through shared memory: 64x64 output tiles, 16x16 threads with 4x4
+// outputs each, K in steps of 16. Any strides (transposed views are read
+// in place). CT_F32 accumulates in float (f32, f16, bf16), CT_F64 in
+// double, CT_I64 in int64 (wrapping).
+//
+// Metadata: 0-1 A, 2-3 B, 4-5 C, 6-7 bias addresses; 8 M, 9 N, 10 K,
+// 11 batch; int64 strides: 12 a_bs, 14 a_rs, 16 a_cs, 18 b_bs, 20 b_rs,
+// 22 b_cs, 24 c_bs, 26 c_rs, 28 c_cs, 30 bias_rs, 32 bias_cs; 34 alpha,
+// 36 beta (double); 38 alpha, 40 beta (int64).
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+layout(local_size_x = 16, local_size_y = 16) in;
+layout(constant_id = 0) const uint SC_A_DT = 1;
+layout(constant_id = 1) const uint SC_B_DT = 1;
+layout(constant_id = 2) const uint SC_C_DT = 1;
+layout(constant_id = 3) const uint SC_BIAS_DT = 0;
+layout(constant_id = 4) const uint SC_SCALED = 0; // alpha != 1 or bias present
+
+#if defined(CT_F32)
+#define CT float
+#define CT4 vec4
+#define LOAD load_f32
+#define STORE store_f32
+#elif defined(CT_F64)
+#define CT double
+#define CT4 dvec4
+#define LOAD load_f64
+#define STORE store_f64
+#else
+#define CT int64_t
+#define CT4 i64vec4
+#define LOAD load_i64
+#define STORE store_i64
+#endif
+
+shared CT As[16][65];
+shared CT Bs[16][65];
+
+void main() {
+  uint M_ = M(8u), N_ = M(9u), K_ = M(10u);
+  uint64_t A = M64(0u), B = M64(2u), C = M64(4u);
+  int64_t a_rs = MI64(14u), a_cs = MI64(16u), b_rs = MI64(20u), b_cs = MI64(22u);
+  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y, tid = ty * 16u + tx;
+  uint bm = gl_WorkGroupID.y * 64u, bn = gl_WorkGroupID.x * 64u, bz = gl_WorkGroupID.z;
+  int64_t a0 = int64_t(bz) * MI64(12u), b0 = int64_t(bz) * MI64(18u);
+  // Accumulators as four vectors (rows ty + 16 i, columns tx + 16 j): no
+  // arrays, so they stay in registers even where loops are not unrolled.
+  CT4 acc0 = CT4(0), acc1 = CT4(0), acc2 = CT4(0), acc3 = CT4(0);
+  for (uint k0 = 0u; k0 < K_; k0 += 16u) {
+    for (uint l = 0u; l < 4u; l++) {
+      uint e = tid + l * 256u;
+      uint mm = e >> 4, kk = e & 15u;
+      uint gm = bm + mm, gk = k0 + kk;
+      As[kk][mm] = (gm < M_ && gk < K_) ? LOAD(A, a0 + int64_t(gm) * a_rs + int64_t(gk) * a_cs, SC_A_DT) : CT(0);
+      uint kb = e >> 6, nn = e & 63u;
+      uint gn = bn + nn, gkb = k0 + kb;
+      Bs[kb][nn] = (gn < N_ && gkb < K_) ? LOAD(B, b0 + int64_t(gkb) * b_rs + int64_t(gn) * b_cs, SC_B_DT) : CT(0);
+    }
+    barrier();
+    for (uint kk = 0u; kk < 16u; kk++) {
+      CT4 b = CT4(Bs[kk][tx], Bs[kk][tx + 16u], Bs[kk][tx + 32u], Bs[kk][tx + 48u]);
+      acc0 += As[kk][ty] * b;
+      acc1 += As[kk][ty + 16u] * b;
+      acc2 += As[kk][ty + 32u] * b;
+      acc3 += As[kk][ty + 48u] * b;
+    }
+    barrier();
+  }
+  int64_t c0 = int64_t(bz) * MI64(24u), c_rs = MI64(26u), c_cs = MI64(28u);
+  for (uint i = 0u; i < 4u; i++) {
+    uint gm = bm + ty + 16u * i;
+    if (gm >= M_) continue;
+    CT4 row = i == 0u ? acc0 : i == 1u ? acc1 : i == 2u ? acc2 : acc3;
+    for (uint j = 0u; j < 4u; j++) {
+      uint gn = bn + tx + 16u * j;
+      if (gn >= N_) continue;
+      CT v = row[j];
+      if (SC_SCALED != 0u) {
+#if defined(CT_I64)
+        v = v * MI64(38u);
+        if (SC_BIAS_DT != 0u) v += MI64(40u) * load_i64(M64(6u), int64_t(gm) * MI64(30u) + int64_t(gn) * MI64(32u), SC_BIAS_DT);
+#else
+        v = CT(double(v) * MF64(34u));
+        double beta = MF64(36u);
+        if (SC_BIAS_DT != 0u && beta != 0.0lf)
+          v = CT(double(v) + beta * load_f64(M64(6u), int64_t(gm) * MI64(30u) + int64_t(gn) * MI64(32u), SC_BIAS_DT));
+#endif
+      }
+      STORE(C, c0 + int64_t(gm) * c_rs + int64_t(gn) * c_cs, SC_C_DT, v);
+    }
+  }
+}

@@ -1,0 +1,287 @@
+/* backplane Vulkan plugin: elementwise programs.
+ *
+ * Every elementwise, comparison, cast and copy-like op (to_copy, copy,
+ * clone, cat pieces, fill, arange) is a short bp_ew_program_t run by the one
+ * generic kernel (shaders/ew.comp); launch_ew_program runs programs the
+ * graph compiler fuses. The launcher collapses the shared iteration space
+ * (broadcast inputs get stride 0) and specializes the kernel on the program
+ * when it has at most 6 instructions.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "vk_ops_internal.h"
+
+/* Register type (shader variant) for a compute dtype. */
+static int ew_shader(uint32_t cdt) {
+  switch (cdt) {
+    case BP_DTYPE_F32: case BP_DTYPE_F16: case BP_DTYPE_BF16: return VK_SHADER_ew_f32;
+    case BP_DTYPE_F64: return VK_SHADER_ew_f64;
+    case BP_DTYPE_I64: return VK_SHADER_ew_i64;
+    case BP_DTYPE_I8: case BP_DTYPE_U8: case BP_DTYPE_I16: case BP_DTYPE_I32: case BP_DTYPE_BOOL:
+      return VK_SHADER_ew_i32;
+    default: return -1;
+  }
+}
+
+int vk_ew_float_ct(uint32_t cdt) { return bp_dtype_is_float(cdt); }
+
+void vk_ew_init(vk_ew_t* p, uint32_t cdt) {
+  memset(p, 0, sizeof *p);
+  p->cdt = cdt;
+}
+
+uint32_t vk_ew_input(vk_ew_t* p, const bp_tensor_desc_t* d) {
+  p->in[p->nin] = d;
+  return p->nin++;
+}
+
+uint32_t vk_ew_output(vk_ew_t* p, const bp_tensor_desc_t* d) {
+  p->out[p->nout] = d;
+  return p->nout++;
+}
+
+uint8_t vk_ew_reg(vk_ew_t* p) {
+  if (p->nregs >= VK_EW_MAX_REGS) {
+    p->overflow = 1;
+    return 0;
+  }
+  return (uint8_t)p->nregs++;
+}
+
+void vk_ew_emit(vk_ew_t* p, uint32_t opc, uint8_t dst, uint8_t a, uint8_t b, uint8_t c, uint32_t aux) {
+  if (p->ninstr >= VK_EW_MAX_INSTR) {
+    p->overflow = 1;
+    return;
+  }
+  bp_ew_instr_t* i = &p->ins[p->ninstr++];
+  i->opcode = opc;
+  i->dst = dst;
+  i->a = a;
+  i->b = b;
+  i->c = c;
+  i->aux = aux;
+}
+
+/* Wraps an integer constant to the compute dtype's width. */
+static int64_t wrap_int(int64_t v, uint32_t cdt) {
+  switch (cdt) {
+    case BP_DTYPE_U8: return (int64_t)(uint8_t)v;
+    case BP_DTYPE_I8: return (int64_t)(int8_t)v;
+    case BP_DTYPE_I16: return (int64_t)(int16_t)v;
+    case BP_DTYPE_I32: return (int64_t)(int32_t)v;
+    case BP_DTYPE_BOOL: return v != 0;
+    default: return v;
+  }
+}
+
+uint8_t vk_ew_const_f(vk_ew_t* p, double f) {
+  uint32_t j = p->nconst < VK_EW_MAX_CONST ? p->nconst++ : (p->overflow = 1, 0u);
+  if (vk_ew_float_ct(p->cdt)) p->consts[j].f = f;
+  else p->consts[j].i = wrap_int(isnan(f) ? 0 : (int64_t)f, p->cdt);
+  return (uint8_t)j;
+}
+
+uint8_t vk_ew_const_i(vk_ew_t* p, int64_t i) {
+  uint32_t j = p->nconst < VK_EW_MAX_CONST ? p->nconst++ : (p->overflow = 1, 0u);
+  if (vk_ew_float_ct(p->cdt)) p->consts[j].f = (double)i;
+  else p->consts[j].i = wrap_int(i, p->cdt);
+  return (uint8_t)j;
+}
+
+uint8_t vk_ew_const_scalar(vk_ew_t* p, const bp_scalar_t* s, double dflt) {
+  if (!s || s->kind == BP_SCALAR_NONE) return vk_ew_const_f(p, dflt);
+  if (s->kind == BP_SCALAR_FLOAT) return vk_ew_const_f(p, s->v.f);
+  if (s->kind == BP_SCALAR_BOOL) return vk_ew_const_i(p, s->v.b != 0);
+  return vk_ew_const_i(p, s->v.i);
+}
+
+uint8_t vk_ew_load_const(vk_ew_t* p, uint8_t konst) {
+  uint8_t r = vk_ew_reg(p);
+  vk_ew_emit(p, BP_EW_LOAD_CONST, r, konst, 0, 0, 0);
+  return r;
+}
+
+uint8_t vk_ew_load_input(vk_ew_t* p, uint32_t input) {
+  uint8_t r = vk_ew_reg(p);
+  vk_ew_emit(p, BP_EW_LOAD_INPUT, r, (uint8_t)input, 0, 0, 0);
+  return r;
+}
+
+uint8_t vk_ew_op(vk_ew_t* p, uint32_t opc, uint8_t a, uint8_t b, uint8_t c, uint32_t aux) {
+  uint8_t r = vk_ew_reg(p);
+  vk_ew_emit(p, opc, r, a, b, c, aux);
+  return r;
+}
+
+void vk_ew_store(vk_ew_t* p, uint32_t output, uint8_t reg) {
+  vk_ew_emit(p, BP_EW_STORE, 0, (uint8_t)output, reg, 0, 0);
+}
+
+/* Byte extent [lo, hi) of a descriptor's elements relative to the buffer. */
+static void desc_extent(const bp_tensor_desc_t* d, uint64_t* lo, uint64_t* hi) {
+  int64_t mn = 0, mx = 0;
+  for (uint32_t k = 0; k < d->rank; k++) {
+    if (d->sizes[k] == 0) {
+      *lo = *hi = d->byte_offset;
+      return;
+    }
+    int64_t e = (d->sizes[k] - 1) * d->strides[k];
+    if (e < 0) mn += e;
+    else mx += e;
+  }
+  int64_t es = (int64_t)bp_dtype_size(d->dtype);
+  int64_t l = (int64_t)d->byte_offset + mn * es, h = (int64_t)d->byte_offset + (mx + 1) * es;
+  *lo = l < 0 ? 0 : (uint64_t)l;
+  *hi = (uint64_t)h;
+}
+
+void vk_access_of(const bp_tensor_desc_t* d, int write, vk_access_t* a) {
+  uint64_t lo, hi;
+  desc_extent(d, &lo, &hi);
+  a->buf = ((struct bpp_buffer_s*)d->buffer)->buf;
+  a->off = lo;
+  a->size = hi > lo ? hi - lo : 1;
+  a->write = write;
+}
+
+bp_status_t vk_check_desc(const bp_tensor_desc_t* d, const char* what) {
+  char msg[VK_MSG_CAP];
+  struct bpp_buffer_s* b = d->buffer;
+  if (!b) return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s has no buffer", what);
+  bp_status_t st = bp_plugin_check_desc(d, b->size, what, msg, sizeof msg);
+  if (st != BP_OK) return vk_error(st, "vulkan: %s", msg);
+  uint32_t es = bp_dtype_size(d->dtype);
+  if (es && d->byte_offset % es)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s: byte offset %llu is not a multiple of the %s size",
+                    what, (unsigned long long)d->byte_offset, bp_dtype_name(d->dtype));
+  return BP_OK;
+}
+
+uint64_t vk_desc_addr(const bp_tensor_desc_t* d) {
+  return ((struct bpp_buffer_s*)d->buffer)->addr + d->byte_offset;
+}
+
+/* Launches the program over the shape of its first output. */
+bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
+  if (p->overflow) return vk_error(BP_INTERNAL, "vulkan: elementwise program exceeds the kernel's limits");
+  int shader = ew_shader(p->cdt);
+  if (shader < 0)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: no elementwise kernel for compute dtype %s", bp_dtype_name(p->cdt));
+  if (p->nout == 0 || p->nin + p->nout > VK_EW_MAX_OPERANDS)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: elementwise program with %u inputs, %u outputs", p->nin, p->nout);
+  const bp_tensor_desc_t* o = p->out[0];
+  const bp_tensor_desc_t* all[VK_EW_MAX_OPERANDS];
+  uint32_t nops = p->nin + p->nout;
+  for (uint32_t k = 0; k < p->nin; k++) all[k] = p->in[k];
+  for (uint32_t k = 0; k < p->nout; k++) all[p->nin + k] = p->out[k];
+  vk_access_t acc[VK_EW_MAX_OPERANDS];
+  int64_t numel = 1;
+  for (uint32_t d = 0; d < o->rank; d++) numel *= o->sizes[d];
+  if (numel == 0) return BP_OK;
+  if (numel > INT32_MAX)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: %lld elements exceed one elementwise dispatch", (long long)numel);
+  /* Broadcast strides, outermost first, then collapse. */
+  int ndim = (int)o->rank;
+  int64_t sizes[BP_MAX_RANK];
+  int64_t strides[VK_EW_MAX_OPERANDS][BP_MAX_RANK];
+  for (int d = 0; d < ndim; d++) sizes[d] = o->sizes[d];
+  for (uint32_t k = 0; k < nops; k++) {
+    const bp_tensor_desc_t* t = all[k];
+    bp_status_t st = vk_check_desc(t, k < p->nin ? "input" : "output");
+    if (st) return st;
+    if (t->rank > o->rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: operand of rank %u > output rank %u", t->rank, o->rank);
+    int lead = ndim - (int)t->rank;
+    for (int d = 0; d < ndim; d++) {
+      if (d < lead) { strides[k][d] = 0; continue; }
+      int64_t sz = t->sizes[d - lead];
+      if (sz == sizes[d]) strides[k][d] = sizes[d] == 1 ? 0 : t->strides[d - lead];
+      else if (sz == 1) strides[k][d] = 0;
+      else return vk_error(BP_INVALID_ARGUMENT, "vulkan: operand size %lld does not broadcast to %lld in dim %d",
+                           (long long)sz, (long long)sizes[d], d);
+    }
+    vk_access_of(t, k >= p->nin, &acc[k]);
+  }
+  /* Drop size-1 dims, merge dims contiguous for every operand. */
+  int nd = 0;
+  for (int d = 0; d < ndim; d++) {
+    if (sizes[d] == 1) continue;
+    if (nd > 0) {
+      int merge = 1;
+      for (uint32_t k = 0; k < nops && merge; k++) merge = strides[k][nd - 1] == strides[k][d] * sizes[d];
+      if (merge) {
+        sizes[nd - 1] *= sizes[d];
+        for (uint32_t k = 0; k < nops; k++) strides[k][nd - 1] = strides[k][d];
+        continue;
+      }
+    }
+    sizes[nd] = sizes[d];
+    for (uint32_t k = 0; k < nops; k++) strides[k][nd] = strides[k][d];
+    nd++;
+  }
+  if (nd == 0) {
+    nd = 1;
+    sizes[0] = 1;
+    for (uint32_t k = 0; k < nops; k++) strides[k][0] = 0;
+  }
+  int contig = nd == 1;
+  for (uint32_t k = 0; k < nops && contig; k++) contig = strides[k][0] == 1;
+  uint32_t meta[VK_EW_META_WORDS];
+  memset(meta, 0, sizeof meta);
+  meta[0] = p->ninstr;
+  meta[1] = p->nin;
+  meta[2] = p->nout;
+  meta[3] = p->nconst;
+  meta[4] = (uint32_t)nd;
+  meta[5] = (uint32_t)numel;
+  for (int d = 0; d < nd; d++) meta[8 + d] = (uint32_t)sizes[d];
+  for (uint32_t k = 0; k < nops; k++) {
+    uint32_t* w = &meta[16 + 20 * k];
+    uint64_t a = vk_desc_addr(all[k]);
+    w[0] = (uint32_t)a;
+    w[1] = (uint32_t)(a >> 32);
+    w[2] = all[k]->dtype;
+    for (int d = 0; d < nd; d++) memcpy(&w[4 + 2 * d], &strides[k][d], 8);
+  }
+  for (uint32_t i = 0; i < p->ninstr; i++) {
+    uint32_t* w = &meta[176 + 4 * i];
+    w[0] = p->ins[i].opcode;
+    w[1] = p->ins[i].dst | ((uint32_t)p->ins[i].a << 8) | ((uint32_t)p->ins[i].b << 16) | ((uint32_t)p->ins[i].c << 24);
+    w[2] = p->ins[i].aux;
+  }
+  for (uint32_t j = 0; j < p->nconst; j++) memcpy(&meta[304 + 2 * j], &p->consts[j], 8);
+  uint32_t spec[36];
+  memset(spec, 0, sizeof spec);
+  spec[0] = p->ninstr <= 6 ? p->ninstr : 0;
+  spec[1] = (uint32_t)contig;
+  spec[2] = p->cdt;
+  spec[3] = contig ? 1u : 0u;
+  for (uint32_t k = 0; k < nops; k++) spec[4 + k] = all[k]->dtype;
+  if (spec[0])
+    for (uint32_t i = 0; i < p->ninstr; i++) {
+      spec[12 + 4 * i] = meta[176 + 4 * i];
+      spec[13 + 4 * i] = meta[177 + 4 * i];
+      spec[14 + 4 * i] = meta[178 + 4 * i];
+    }
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, (uint32_t)shader, spec, 36, &pipe);
+  if (st) return st;
+  uint64_t groups = ((uint64_t)numel + 255) / 256;
+  uint32_t maxg = s->dev->feat.max_wg_count[0] ? s->dev->feat.max_wg_count[0] : 65535;
+  if (groups > maxg) groups = maxg;
+  if (groups > 65535) groups = 65535;
+  uint32_t words = 304 + 2 * p->nconst;
+  return vk_stream_dispatch(s, pipe, meta, words * 4, (uint32_t)numel, (uint32_t)groups, 1, 1, acc, nops);
+}
+
+/* Copies src (broadcast, cast) into dst. */
+bp_status_t vk_ew_copy(bpp_stream_t s, const bp_tensor_desc_t* dst, const bp_tensor_desc_t* src) {
+  vk_ew_t p;
+  uint32_t cdt = src->dtype;
+  /* Registers hold the source exactly: f16/bf16 in f32, narrow ints in i32. */
+  vk_ew_init(&p, cdt);
+  uint32_t i = vk_ew_input(&p, src);
+  uint32_t o = vk_ew_output(&p, dst);
+  vk_ew_store(&p, o, vk_ew_load_input(&p, i));
+  return vk_ew_launch(s, &p);
+}

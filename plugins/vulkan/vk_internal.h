@@ -1,0 +1,371 @@
+/* backplane Vulkan plugin: internal declarations shared by its sources.
+ *
+ * Objects and their threading:
+ *  - instance: owns the loader handle (dlopen'd libvulkan.so.1), the
+ *    VkInstance and one vk_device per usable physical device. Immutable
+ *    after creation except the lazily created VkDevice (under `lock`).
+ *  - device: VkDevice, its compute queues (each behind a mutex: vkQueueSubmit
+ *    needs the queue externally synchronized), two memory pools (device-local
+ *    and host-visible), the pipeline cache. Thread-safe.
+ *  - stream: one queue (round-robin over the family's queues), one command
+ *    pool, one timeline semaphore, one completion thread. Enqueue calls are
+ *    externally synchronized (the ABI's rule); the completion thread shares
+ *    only the pending/free lists and counters, under `mu`.
+ *  - event: its own timeline semaphore (so it outlives the stream it was
+ *    recorded on) and an optional timestamp query.
+ */
+#ifndef BP_VK_INTERNAL_H_
+#define BP_VK_INTERNAL_H_
+
+#define VK_NO_PROTOTYPES 1
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "backplane/plugin.h"
+#include "bp_plugin_common.h"
+
+#define VK_HIDDEN __attribute__((visibility("hidden")))
+#define VK_MSG_CAP 256
+
+/* ------------------------------------------------------------------------ */
+/* The dispatch table: every Vulkan entry point the plugin calls. It is     */
+/* filled through vkGetInstanceProcAddr / vkGetDeviceProcAddr, or by tests  */
+/* with fakes (vk_instance_create_with).                                    */
+/* ------------------------------------------------------------------------ */
+#define VK_GLOBAL_FUNCS(X)                                                     \
+  X(vkCreateInstance) X(vkEnumerateInstanceVersion)                            \
+  X(vkEnumerateInstanceLayerProperties) X(vkEnumerateInstanceExtensionProperties)
+#define VK_INSTANCE_FUNCS(X)                                                   \
+  X(vkDestroyInstance) X(vkEnumeratePhysicalDevices)                           \
+  X(vkGetPhysicalDeviceProperties) X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceQueueFamilyProperties)  \
+  X(vkGetPhysicalDeviceMemoryProperties) X(vkGetPhysicalDeviceMemoryProperties2) \
+  X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) X(vkGetDeviceProcAddr)
+/* Optional instance functions (VK_EXT_debug_utils). */
+#define VK_INSTANCE_OPT_FUNCS(X) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
+#define VK_DEVICE_FUNCS(X)                                                      \
+  X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkDeviceWaitIdle) X(vkQueueSubmit)   \
+  X(vkCreateBuffer) X(vkDestroyBuffer) X(vkGetBufferMemoryRequirements)         \
+  X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) X(vkMapMemory)      \
+  X(vkUnmapMemory) X(vkGetBufferDeviceAddress) X(vkCreateCommandPool)           \
+  X(vkDestroyCommandPool) X(vkAllocateCommandBuffers) X(vkFreeCommandBuffers)   \
+  X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkCreateSemaphore)            \
+  X(vkDestroySemaphore) X(vkWaitSemaphores) X(vkSignalSemaphore)                \
+  X(vkGetSemaphoreCounterValue) X(vkCmdCopyBuffer) X(vkCmdFillBuffer)           \
+  X(vkCmdPipelineBarrier) X(vkCmdDispatch) X(vkCmdBindPipeline)                 \
+  X(vkCmdPushConstants) X(vkCmdWriteTimestamp) X(vkCmdResetQueryPool)           \
+  X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkGetQueryPoolResults)           \
+  X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreatePipelineLayout)    \
+  X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline)   \
+  X(vkCreatePipelineCache) X(vkDestroyPipelineCache)
+
+typedef struct vk_dispatch {
+  PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+#define VK__MEMBER(f) PFN_##f f;
+  VK_GLOBAL_FUNCS(VK__MEMBER)
+  VK_INSTANCE_FUNCS(VK__MEMBER)
+  VK_INSTANCE_OPT_FUNCS(VK__MEMBER)
+  VK_DEVICE_FUNCS(VK__MEMBER)
+#undef VK__MEMBER
+} vk_dispatch_t;
+
+/* Resolves the global functions through d->vkGetInstanceProcAddr (NULL
+ * instance). Writes the first missing name into msg. */
+VK_HIDDEN bp_status_t vk_dispatch_load_global(vk_dispatch_t* d, char* msg, size_t cap);
+VK_HIDDEN bp_status_t vk_dispatch_load_instance(vk_dispatch_t* d, VkInstance inst, char* msg,
+                                                size_t cap);
+VK_HIDDEN bp_status_t vk_dispatch_load_device(vk_dispatch_t* d, VkDevice dev, char* msg,
+                                              size_t cap);
+/* "VK_ERROR_OUT_OF_DEVICE_MEMORY (-2)" */
+VK_HIDDEN const char* vk_result_name(VkResult r);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+VK_HIDDEN extern const bp_host_services_t* vk_host;
+/* Formats the message, reports it to the host (unless the calling thread is
+ * a completion thread) and returns `status`. */
+VK_HIDDEN bp_status_t vk_error(bp_status_t status, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+VK_HIDDEN const char* vk_last_error(void);
+VK_HIDDEN void vk_set_worker_thread(int is_worker);
+VK_HIDDEN void vk_log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Maps a VkResult to a status: OUT_OF_*_MEMORY -> RESOURCE_EXHAUSTED,
+ * DEVICE_LOST -> DEVICE_LOST, others INTERNAL. */
+VK_HIDDEN bp_status_t vk_status_of(VkResult r);
+
+/* ------------------------------------------------------------------------ */
+/* Suballocator: first-fit over free ranges of one block, coalescing on     */
+/* free. Pure logic (no Vulkan), unit-tested directly. Not thread-safe: the */
+/* pool's lock guards it.                                                   */
+/* ------------------------------------------------------------------------ */
+typedef struct vk_range {
+  uint64_t off, size;
+} vk_range_t;
+
+typedef struct vk_ranges {
+  vk_range_t* free; /* sorted by offset, never adjacent (coalesced) */
+  uint32_t count, cap;
+  uint64_t total;     /* block size */
+  uint64_t free_bytes;
+} vk_ranges_t;
+
+VK_HIDDEN bp_status_t vk_ranges_init(vk_ranges_t* r, uint64_t total);
+VK_HIDDEN void vk_ranges_fini(vk_ranges_t* r);
+/* First fit of `size` bytes at a multiple of `align` (power of two).
+ * Returns 0 and the offset, or -1 when no free range fits. */
+VK_HIDDEN int vk_ranges_alloc(vk_ranges_t* r, uint64_t size, uint64_t align, uint64_t* out_off);
+/* Returns [off, off+size) to the free list (merging neighbours). -1 when
+ * the range was not allocated (overlaps a free range) or allocating the
+ * list entry failed. */
+VK_HIDDEN int vk_ranges_free(vk_ranges_t* r, uint64_t off, uint64_t size);
+/* Largest free range (fragmentation reports). */
+VK_HIDDEN uint64_t vk_ranges_largest(const vk_ranges_t* r);
+
+/* ------------------------------------------------------------------------ */
+/* Memory pools                                                              */
+/* ------------------------------------------------------------------------ */
+#define VK_BLOCK_SIZE (64ull << 20)   /* suballocated blocks */
+#define VK_DEDICATED_MIN (16ull << 20) /* buffers from this size get their own memory */
+
+struct bpp_device_s;
+
+typedef struct vk_block {
+  VkDeviceMemory mem;
+  uint64_t size;
+  unsigned char* map; /* persistently mapped when host visible */
+  vk_ranges_t ranges; /* unused for dedicated blocks */
+  int dedicated;
+  uint32_t live; /* allocations in the block */
+  struct vk_block* next;
+} vk_block_t;
+
+typedef struct vk_pool {
+  pthread_mutex_t lock;
+  struct bpp_device_s* dev;
+  uint32_t type_index;
+  uint32_t heap_index;
+  uint32_t host_visible, host_coherent, device_local;
+  uint64_t block_size;
+  vk_block_t* blocks;
+  uint64_t reserved_bytes; /* VkDeviceMemory allocated from the heap */
+  uint64_t used_bytes;     /* handed out to buffers */
+} vk_pool_t;
+
+typedef struct vk_alloc {
+  vk_block_t* block;
+  uint64_t offset, size;
+} vk_alloc_t;
+
+/* Allocates `size` bytes with `align` from the pool: from a block with room,
+ * a new block, or dedicated memory for large sizes. Respects the budget:
+ * RESOURCE_EXHAUSTED with the requested and available bytes. */
+VK_HIDDEN bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_t* out);
+VK_HIDDEN void vk_pool_free(vk_pool_t* p, const vk_alloc_t* a);
+VK_HIDDEN void vk_pool_fini(vk_pool_t* p);
+/* Bytes the pool may still take from its heap (budget minus use). Both
+ * read the pool's counters: call with p->lock held. */
+VK_HIDDEN uint64_t vk_pool_available(vk_pool_t* p);
+VK_HIDDEN uint64_t vk_pool_budget(vk_pool_t* p);
+
+/* ------------------------------------------------------------------------ */
+/* Objects                                                                   */
+/* ------------------------------------------------------------------------ */
+typedef struct vk_options {
+  int force_staging;  /* treat device memory as not host-visible */
+  int validation;     /* enable VK_LAYER_KHRONOS_validation + messenger */
+  uint64_t budget_limit; /* bytes; 0 = the heap's budget */
+  uint32_t flush_threshold; /* commands per batch before a submit */
+} vk_options_t;
+
+typedef struct vk_features {
+  uint32_t api_version;
+  int f16, i8, i16, f64, i64, storage8, storage16, bda, timeline;
+  int memory_budget_ext;
+  uint32_t subgroup_size;
+  uint32_t timestamp_bits;
+  float timestamp_period;
+  uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared;
+} vk_features_t;
+
+struct bpp_instance_s;
+typedef struct vk_pipeline_cache vk_pipeline_cache_t;
+
+struct bpp_device_s {
+  struct bpp_instance_s* inst;
+  uint32_t index;
+  VkPhysicalDevice phys;
+  vk_features_t feat;
+  uint32_t queue_family;
+  uint32_t queue_count;
+  bp_device_properties_t props;
+  VkPhysicalDeviceMemoryProperties mem_props;
+  uint32_t device_type_index, host_type_index; /* memory types */
+  /* Created on first open, under inst->lock. */
+  int opened;
+  vk_dispatch_t vk; /* device-level functions resolved */
+  VkDevice dev;
+  VkQueue* queues;
+  pthread_mutex_t* queue_locks;
+  atomic_uint next_queue;
+  vk_pool_t pool_device, pool_host;
+  vk_pipeline_cache_t* pipes;
+};
+
+struct bpp_instance_s {
+  void* lib;
+  vk_dispatch_t vk;
+  vk_options_t opt;
+  VkInstance instance;
+  VkDebugUtilsMessengerEXT messenger;
+  pthread_mutex_t lock;
+  uint32_t device_count;
+  struct bpp_device_s* devices;
+};
+
+struct bpp_buffer_s {
+  struct bpp_device_s* dev;
+  vk_pool_t* pool;
+  VkBuffer buf;
+  VkDeviceAddress addr;
+  uint64_t size;
+  uint32_t kind;
+  vk_alloc_t alloc;
+  unsigned char* map; /* host pointer when the memory is host visible */
+};
+
+/* Creates a VkBuffer of `size` bytes in `pool` with transfer and device
+ * address usage, bound and mapped when host visible. */
+VK_HIDDEN bp_status_t vk_buffer_create(struct bpp_device_s* dev, vk_pool_t* pool, uint64_t size,
+                                       uint32_t kind, struct bpp_buffer_s** out);
+VK_HIDDEN void vk_buffer_destroy(struct bpp_buffer_s* b);
+
+/* Instance creation with an explicit vkGetInstanceProcAddr (tests pass a
+ * fake driver). Parses `options` ("key=value;..."). */
+VK_HIDDEN bp_status_t vk_instance_create_with(PFN_vkGetInstanceProcAddr gipa, const char* options,
+                                              struct bpp_instance_s** out);
+VK_HIDDEN void vk_instance_destroy(struct bpp_instance_s* inst);
+VK_HIDDEN bp_status_t vk_device_open(struct bpp_instance_s* inst, uint32_t index,
+                                     struct bpp_device_s** out);
+/* The plugin's root table (negotiation). */
+VK_HIDDEN const bp_plugin_vtable_t* vk_plugin_vtable(void);
+/* Total validation-layer warnings and errors seen by every instance. */
+VK_HIDDEN uint64_t vk_validation_messages(void);
+
+/* ------------------------------------------------------------------------ */
+/* Streams, events, batches (vk_stream.c)                                    */
+/* ------------------------------------------------------------------------ */
+/* One memory range a command reads or writes (hazard tracking). */
+typedef struct vk_access {
+  VkBuffer buf;
+  uint64_t off, size;
+  int write;
+} vk_access_t;
+
+typedef struct vk_action vk_action_t;
+typedef struct vk_batch vk_batch_t;
+
+#define VK_MAX_TRACKED 32
+#define VK_MAX_WAITS 16
+
+struct bpp_stream_s {
+  struct bpp_device_s* dev;
+  uint32_t queue;
+  VkCommandPool pool;
+  VkSemaphore timeline;
+  uint64_t last_value; /* the value the last submitted work signals */
+  vk_batch_t* cur;     /* recording, or NULL */
+  /* Hazards since the last barrier in cur. */
+  vk_access_t tracked[VK_MAX_TRACKED];
+  uint32_t num_tracked;
+  VkSemaphore wait_sems[VK_MAX_WAITS];
+  uint64_t wait_values[VK_MAX_WAITS];
+  uint32_t num_waits;
+  /* Statistics (tests): submissions, barriers. */
+  uint64_t submits, barriers;
+  /* Shared with the completion thread. */
+  pthread_mutex_t mu;
+  pthread_cond_t cv_work, cv_done;
+  vk_batch_t *pending_head, *pending_tail, *free_list;
+  uint64_t done_value;
+  int shutdown;
+  bp_status_t error;
+  char error_msg[VK_MSG_CAP];
+  pthread_t thread;
+  int thread_started;
+};
+
+VK_HIDDEN bp_status_t vk_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out);
+VK_HIDDEN void vk_stream_destroy(bpp_stream_t stream);
+VK_HIDDEN bp_status_t vk_stream_synchronize(bpp_stream_t stream);
+VK_HIDDEN bp_status_t vk_stream_query(bpp_stream_t stream);
+VK_HIDDEN bp_status_t vk_stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user);
+VK_HIDDEN bp_status_t vk_stream_flush(bpp_stream_t s);
+VK_HIDDEN bp_status_t vk_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out);
+VK_HIDDEN void vk_event_destroy(bpp_event_t event);
+VK_HIDDEN bp_status_t vk_event_record(bpp_event_t event, bpp_stream_t stream);
+VK_HIDDEN bp_status_t vk_stream_wait_event(bpp_stream_t stream, bpp_event_t event);
+VK_HIDDEN bp_status_t vk_event_query(bpp_event_t event);
+VK_HIDDEN bp_status_t vk_event_synchronize(bpp_event_t event);
+VK_HIDDEN bp_status_t vk_event_elapsed_ns(bpp_event_t a, bpp_event_t b, uint64_t* out_ns);
+VK_HIDDEN bp_status_t vk_copy_h2d(bpp_stream_t s, const void* src, bpp_buffer_t dst,
+                                  uint64_t dst_off, uint64_t size);
+VK_HIDDEN bp_status_t vk_copy_d2h(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, void* dst,
+                                  uint64_t size);
+VK_HIDDEN bp_status_t vk_copy_d2d(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off,
+                                  bpp_buffer_t dst, uint64_t dst_off, uint64_t size);
+VK_HIDDEN bp_status_t vk_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off,
+                                     uint64_t size, const void* pattern, uint32_t psize);
+VK_HIDDEN bp_status_t vk_check_range(const char* what, bpp_buffer_t b, uint64_t off,
+                                     uint64_t size);
+
+/* Records a compute dispatch on the stream: copies `meta` (meta_bytes) into
+ * the batch's upload arena, inserts a barrier when `acc` conflicts with
+ * earlier commands of the batch, binds the pipeline and dispatches. */
+VK_HIDDEN bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const void* meta,
+                                         uint32_t meta_bytes, uint32_t push_n, uint32_t gx,
+                                         uint32_t gy, uint32_t gz, const vk_access_t* acc,
+                                         uint32_t nacc);
+
+/* ------------------------------------------------------------------------ */
+/* Pipelines (vk_pipeline.c)                                                 */
+/* ------------------------------------------------------------------------ */
+/* Shader ids: one per compiled SPIR-V module (source x variant). */
+#define VK_SHADERS(X)                                                          \
+  X(ew_f32) X(ew_f64) X(ew_i32) X(ew_i64)                                      \
+  X(reduce_f64) X(reduce_i64)                                    \
+  X(norm_f64)                                                      \
+  X(matmul_f32) X(matmul_f64) X(matmul_i64)                                    \
+  X(index) X(conv_f32) X(conv_f64) X(fill)
+enum vk_shader_id {
+#define VK__SID(n) VK_SHADER_##n,
+  VK_SHADERS(VK__SID)
+#undef VK__SID
+  VK_SHADER_COUNT_
+};
+
+#define VK_MAX_SPEC 40
+/* The pipeline of `shader` with specialization constants 0..nspec-1 set to
+ * spec[]; created on first use and cached (thread-safe). */
+VK_HIDDEN bp_status_t vk_pipeline_get(struct bpp_device_s* dev, uint32_t shader,
+                                      const uint32_t* spec, uint32_t nspec, VkPipeline* out);
+VK_HIDDEN bp_status_t vk_pipelines_init(struct bpp_device_s* dev);
+VK_HIDDEN void vk_pipelines_fini(struct bpp_device_s* dev);
+VK_HIDDEN VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* dev);
+VK_HIDDEN uint32_t vk_pipeline_count(struct bpp_device_s* dev);
+
+/* ------------------------------------------------------------------------ */
+/* Ops (vk_ops.c, vk_ew.c)                                                   */
+/* ------------------------------------------------------------------------ */
+VK_HIDDEN bp_status_t vk_launch_op(bpp_stream_t stream, const bp_op_call_t* call);
+VK_HIDDEN int vk_op_implemented(uint32_t op);
+VK_HIDDEN bp_status_t vk_query_support(bpp_device_t device, const bp_op_call_t* call,
+                                       bp_support_t* out);
+VK_HIDDEN bp_status_t vk_query_fusion(bpp_device_t device, bp_fusion_caps_t* out);
+VK_HIDDEN bp_status_t vk_launch_ew_program(bpp_stream_t stream, const bp_ew_program_t* program,
+                                           uint32_t num_inputs, const bp_tensor_desc_t* inputs,
+                                           uint32_t num_outputs, const bp_tensor_desc_t* outputs);
+
+#endif /* BP_VK_INTERNAL_H_ */

@@ -1,0 +1,643 @@
+/* backplane Vulkan plugin: launchers of the non-elementwise kernel
+ * families: reductions, softmax and norms, matmul, gather-like indexing,
+ * convolution and pooling. Each writes the kernel's metadata (layouts in
+ * the shaders' headers) and dispatches through vk_stream_dispatch.
+ */
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "vk_ops_internal.h"
+
+static int dev_dtype(struct bpp_device_s* d, uint32_t dt) {
+  return dt < 32 && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
+}
+
+static int all_dtypes_ok(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
+    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    if (t->dtype == BP_DTYPE_INVALID) continue;
+    if (!dev_dtype(d, t->dtype)) {
+      bp_plugin_format(msg, cap, 0, "%s is not supported on this device", bp_dtype_name(t->dtype));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static uint32_t groups_for(struct bpp_device_s* d, uint64_t n) {
+  uint32_t maxg = d->feat.max_wg_count[0] ? d->feat.max_wg_count[0] : 65535;
+  if (maxg > 65535) maxg = 65535;
+  if (n == 0) return 0;
+  return n > maxg ? maxg : (uint32_t)n;
+}
+
+static void put_i64(uint32_t* w, int64_t v) { memcpy(w, &v, 8); }
+static void put_f64(uint32_t* w, double v) { memcpy(w, &v, 8); }
+
+/* ======================================================================== */
+/* Reductions                                                               */
+/* ======================================================================== */
+static int reduce_code(uint32_t op) {
+  switch (op) {
+    case BP_OP_sum: return 0;
+    case BP_OP_mean: return 1;
+    case BP_OP_prod: return 2;
+    case BP_OP_amax: return 3;
+    case BP_OP_amin: return 4;
+    case BP_OP_any: return 5;
+    case BP_OP_argmax: return 6;
+    case BP_OP_argmin: return 7;
+    case BP_OP_logsumexp: return 8;
+    case BP_OP_max_dim: return 9;
+    case BP_OP_min_dim: return 10;
+    default: return -1;
+  }
+}
+
+/* Splits the input's dims into kept and reduced ones (mask bit d set =
+ * reduced). */
+static uint32_t reduce_mask(const bp_tensor_desc_t* in, const bp_reduce_attrs_t* a) {
+  uint32_t mask = 0;
+  if (!a || (a->flags & BP_REDUCE_ALL_DIMS) || a->num_dims == 0) return (1u << in->rank) - 1u;
+  for (int32_t i = 0; i < a->num_dims && i < BP_MAX_RANK; i++) {
+    int32_t d = a->dims[i] < 0 ? a->dims[i] + (int32_t)in->rank : a->dims[i];
+    if (d >= 0 && d < (int32_t)in->rank) mask |= 1u << d;
+  }
+  return mask;
+}
+
+bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_reduce_attrs_t* a = call->attrs;
+  uint32_t mask = reduce_mask(in, a);
+  int keep = a && (a->flags & BP_REDUCE_KEEPDIM);
+  uint32_t meta[94];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(in));
+  meta[2] = in->dtype;
+  meta[3] = out->dtype;
+  vk_meta64(&meta[4], vk_desc_addr(out));
+  uint32_t kr = 0, rr = 0, od = 0;
+  uint64_t nout = 1, nred = 1;
+  for (uint32_t d = 0; d < in->rank; d++) {
+    if (mask & (1u << d)) {
+      if (keep) od++;
+      if (in->sizes[d] == 1) continue;
+      meta[52 + rr] = (uint32_t)in->sizes[d];
+      put_i64(&meta[60 + 2 * rr], in->strides[d]);
+      nred *= (uint64_t)in->sizes[d];
+      rr++;
+    } else {
+      int64_t ostride = od < out->rank ? out->strides[od] : 0;
+      od++;
+      if (in->sizes[d] == 1) continue;
+      meta[12 + kr] = (uint32_t)in->sizes[d];
+      put_i64(&meta[20 + 2 * kr], in->strides[d]);
+      put_i64(&meta[36 + 2 * kr], ostride);
+      if (call->num_outputs > 1) {
+        const bp_tensor_desc_t* ix = &call->outputs[1];
+        put_i64(&meta[78 + 2 * kr], od - 1 < ix->rank ? ix->strides[od - 1] : 0);
+      }
+      nout *= (uint64_t)in->sizes[d];
+      kr++;
+    }
+  }
+  if (nout == 0) return BP_OK;
+  if (nout > UINT32_MAX || nred > UINT32_MAX)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: reduction too large for one dispatch");
+  meta[6] = (uint32_t)nout;
+  meta[7] = (uint32_t)nred;
+  meta[8] = kr;
+  meta[9] = rr;
+  int code = reduce_code(call->op_id);
+  uint32_t cd = call->compute_dtype;
+  if (!bp_dtype_is_valid(cd)) cd = in->dtype;
+  int fl = bp_dtype_is_float(cd) || call->op_id == BP_OP_mean || code == 8;
+  if (code == 3 || code == 4 || code == 5 || code == 6 || code == 7 || code == 9 || code == 10)
+    fl = bp_dtype_is_float(in->dtype);
+  if (code >= 9) vk_meta64(&meta[76], vk_desc_addr(&call->outputs[1]));
+  uint32_t spec[3] = {(uint32_t)code, in->dtype, out->dtype};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, fl ? VK_SHADER_reduce_f64 : VK_SHADER_reduce_i64, spec, 3, &pipe);
+  if (st) return st;
+  vk_access_t acc[3];
+  vk_access_of(in, 0, &acc[0]);
+  vk_access_of(out, 1, &acc[1]);
+  if (code >= 9) vk_access_of(&call->outputs[1], 1, &acc[2]);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, nout), 1, 1, acc, code >= 9 ? 3 : 2);
+}
+
+static int reduce_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  uint32_t o = call->outputs[0].dtype;
+  if (call->op_id == BP_OP_mean && !bp_dtype_is_float(o)) {
+    bp_plugin_format(msg, cap, 0, "mean: output %s is not floating", bp_dtype_name(o));
+    return BP_SUPPORT_DTYPE;
+  }
+  if (call->op_id == BP_OP_logsumexp && !bp_dtype_is_float(o)) {
+    bp_plugin_format(msg, cap, 0, "logsumexp: output %s is not floating", bp_dtype_name(o));
+    return BP_SUPPORT_DTYPE;
+  }
+  if ((call->op_id == BP_OP_max_dim || call->op_id == BP_OP_min_dim) &&
+      (call->num_outputs < 2 || call->outputs[1].dtype != BP_DTYPE_I64 || o != in->dtype)) {
+    bp_plugin_format(msg, cap, 0, "values must keep the input dtype and indices be i64");
+    return BP_SUPPORT_DTYPE;
+  }
+  if ((call->op_id == BP_OP_argmax || call->op_id == BP_OP_argmin) && o != BP_DTYPE_I64) {
+    bp_plugin_format(msg, cap, 0, "index output must be i64");
+    return BP_SUPPORT_DTYPE;
+  }
+  (void)in;
+  (void)d;
+  return 0;
+}
+
+/* ======================================================================== */
+/* Matmul                                                                   */
+/* ======================================================================== */
+static int matmul_shader(uint32_t dt) {
+  switch (dt) {
+    case BP_DTYPE_F32: case BP_DTYPE_F16: case BP_DTYPE_BF16: return VK_SHADER_matmul_f32;
+    case BP_DTYPE_F64: return VK_SHADER_matmul_f64;
+    case BP_DTYPE_I8: case BP_DTYPE_U8: case BP_DTYPE_I16: case BP_DTYPE_I32: case BP_DTYPE_I64:
+      return VK_SHADER_matmul_i64;
+    default: return -1;
+  }
+}
+
+static double scalar_f(const bp_scalar_t* s, double dflt) {
+  if (!s || s->kind == BP_SCALAR_NONE) return dflt;
+  return s->kind == BP_SCALAR_FLOAT ? s->v.f : s->kind == BP_SCALAR_BOOL ? (double)s->v.b : (double)s->v.i;
+}
+static int64_t scalar_i(const bp_scalar_t* s, int64_t dflt) {
+  if (!s || s->kind == BP_SCALAR_NONE) return dflt;
+  return s->kind == BP_SCALAR_FLOAT ? (int64_t)s->v.f : s->kind == BP_SCALAR_BOOL ? (int64_t)s->v.b : s->v.i;
+}
+
+bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* A = &call->inputs[op == BP_OP_addmm ? 1 : 0];
+  const bp_tensor_desc_t* B = &call->inputs[op == BP_OP_addmm ? 2 : 1];
+  const bp_tensor_desc_t* C = &call->outputs[0];
+  const bp_tensor_desc_t* bias = op == BP_OP_addmm ? &call->inputs[0] : NULL;
+  int batched = op == BP_OP_bmm;
+  uint32_t ar = batched ? 1 : 0;
+  if (A->rank != 2 + ar || B->rank != 2 + ar || C->rank != 2 + ar)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: matmul: ranks %u, %u -> %u", A->rank, B->rank, C->rank);
+  int64_t M_ = A->sizes[ar], K_ = A->sizes[ar + 1], N_ = B->sizes[ar + 1];
+  int64_t batch = batched ? A->sizes[0] : 1;
+  if (B->sizes[ar] != K_ || C->sizes[ar] != M_ || C->sizes[ar + 1] != N_)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: matmul: shapes do not agree");
+  if (M_ == 0 || N_ == 0 || batch == 0) return BP_OK;
+  if (M_ > UINT32_MAX || N_ > UINT32_MAX || K_ > UINT32_MAX || batch > 65535)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: matmul: sizes exceed one dispatch");
+  uint32_t meta[42];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(A));
+  vk_meta64(&meta[2], vk_desc_addr(B));
+  vk_meta64(&meta[4], vk_desc_addr(C));
+  meta[8] = (uint32_t)M_;
+  meta[9] = (uint32_t)N_;
+  meta[10] = (uint32_t)K_;
+  meta[11] = (uint32_t)batch;
+  put_i64(&meta[12], batched ? A->strides[0] : 0);
+  put_i64(&meta[14], A->strides[ar]);
+  put_i64(&meta[16], A->strides[ar + 1]);
+  put_i64(&meta[18], batched ? B->strides[0] : 0);
+  put_i64(&meta[20], B->strides[ar]);
+  put_i64(&meta[22], B->strides[ar + 1]);
+  put_i64(&meta[24], batched ? C->strides[0] : 0);
+  put_i64(&meta[26], C->strides[ar]);
+  put_i64(&meta[28], C->strides[ar + 1]);
+  double alpha = 1, beta = 1;
+  int64_t ialpha = 1, ibeta = 1;
+  int has_bias = bias && bias->dtype != BP_DTYPE_INVALID;
+  if (op == BP_OP_addmm) {
+    const bp_addmm_attrs_t* at = call->attrs;
+    alpha = scalar_f(at ? &at->alpha : NULL, 1);
+    beta = scalar_f(at ? &at->beta : NULL, 1);
+    ialpha = scalar_i(at ? &at->alpha : NULL, 1);
+    ibeta = scalar_i(at ? &at->beta : NULL, 1);
+  }
+  if (has_bias) {
+    vk_meta64(&meta[6], vk_desc_addr(bias));
+    /* bias broadcasts to [M, N] */
+    int64_t rs = 0, cs = 0;
+    if (bias->rank == 2) {
+      rs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
+      cs = bias->sizes[1] == 1 ? 0 : bias->strides[1];
+    } else if (bias->rank == 1) {
+      cs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
+    }
+    put_i64(&meta[30], rs);
+    put_i64(&meta[32], cs);
+  }
+  put_f64(&meta[34], alpha);
+  put_f64(&meta[36], beta);
+  put_i64(&meta[38], ialpha);
+  put_i64(&meta[40], ibeta);
+  int sh = matmul_shader(C->dtype);
+  if (sh < 0) return vk_error(BP_UNIMPLEMENTED, "vulkan: matmul of %s", bp_dtype_name(C->dtype));
+  uint32_t spec[5] = {A->dtype, B->dtype, C->dtype, has_bias ? bias->dtype : 0u,
+                      (has_bias || alpha != 1.0 || ialpha != 1) ? 1u : 0u};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, (uint32_t)sh, spec, 5, &pipe);
+  if (st) return st;
+  vk_access_t acc[4];
+  uint32_t n = 0;
+  vk_access_of(A, 0, &acc[n++]);
+  vk_access_of(B, 0, &acc[n++]);
+  if (has_bias) vk_access_of(bias, 0, &acc[n++]);
+  vk_access_of(C, 1, &acc[n++]);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, (uint32_t)((N_ + 63) / 64), (uint32_t)((M_ + 63) / 64),
+                            (uint32_t)batch, acc, n);
+}
+
+static int matmul_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)d;
+  uint32_t o = call->outputs[0].dtype;
+  for (uint32_t i = 0; i < call->num_inputs; i++)
+    if (call->inputs[i].dtype != BP_DTYPE_INVALID && call->inputs[i].dtype != o) {
+      bp_plugin_format(msg, cap, 0, "operands must share one dtype");
+      return BP_SUPPORT_DTYPE;
+    }
+  if (matmul_shader(o) < 0) {
+    bp_plugin_format(msg, cap, 0, "%s matmul is not supported", bp_dtype_name(o));
+    return BP_SUPPORT_DTYPE;
+  }
+  int batched = call->op_id == BP_OP_bmm;
+  if (batched && call->inputs[0].rank == 3 && call->inputs[0].sizes[0] > 65535) {
+    bp_plugin_format(msg, cap, 0, "batch over 65535");
+    return BP_SUPPORT_SIZE;
+  }
+  return 0;
+}
+
+/* ======================================================================== */
+/* Softmax, log_softmax, layer_norm, rms_norm                               */
+/* ======================================================================== */
+static double dtype_eps(uint32_t dt) {
+  switch (dt) {
+    case BP_DTYPE_F64: return DBL_EPSILON;
+    case BP_DTYPE_F16: return 0x1p-10;
+    case BP_DTYPE_BF16: return 0x1p-7;
+    default: return FLT_EPSILON;
+  }
+}
+
+bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  uint32_t meta[154];
+  memset(meta, 0, sizeof meta);
+  uint32_t rowmask = 0, code = 0, flags = 0;
+  double eps = 0;
+  const bp_tensor_desc_t *w = NULL, *b = NULL, *mean = NULL, *rstd = NULL;
+  uint32_t nrank = 0;
+  if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
+    const bp_softmax_attrs_t* a = call->attrs;
+    int32_t d = a->dim < 0 ? a->dim + (int32_t)in->rank : a->dim;
+    if (in->rank == 0) d = 0;
+    else if (d < 0 || d >= (int32_t)in->rank)
+      return vk_error(BP_INVALID_ARGUMENT, "vulkan: softmax: dim %d out of range", a->dim);
+    if (in->rank) rowmask = 1u << d;
+    code = op == BP_OP_softmax ? 0 : 1;
+  } else {
+    if (op == BP_OP_layer_norm) {
+      const bp_layer_norm_attrs_t* a = call->attrs;
+      nrank = a->normalized_rank;
+      eps = a->eps;
+      code = 2;
+      if (call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID) b = &call->inputs[2];
+      if (call->num_outputs > 1 && call->outputs[1].dtype != BP_DTYPE_INVALID) mean = &call->outputs[1];
+      if (call->num_outputs > 2 && call->outputs[2].dtype != BP_DTYPE_INVALID) rstd = &call->outputs[2];
+    } else {
+      const bp_rms_norm_attrs_t* a = call->attrs;
+      nrank = a->normalized_rank ? a->normalized_rank : 1;
+      eps = a->eps > 0 ? a->eps : dtype_eps(in->dtype);
+      code = 3;
+    }
+    if (call->num_inputs > 1 && call->inputs[1].dtype != BP_DTYPE_INVALID) w = &call->inputs[1];
+    if (nrank > in->rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: normalized rank %u > input rank %u", nrank, in->rank);
+    for (uint32_t d = in->rank - nrank; d < in->rank; d++) rowmask |= 1u << d;
+  }
+  if (w) flags |= 1;
+  if (b) flags |= 2;
+  if (mean) flags |= 4;
+  if (rstd) flags |= 8;
+  const bp_tensor_desc_t* stat = mean ? mean : rstd;
+  vk_meta64(&meta[0], vk_desc_addr(in));
+  meta[2] = in->dtype;
+  meta[3] = out->dtype;
+  vk_meta64(&meta[4], vk_desc_addr(out));
+  meta[10] = code;
+  meta[11] = flags;
+  put_f64(&meta[12], eps);
+  if (w) { vk_meta64(&meta[14], vk_desc_addr(w)); meta[16] = w->dtype; }
+  if (b) { vk_meta64(&meta[18], vk_desc_addr(b)); meta[17] = b->dtype; }
+  if (mean) vk_meta64(&meta[20], vk_desc_addr(mean));
+  if (rstd) vk_meta64(&meta[22], vk_desc_addr(rstd));
+  if (stat) meta[24] = stat->dtype;
+  uint32_t kr = 0, rr = 0;
+  uint64_t rows = 1, n = 1;
+  uint32_t row0 = in->rank - nrank; /* first normalized dim (norms) */
+  for (uint32_t d = 0; d < in->rank; d++) {
+    if (in->sizes[d] == 0) return BP_OK;
+    if (rowmask & (1u << d)) {
+      uint32_t j = d - (code >= 2 ? row0 : d); /* position in weight/bias */
+      meta[82 + rr] = (uint32_t)in->sizes[d];
+      put_i64(&meta[90 + 2 * rr], in->strides[d]);
+      put_i64(&meta[106 + 2 * rr], out->strides[d]);
+      if (w && j < w->rank) put_i64(&meta[122 + 2 * rr], w->sizes[j] == 1 ? 0 : w->strides[j]);
+      if (b && j < b->rank) put_i64(&meta[138 + 2 * rr], b->sizes[j] == 1 ? 0 : b->strides[j]);
+      n *= (uint64_t)in->sizes[d];
+      rr++;
+    } else {
+      meta[26 + kr] = (uint32_t)in->sizes[d];
+      put_i64(&meta[34 + 2 * kr], in->strides[d]);
+      put_i64(&meta[50 + 2 * kr], out->strides[d]);
+      if (stat && d < stat->rank) put_i64(&meta[66 + 2 * kr], stat->sizes[d] == 1 ? 0 : stat->strides[d]);
+      rows *= (uint64_t)in->sizes[d];
+      kr++;
+    }
+  }
+  if (rows > UINT32_MAX || n > UINT32_MAX) return vk_error(BP_UNIMPLEMENTED, "vulkan: normalization too large");
+  meta[6] = (uint32_t)rows;
+  meta[7] = (uint32_t)n;
+  meta[8] = kr;
+  meta[9] = rr;
+  uint32_t spec[3] = {code, in->dtype, out->dtype};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_norm_f64, spec, 3, &pipe);
+  if (st) return st;
+  vk_access_t acc[6];
+  uint32_t na = 0;
+  vk_access_of(in, 0, &acc[na++]);
+  if (w) vk_access_of(w, 0, &acc[na++]);
+  if (b) vk_access_of(b, 0, &acc[na++]);
+  vk_access_of(out, 1, &acc[na++]);
+  if (mean) vk_access_of(mean, 1, &acc[na++]);
+  if (rstd) vk_access_of(rstd, 1, &acc[na++]);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, rows), 1, 1, acc, na);
+}
+
+static int norm_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)d;
+  for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
+    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    if (t->dtype != BP_DTYPE_INVALID && !bp_dtype_is_float(t->dtype)) {
+      bp_plugin_format(msg, cap, 0, "%s: floating dtypes only", bp_dtype_name(t->dtype));
+      return BP_SUPPORT_DTYPE;
+    }
+  }
+  return 0;
+}
+
+/* ======================================================================== */
+/* gather, index_select, embedding                                         */
+/* ======================================================================== */
+bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* src = &call->inputs[0];
+  const bp_tensor_desc_t* idx = &call->inputs[1];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  uint32_t meta[70];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(src));
+  vk_meta64(&meta[4], vk_desc_addr(out));
+  vk_meta64(&meta[6], vk_desc_addr(idx));
+  uint32_t rank = out->rank;
+  int64_t numel = 1;
+  for (uint32_t d = 0; d < rank; d++) {
+    numel *= out->sizes[d];
+    meta[14 + d] = (uint32_t)out->sizes[d];
+    put_i64(&meta[22 + 2 * d], out->strides[d]);
+  }
+  if (numel == 0) return BP_OK;
+  if (numel > INT32_MAX) return vk_error(BP_UNIMPLEMENTED, "vulkan: indexing too large");
+  int64_t dimsize, gstride;
+  if (op == BP_OP_embedding) {
+    if (src->rank != 2 || rank != idx->rank + 1)
+      return vk_error(BP_INVALID_ARGUMENT, "vulkan: embedding: weight rank %u, indices rank %u, output rank %u", src->rank,
+                      idx->rank, rank);
+    dimsize = src->sizes[0];
+    gstride = src->strides[0];
+    for (uint32_t d = 0; d < idx->rank; d++) put_i64(&meta[54 + 2 * d], idx->strides[d]);
+    put_i64(&meta[38 + 2 * (rank - 1)], src->strides[1]);
+  } else {
+    const bp_dim_attrs_t* a = call->attrs;
+    int32_t dim = a->dim < 0 ? a->dim + (int32_t)src->rank : a->dim;
+    if (src->rank == 0) dim = 0;
+    if (dim < 0 || (src->rank && dim >= (int32_t)src->rank) || out->rank != src->rank)
+      return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s: dim %d out of range", op == BP_OP_gather ? "gather" : "index_select", a->dim);
+    dimsize = src->rank ? src->sizes[dim] : 1;
+    gstride = src->rank ? src->strides[dim] : 0;
+    for (uint32_t d = 0; d < rank; d++)
+      if ((int32_t)d != dim) put_i64(&meta[38 + 2 * d], src->strides[d]);
+    if (op == BP_OP_gather) {
+      if (idx->rank != rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: gather: index rank %u != %u", idx->rank, rank);
+      for (uint32_t d = 0; d < rank; d++) put_i64(&meta[54 + 2 * d], idx->strides[d]);
+    } else if (rank) {
+      put_i64(&meta[54 + 2 * dim], idx->rank ? idx->strides[0] : 0);
+    }
+  }
+  meta[9] = rank;
+  meta[10] = (uint32_t)numel;
+  meta[11] = (uint32_t)(dimsize > UINT32_MAX ? UINT32_MAX : dimsize);
+  put_i64(&meta[12], gstride);
+  uint32_t spec[2] = {bp_dtype_size(out->dtype), idx->dtype};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_index, spec, 2, &pipe);
+  if (st) return st;
+  vk_access_t acc[3];
+  vk_access_of(src, 0, &acc[0]);
+  vk_access_of(idx, 0, &acc[1]);
+  vk_access_of(out, 1, &acc[2]);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1, acc, 3);
+}
+
+static int index_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)d;
+  uint32_t it = call->inputs[1].dtype;
+  if (it != BP_DTYPE_I32 && it != BP_DTYPE_I64) {
+    bp_plugin_format(msg, cap, 0, "indices must be i32 or i64, got %s", bp_dtype_name(it));
+    return BP_SUPPORT_DTYPE;
+  }
+  if (call->inputs[0].dtype != call->outputs[0].dtype) {
+    bp_plugin_format(msg, cap, 0, "source and output dtypes differ");
+    return BP_SUPPORT_DTYPE;
+  }
+  return 0;
+}
+
+static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap);
+
+/* ======================================================================== */
+/* Family table                                                             */
+/* ======================================================================== */
+int vk_kernels_implemented(uint32_t op) {
+  switch (op) {
+    case BP_OP_sum: case BP_OP_mean: case BP_OP_prod: case BP_OP_amax: case BP_OP_amin:
+    case BP_OP_any: case BP_OP_argmax: case BP_OP_argmin:
+    case BP_OP_logsumexp: case BP_OP_max_dim: case BP_OP_min_dim:
+    case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
+    case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
+    case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
+    case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  if (!all_dtypes_ok(d, call, msg, cap)) return BP_SUPPORT_DTYPE;
+  switch (call->op_id) {
+    case BP_OP_sum: case BP_OP_mean: case BP_OP_prod: case BP_OP_amax: case BP_OP_amin:
+    case BP_OP_any: case BP_OP_argmax: case BP_OP_argmin:
+    case BP_OP_logsumexp: case BP_OP_max_dim: case BP_OP_min_dim:
+      return reduce_supported(d, call, msg, cap);
+    case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
+      return matmul_supported(d, call, msg, cap);
+    case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
+      return norm_supported(d, call, msg, cap);
+    case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
+      return index_supported(d, call, msg, cap);
+    case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
+      return conv_pool_supported(d, call, msg, cap);
+    default:
+      bp_plugin_format(msg, cap, 0, "no Vulkan kernel");
+      return BP_SUPPORT_OP;
+  }
+}
+
+/* ======================================================================== */
+/* convolution (2-d), avg_pool (2-d), max_pool_with_indices (2-d)           */
+/* ======================================================================== */
+static void put4(uint32_t* w, const bp_tensor_desc_t* t) {
+  for (uint32_t d = 0; d < 4; d++) put_i64(&w[2 * d], t->strides[d]);
+}
+
+bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* out = &call->outputs[0];
+  if (in->rank != 4 || out->rank != 4)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: op %u: only 2-d NCHW operands", op);
+  uint32_t meta[64];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(in));
+  vk_meta64(&meta[6], vk_desc_addr(out));
+  meta[10] = (uint32_t)in->sizes[0];
+  meta[11] = (uint32_t)in->sizes[1];
+  meta[12] = (uint32_t)in->sizes[2];
+  meta[13] = (uint32_t)in->sizes[3];
+  meta[14] = (uint32_t)out->sizes[1];
+  meta[15] = (uint32_t)out->sizes[2];
+  meta[16] = (uint32_t)out->sizes[3];
+  put4(&meta[30], in);
+  put4(&meta[46], out);
+  uint32_t kind, wdt = in->dtype;
+  vk_access_t acc[5];
+  uint32_t na = 0;
+  vk_access_of(in, 0, &acc[na++]);
+  if (op == BP_OP_convolution) {
+    const bp_conv_attrs_t* a = call->attrs;
+    const bp_tensor_desc_t* w = &call->inputs[1];
+    const bp_tensor_desc_t* b = call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID ? &call->inputs[2] : NULL;
+    if (w->rank != 4) return vk_error(BP_INVALID_ARGUMENT, "vulkan: convolution: weight rank %u", w->rank);
+    kind = 0;
+    wdt = w->dtype;
+    vk_meta64(&meta[2], vk_desc_addr(w));
+    meta[17] = (uint32_t)w->sizes[2];
+    meta[18] = (uint32_t)w->sizes[3];
+    meta[19] = (uint32_t)a->stride[0];
+    meta[20] = (uint32_t)a->stride[1];
+    meta[21] = (uint32_t)a->padding[0];
+    meta[22] = (uint32_t)a->padding[1];
+    meta[23] = (uint32_t)a->dilation[0];
+    meta[24] = (uint32_t)a->dilation[1];
+    meta[25] = (uint32_t)(a->groups > 0 ? a->groups : 1);
+    put4(&meta[38], w);
+    vk_access_of(w, 0, &acc[na++]);
+    if (b) {
+      vk_meta64(&meta[4], vk_desc_addr(b));
+      put_i64(&meta[62], b->strides[0]);
+      meta[26] |= 2;
+      vk_access_of(b, 0, &acc[na++]);
+    }
+  } else {
+    const bp_pool_attrs_t* a = call->attrs;
+    kind = op == BP_OP_avg_pool ? 1 : 2;
+    meta[14] = (uint32_t)out->sizes[1];
+    meta[17] = (uint32_t)a->kernel[0];
+    meta[18] = (uint32_t)a->kernel[1];
+    meta[19] = (uint32_t)(a->stride[0] ? a->stride[0] : a->kernel[0]);
+    meta[20] = (uint32_t)(a->stride[1] ? a->stride[1] : a->kernel[1]);
+    meta[21] = (uint32_t)a->padding[0];
+    meta[22] = (uint32_t)a->padding[1];
+    meta[23] = (uint32_t)(a->dilation[0] ? a->dilation[0] : 1);
+    meta[24] = (uint32_t)(a->dilation[1] ? a->dilation[1] : 1);
+    meta[25] = 1;
+    meta[26] = a->count_include_pad ? 1u : 0u;
+    meta[27] = (uint32_t)a->divisor_override;
+    if (kind == 2) {
+      const bp_tensor_desc_t* ix = &call->outputs[1];
+      vk_meta64(&meta[8], vk_desc_addr(ix));
+      put4(&meta[54], ix);
+      vk_access_of(ix, 1, &acc[na++]);
+    }
+  }
+  vk_access_of(out, 1, &acc[na++]);
+  int64_t total = out->sizes[0] * out->sizes[1] * out->sizes[2] * out->sizes[3];
+  if (total == 0) return BP_OK;
+  if (total > INT32_MAX) return vk_error(BP_UNIMPLEMENTED, "vulkan: op %u: output too large", op);
+  meta[28] = (uint32_t)total;
+  uint32_t spec[4] = {kind, in->dtype, wdt, out->dtype};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, out->dtype == BP_DTYPE_F64 ? VK_SHADER_conv_f64 : VK_SHADER_conv_f32, spec, 4, &pipe);
+  if (st) return st;
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)total + 255) / 256), 1, 1, acc, na);
+}
+
+static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)d;
+  uint32_t op = call->op_id;
+  const bp_tensor_desc_t* in = &call->inputs[0];
+  for (uint32_t k = 0; k < call->num_inputs + 1; k++) {
+    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[0];
+    if (t->dtype != BP_DTYPE_INVALID && !bp_dtype_is_float(t->dtype)) {
+      bp_plugin_format(msg, cap, 0, "%s: floating dtypes only", bp_dtype_name(t->dtype));
+      return BP_SUPPORT_DTYPE;
+    }
+  }
+  if (op == BP_OP_max_pool_with_indices && call->num_outputs > 1 && call->outputs[1].dtype != BP_DTYPE_I64) {
+    bp_plugin_format(msg, cap, 0, "indices must be i64");
+    return BP_SUPPORT_DTYPE;
+  }
+  if (in->rank != 4) {
+    bp_plugin_format(msg, cap, 0, "only 2-d (NCHW, rank 4) operands; rank %u given", in->rank);
+    return BP_SUPPORT_RANK;
+  }
+  if (op == BP_OP_convolution) {
+    const bp_conv_attrs_t* a = call->attrs;
+    if (!a || a->spatial_dims != 2 || a->transposed) {
+      bp_plugin_format(msg, cap, 0, "only non-transposed 2-d convolution");
+      return BP_SUPPORT_ATTRIBUTE;
+    }
+    if (call->inputs[1].dtype != in->dtype) {
+      bp_plugin_format(msg, cap, 0, "input and weight dtypes differ");
+      return BP_SUPPORT_DTYPE;
+    }
+  } else {
+    const bp_pool_attrs_t* a = call->attrs;
+    if (!a || a->spatial_dims != 2) {
+      bp_plugin_format(msg, cap, 0, "only 2-d pooling");
+      return BP_SUPPORT_ATTRIBUTE;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,319 @@
+/* backplane Vulkan plugin: the suballocator and the memory pools.
+ *
+ * A pool is one memory type. Small buffers are carved first-fit from 64 MiB
+ * VkDeviceMemory blocks (alignment from vkGetBufferMemoryRequirements);
+ * buffers of 16 MiB and more get a dedicated allocation. Empty blocks are
+ * freed, so idle pools give their memory back. The budget of the memory
+ * type's heap (VK_EXT_memory_budget when present, else 3/4 of the heap;
+ * the "budget_mb" option lowers it) bounds what a pool takes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* ---- the range allocator (pure) ------------------------------------- */
+bp_status_t vk_ranges_init(vk_ranges_t* r, uint64_t total) {
+  memset(r, 0, sizeof *r);
+  r->cap = 16;
+  r->free = malloc(r->cap * sizeof *r->free);
+  if (!r->free) return BP_RESOURCE_EXHAUSTED;
+  r->free[0].off = 0;
+  r->free[0].size = total;
+  r->count = total ? 1 : 0;
+  r->total = r->free_bytes = total;
+  return BP_OK;
+}
+
+void vk_ranges_fini(vk_ranges_t* r) {
+  free(r->free);
+  memset(r, 0, sizeof *r);
+}
+
+int vk_ranges_alloc(vk_ranges_t* r, uint64_t size, uint64_t align, uint64_t* out_off) {
+  if (size == 0 || align == 0 || (align & (align - 1))) return -1;
+  for (uint32_t i = 0; i < r->count; i++) {
+    vk_range_t* f = &r->free[i];
+    uint64_t start = (f->off + align - 1) & ~(align - 1);
+    uint64_t pad = start - f->off;
+    if (pad > f->size || f->size - pad < size) continue;
+    uint64_t tail = f->size - pad - size;
+    if (pad && tail) { /* split in two: needs one more entry */
+      if (r->count == r->cap) {
+        vk_range_t* n = realloc(r->free, 2 * r->cap * sizeof *n);
+        if (!n) return -1;
+        r->free = n;
+        r->cap *= 2;
+        f = &r->free[i];
+      }
+      memmove(&r->free[i + 2], &r->free[i + 1], (r->count - i - 1) * sizeof *f);
+      r->count++;
+      r->free[i + 1].off = start + size;
+      r->free[i + 1].size = tail;
+      f->size = pad;
+    } else if (pad) {
+      f->size = pad;
+    } else if (tail) {
+      f->off = start + size;
+      f->size = tail;
+    } else {
+      memmove(&r->free[i], &r->free[i + 1], (r->count - i - 1) * sizeof *f);
+      r->count--;
+    }
+    r->free_bytes -= size;
+    *out_off = start;
+    return 0;
+  }
+  return -1;
+}
+
+int vk_ranges_free(vk_ranges_t* r, uint64_t off, uint64_t size) {
+  if (size == 0 || off > r->total || r->total - off < size) return -1;
+  uint32_t i = 0; /* first free range after off */
+  while (i < r->count && r->free[i].off < off) i++;
+  if (i > 0 && r->free[i - 1].off + r->free[i - 1].size > off) return -1;
+  if (i < r->count && off + size > r->free[i].off) return -1;
+  int merge_prev = i > 0 && r->free[i - 1].off + r->free[i - 1].size == off;
+  int merge_next = i < r->count && off + size == r->free[i].off;
+  if (merge_prev && merge_next) {
+    r->free[i - 1].size += size + r->free[i].size;
+    memmove(&r->free[i], &r->free[i + 1], (r->count - i - 1) * sizeof r->free[0]);
+    r->count--;
+  } else if (merge_prev) {
+    r->free[i - 1].size += size;
+  } else if (merge_next) {
+    r->free[i].off = off;
+    r->free[i].size += size;
+  } else {
+    if (r->count == r->cap) {
+      vk_range_t* n = realloc(r->free, 2 * r->cap * sizeof *n);
+      if (!n) return -1;
+      r->free = n;
+      r->cap *= 2;
+    }
+    memmove(&r->free[i + 1], &r->free[i], (r->count - i) * sizeof r->free[0]);
+    r->free[i].off = off;
+    r->free[i].size = size;
+    r->count++;
+  }
+  r->free_bytes += size;
+  return 0;
+}
+
+uint64_t vk_ranges_largest(const vk_ranges_t* r) {
+  uint64_t m = 0;
+  for (uint32_t i = 0; i < r->count; i++)
+    if (r->free[i].size > m) m = r->free[i].size;
+  return m;
+}
+
+/* ---- pools ----------------------------------------------------------- */
+uint64_t vk_pool_budget(vk_pool_t* p) {
+  struct bpp_device_s* d = p->dev;
+  uint64_t heap = d->mem_props.memoryHeaps[p->heap_index].size;
+  uint64_t budget = heap / 4 * 3;
+  if (d->feat.memory_budget_ext && d->inst->vk.vkGetPhysicalDeviceMemoryProperties2) {
+    VkPhysicalDeviceMemoryBudgetPropertiesEXT b = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_BUDGET_PROPERTIES_EXT};
+    VkPhysicalDeviceMemoryProperties2 mp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MEMORY_PROPERTIES_2, .pNext = &b};
+    d->inst->vk.vkGetPhysicalDeviceMemoryProperties2(d->phys, &mp);
+    if (b.heapBudget[p->heap_index]) {
+      /* heapBudget counts every process; ours is inside heapUsage. */
+      uint64_t others = b.heapUsage[p->heap_index] > p->reserved_bytes
+                            ? b.heapUsage[p->heap_index] - p->reserved_bytes
+                            : 0;
+      budget = b.heapBudget[p->heap_index] > others ? b.heapBudget[p->heap_index] - others : 0;
+    }
+  }
+  if (d->inst->opt.budget_limit && d->inst->opt.budget_limit < budget)
+    budget = d->inst->opt.budget_limit;
+  return budget;
+}
+
+uint64_t vk_pool_available(vk_pool_t* p) {
+  uint64_t b = vk_pool_budget(p);
+  return b > p->reserved_bytes ? b - p->reserved_bytes : 0;
+}
+
+/* New VkDeviceMemory of `size` bytes (lock held). */
+static bp_status_t new_block(vk_pool_t* p, uint64_t size, int dedicated, vk_block_t** out) {
+  struct bpp_device_s* d = p->dev;
+  bp_status_t st = BP_OK;
+  vk_block_t* b = calloc(1, sizeof *b);
+  if (!b) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+  VkMemoryAllocateFlagsInfo flags = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
+                                     .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                             .pNext = &flags,
+                             .allocationSize = size,
+                             .memoryTypeIndex = p->type_index};
+  VkResult r = d->vk.vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
+  if (r != VK_SUCCESS) {
+    st = vk_error(vk_status_of(r),
+                  "vulkan: vkAllocateMemory of %llu bytes (memory type %u) failed: %s",
+                  (unsigned long long)size, p->type_index, vk_result_name(r));
+    goto cleanup;
+  }
+  if (p->host_visible) {
+    void* m = NULL;
+    r = d->vk.vkMapMemory(d->dev, b->mem, 0, VK_WHOLE_SIZE, 0, &m);
+    if (r != VK_SUCCESS) {
+      st = vk_error(vk_status_of(r), "vulkan: vkMapMemory failed: %s", vk_result_name(r));
+      d->vk.vkFreeMemory(d->dev, b->mem, NULL);
+      goto cleanup;
+    }
+    b->map = m;
+  }
+  if (!dedicated && (st = vk_ranges_init(&b->ranges, size)) != BP_OK) {
+    if (b->map) d->vk.vkUnmapMemory(d->dev, b->mem);
+    d->vk.vkFreeMemory(d->dev, b->mem, NULL);
+    st = vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+    goto cleanup;
+  }
+  b->size = size;
+  b->dedicated = dedicated;
+  p->reserved_bytes += size;
+  *out = b;
+  b = NULL;
+cleanup:
+  free(b);
+  return st;
+}
+
+static void free_block(vk_pool_t* p, vk_block_t* b) {
+  struct bpp_device_s* d = p->dev;
+  if (b->map) d->vk.vkUnmapMemory(d->dev, b->mem);
+  d->vk.vkFreeMemory(d->dev, b->mem, NULL);
+  p->reserved_bytes -= b->size;
+  if (!b->dedicated) vk_ranges_fini(&b->ranges);
+  free(b);
+}
+
+bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_t* out) {
+  bp_status_t st = BP_OK;
+  memset(out, 0, sizeof *out);
+  pthread_mutex_lock(&p->lock);
+  if (size < VK_DEDICATED_MIN) {
+    for (vk_block_t* b = p->blocks; b; b = b->next) {
+      uint64_t off;
+      if (b->dedicated || vk_ranges_alloc(&b->ranges, size, align, &off) != 0) continue;
+      b->live++;
+      out->block = b;
+      out->offset = off;
+      out->size = size;
+      goto done;
+    }
+  }
+  int dedicated = size >= VK_DEDICATED_MIN;
+  uint64_t want = dedicated ? size : p->block_size;
+  uint64_t avail = vk_pool_available(p);
+  if (!dedicated && want > avail && size <= avail) want = size; /* a smaller last block */
+  if (want > avail) {
+    st = vk_error(BP_RESOURCE_EXHAUSTED,
+                  "vulkan: cannot allocate %llu bytes: %llu available (budget %llu, %llu in use, "
+                  "memory heap %u)",
+                  (unsigned long long)size, (unsigned long long)avail,
+                  (unsigned long long)vk_pool_budget(p), (unsigned long long)p->reserved_bytes,
+                  p->heap_index);
+    goto done;
+  }
+  vk_block_t* b = NULL;
+  if ((st = new_block(p, want, dedicated, &b)) != BP_OK) goto done;
+  uint64_t off = 0;
+  if (!dedicated && vk_ranges_alloc(&b->ranges, size, align, &off) != 0) {
+    free_block(p, b);
+    st = vk_error(BP_INTERNAL, "vulkan: a fresh block cannot hold %llu bytes", (unsigned long long)size);
+    goto done;
+  }
+  b->live = 1;
+  b->next = p->blocks;
+  p->blocks = b;
+  out->block = b;
+  out->offset = off;
+  out->size = size;
+done:
+  if (st == BP_OK) p->used_bytes += size;
+  pthread_mutex_unlock(&p->lock);
+  return st;
+}
+
+void vk_pool_free(vk_pool_t* p, const vk_alloc_t* a) {
+  if (!a->block) return;
+  pthread_mutex_lock(&p->lock);
+  vk_block_t* b = a->block;
+  if (!b->dedicated) vk_ranges_free(&b->ranges, a->offset, a->size);
+  p->used_bytes -= a->size;
+  if (--b->live == 0) {
+    vk_block_t** pp = &p->blocks;
+    while (*pp && *pp != b) pp = &(*pp)->next;
+    if (*pp) *pp = b->next;
+    free_block(p, b);
+  }
+  pthread_mutex_unlock(&p->lock);
+}
+
+void vk_pool_fini(vk_pool_t* p) {
+  while (p->blocks) {
+    vk_block_t* b = p->blocks;
+    p->blocks = b->next;
+    free_block(p, b);
+  }
+  pthread_mutex_destroy(&p->lock);
+}
+
+/* ---- buffers ---------------------------------------------------------- */
+bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t size, uint32_t kind,
+                             struct bpp_buffer_s** out) {
+  bp_status_t st = BP_OK;
+  struct bpp_buffer_s* b = calloc(1, sizeof *b);
+  if (!b) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+  b->dev = d;
+  b->pool = pool;
+  b->size = size;
+  b->kind = kind;
+  VkBufferCreateInfo bi = {
+      .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+      .size = size,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+               VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+      .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+  };
+  VkResult r = d->vk.vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
+  if (r != VK_SUCCESS) {
+    st = vk_error(vk_status_of(r), "vulkan: vkCreateBuffer of %llu bytes failed: %s",
+                  (unsigned long long)size, vk_result_name(r));
+    b->buf = VK_NULL_HANDLE;
+    goto cleanup;
+  }
+  VkMemoryRequirements req;
+  d->vk.vkGetBufferMemoryRequirements(d->dev, b->buf, &req);
+  if (!(req.memoryTypeBits & (1u << pool->type_index))) {
+    st = vk_error(BP_INTERNAL, "vulkan: buffers cannot live in memory type %u (allowed mask 0x%x)",
+                  pool->type_index, req.memoryTypeBits);
+    goto cleanup;
+  }
+  uint64_t align = req.alignment < 256 ? 256 : req.alignment; /* covers every dtype and offset */
+  if ((st = vk_pool_alloc(pool, req.size, align, &b->alloc)) != BP_OK) goto cleanup;
+  r = d->vk.vkBindBufferMemory(d->dev, b->buf, b->alloc.block->mem, b->alloc.offset);
+  if (r != VK_SUCCESS) {
+    st = vk_error(vk_status_of(r), "vulkan: vkBindBufferMemory failed: %s", vk_result_name(r));
+    goto cleanup;
+  }
+  VkBufferDeviceAddressInfo ai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                  .buffer = b->buf};
+  b->addr = d->vk.vkGetBufferDeviceAddress(d->dev, &ai);
+  if (b->alloc.block->map) b->map = b->alloc.block->map + b->alloc.offset;
+  *out = b;
+  b = NULL;
+cleanup:
+  if (b) vk_buffer_destroy(b);
+  return st;
+}
+
+void vk_buffer_destroy(struct bpp_buffer_s* b) {
+  if (!b) return;
+  if (b->buf) b->dev->vk.vkDestroyBuffer(b->dev->dev, b->buf, NULL);
+  vk_pool_free(b->pool, &b->alloc);
+  free(b);
+}

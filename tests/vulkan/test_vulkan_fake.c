@@ -1,0 +1,592 @@
+/* Unit tests of the Vulkan plugin's logic through a fake driver: the
+ * dispatch table is filled by a fake vkGetInstanceProcAddr, so device
+ * selection, the suballocator, the memory budget, staging and the batching
+ * of command buffers run without any Vulkan implementation. The fake
+ * executes buffer copies at vkQueueSubmit and completes every submission
+ * at once (timeline values are set on submit).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <pthread.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+/* ---- the fake driver ---------------------------------------------------- */
+typedef struct fake_pd {
+  const char* name;
+  int compute;  /* has a compute queue */
+  int bda;      /* bufferDeviceAddress */
+  uint64_t heap;
+} fake_pd_t;
+
+static fake_pd_t g_pds[4];
+static uint32_t g_npd;
+static int g_fail_create_instance;
+static uint64_t g_submits, g_dispatches, g_barriers, g_copies, g_allocs, g_live_allocs;
+
+typedef struct fake_mem { unsigned char* p; uint64_t size; } fake_mem_t;
+typedef struct fake_buf { uint64_t size; fake_mem_t* mem; uint64_t off; } fake_buf_t;
+typedef struct fake_sem { uint64_t value; } fake_sem_t;
+typedef struct fake_cmd {
+  uint32_t n;
+  struct { fake_buf_t *src, *dst; VkBufferCopy r; } copies[64];
+} fake_cmd_t;
+
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateInstance(const VkInstanceCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                       VkInstance* out) {
+  (void)ci; (void)a;
+  if (g_fail_create_instance) return VK_ERROR_INCOMPATIBLE_DRIVER;
+  *out = (VkInstance)(uintptr_t)0x1000;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateInstanceVersion(uint32_t* v) { *v = VK_API_VERSION_1_3; return VK_SUCCESS; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateInstanceLayerProperties(uint32_t* n, VkLayerProperties* p) {
+  (void)p; *n = 0; return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateInstanceExtensionProperties(const char* l, uint32_t* n, VkExtensionProperties* p) {
+  (void)l; (void)p; *n = 0; return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyInstance(VkInstance i, const VkAllocationCallbacks* a) { (void)i; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_EnumeratePhysicalDevices(VkInstance i, uint32_t* n, VkPhysicalDevice* out) {
+  (void)i;
+  if (out)
+    for (uint32_t k = 0; k < *n && k < g_npd; k++) out[k] = (VkPhysicalDevice)&g_pds[k];
+  *n = g_npd;
+  return VK_SUCCESS;
+}
+static fake_pd_t* pd_of(VkPhysicalDevice p) { return (fake_pd_t*)p; }
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceProperties(VkPhysicalDevice p, VkPhysicalDeviceProperties* o) {
+  memset(o, 0, sizeof *o);
+  o->apiVersion = VK_API_VERSION_1_3;
+  o->deviceType = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  snprintf(o->deviceName, sizeof o->deviceName, "%s", pd_of(p)->name);
+  o->limits.timestampPeriod = 1;
+  for (int i = 0; i < 3; i++) o->limits.maxComputeWorkGroupCount[i] = 65535;
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceProperties2(VkPhysicalDevice p, VkPhysicalDeviceProperties2* o) {
+  f_GetPhysicalDeviceProperties(p, &o->properties);
+  for (VkBaseOutStructure* n = o->pNext; n; n = n->pNext)
+    if (n->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES)
+      ((VkPhysicalDeviceSubgroupProperties*)n)->subgroupSize = 32;
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceFeatures2(VkPhysicalDevice p, VkPhysicalDeviceFeatures2* f) {
+  f->features.shaderFloat64 = f->features.shaderInt64 = f->features.shaderInt16 = VK_TRUE;
+  for (VkBaseOutStructure* n = f->pNext; n; n = n->pNext) {
+    if (n->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES)
+      ((VkPhysicalDeviceVulkan11Features*)n)->storageBuffer16BitAccess = VK_TRUE;
+    if (n->sType == VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES) {
+      VkPhysicalDeviceVulkan12Features* f12 = (VkPhysicalDeviceVulkan12Features*)n;
+      f12->storageBuffer8BitAccess = f12->shaderInt8 = f12->timelineSemaphore = VK_TRUE;
+      f12->bufferDeviceAddress = pd_of(p)->bda ? VK_TRUE : VK_FALSE;
+    }
+  }
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceQueueFamilyProperties(VkPhysicalDevice p, uint32_t* n,
+                                                                           VkQueueFamilyProperties* q) {
+  if (q && *n >= 1) {
+    memset(q, 0, sizeof *q);
+    q->queueFlags = pd_of(p)->compute ? VK_QUEUE_COMPUTE_BIT | VK_QUEUE_TRANSFER_BIT : VK_QUEUE_GRAPHICS_BIT;
+    q->queueCount = 1;
+    q->timestampValidBits = 64;
+  }
+  *n = 1;
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceMemoryProperties(VkPhysicalDevice p, VkPhysicalDeviceMemoryProperties* m) {
+  memset(m, 0, sizeof *m);
+  m->memoryTypeCount = 2;
+  m->memoryTypes[0].propertyFlags = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT; /* not host visible: staging */
+  m->memoryTypes[0].heapIndex = 0;
+  m->memoryTypes[1].propertyFlags = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  m->memoryTypes[1].heapIndex = 1;
+  m->memoryHeapCount = 2;
+  m->memoryHeaps[0].size = pd_of(p)->heap;
+  m->memoryHeaps[0].flags = VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+  m->memoryHeaps[1].size = 1ull << 30;
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceMemoryProperties2(VkPhysicalDevice p, VkPhysicalDeviceMemoryProperties2* m) {
+  f_GetPhysicalDeviceMemoryProperties(p, &m->memoryProperties);
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateDeviceExtensionProperties(VkPhysicalDevice p, const char* l, uint32_t* n,
+                                                                           VkExtensionProperties* e) {
+  (void)p; (void)l; (void)e; *n = 0; return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateDevice(VkPhysicalDevice p, const VkDeviceCreateInfo* ci,
+                                                     const VkAllocationCallbacks* a, VkDevice* out) {
+  (void)p; (void)ci; (void)a;
+  *out = (VkDevice)(uintptr_t)0x2000;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyDevice(VkDevice d, const VkAllocationCallbacks* a) { (void)d; (void)a; }
+static VKAPI_ATTR void VKAPI_CALL f_GetDeviceQueue(VkDevice d, uint32_t f, uint32_t i, VkQueue* q) {
+  (void)d; (void)f; (void)i; *q = (VkQueue)(uintptr_t)0x3000;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_DeviceWaitIdle(VkDevice d) { (void)d; return VK_SUCCESS; }
+/* A submission runs (copies, then signals) once its waits are satisfied:
+ * at vkQueueSubmit, or later when vkSignalSemaphore releases it. */
+typedef struct fake_submit {
+  fake_cmd_t* cmd;
+  uint32_t nw, ns;
+  fake_sem_t* wsem[20];
+  uint64_t wval[20];
+  fake_sem_t* ssem[70];
+  uint64_t sval[70];
+} fake_submit_t;
+static fake_submit_t g_pending[64];
+static uint32_t g_npending;
+static pthread_mutex_t g_fake_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int submit_ready(const fake_submit_t* f) {
+  for (uint32_t i = 0; i < f->nw; i++)
+    if (f->wsem[i]->value < f->wval[i]) return 0;
+  return 1;
+}
+static void submit_run(const fake_submit_t* f) {
+  fake_cmd_t* cmd = f->cmd;
+  for (uint32_t k = 0; k < cmd->n; k++)
+    memcpy(cmd->copies[k].dst->mem->p + cmd->copies[k].dst->off + cmd->copies[k].r.dstOffset,
+           cmd->copies[k].src->mem->p + cmd->copies[k].src->off + cmd->copies[k].r.srcOffset, cmd->copies[k].r.size);
+  for (uint32_t i = 0; i < f->ns; i++)
+    if (f->ssem[i]->value < f->sval[i]) f->ssem[i]->value = f->sval[i];
+}
+/* Runs every pending submission that became ready (lock held). */
+static void run_pending(void) {
+  for (int progress = 1; progress;) {
+    progress = 0;
+    for (uint32_t i = 0; i < g_npending; i++)
+      if (submit_ready(&g_pending[i])) {
+        submit_run(&g_pending[i]);
+        g_pending[i] = g_pending[--g_npending];
+        progress = 1;
+        break;
+      }
+  }
+}
+
+static VKAPI_ATTR VkResult VKAPI_CALL f_QueueSubmit(VkQueue q, uint32_t n, const VkSubmitInfo* si, VkFence f) {
+  (void)q; (void)f;
+  pthread_mutex_lock(&g_fake_lock);
+  for (uint32_t i = 0; i < n; i++) {
+    const VkTimelineSemaphoreSubmitInfo* t = si[i].pNext;
+    fake_submit_t* fs = &g_pending[g_npending++];
+    fs->cmd = (fake_cmd_t*)si[i].pCommandBuffers[0];
+    fs->nw = si[i].waitSemaphoreCount;
+    for (uint32_t w = 0; w < fs->nw; w++) {
+      fs->wsem[w] = (fake_sem_t*)si[i].pWaitSemaphores[w];
+      fs->wval[w] = t->pWaitSemaphoreValues[w];
+    }
+    fs->ns = si[i].signalSemaphoreCount;
+    for (uint32_t w = 0; w < fs->ns; w++) {
+      fs->ssem[w] = (fake_sem_t*)si[i].pSignalSemaphores[w];
+      fs->sval[w] = t->pSignalSemaphoreValues[w];
+    }
+  }
+  run_pending();
+  g_submits++;
+  pthread_mutex_unlock(&g_fake_lock);
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateBuffer(VkDevice d, const VkBufferCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                     VkBuffer* out) {
+  (void)d; (void)a;
+  fake_buf_t* b = calloc(1, sizeof *b);
+  b->size = ci->size;
+  *out = (VkBuffer)b;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyBuffer(VkDevice d, VkBuffer b, const VkAllocationCallbacks* a) {
+  (void)d; (void)a; free((void*)b);
+}
+static VKAPI_ATTR void VKAPI_CALL f_GetBufferMemoryRequirements(VkDevice d, VkBuffer b, VkMemoryRequirements* r) {
+  (void)d;
+  r->size = (((fake_buf_t*)b)->size + 255) & ~255ull;
+  r->alignment = 256;
+  r->memoryTypeBits = 3;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_AllocateMemory(VkDevice d, const VkMemoryAllocateInfo* ai, const VkAllocationCallbacks* a,
+                                                       VkDeviceMemory* out) {
+  (void)d; (void)a;
+  fake_mem_t* m = calloc(1, sizeof *m);
+  m->p = calloc(1, ai->allocationSize);
+  m->size = ai->allocationSize;
+  if (!m->p) { free(m); return VK_ERROR_OUT_OF_DEVICE_MEMORY; }
+  g_allocs++;
+  g_live_allocs++;
+  *out = (VkDeviceMemory)m;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_FreeMemory(VkDevice d, VkDeviceMemory mem, const VkAllocationCallbacks* a) {
+  (void)d; (void)a;
+  fake_mem_t* m = (fake_mem_t*)mem;
+  g_live_allocs--;
+  free(m->p);
+  free(m);
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_BindBufferMemory(VkDevice d, VkBuffer b, VkDeviceMemory m, VkDeviceSize off) {
+  (void)d;
+  ((fake_buf_t*)b)->mem = (fake_mem_t*)m;
+  ((fake_buf_t*)b)->off = off;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_MapMemory(VkDevice d, VkDeviceMemory m, VkDeviceSize off, VkDeviceSize size,
+                                                  VkMemoryMapFlags fl, void** out) {
+  (void)d; (void)size; (void)fl;
+  *out = ((fake_mem_t*)m)->p + off;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_UnmapMemory(VkDevice d, VkDeviceMemory m) { (void)d; (void)m; }
+static VKAPI_ATTR VkDeviceAddress VKAPI_CALL f_GetBufferDeviceAddress(VkDevice d, const VkBufferDeviceAddressInfo* i) {
+  (void)d; return (VkDeviceAddress)(uintptr_t)i->buffer;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateCommandPool(VkDevice d, const VkCommandPoolCreateInfo* ci,
+                                                          const VkAllocationCallbacks* a, VkCommandPool* out) {
+  (void)d; (void)ci; (void)a; *out = (VkCommandPool)(uintptr_t)0x4000; return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyCommandPool(VkDevice d, VkCommandPool p, const VkAllocationCallbacks* a) {
+  (void)d; (void)p; (void)a;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_AllocateCommandBuffers(VkDevice d, const VkCommandBufferAllocateInfo* ai, VkCommandBuffer* out) {
+  (void)d;
+  for (uint32_t i = 0; i < ai->commandBufferCount; i++) out[i] = (VkCommandBuffer)calloc(1, sizeof(fake_cmd_t));
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_FreeCommandBuffers(VkDevice d, VkCommandPool p, uint32_t n, const VkCommandBuffer* c) {
+  (void)d; (void)p;
+  for (uint32_t i = 0; i < n; i++) free((void*)c[i]);
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_BeginCommandBuffer(VkCommandBuffer c, const VkCommandBufferBeginInfo* bi) {
+  (void)bi; ((fake_cmd_t*)c)->n = 0; return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_EndCommandBuffer(VkCommandBuffer c) { (void)c; return VK_SUCCESS; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateSemaphore(VkDevice d, const VkSemaphoreCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                        VkSemaphore* out) {
+  (void)d; (void)ci; (void)a; *out = (VkSemaphore)calloc(1, sizeof(fake_sem_t)); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroySemaphore(VkDevice d, VkSemaphore s, const VkAllocationCallbacks* a) {
+  (void)d; (void)a; free((void*)s);
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_WaitSemaphores(VkDevice d, const VkSemaphoreWaitInfo* wi, uint64_t t) {
+  (void)d; (void)t;
+  VkResult r = VK_SUCCESS;
+  pthread_mutex_lock(&g_fake_lock);
+  for (uint32_t i = 0; i < wi->semaphoreCount; i++)
+    if (((fake_sem_t*)wi->pSemaphores[i])->value < wi->pValues[i]) r = VK_TIMEOUT; /* would block forever */
+  pthread_mutex_unlock(&g_fake_lock);
+  return r;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_SignalSemaphore(VkDevice d, const VkSemaphoreSignalInfo* si) {
+  (void)d;
+  pthread_mutex_lock(&g_fake_lock);
+  fake_sem_t* sem = (fake_sem_t*)si->semaphore;
+  if (sem->value < si->value) sem->value = si->value;
+  run_pending();
+  pthread_mutex_unlock(&g_fake_lock);
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_GetSemaphoreCounterValue(VkDevice d, VkSemaphore s, uint64_t* v) {
+  (void)d;
+  pthread_mutex_lock(&g_fake_lock);
+  *v = ((fake_sem_t*)s)->value;
+  pthread_mutex_unlock(&g_fake_lock);
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdCopyBuffer(VkCommandBuffer c, VkBuffer s, VkBuffer d, uint32_t n, const VkBufferCopy* r) {
+  fake_cmd_t* cmd = (fake_cmd_t*)c;
+  for (uint32_t i = 0; i < n && cmd->n < 64; i++) {
+    cmd->copies[cmd->n].src = (fake_buf_t*)s;
+    cmd->copies[cmd->n].dst = (fake_buf_t*)d;
+    cmd->copies[cmd->n++].r = r[i];
+  }
+  g_copies++;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdFillBuffer(VkCommandBuffer c, VkBuffer b, VkDeviceSize o, VkDeviceSize s, uint32_t v) {
+  (void)c; (void)b; (void)o; (void)s; (void)v;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdPipelineBarrier(VkCommandBuffer c, VkPipelineStageFlags a, VkPipelineStageFlags b,
+                                                       VkDependencyFlags f, uint32_t n1, const VkMemoryBarrier* m, uint32_t n2,
+                                                       const VkBufferMemoryBarrier* bm, uint32_t n3, const VkImageMemoryBarrier* im) {
+  (void)c; (void)a; (void)b; (void)f; (void)n1; (void)m; (void)n2; (void)bm; (void)n3; (void)im;
+  g_barriers++;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdDispatch(VkCommandBuffer c, uint32_t x, uint32_t y, uint32_t z) {
+  (void)c; (void)x; (void)y; (void)z; g_dispatches++;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdBindPipeline(VkCommandBuffer c, VkPipelineBindPoint b, VkPipeline p) { (void)c; (void)b; (void)p; }
+static VKAPI_ATTR void VKAPI_CALL f_CmdPushConstants(VkCommandBuffer c, VkPipelineLayout l, VkShaderStageFlags s, uint32_t o,
+                                                     uint32_t n, const void* v) {
+  (void)c; (void)l; (void)s; (void)o; (void)n; (void)v;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdWriteTimestamp(VkCommandBuffer c, VkPipelineStageFlagBits s, VkQueryPool q, uint32_t i) {
+  (void)c; (void)s; (void)q; (void)i;
+}
+static VKAPI_ATTR void VKAPI_CALL f_CmdResetQueryPool(VkCommandBuffer c, VkQueryPool q, uint32_t a, uint32_t n) {
+  (void)c; (void)q; (void)a; (void)n;
+}
+static uintptr_t g_handle = 0x10000;
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateQueryPool(VkDevice d, const VkQueryPoolCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                        VkQueryPool* out) {
+  (void)d; (void)ci; (void)a; *out = (VkQueryPool)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyQueryPool(VkDevice d, VkQueryPool q, const VkAllocationCallbacks* a) { (void)d; (void)q; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_GetQueryPoolResults(VkDevice d, VkQueryPool q, uint32_t f, uint32_t n, size_t sz, void* data,
+                                                            VkDeviceSize st, VkQueryResultFlags fl) {
+  (void)d; (void)q; (void)f; (void)n; (void)st; (void)fl; memset(data, 0, sz); return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateShaderModule(VkDevice d, const VkShaderModuleCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                           VkShaderModule* out) {
+  (void)d; (void)ci; (void)a; *out = (VkShaderModule)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyShaderModule(VkDevice d, VkShaderModule m, const VkAllocationCallbacks* a) { (void)d; (void)m; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreatePipelineLayout(VkDevice d, const VkPipelineLayoutCreateInfo* ci,
+                                                             const VkAllocationCallbacks* a, VkPipelineLayout* out) {
+  (void)d; (void)ci; (void)a; *out = (VkPipelineLayout)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyPipelineLayout(VkDevice d, VkPipelineLayout l, const VkAllocationCallbacks* a) { (void)d; (void)l; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateComputePipelines(VkDevice d, VkPipelineCache c, uint32_t n,
+                                                               const VkComputePipelineCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                               VkPipeline* out) {
+  (void)d; (void)c; (void)ci; (void)a;
+  for (uint32_t i = 0; i < n; i++) out[i] = (VkPipeline)(g_handle++);
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyPipeline(VkDevice d, VkPipeline p, const VkAllocationCallbacks* a) { (void)d; (void)p; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreatePipelineCache(VkDevice d, const VkPipelineCacheCreateInfo* ci,
+                                                            const VkAllocationCallbacks* a, VkPipelineCache* out) {
+  (void)d; (void)ci; (void)a; *out = (VkPipelineCache)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyPipelineCache(VkDevice d, VkPipelineCache c, const VkAllocationCallbacks* a) { (void)d; (void)c; (void)a; }
+
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, const char* name);
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetInstanceProcAddr(VkInstance i, const char* name) {
+  (void)i;
+#define F(n) if (strcmp(name, "vk" #n) == 0) return (PFN_vkVoidFunction)f_##n;
+  F(CreateInstance) F(EnumerateInstanceVersion) F(EnumerateInstanceLayerProperties)
+  F(EnumerateInstanceExtensionProperties) F(DestroyInstance) F(EnumeratePhysicalDevices)
+  F(GetPhysicalDeviceProperties) F(GetPhysicalDeviceProperties2) F(GetPhysicalDeviceFeatures2)
+  F(GetPhysicalDeviceQueueFamilyProperties) F(GetPhysicalDeviceMemoryProperties)
+  F(GetPhysicalDeviceMemoryProperties2) F(EnumerateDeviceExtensionProperties) F(CreateDevice)
+  F(GetDeviceProcAddr)
+#undef F
+  return NULL;
+}
+static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, const char* name) {
+  (void)d;
+#define F(n) if (strcmp(name, "vk" #n) == 0) return (PFN_vkVoidFunction)f_##n;
+  F(DestroyDevice) F(GetDeviceQueue) F(DeviceWaitIdle) F(QueueSubmit) F(CreateBuffer) F(DestroyBuffer)
+  F(GetBufferMemoryRequirements) F(AllocateMemory) F(FreeMemory) F(BindBufferMemory) F(MapMemory)
+  F(UnmapMemory) F(GetBufferDeviceAddress) F(CreateCommandPool) F(DestroyCommandPool)
+  F(AllocateCommandBuffers) F(FreeCommandBuffers) F(BeginCommandBuffer) F(EndCommandBuffer)
+  F(CreateSemaphore) F(DestroySemaphore) F(WaitSemaphores) F(SignalSemaphore)
+  F(GetSemaphoreCounterValue) F(CmdCopyBuffer) F(CmdFillBuffer) F(CmdPipelineBarrier) F(CmdDispatch)
+  F(CmdBindPipeline) F(CmdPushConstants) F(CmdWriteTimestamp) F(CmdResetQueryPool) F(CreateQueryPool)
+  F(DestroyQueryPool) F(GetQueryPoolResults) F(CreateShaderModule) F(DestroyShaderModule)
+  F(CreatePipelineLayout) F(DestroyPipelineLayout) F(CreateComputePipelines) F(DestroyPipeline)
+  F(CreatePipelineCache) F(DestroyPipelineCache)
+#undef F
+  return NULL;
+}
+
+static void fake_reset(void) {
+  g_npd = 0;
+  g_fail_create_instance = 0;
+  g_submits = g_dispatches = g_barriers = g_copies = g_allocs = 0;
+}
+static void add_pd(const char* name, int compute, int bda, uint64_t heap) {
+  g_pds[g_npd++] = (fake_pd_t){name, compute, bda, heap};
+}
+
+/* ---- suballocator ------------------------------------------------------- */
+static void test_ranges_alignment_and_coalescing(void** state) {
+  (void)state;
+  vk_ranges_t r;
+  assert_int_equal(vk_ranges_init(&r, 1024), BP_OK);
+  uint64_t a, b, c;
+  assert_int_equal(vk_ranges_alloc(&r, 100, 1, &a), 0);
+  assert_int_equal(a, 0);
+  assert_int_equal(vk_ranges_alloc(&r, 10, 256, &b), 0);
+  assert_int_equal(b, 256); /* aligned up; [100, 256) stays free */
+  assert_int_equal(vk_ranges_alloc(&r, 50, 4, &c), 0);
+  assert_int_equal(c, 100); /* first fit goes back to the gap */
+  assert_int_equal(r.free_bytes, 1024 - 160);
+  assert_int_equal(vk_ranges_free(&r, b, 10), 0);
+  assert_int_equal(vk_ranges_free(&r, b, 10), -1); /* double free is refused */
+  assert_int_equal(vk_ranges_free(&r, a, 100), 0);
+  assert_int_equal(vk_ranges_free(&r, c, 50), 0);
+  assert_int_equal(r.count, 1); /* everything merged back */
+  assert_int_equal(vk_ranges_largest(&r), 1024);
+  assert_int_equal(vk_ranges_alloc(&r, 2048, 1, &a), -1);
+  assert_int_equal(vk_ranges_alloc(&r, 8, 3, &a), -1); /* alignment not a power of two */
+  vk_ranges_fini(&r);
+}
+
+static void test_ranges_fragmentation(void** state) {
+  (void)state;
+  vk_ranges_t r;
+  assert_int_equal(vk_ranges_init(&r, 64 * 100), BP_OK);
+  uint64_t off[100];
+  for (int i = 0; i < 100; i++) assert_int_equal(vk_ranges_alloc(&r, 64, 64, &off[i]), 0);
+  for (int i = 0; i < 100; i += 2) assert_int_equal(vk_ranges_free(&r, off[i], 64), 0);
+  assert_int_equal(r.free_bytes, 64 * 50);
+  assert_int_equal(vk_ranges_largest(&r), 64); /* fragmented: no 128-byte hole */
+  uint64_t x;
+  assert_int_equal(vk_ranges_alloc(&r, 128, 64, &x), -1);
+  assert_int_equal(vk_ranges_free(&r, off[1], 64), 0); /* joins holes 0..2 */
+  assert_int_equal(vk_ranges_largest(&r), 192);
+  assert_int_equal(vk_ranges_alloc(&r, 128, 64, &x), 0);
+  assert_int_equal(x, 0);
+  vk_ranges_fini(&r);
+}
+
+/* ---- device selection ----------------------------------------------------- */
+static void test_device_selection(void** state) {
+  (void)state;
+  fake_reset();
+  add_pd("graphics only", 0, 1, 1ull << 30);
+  add_pd("no device address", 1, 0, 1ull << 30);
+  add_pd("good gpu", 1, 1, 1ull << 30);
+  struct bpp_instance_s* inst = NULL;
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, NULL, &inst), BP_OK);
+  assert_int_equal(inst->device_count, 1);
+  assert_string_equal(inst->devices[0].props.name, "good gpu");
+  assert_int_equal(inst->devices[0].props.kind, BP_DEVICE_KIND_GPU);
+  assert_int_equal(inst->devices[0].props.subgroup_size, 32);
+  assert_true(inst->devices[0].props.dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F64));
+  assert_true(inst->devices[0].props.flags & BP_DEVICE_FLAG_TIMESTAMPS);
+  vk_instance_destroy(inst);
+}
+
+static void test_no_usable_device_is_unavailable(void** state) {
+  (void)state;
+  fake_reset();
+  add_pd("graphics only", 0, 1, 1ull << 30);
+  add_pd("no device address", 1, 0, 1ull << 30);
+  struct bpp_instance_s* inst = NULL;
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, NULL, &inst), BP_UNAVAILABLE);
+  assert_null(inst);
+  assert_non_null(strstr(vk_last_error(), "graphics only: no queue family with VK_QUEUE_COMPUTE_BIT"));
+  assert_non_null(strstr(vk_last_error(), "no device address: bufferDeviceAddress is required"));
+  g_fail_create_instance = 1;
+  add_pd("good gpu", 1, 1, 1ull << 30);
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, NULL, &inst), BP_UNAVAILABLE);
+  assert_non_null(strstr(vk_last_error(), "VK_ERROR_INCOMPATIBLE_DRIVER"));
+}
+
+/* ---- memory pools and budget --------------------------------------------- */
+static struct bpp_device_s* open_fake(const char* options, struct bpp_instance_s** out_inst) {
+  fake_reset();
+  add_pd("fake", 1, 1, 1ull << 30);
+  struct bpp_instance_s* inst = NULL;
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, options, &inst), BP_OK);
+  struct bpp_device_s* d = NULL;
+  assert_int_equal(vk_device_open(inst, 0, &d), BP_OK);
+  *out_inst = inst;
+  return d;
+}
+
+static void test_pool_suballocates_and_respects_budget(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake("budget_mb=100", &inst);
+  assert_int_equal(vk_pool_budget(&d->pool_device), 100ull << 20);
+  struct bpp_buffer_s* b[8];
+  for (int i = 0; i < 8; i++) assert_int_equal(vk_buffer_create(d, &d->pool_device, 1000, BP_MEMORY_DEVICE, &b[i]), BP_OK);
+  assert_int_equal(g_allocs, 1); /* one 64 MiB block holds all eight */
+  for (int i = 1; i < 8; i++) assert_ptr_equal(b[i]->alloc.block, b[0]->alloc.block);
+  for (int i = 1; i < 8; i++) assert_int_equal(b[i]->alloc.offset % 256, 0);
+  assert_true(d->pool_device.used_bytes >= 8000);
+  /* A dedicated 30 MiB allocation fits beside the block; 40 more do not. */
+  struct bpp_buffer_s *big = NULL, *huge = NULL;
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, 30ull << 20, BP_MEMORY_DEVICE, &big), BP_OK);
+  assert_int_equal(g_allocs, 2);
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, 40ull << 20, BP_MEMORY_DEVICE, &huge), BP_RESOURCE_EXHAUSTED);
+  assert_null(huge);
+  assert_non_null(strstr(vk_last_error(), "cannot allocate 41943040 bytes"));
+  assert_non_null(strstr(vk_last_error(), "available"));
+  vk_buffer_destroy(big);
+  for (int i = 0; i < 8; i++) vk_buffer_destroy(b[i]);
+  assert_int_equal(g_live_allocs, 0); /* empty blocks go back */
+  vk_instance_destroy(inst);
+}
+
+/* ---- streams: staging and batching --------------------------------------- */
+static int g_host_calls;
+static void host_fn(void* user) { g_host_calls += *(int*)user; }
+
+static void test_staging_roundtrip_and_batching(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake("flush=4", &inst);
+  assert_int_equal(d->pool_device.host_visible, 0); /* type 0 is device-only: staging */
+  bpp_stream_t s = NULL;
+  assert_int_equal(vk_stream_create(d, 0, &s), BP_OK);
+  struct bpp_buffer_s* b = NULL;
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, 4096, BP_MEMORY_DEVICE, &b), BP_OK);
+  unsigned char src[4096], dst[4096];
+  for (int i = 0; i < 4096; i++) src[i] = (unsigned char)(i * 7);
+  memset(dst, 0, sizeof dst);
+  g_submits = 0;
+  /* Three uploads stay in one batch (threshold 4). */
+  assert_int_equal(vk_copy_h2d(s, src, b, 0, 1024), BP_OK);
+  assert_int_equal(vk_copy_h2d(s, src + 1024, b, 1024, 1024), BP_OK);
+  assert_int_equal(vk_copy_h2d(s, src + 2048, b, 2048, 2048), BP_OK);
+  assert_int_equal(g_submits, 0);
+  /* The read-back goes through staging and ends the batch. */
+  assert_int_equal(vk_copy_d2h(s, b, 0, dst, 4096), BP_OK);
+  assert_int_equal(g_submits, 1);
+  assert_int_equal(vk_stream_synchronize(s), BP_OK);
+  assert_memory_equal(src, dst, 4096);
+  /* Overlapping copies within a batch get a barrier; disjoint ones do not. */
+  uint64_t bar0 = s->barriers;
+  assert_int_equal(vk_copy_d2d(s, b, 0, b, 2048, 512), BP_OK);
+  assert_int_equal(vk_copy_d2d(s, b, 1024, b, 3072, 512), BP_OK);
+  assert_int_equal(s->barriers, bar0);
+  assert_int_equal(vk_copy_d2d(s, b, 2048, b, 0, 256), BP_OK); /* reads what the first wrote */
+  assert_int_equal(s->barriers, bar0 + 1);
+  /* The fourth command reaches the threshold: submitted without a sync. */
+  uint64_t sub0 = g_submits;
+  assert_int_equal(vk_copy_d2d(s, b, 3000, b, 3500, 16), BP_OK);
+  assert_int_equal(g_submits, sub0 + 1);
+  /* Host functions run after the work before them, in order. */
+  int one = 1, ten = 10;
+  g_host_calls = 0;
+  assert_int_equal(vk_stream_host_func(s, host_fn, &one), BP_OK);
+  assert_int_equal(vk_stream_host_func(s, host_fn, &ten), BP_OK);
+  assert_int_equal(vk_stream_synchronize(s), BP_OK);
+  assert_int_equal(g_host_calls, 11);
+  /* Event record submits; a wait on another stream adds a semaphore wait. */
+  bpp_event_t e = NULL;
+  bpp_stream_t s2 = NULL;
+  assert_int_equal(vk_event_create(d, 0, &e), BP_OK);
+  assert_int_equal(vk_stream_create(d, 0, &s2), BP_OK);
+  sub0 = g_submits;
+  assert_int_equal(vk_event_record(e, s), BP_OK);
+  assert_int_equal(g_submits, sub0 + 1);
+  assert_int_equal(vk_event_query(e), BP_OK);
+  assert_int_equal(vk_stream_wait_event(s2, e), BP_OK);
+  assert_int_equal(s2->num_waits, 1);
+  assert_int_equal(vk_stream_synchronize(s2), BP_OK);
+  /* Out-of-range copies are refused before anything is recorded. */
+  assert_int_equal(vk_copy_h2d(s, src, b, 4000, 200), BP_OUT_OF_RANGE);
+  vk_event_destroy(e);
+  vk_stream_destroy(s2);
+  vk_stream_destroy(s);
+  vk_buffer_destroy(b);
+  vk_instance_destroy(inst);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ranges_alignment_and_coalescing),
+      cmocka_unit_test(test_ranges_fragmentation),
+      cmocka_unit_test(test_device_selection),
+      cmocka_unit_test(test_no_usable_device_is_unavailable),
+      cmocka_unit_test(test_pool_suballocates_and_respects_budget),
+      cmocka_unit_test(test_staging_roundtrip_and_batching),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,483 @@
+/* Tests of the Vulkan plugin on a real Vulkan implementation (Mesa lavapipe
+ * in CI), through the public API, with the Khronos validation layer on:
+ * ctest sets BP_VULKAN_VALIDATION=1 and BP_VULKAN_VALIDATION_ABORT=1, so any
+ * validation message ends the process with status 86 and fails the test.
+ * The same executable runs a second time with BP_VULKAN_FORCE_STAGING=1.
+ * Results are checked against plain host loops.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backplane/backplane.h"
+
+typedef struct env {
+  bp_context_t* ctx;
+  bp_device_t* dev;
+  bp_stream_t* s;
+} env_t;
+
+static int setup(void** state) {
+  env_t* e = calloc(1, sizeof *e);
+  bp_context_options_t o;
+  memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.select = "vulkan";
+  if (bp_context_create(&o, &e->ctx) != BP_OK) {
+    fprintf(stderr, "no vulkan plugin/device: %s\n", bp_status_message());
+    free(e);
+    return -1;
+  }
+  if (bp_context_find_device(e->ctx, "vulkan:0", &e->dev) != BP_OK || bp_stream_create(e->dev, 0, &e->s) != BP_OK) {
+    bp_context_release(e->ctx);
+    free(e);
+    return -1;
+  }
+  *state = e;
+  return 0;
+}
+
+static int teardown(void** state) {
+  env_t* e = *state;
+  bp_stream_release(e->s);
+  bp_context_release(e->ctx);
+  free(e);
+  return 0;
+}
+
+static bp_tensor_t* tensor_f32(env_t* e, uint32_t rank, const int64_t* sizes, const float* data) {
+  bp_tensor_t* t = NULL;
+  assert_int_equal(bp_tensor_create(e->dev, BP_DTYPE_F32, rank, sizes, &t), BP_OK);
+  if (data) assert_int_equal(bp_tensor_write(e->s, t, data, (uint64_t)bp_tensor_numel(t) * 4), BP_OK);
+  return t;
+}
+
+static void read_f32(env_t* e, bp_tensor_t* t, float* out) {
+  assert_int_equal(bp_tensor_read(e->s, t, out, (uint64_t)bp_tensor_numel(t) * 4), BP_OK);
+}
+
+static void fill(float* p, int n, unsigned seed) {
+  for (int i = 0; i < n; i++) {
+    seed = seed * 1103515245u + 12345u;
+    p[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
+  }
+}
+
+static void expect_close(const float* got, const double* want, int n, double tol) {
+  for (int i = 0; i < n; i++)
+    if (fabs(got[i] - want[i]) > tol * (1 + fabs(want[i]))) {
+      fprintf(stderr, "element %d: got %.9g, want %.9g\n", i, got[i], want[i]);
+      fail();
+    }
+}
+
+/* ---- device and memory ------------------------------------------------- */
+static void test_device_properties(void** state) {
+  env_t* e = *state;
+  const bp_device_properties_t* p = bp_device_properties(e->dev);
+  assert_non_null(p);
+  assert_true(p->dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F32));
+  assert_true(p->memory_bytes > 0);
+  assert_true(p->subgroup_size >= 1);
+  bp_memory_space_info_t spaces[4];
+  memset(spaces, 0, sizeof spaces);
+  uint32_t n = 0;
+  assert_int_equal(bp_device_memory_spaces(e->dev, 4, spaces, &n), BP_OK);
+  assert_int_equal(n, 2);
+  assert_int_equal(spaces[0].kind, BP_MEMORY_DEVICE);
+  const char* staged = getenv("BP_VULKAN_FORCE_STAGING");
+  if (staged && *staged == '1') assert_false(spaces[0].flags & BP_MEMORY_FLAG_HOST_VISIBLE);
+  /* More than the budget: RESOURCE_EXHAUSTED naming the sizes. */
+  bp_buffer_t* b = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, spaces[0].capacity_bytes + 1, &b), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(bp_status_message(), "requested"));
+}
+
+static void test_copies_and_fill(void** state) {
+  env_t* e = *state;
+  enum { N = 300000 };
+  unsigned char* src = malloc(N);
+  unsigned char* dst = malloc(N);
+  for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 13 + 5);
+  bp_buffer_t *a = NULL, *b = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, N, &a), BP_OK);
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, N, &b), BP_OK);
+  assert_int_equal(bp_copy_host_to_buffer(e->s, src, a, 0, N), BP_OK);
+  assert_int_equal(bp_copy_buffer(e->s, a, 1, b, 3, N - 7), BP_OK); /* unaligned offsets */
+  memset(dst, 0, N);
+  assert_int_equal(bp_copy_buffer_to_host(e->s, b, 3, dst, N - 7), BP_OK);
+  assert_int_equal(bp_stream_synchronize(e->s), BP_OK);
+  assert_memory_equal(dst, src + 1, N - 7);
+  bp_buffer_release(a);
+  bp_buffer_release(b);
+  free(src);
+  free(dst);
+}
+
+/* ---- elementwise and a dependent chain ------------------------------------ */
+static void test_add_chain(void** state) {
+  env_t* e = *state;
+  enum { N = 1000 };
+  int64_t sz[1] = {N};
+  float x[N], y[N], got[N];
+  double want[N];
+  fill(x, N, 1);
+  fill(y, N, 2);
+  bp_tensor_t* a = tensor_f32(e, 1, sz, x);
+  bp_tensor_t* b = tensor_f32(e, 1, sz, y);
+  bp_tensor_t* c = NULL;
+  assert_int_equal(bp_op_add(e->s, a, b, NULL, &c), BP_OK);
+  /* c = (x + y) + y + y: each add depends on the previous one. */
+  for (int k = 0; k < 2; k++) assert_int_equal(bp_op_add(e->s, c, b, NULL, &c), BP_OK);
+  read_f32(e, c, got);
+  for (int i = 0; i < N; i++) want[i] = (double)(((x[i] + y[i]) + y[i]) + y[i]);
+  expect_close(got, want, N, 0);
+  bp_tensor_release(a);
+  bp_tensor_release(b);
+  bp_tensor_release(c);
+}
+
+/* ---- norms ------------------------------------------------------------------ */
+static void test_layer_norm_and_rms_norm(void** state) {
+  env_t* e = *state;
+  enum { R = 7, D = 129 };
+  int64_t sz[2] = {R, D}, wsz[1] = {D};
+  float x[R * D], w[D], bias[D], got[R * D], gm[R], gr[R];
+  double want[R * D], wm[R], wr[R];
+  fill(x, R * D, 3);
+  fill(w, D, 4);
+  fill(bias, D, 5);
+  bp_tensor_t* tx = tensor_f32(e, 2, sz, x);
+  bp_tensor_t* tw = tensor_f32(e, 1, wsz, w);
+  bp_tensor_t* tb = tensor_f32(e, 1, wsz, bias);
+  bp_layer_norm_attrs_t la;
+  memset(&la, 0, sizeof la);
+  la.struct_size = sizeof la;
+  la.normalized_rank = 1;
+  la.normalized_shape[0] = D;
+  la.eps = 1e-5;
+  bp_tensor_t *out = NULL, *mean = NULL, *rstd = NULL;
+  assert_int_equal(bp_op_layer_norm(e->s, tx, tw, tb, &la, &out, &mean, &rstd), BP_OK);
+  read_f32(e, out, got);
+  read_f32(e, mean, gm);
+  read_f32(e, rstd, gr);
+  for (int r = 0; r < R; r++) {
+    double m = 0, v = 0;
+    for (int j = 0; j < D; j++) m += x[r * D + j];
+    m /= D;
+    for (int j = 0; j < D; j++) v += (x[r * D + j] - m) * (x[r * D + j] - m);
+    v /= D;
+    wm[r] = m;
+    wr[r] = 1 / sqrt(v + 1e-5);
+    for (int j = 0; j < D; j++) want[r * D + j] = (x[r * D + j] - m) * wr[r] * w[j] + bias[j];
+  }
+  expect_close(got, want, R * D, 1e-5);
+  expect_close(gm, wm, R, 1e-5);
+  expect_close(gr, wr, R, 1e-5);
+  bp_tensor_release(out);
+  out = NULL;
+  bp_rms_norm_attrs_t ra = {.struct_size = sizeof ra, .normalized_rank = 1, .eps = 1e-6};
+  assert_int_equal(bp_op_rms_norm(e->s, tx, tw, &ra, &out), BP_OK);
+  read_f32(e, out, got);
+  for (int r = 0; r < R; r++) {
+    double q = 0;
+    for (int j = 0; j < D; j++) q += (double)x[r * D + j] * x[r * D + j];
+    double inv = 1 / sqrt(q / D + 1e-6);
+    for (int j = 0; j < D; j++) want[r * D + j] = x[r * D + j] * inv * w[j];
+  }
+  expect_close(got, want, R * D, 1e-5);
+  bp_tensor_release(out);
+  bp_tensor_release(mean);
+  bp_tensor_release(rstd);
+  bp_tensor_release(tx);
+  bp_tensor_release(tw);
+  bp_tensor_release(tb);
+}
+
+/* ---- indexing ------------------------------------------------------------- */
+static void test_gather_index_select_embedding(void** state) {
+  env_t* e = *state;
+  enum { V = 10, D = 6, K = 4 };
+  int64_t wsz[2] = {V, D}, isz[1] = {K}, gsz[2] = {V, 3};
+  float w[V * D], got[V * D];
+  double want[V * D];
+  fill(w, V * D, 6);
+  bp_tensor_t* tw = tensor_f32(e, 2, wsz, w);
+  int64_t idx[K] = {3, 0, 9, 3};
+  bp_tensor_t* ti = NULL;
+  assert_int_equal(bp_tensor_create(e->dev, BP_DTYPE_I64, 1, isz, &ti), BP_OK);
+  assert_int_equal(bp_tensor_write(e->s, ti, idx, sizeof idx), BP_OK);
+  /* embedding: rows of w */
+  bp_embedding_attrs_t ea;
+  memset(&ea, 0, sizeof ea);
+  ea.struct_size = sizeof ea;
+  ea.padding_idx = -1;
+  bp_tensor_t* out = NULL;
+  assert_int_equal(bp_op_embedding(e->s, tw, ti, &ea, &out), BP_OK);
+  read_f32(e, out, got);
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < D; j++) want[k * D + j] = w[idx[k] * D + j];
+  expect_close(got, want, K * D, 0);
+  bp_tensor_release(out);
+  out = NULL;
+  /* index_select along dim 1: columns 3, 0, 5, 3 */
+  int64_t cidx[K] = {3, 0, 5, 3};
+  assert_int_equal(bp_tensor_write(e->s, ti, cidx, sizeof cidx), BP_OK);
+  bp_dim_attrs_t da = {.struct_size = sizeof da, .dim = 1};
+  assert_int_equal(bp_op_index_select(e->s, tw, ti, &da, &out), BP_OK);
+  read_f32(e, out, got);
+  for (int r = 0; r < V; r++)
+    for (int k = 0; k < K; k++) want[r * K + k] = w[r * D + cidx[k]];
+  expect_close(got, want, V * K, 0);
+  bp_tensor_release(out);
+  out = NULL;
+  /* gather along dim 1 with a [V, 3] index */
+  int64_t g[V * 3];
+  for (int i = 0; i < V * 3; i++) g[i] = (i * 5) % D;
+  bp_tensor_t* tg = NULL;
+  assert_int_equal(bp_tensor_create(e->dev, BP_DTYPE_I64, 2, gsz, &tg), BP_OK);
+  assert_int_equal(bp_tensor_write(e->s, tg, g, sizeof g), BP_OK);
+  assert_int_equal(bp_op_gather(e->s, tw, tg, &da, &out), BP_OK);
+  read_f32(e, out, got);
+  for (int r = 0; r < V; r++)
+    for (int k = 0; k < 3; k++) want[r * 3 + k] = w[r * D + g[r * 3 + k]];
+  expect_close(got, want, V * 3, 0);
+  bp_tensor_release(out);
+  bp_tensor_release(tg);
+  bp_tensor_release(ti);
+  bp_tensor_release(tw);
+}
+
+/* ---- convolution and pooling ---------------------------------------------- */
+static void test_conv2d_and_pooling(void** state) {
+  env_t* e = *state;
+  enum { N = 2, C = 4, H = 9, W = 8, O = 6, G = 2, KH = 3, KW = 2 };
+  int64_t xs[4] = {N, C, H, W}, ws[4] = {O, C / G, KH, KW}, bs[1] = {O};
+  float x[N * C * H * W], w[O * (C / G) * KH * KW], b[O];
+  fill(x, N * C * H * W, 7);
+  fill(w, O * (C / G) * KH * KW, 8);
+  fill(b, O, 9);
+  bp_tensor_t* tx = tensor_f32(e, 4, xs, x);
+  bp_tensor_t* tw = tensor_f32(e, 4, ws, w);
+  bp_tensor_t* tb = tensor_f32(e, 1, bs, b);
+  bp_conv_attrs_t ca;
+  memset(&ca, 0, sizeof ca);
+  ca.struct_size = sizeof ca;
+  ca.spatial_dims = 2;
+  ca.stride[0] = 2; ca.stride[1] = 1;
+  ca.padding[0] = 1; ca.padding[1] = 1;
+  ca.dilation[0] = 1; ca.dilation[1] = 2;
+  ca.groups = G;
+  ca.output_mask = 7;
+  bp_tensor_t* out = NULL;
+  assert_int_equal(bp_op_convolution(e->s, tx, tw, tb, &ca, &out), BP_OK);
+  const int64_t* os = bp_tensor_sizes(out);
+  int OH = (int)os[2], OW = (int)os[3];
+  assert_int_equal(OH, (H + 2 - (KH - 1) - 1) / 2 + 1);
+  assert_int_equal(OW, (W + 2 - 2 * (KW - 1) - 1) / 1 + 1);
+  float* got = malloc(sizeof(float) * N * O * OH * OW);
+  double* want = malloc(sizeof(double) * N * O * OH * OW);
+  read_f32(e, out, got);
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < O; o++)
+      for (int oh = 0; oh < OH; oh++)
+        for (int ow = 0; ow < OW; ow++) {
+          double acc = b[o];
+          int g = o / (O / G);
+          for (int ci = 0; ci < C / G; ci++)
+            for (int kh = 0; kh < KH; kh++)
+              for (int kw = 0; kw < KW; kw++) {
+                int h = oh * 2 - 1 + kh, ww = ow - 1 + kw * 2;
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                acc += (double)x[((n * C + g * (C / G) + ci) * H + h) * W + ww] * w[((o * (C / G) + ci) * KH + kh) * KW + kw];
+              }
+          want[((n * O + o) * OH + oh) * OW + ow] = acc;
+        }
+  expect_close(got, want, N * O * OH * OW, 1e-5);
+  bp_tensor_release(out);
+  free(got);
+  free(want);
+  /* 2x2 max pool, stride 2, with indices; 3x3 average pool with padding */
+  bp_pool_attrs_t pa;
+  memset(&pa, 0, sizeof pa);
+  pa.struct_size = sizeof pa;
+  pa.spatial_dims = 2;
+  pa.kernel[0] = pa.kernel[1] = 2;
+  pa.stride[0] = pa.stride[1] = 2;
+  pa.dilation[0] = pa.dilation[1] = 1;
+  pa.count_include_pad = 1;
+  bp_tensor_t *pm = NULL, *pi = NULL;
+  assert_int_equal(bp_op_max_pool_with_indices(e->s, tx, &pa, &pm, &pi), BP_OK);
+  int PH = H / 2, PW = W / 2;
+  float* pg = malloc(sizeof(float) * N * C * PH * PW);
+  int64_t* ig = malloc(sizeof(int64_t) * N * C * PH * PW);
+  read_f32(e, pm, pg);
+  assert_int_equal(bp_tensor_read(e->s, pi, ig, sizeof(int64_t) * N * C * PH * PW), BP_OK);
+  for (int nc = 0; nc < N * C; nc++)
+    for (int ph = 0; ph < PH; ph++)
+      for (int pw = 0; pw < PW; pw++) {
+        float best = -INFINITY;
+        int64_t bi = 0;
+        for (int kh = 0; kh < 2; kh++)
+          for (int kw = 0; kw < 2; kw++) {
+            int h = ph * 2 + kh, ww = pw * 2 + kw;
+            float v = x[(nc * H + h) * W + ww];
+            if (v > best) { best = v; bi = h * W + ww; }
+          }
+        assert_true(pg[(nc * PH + ph) * PW + pw] == best);
+        assert_int_equal(ig[(nc * PH + ph) * PW + pw], bi);
+      }
+  free(pg);
+  free(ig);
+  pa.kernel[0] = pa.kernel[1] = 3;
+  pa.stride[0] = pa.stride[1] = 1;
+  pa.padding[0] = pa.padding[1] = 1;
+  pa.count_include_pad = 0;
+  bp_tensor_t* pavg = NULL;
+  assert_int_equal(bp_op_avg_pool(e->s, tx, &pa, &pavg), BP_OK);
+  float* ag = malloc(sizeof(float) * N * C * H * W);
+  double* aw = malloc(sizeof(double) * N * C * H * W);
+  read_f32(e, pavg, ag);
+  for (int nc = 0; nc < N * C; nc++)
+    for (int h0 = 0; h0 < H; h0++)
+      for (int w0 = 0; w0 < W; w0++) {
+        double s = 0;
+        int cnt = 0;
+        for (int h = h0 - 1; h <= h0 + 1; h++)
+          for (int ww = w0 - 1; ww <= w0 + 1; ww++)
+            if (h >= 0 && h < H && ww >= 0 && ww < W) { s += x[(nc * H + h) * W + ww]; cnt++; }
+        aw[(nc * H + h0) * W + w0] = s / cnt;
+      }
+  expect_close(ag, aw, N * C * H * W, 1e-6);
+  free(ag);
+  free(aw);
+  bp_tensor_release(pavg);
+  bp_tensor_release(pm);
+  bp_tensor_release(pi);
+  bp_tensor_release(tx);
+  bp_tensor_release(tw);
+  bp_tensor_release(tb);
+}
+
+/* ---- fusion: an elementwise program through the plugin's caps table ------- */
+static void test_fused_program(void** state) {
+  env_t* e = *state;
+  bp_fusion_caps_t caps;
+  memset(&caps, 0, sizeof caps);
+  caps.struct_size = sizeof caps;
+  assert_int_equal(bp_device_query_fusion(e->dev, &caps), BP_OK);
+  assert_true(caps.ew_max_instrs >= 8);
+  assert_true(caps.ew_opcode_mask[BP_OP_mul / 64] & (1ull << (BP_OP_mul % 64)));
+  assert_false(caps.ew_opcode_mask[BP_OP_elu / 64] & (1ull << (BP_OP_elu % 64)));
+  /* Run relu(a * b + 1.5) -> out0 and (a * b < 0) -> out1 directly on a
+   * plugin instance (the graph compiler's path). */
+  bp_plugin_t* plugin = NULL;
+  assert_int_equal(bp_context_find_plugin(e->ctx, "vulkan", &plugin), BP_OK);
+  const bp_plugin_vtable_t* vt = bp_plugin_vtable(plugin);
+  assert_non_null(vt->caps->launch_ew_program);
+  bpp_instance_create_info_t ci = {.struct_size = sizeof ci};
+  bpp_instance_t inst = NULL;
+  bpp_device_t dev = NULL;
+  bpp_stream_t s = NULL;
+  assert_int_equal(vt->core->instance_create(&ci, &inst), BP_OK);
+  assert_int_equal(vt->core->device_open(inst, 0, &dev), BP_OK);
+  assert_int_equal(vt->core->stream_create(dev, 0, &s), BP_OK);
+  enum { N = 777 };
+  float a[N], b[N], o0[N];
+  uint8_t o1[N];
+  fill(a, N, 10);
+  fill(b, N, 11);
+  bpp_buffer_t buf[4];
+  uint64_t bytes[4] = {N * 4, N * 4, N * 4, N};
+  for (int k = 0; k < 4; k++) {
+    bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = bytes[k]};
+    assert_int_equal(vt->core->buffer_allocate(dev, &ai, &buf[k]), BP_OK);
+  }
+  assert_int_equal(vt->core->copy_host_to_device(s, a, buf[0], 0, N * 4), BP_OK);
+  assert_int_equal(vt->core->copy_host_to_device(s, b, buf[1], 0, N * 4), BP_OK);
+  bp_tensor_desc_t d[4];
+  memset(d, 0, sizeof d);
+  for (int k = 0; k < 4; k++) {
+    d[k].struct_size = sizeof d[k];
+    d[k].dtype = k == 3 ? BP_DTYPE_BOOL : BP_DTYPE_F32;
+    d[k].rank = 1;
+    d[k].sizes[0] = N;
+    d[k].strides[0] = 1;
+    d[k].buffer = buf[k];
+  }
+  bp_ew_instr_t ins[] = {
+      {BP_EW_LOAD_INPUT, 0, 0, 0, 0, 0}, {BP_EW_LOAD_INPUT, 1, 1, 0, 0, 0}, {BP_OP_mul, 2, 0, 1, 0, 0},
+      {BP_EW_LOAD_CONST, 3, 0, 0, 0, 0}, {BP_OP_add, 4, 2, 3, 0, 0},       {BP_OP_relu, 5, 4, 0, 0, 0},
+      {BP_EW_STORE, 0, 0, 5, 0, 0},      {BP_EW_LOAD_CONST, 6, 1, 0, 0, 0}, {BP_OP_lt, 7, 2, 6, 0, 0},
+      {BP_EW_STORE, 0, 1, 7, 0, 0},
+  };
+  bp_scalar_t consts[2] = {{.kind = BP_SCALAR_FLOAT, .v.f = 1.5}, {.kind = BP_SCALAR_FLOAT, .v.f = 0.0}};
+  bp_ew_program_t prog = {.struct_size = sizeof prog, .num_instrs = 10, .num_registers = 8, .num_inputs = 2,
+                          .num_outputs = 2, .num_constants = 2, .compute_dtype = BP_DTYPE_F32,
+                          .instrs = ins, .constants = consts};
+  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, d, 2, d + 2), BP_OK);
+  assert_int_equal(vt->core->copy_device_to_host(s, buf[2], 0, o0, N * 4), BP_OK);
+  assert_int_equal(vt->core->copy_device_to_host(s, buf[3], 0, o1, N), BP_OK);
+  assert_int_equal(vt->core->stream_synchronize(s), BP_OK);
+  for (int i = 0; i < N; i++) {
+    float p = a[i] * b[i];
+    float r = p + 1.5f;
+    assert_true(o0[i] == (r < 0 ? 0.0f : r));
+    assert_int_equal(o1[i], p < 0.0f);
+  }
+  /* A bad program is refused with a reason, nothing launched. */
+  ins[2].a = 9; /* register out of range */
+  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, d, 2, d + 2), BP_INVALID_ARGUMENT);
+  for (int k = 0; k < 4; k++) vt->core->buffer_release(buf[k]);
+  vt->core->stream_destroy(s);
+  vt->core->device_close(dev);
+  vt->core->instance_destroy(inst);
+}
+
+/* ---- support answers ------------------------------------------------------- */
+static void test_support_answers(void** state) {
+  env_t* e = *state;
+  bp_tensor_desc_t d[2];
+  memset(d, 0, sizeof d);
+  for (int k = 0; k < 2; k++) {
+    d[k].struct_size = sizeof d[k];
+    d[k].dtype = BP_DTYPE_F32;
+    d[k].rank = 1;
+    d[k].sizes[0] = 4;
+    d[k].strides[0] = 1;
+  }
+  bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_sin, .num_inputs = 1, .num_outputs = 1,
+                       .compute_dtype = BP_DTYPE_F32, .inputs = d, .outputs = d + 1};
+  bp_support_t sup = {.struct_size = sizeof sup};
+  assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
+  assert_int_equal(sup.supported, 0); /* f32 sin: argument range not covered */
+  assert_int_equal(sup.reason, BP_SUPPORT_DTYPE);
+  d[0].dtype = d[1].dtype = BP_DTYPE_F16;
+  call.compute_dtype = BP_DTYPE_F16;
+  assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
+  assert_int_equal(sup.supported, 1);
+  call.op_id = BP_OP_sort;
+  assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
+  assert_int_equal(sup.supported, 0);
+  assert_int_equal(sup.reason, BP_SUPPORT_OP);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_properties),
+      cmocka_unit_test(test_copies_and_fill),
+      cmocka_unit_test(test_add_chain),
+      cmocka_unit_test(test_layer_norm_and_rms_norm),
+      cmocka_unit_test(test_gather_index_select_embedding),
+      cmocka_unit_test(test_conv2d_and_pooling),
+      cmocka_unit_test(test_fused_program),
+      cmocka_unit_test(test_support_answers),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

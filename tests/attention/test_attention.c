@@ -13,7 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "family_fixture.h"
+#include "cpu_fixture.h"
 
 /* ---- scaled_dot_product_attention ------------------------------------------ */
 

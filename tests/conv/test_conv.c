@@ -14,57 +14,10 @@
 
 #include "backplane/backplane.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t* g_dev;
-static bp_stream_t* g_stream;
+#include "cpu_fixture.h"
 
-enum { MAX_TRACK = 64 };
-static bp_tensor_t* g_track[MAX_TRACK];
-static int g_ntrack;
-
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_dev) != BP_OK) return -1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-static int release_all(void** state) {
-  (void)state;
-  for (int i = 0; i < g_ntrack; i++) bp_tensor_release(g_track[i]);
-  g_ntrack = 0;
-  return 0;
-}
-
-static bp_tensor_t* track(bp_tensor_t* t) {
-  assert_true(g_ntrack < MAX_TRACK);
-  g_track[g_ntrack++] = t;
-  return t;
-}
-
-#define NDIMS(...) (uint32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-/* An f32 tensor of the given shape holding `data` (NULL: uninitialised). */
-static bp_tensor_t* tensor(uint32_t dtype, const float* data, uint32_t rank, const int64_t* sizes) {
-  bp_tensor_t* t = NULL;
-  assert_int_equal(bp_tensor_create(g_dev, dtype, rank, sizes, &t), BP_OK);
-  track(t);
-  if (data) {
-    int64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++) n *= sizes[i];
-    assert_int_equal(dtype, BP_DTYPE_F32);
-    assert_int_equal(bp_tensor_write(g_stream, t, data, (uint64_t)n * 4), BP_OK);
-  }
-  return t;
-}
-#define F32(data, ...) tensor(BP_DTYPE_F32, (data), NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define TT(dt, ...) tensor(BP_DTYPE_##dt, NULL, NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define F32(data, ...) fx_tensor(BP_DTYPE_F32, (data), FX_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define TT(dt, ...) fx_tensor(BP_DTYPE_##dt, NULL, FX_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 static void read_f32(const bp_tensor_t* t, float* out, int64_t n) {
   assert_int_equal(bp_tensor_read(g_stream, t, out, (uint64_t)n * 4), BP_OK);
@@ -111,14 +64,14 @@ static void test_conv2d_window_sums(void** state) {
   bp_conv_attrs_t a = conv2d(1, 0);
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_convolution(g_stream, tx, tw, tb, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   read_f32(out, y, 4);
   assert_floats(y, (float[]){12.5f, 16.5f, 24.5f, 28.5f}, 4);
   /* padded [5, 5] image, windows at (0, 0), (0, 2), (2, 0), (2, 2) */
   a = conv2d(2, 1);
   bp_tensor_t* out2 = NULL;
   assert_int_equal(bp_op_convolution(g_stream, tx, tw, NULL, &a, &out2), BP_OK);
-  track(out2);
+  fx_track(out2);
   read_f32(out2, y, 4);
   assert_floats(y, (float[]){1, 5, 11, 28}, 4);
 }
@@ -130,7 +83,7 @@ static void test_conv_default_attrs(void** state) {
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_convolution(g_stream, F32(x, 1, 1, 5), F32(w, 1, 1, 2), NULL, NULL, &out),
                    BP_OK);
-  track(out);
+  fx_track(out);
   bp_tensor_desc_t d = {.struct_size = sizeof d};
   bp_tensor_get_desc(out, &d);
   assert_int_equal(d.rank, 3);
@@ -154,14 +107,14 @@ static void test_conv_transposed_1d(void** state) {
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_convolution(g_stream, F32(x, 1, 1, 2), F32(w, 1, 1, 3), NULL, &a, &out),
                    BP_OK);
-  track(out);
+  fx_track(out);
   read_f32(out, y, 5);
   assert_floats(y, (float[]){1, 1, 3, 2, 2}, 5);
   a.output_padding[0] = 1;
   bp_tensor_t* out2 = NULL;
   assert_int_equal(
       bp_op_convolution(g_stream, F32(x, 1, 1, 2), F32(w, 1, 1, 3), F32(b, 1), &a, &out2), BP_OK);
-  track(out2);
+  fx_track(out2);
   read_f32(out2, y, 6);
   assert_floats(y, (float[]){11, 11, 13, 12, 12, 10}, 6);
 }
@@ -178,7 +131,7 @@ static void test_conv_backward_masks(void** state) {
   bp_conv_attrs_t a = conv2d(1, 0);
   bp_tensor_t *o0 = NULL, *o1 = NULL, *o2 = NULL;
   assert_int_equal(bp_op_convolution_backward(g_stream, tdy, tx, tw, &a, &o0, &o1, &o2), BP_OK);
-  track(o0), track(o1), track(o2);
+  fx_track(o0), fx_track(o1), fx_track(o2);
   read_f32(o0, gx, 9);
   read_f32(o1, gw, 4);
   read_f32(o2, gb, 1);
@@ -198,7 +151,7 @@ static void test_conv_backward_masks(void** state) {
   assert_int_equal(d[2].sizes[0], 0);
   bp_tensor_t *p0 = NULL, *p1 = NULL, *p2 = NULL;
   assert_int_equal(bp_op_convolution_backward(g_stream, tdy, tx, tw, &a, &p0, &p1, &p2), BP_OK);
-  track(p0), track(p1), track(p2);
+  fx_track(p0), fx_track(p1), fx_track(p2);
   memset(gw, 0, sizeof gw);
   read_f32(p1, gw, 4);
   assert_floats(gw, (float[]){12, 16, 24, 28}, 4);
@@ -212,14 +165,14 @@ static void test_conv_f16(void** state) {
   bp_cast_attrs_t to_f = {.struct_size = sizeof to_f, .dtype = BP_DTYPE_F32};
   bp_tensor_t *hx = NULL, *hw = NULL, *hy = NULL, *fy = NULL;
   assert_int_equal(bp_op_to_copy(g_stream, F32(x, 1, 1, 3, 3), &to_h, &hx), BP_OK);
-  track(hx);
+  fx_track(hx);
   assert_int_equal(bp_op_to_copy(g_stream, F32(w, 1, 1, 2, 2), &to_h, &hw), BP_OK);
-  track(hw);
+  fx_track(hw);
   bp_conv_attrs_t a = conv2d(1, 0);
   assert_int_equal(bp_op_convolution(g_stream, hx, hw, NULL, &a, &hy), BP_OK);
-  track(hy);
+  fx_track(hy);
   assert_int_equal(bp_op_to_copy(g_stream, hy, &to_f, &fy), BP_OK);
-  track(fy);
+  fx_track(fy);
   read_f32(fy, y, 4);
   assert_floats(y, (float[]){12, 16, 24, 28}, 4);
 }
@@ -237,7 +190,7 @@ static void test_col2im_counts(void** state) {
                          .stride = {1, 1}};
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_col2im(g_stream, F32(c, 1, 4, 4), &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   read_f32(out, y, 9);
   assert_floats(y, (float[]){1, 2, 1, 2, 4, 2, 1, 2, 1}, 9);
 }
@@ -253,7 +206,7 @@ static void test_conv_errors(void** state) {
                 "expected input [1, 4, 5, 5] to have 2 channels, but got 4 channels instead");
   a.groups = 2; /* now valid */
   assert_int_equal(bp_op_convolution(g_stream, x, w, NULL, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   out = NULL;
   a.groups = 4;
   assert_status(bp_op_convolution(g_stream, x, w, NULL, &a, &out), BP_INVALID_ARGUMENT,
@@ -307,7 +260,7 @@ static void test_conv_errors(void** state) {
       bp_op_convolution(g_stream, TT(F32, 1, 0, 5, 5), TT(F32, 6, 0, 3, 3), NULL, &a, &out),
       BP_INVALID_ARGUMENT, "has no channels");
   assert_int_equal(bp_op_convolution(g_stream, TT(F32, 0, 4, 5, 5), w, NULL, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   out = NULL;
   /* huge attributes: overflow is an error, not a wrapped size */
   a.padding[0] = INT64_MAX / 2;
@@ -333,7 +286,7 @@ static void test_conv_transposed_errors(void** state) {
   /* bias of a transposed convolution has weight.size(1) * groups entries */
   a.groups = 2;
   assert_int_equal(bp_op_convolution(g_stream, x, w, TT(F32, 4), &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   out = NULL;
   assert_status(bp_op_convolution(g_stream, x, w, TT(F32, 2), &a, &out), BP_INVALID_ARGUMENT,
                 "with 4 elements");
@@ -385,7 +338,7 @@ static void test_col2im_errors(void** state) {
   a.output_size[0] = 3;
   /* unbatched input: [C, oh, ow] */
   assert_int_equal(bp_op_col2im(g_stream, TT(F32, 8, 4), &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   bp_tensor_desc_t d = {.struct_size = sizeof d};
   bp_tensor_get_desc(out, &d);
   assert_int_equal(d.rank, 3);
@@ -394,16 +347,16 @@ static void test_col2im_errors(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_conv2d_window_sums, release_all),
-      cmocka_unit_test_teardown(test_conv_default_attrs, release_all),
-      cmocka_unit_test_teardown(test_conv_transposed_1d, release_all),
-      cmocka_unit_test_teardown(test_conv_backward_masks, release_all),
-      cmocka_unit_test_teardown(test_conv_f16, release_all),
-      cmocka_unit_test_teardown(test_col2im_counts, release_all),
-      cmocka_unit_test_teardown(test_conv_errors, release_all),
-      cmocka_unit_test_teardown(test_conv_transposed_errors, release_all),
-      cmocka_unit_test_teardown(test_conv_backward_errors, release_all),
-      cmocka_unit_test_teardown(test_col2im_errors, release_all),
+      cmocka_unit_test_teardown(test_conv2d_window_sums, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_default_attrs, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_transposed_1d, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_backward_masks, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_f16, fx_release_all),
+      cmocka_unit_test_teardown(test_col2im_counts, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_errors, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_transposed_errors, fx_release_all),
+      cmocka_unit_test_teardown(test_conv_backward_errors, fx_release_all),
+      cmocka_unit_test_teardown(test_col2im_errors, fx_release_all),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -16,23 +16,7 @@
 
 #include "backplane/backplane.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t* g_dev;
-static bp_stream_t* g_stream;
-
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_dev) != BP_OK) return -1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
+#include "cpu_fixture.h"
 
 /* out = copy of permute(src [b, r, c], (0, 2, 1)); checks every element. */
 static void check_transpose(uint32_t dtype, int64_t b, int64_t r, int64_t c) {
@@ -187,5 +171,5 @@ int main(void) {
       cmocka_unit_test(test_f16_casts),
       cmocka_unit_test(test_f32_reductions),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "family_fixture.h"
+#include "cpu_fixture.h"
 
 static bp_fft_attrs_t fft_attrs(uint32_t nd, const int64_t* dims, uint32_t norm) {
   bp_fft_attrs_t a = {.struct_size = sizeof a, .num_dims = nd, .normalization = norm, .onesided = 1};

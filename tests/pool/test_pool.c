@@ -17,57 +17,10 @@
 
 #include "backplane/backplane.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t* g_dev;
-static bp_stream_t* g_stream;
+#include "cpu_fixture.h"
 
-enum { MAX_TRACK = 64 };
-static bp_tensor_t* g_track[MAX_TRACK];
-static int g_ntrack;
-
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_dev) != BP_OK) return -1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-static int release_all(void** state) {
-  (void)state;
-  for (int i = 0; i < g_ntrack; i++) bp_tensor_release(g_track[i]);
-  g_ntrack = 0;
-  return 0;
-}
-
-static bp_tensor_t* track(bp_tensor_t* t) {
-  assert_true(g_ntrack < MAX_TRACK);
-  g_track[g_ntrack++] = t;
-  return t;
-}
-
-#define NDIMS(...) (uint32_t)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-/* A tensor of `dtype` holding `data` (dense, the dtype's own bytes; NULL:
- * uninitialised). */
-static bp_tensor_t* tensor(uint32_t dtype, const void* data, uint32_t rank, const int64_t* sizes) {
-  bp_tensor_t* t = NULL;
-  assert_int_equal(bp_tensor_create(g_dev, dtype, rank, sizes, &t), BP_OK);
-  track(t);
-  if (data) {
-    int64_t n = 1;
-    for (uint32_t i = 0; i < rank; i++) n *= sizes[i];
-    assert_int_equal(bp_tensor_write(g_stream, t, data, (uint64_t)n * bp_dtype_size(dtype)), BP_OK);
-  }
-  return t;
-}
-#define F32(data, ...) tensor(BP_DTYPE_F32, (data), NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
-#define TT(dt, data, ...) tensor(BP_DTYPE_##dt, (data), NDIMS(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define F32(data, ...) fx_tensor(BP_DTYPE_F32, (data), FX_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
+#define TT(dt, data, ...) fx_tensor(BP_DTYPE_##dt, (data), FX_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 
 static void read_raw(const bp_tensor_t* t, void* out, uint64_t bytes) {
   assert_int_equal(bp_tensor_read(g_stream, t, out, bytes), BP_OK);
@@ -131,7 +84,7 @@ static void test_avg_pool2d_ceil_and_divisors(void** state) {
   a.count_include_pad = 0;
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   bp_tensor_desc_t d;
   bp_tensor_get_desc(out, &d);
   assert_int_equal(d.rank, 4);
@@ -145,7 +98,7 @@ static void test_avg_pool2d_ceil_and_divisors(void** state) {
   a.count_include_pad = 1;
   bp_tensor_t* out2 = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out2), BP_OK);
-  track(out2);
+  fx_track(out2);
   read_raw(out2, y, sizeof y);
   assert_floats(y, (float[]){14.0f / 9, 30.0f / 9, 12.0f / 6, 57.0f / 9, 99.0f / 9, 36.0f / 6,
                              27.0f / 6, 45.0f / 6, 16.0f / 4},
@@ -153,7 +106,7 @@ static void test_avg_pool2d_ceil_and_divisors(void** state) {
   a.divisor_override = 2;
   bp_tensor_t* out3 = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out3), BP_OK);
-  track(out3);
+  fx_track(out3);
   read_raw(out3, y, sizeof y);
   assert_floats(y, (float[]){7, 15, 6, 28.5f, 49.5f, 18, 13.5f, 22.5f, 8}, 9, 0);
 }
@@ -168,7 +121,7 @@ static void test_avg_pool1d_i64_truncates(void** state) {
                        .dilation = {1}, .count_include_pad = 1};
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   int64_t y[2];
   read_raw(out, y, sizeof y);
   assert_i64s(y, (int64_t[]){-3, 4}, 2); /* -7/2 = -3, 9/2 = 4 */
@@ -185,8 +138,8 @@ static void test_max_pool_nan_and_neg_inf(void** state) {
   bp_pool_attrs_t a = pool2d(2, 2, 0);
   bp_tensor_t *out = NULL, *ind = NULL;
   assert_int_equal(bp_op_max_pool_with_indices(g_stream, x, &a, &out, &ind), BP_OK);
-  track(out);
-  track(ind);
+  fx_track(out);
+  fx_track(ind);
   float y[3];
   int64_t iy[3];
   read_raw(out, y, sizeof y);
@@ -204,8 +157,8 @@ static void test_max_pool_dilation_i32(void** state) {
   a.dilation[0] = a.dilation[1] = 2;
   bp_tensor_t *out = NULL, *ind = NULL;
   assert_int_equal(bp_op_max_pool_with_indices(g_stream, x, &a, &out, &ind), BP_OK);
-  track(out);
-  track(ind);
+  fx_track(out);
+  fx_track(ind);
   int32_t y[9];
   int64_t iy[9];
   read_raw(out, y, sizeof y);
@@ -226,7 +179,7 @@ static void test_max_pool_backward_accumulates(void** state) {
   bp_pool_attrs_t a = pool2d(2, 2, 0);
   bp_tensor_t* gi = NULL;
   assert_int_equal(bp_op_max_pool2d_with_indices_backward(g_stream, g, self, ind, &a, &gi), BP_OK);
-  track(gi);
+  fx_track(gi);
   float y[8];
   read_raw(gi, y, sizeof y);
   assert_floats(y, (float[]){0, 0, 0, 0, 0, 4, 0, 0}, 8, 0);
@@ -234,7 +187,7 @@ static void test_max_pool_backward_accumulates(void** state) {
   bp_tensor_t* ind2 = TT(I64, idx2, 1, 1, 1, 2);
   bp_tensor_t* gi2 = NULL;
   assert_int_equal(bp_op_max_pool2d_with_indices_backward(g_stream, g, self, ind2, &a, &gi2), BP_OK);
-  track(gi2);
+  fx_track(gi2);
   read_raw(gi2, y, sizeof y);
   assert_floats(y, (float[]){0, 0, 2.5f, 0, 0, 0, 0, 0}, 8, 0);
 }
@@ -252,7 +205,7 @@ static void test_max_pool_backward_bad_index(void** state) {
   bp_pool_attrs_t a = pool2d(2, 2, 0);
   bp_tensor_t* gi = NULL;
   assert_int_equal(bp_op_max_pool2d_with_indices_backward(s, g, self, ind, &a, &gi), BP_OK);
-  track(gi);
+  fx_track(gi);
   assert_status(bp_stream_synchronize(s), BP_OUT_OF_RANGE, "outside its input plane");
   bp_stream_release(s);
 }
@@ -268,7 +221,7 @@ static void test_adaptive_avg_pool_windows(void** state) {
   bp_adaptive_pool_attrs_t a = {.struct_size = sizeof a, .spatial_dims = 2, .output_size = {1, 3}};
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_adaptive_avg_pool(g_stream, x, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   float y[5];
   read_raw(out, y, 3 * sizeof(float));
   assert_floats(y, (float[]){1.5f, 3, 4.5f}, 3, 0);
@@ -276,7 +229,7 @@ static void test_adaptive_avg_pool_windows(void** state) {
   bp_tensor_t* g = F32(gv, 1, 1, 1, 3);
   bp_tensor_t* gi = NULL;
   assert_int_equal(bp_op_adaptive_avg_pool2d_backward(g_stream, g, x, NULL, &gi), BP_OK);
-  track(gi);
+  fx_track(gi);
   read_raw(gi, y, sizeof y);
   assert_floats(y, (float[]){1.5f, 2.5f, 1, 2.5f, 1.5f}, 5, 0);
 }
@@ -290,7 +243,7 @@ static float grid_run(const float* img, int64_t w, float gx, uint32_t interp, ui
   bp_grid_sampler_attrs_t a = {sizeof a, interp, pad, ac};
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_grid_sampler_2d(g_stream, x, grid, &a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   float y;
   read_raw(out, &y, sizeof y);
   return y;
@@ -329,7 +282,7 @@ static void upsample_row(bp_status_t (*fn)(bp_stream_t*, const bp_tensor_t*, con
   bp_tensor_t* x = F32(img, 1, 1, 1, w);
   bp_tensor_t* out = NULL;
   assert_int_equal(fn(g_stream, x, a, &out), BP_OK);
-  track(out);
+  fx_track(out);
   bp_tensor_desc_t d;
   bp_tensor_get_desc(out, &d);
   assert_int_equal(d.sizes[3], wout);
@@ -432,19 +385,19 @@ static void test_sampling_errors(void** state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_teardown(test_avg_pool2d_ceil_and_divisors, release_all),
-      cmocka_unit_test_teardown(test_avg_pool1d_i64_truncates, release_all),
-      cmocka_unit_test_teardown(test_max_pool_nan_and_neg_inf, release_all),
-      cmocka_unit_test_teardown(test_max_pool_dilation_i32, release_all),
-      cmocka_unit_test_teardown(test_max_pool_backward_accumulates, release_all),
-      cmocka_unit_test_teardown(test_max_pool_backward_bad_index, release_all),
-      cmocka_unit_test_teardown(test_adaptive_avg_pool_windows, release_all),
-      cmocka_unit_test_teardown(test_grid_nearest_half_to_even, release_all),
-      cmocka_unit_test_teardown(test_grid_padding_modes, release_all),
-      cmocka_unit_test_teardown(test_upsample_nearest_index, release_all),
-      cmocka_unit_test_teardown(test_upsample_bilinear_align_corners, release_all),
-      cmocka_unit_test_teardown(test_pool_errors, release_all),
-      cmocka_unit_test_teardown(test_sampling_errors, release_all),
+      cmocka_unit_test_teardown(test_avg_pool2d_ceil_and_divisors, fx_release_all),
+      cmocka_unit_test_teardown(test_avg_pool1d_i64_truncates, fx_release_all),
+      cmocka_unit_test_teardown(test_max_pool_nan_and_neg_inf, fx_release_all),
+      cmocka_unit_test_teardown(test_max_pool_dilation_i32, fx_release_all),
+      cmocka_unit_test_teardown(test_max_pool_backward_accumulates, fx_release_all),
+      cmocka_unit_test_teardown(test_max_pool_backward_bad_index, fx_release_all),
+      cmocka_unit_test_teardown(test_adaptive_avg_pool_windows, fx_release_all),
+      cmocka_unit_test_teardown(test_grid_nearest_half_to_even, fx_release_all),
+      cmocka_unit_test_teardown(test_grid_padding_modes, fx_release_all),
+      cmocka_unit_test_teardown(test_upsample_nearest_index, fx_release_all),
+      cmocka_unit_test_teardown(test_upsample_bilinear_align_corners, fx_release_all),
+      cmocka_unit_test_teardown(test_pool_errors, fx_release_all),
+      cmocka_unit_test_teardown(test_sampling_errors, fx_release_all),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -17,25 +17,8 @@
 
 #include "backplane/backplane.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t* g_dev;
-static bp_stream_t* g_stream;
+#include "cpu_fixture.h"
 
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_dev) != BP_OK) return -1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-/* A tensor holding `data` (dense, dtype-sized elements). */
 static bp_tensor_t* make(uint32_t dtype, uint32_t rank, const int64_t* sizes, const void* data) {
   bp_tensor_t* t = NULL;
   assert_int_equal(bp_tensor_create(g_dev, dtype, rank, sizes, &t), BP_OK);
@@ -284,5 +267,5 @@ int main(void) {
       cmocka_unit_test(test_column_reductions),
       cmocka_unit_test(test_softmax_subnormal),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

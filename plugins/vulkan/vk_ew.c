@@ -12,6 +12,28 @@
 
 #include "vk_ops_internal.h"
 
+/* Opcodes the contiguous kernel takes: the cheap ones. Its code is the
+ * program written out EW_VE (8) times, so the ops evaluated in double
+ * (transcendentals, fmod, float floor division: arithmetic-bound anyway)
+ * stay on the generic kernel to keep compile times down; ew.comp leaves
+ * them out of the EW_VEC variant. */
+static int ew_vec_opcode(uint32_t opc, uint32_t aux, uint32_t cdt) {
+  switch (opc) {
+    case BP_EW_LOAD_INPUT: case BP_EW_LOAD_CONST: case BP_EW_STORE: case BP_EW_CAST: case VK_EW_INDEX:
+    case VK_EW_LEAKY: case VK_EW_BNOT: case VK_EW_LERP:
+    case BP_OP_abs: case BP_OP_ceil: case BP_OP_floor: case BP_OP_neg: case BP_OP_relu: case BP_OP_round:
+    case BP_OP_sign: case BP_OP_trunc: case BP_OP_reciprocal: case BP_OP_sqrt: case BP_OP_bitwise_not:
+    case BP_OP_logical_not: case BP_OP_isinf: case BP_OP_isnan: case BP_OP_clamp: case BP_OP_clamp_tensor:
+    case BP_OP_hardtanh: case BP_OP_add: case BP_OP_sub: case BP_OP_mul: case BP_OP_maximum:
+    case BP_OP_minimum: case BP_OP_bitwise_and: case BP_OP_bitwise_or: case BP_OP_bitwise_xor:
+    case BP_OP_logical_and: case BP_OP_logical_or: case BP_OP_logical_xor: case BP_OP_eq: case BP_OP_ne:
+    case BP_OP_lt: case BP_OP_le: case BP_OP_gt: case BP_OP_ge: case BP_OP_where:
+      return 1;
+    case BP_OP_div: return aux != 2 || !vk_ew_float_ct(cdt); /* float floor division: generic */
+    default: return 0;
+  }
+}
+
 /* Register type (shader variant) for a compute dtype. */
 static int ew_shader(uint32_t cdt) {
   switch (cdt) {
@@ -263,6 +285,38 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
       spec[13 + 4 * i] = meta[177 + 4 * i];
       spec[14 + 4 * i] = meta[178 + 4 * i];
     }
+  /* The contiguous kernel: every operand dense (checked above), a program
+   * short enough to specialize, only cheap opcodes, and every operand's
+   * offset aligned for the descriptors and 16-byte accesses. */
+  int vec = contig && spec[0] != 0 && vk_pipeline_has_push_descriptors(s->dev);
+  for (uint32_t i = 0; i < p->ninstr && vec; i++) vec = ew_vec_opcode(p->ins[i].opcode, p->ins[i].aux, p->cdt);
+  VkDescriptorBufferInfo bufs[VK_MAX_PUSH_BUFFERS];
+  uint64_t align = s->dev->feat.min_ssbo_align > 16 ? s->dev->feat.min_ssbo_align : 16;
+  for (uint32_t k = 0; k < nops && vec; k++) {
+    uint64_t range = (uint64_t)numel * bp_dtype_size(all[k]->dtype);
+    vec = all[k]->byte_offset % align == 0 && range <= s->dev->feat.max_ssbo_range;
+    bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)all[k]->buffer)->buf, all[k]->byte_offset, range};
+  }
+  if (vec) {
+    /* Unused bindings alias operand 0: every declared binding is valid. */
+    for (uint32_t k = nops; k < VK_MAX_PUSH_BUFFERS; k++) bufs[k] = bufs[0];
+    uint32_t vspec[38];
+    memcpy(vspec, spec, sizeof spec);
+    vspec[1] = vspec[3] = 0; /* layout constants unused by the variant */
+    vspec[36] = p->nin;
+    vspec[37] = p->nout;
+    VkPipeline vpipe;
+    bp_status_t vst = vk_pipeline_get(s->dev, (uint32_t)shader + (VK_SHADER_ewv_f32 - VK_SHADER_ew_f32), vspec, 38,
+                                      &vpipe);
+    if (vst) return vst;
+    /* One 8-element chunk per invocation, 64 per group, groups in rows of
+     * at most 65535 (numel < 2^31 keeps gy below 65535 too). */
+    uint64_t chunks = (uint64_t)numel / 8, vgroups = (chunks + 63) / 64;
+    if (vgroups == 0) vgroups = 1;
+    uint64_t gx = vgroups < 65535 ? vgroups : 65535, gy = (vgroups + gx - 1) / gx;
+    return vk_stream_dispatch_bufs(s, vpipe, meta, (304 + 2 * p->nconst) * 4, (uint32_t)numel, (uint32_t)gx,
+                                   (uint32_t)gy, 1, acc, nops, bufs, VK_MAX_PUSH_BUFFERS);
+  }
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, (uint32_t)shader, spec, 36, &pipe);
   if (st) return st;

@@ -60,6 +60,11 @@
   X(vkCreateShaderModule) X(vkDestroyShaderModule) X(vkCreatePipelineLayout)    \
   X(vkDestroyPipelineLayout) X(vkCreateComputePipelines) X(vkDestroyPipeline)   \
   X(vkCreatePipelineCache) X(vkDestroyPipelineCache)
+/* Optional device functions (VK_KHR_push_descriptor, pipeline-cache data):
+ * NULL when the device or a fake driver lacks them. */
+#define VK_DEVICE_OPT_FUNCS(X)                                                  \
+  X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                \
+  X(vkCmdPushDescriptorSetKHR) X(vkGetPipelineCacheData)
 
 typedef struct vk_dispatch {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -68,6 +73,7 @@ typedef struct vk_dispatch {
   VK_INSTANCE_FUNCS(VK__MEMBER)
   VK_INSTANCE_OPT_FUNCS(VK__MEMBER)
   VK_DEVICE_FUNCS(VK__MEMBER)
+  VK_DEVICE_OPT_FUNCS(VK__MEMBER)
 #undef VK__MEMBER
 } vk_dispatch_t;
 
@@ -178,6 +184,7 @@ typedef struct vk_options {
   int validation;     /* enable VK_LAYER_KHRONOS_validation + messenger */
   uint64_t budget_limit; /* bytes; 0 = the heap's budget */
   uint32_t flush_threshold; /* commands per batch before a submit */
+  char pipeline_cache[512]; /* file the VkPipelineCache is loaded from and saved to; "" = none */
 } vk_options_t;
 
 typedef struct vk_features {
@@ -188,6 +195,9 @@ typedef struct vk_features {
   uint32_t timestamp_bits;
   float timestamp_period;
   uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared;
+  int push_descriptor_ext;  /* VK_KHR_push_descriptor */
+  uint64_t min_ssbo_align;  /* minStorageBufferOffsetAlignment, bytes */
+  uint64_t max_ssbo_range;  /* maxStorageBufferRange, bytes */
 } vk_features_t;
 
 struct bpp_instance_s;
@@ -329,15 +339,28 @@ VK_HIDDEN bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const 
                                          uint32_t gy, uint32_t gz, const vk_access_t* acc,
                                          uint32_t nacc);
 
+/* Storage buffers a dispatch may push (set 0, bindings 0..7). */
+#define VK_MAX_PUSH_BUFFERS 8
+
+/* vk_stream_dispatch with `nbufs` storage buffers pushed as set 0 through
+ * VK_KHR_push_descriptor (nbufs 0: none; then equivalent to
+ * vk_stream_dispatch). */
+VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void* meta,
+                                              uint32_t meta_bytes, uint32_t push_n, uint32_t gx,
+                                              uint32_t gy, uint32_t gz, const vk_access_t* acc,
+                                              uint32_t nacc, const VkDescriptorBufferInfo* bufs,
+                                              uint32_t nbufs);
+
 /* ------------------------------------------------------------------------ */
 /* Pipelines (vk_pipeline.c)                                                 */
 /* ------------------------------------------------------------------------ */
 /* Shader ids: one per compiled SPIR-V module (source x variant). */
 #define VK_SHADERS(X)                                                          \
   X(ew_f32) X(ew_f64) X(ew_i32) X(ew_i64)                                      \
+  X(ewv_f32) X(ewv_f64) X(ewv_i32) X(ewv_i64)                                  \
   X(reduce_f64) X(reduce_i64)                                    \
   X(norm_f64)                                                      \
-  X(matmul_f32) X(matmul_f64) X(matmul_i64)                                    \
+  X(matmul_f32) X(matmulv_f32) X(matmul_f64) X(matmul_i64)                     \
   X(index) X(conv_f32) X(conv_f64) X(fill)
 enum vk_shader_id {
 #define VK__SID(n) VK_SHADER_##n,
@@ -355,6 +378,9 @@ VK_HIDDEN bp_status_t vk_pipelines_init(struct bpp_device_s* dev);
 VK_HIDDEN void vk_pipelines_fini(struct bpp_device_s* dev);
 VK_HIDDEN VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* dev);
 VK_HIDDEN uint32_t vk_pipeline_count(struct bpp_device_s* dev);
+/* Nonzero when the device pushes storage-buffer descriptors (the fast
+ * elementwise and matmul paths); else every op uses buffer addresses. */
+VK_HIDDEN int vk_pipeline_has_push_descriptors(struct bpp_device_s* dev);
 
 /* ------------------------------------------------------------------------ */
 /* Ops (vk_ops.c, vk_ew.c)                                                   */

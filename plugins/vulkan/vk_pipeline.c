@@ -3,13 +3,17 @@
  *
  * Every shader takes one push-constant block {uint64 meta address, uint n,
  * uint pad}: operands are reached through buffer device addresses written
- * in the per-dispatch metadata, so no descriptor sets exist. Pipelines are
+ * in the per-dispatch metadata. Where VK_KHR_push_descriptor is enabled the
+ * one layout also has set 0: VK_MAX_PUSH_BUFFERS storage buffers pushed per
+ * dispatch, used by the contiguous elementwise kernels (ewv_*). Pipelines are
  * created on first use per (shader, specialization constants) through one
  * VkPipelineCache and kept until the device closes. Thread-safe (one mutex
  * per device; creation happens under it, which serializes first uses only).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "vk_internal.h"
 
@@ -41,26 +45,101 @@ struct vk_pipeline_cache {
   pthread_mutex_t lock;
   VkPipelineCache cache;
   VkPipelineLayout layout;
+  VkDescriptorSetLayout set_layout; /* push descriptors, or VK_NULL_HANDLE */
   VkShaderModule modules[VK_SHADER_COUNT_];
   vk_pipe_entry_t* buckets[VK_PIPE_BUCKETS];
   uint32_t count;
+  uint32_t created; /* pipelines compiled (not found) since the cache was loaded */
 };
+
+/* The pipeline-cache file's contents (malloc'd; NULL when absent or
+ * unreadable: the cache then starts empty). Files over 256 MiB are ignored. */
+static void* cache_file_read(const char* path, size_t* out_size) {
+  *out_size = 0;
+  if (!path[0]) return NULL;
+  FILE* f = fopen(path, "rb");
+  if (!f) return NULL;
+  void* data = NULL;
+  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+  if (n > 0 && n < (256l << 20) && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)n)) != NULL) {
+    if (fread(data, 1, (size_t)n, f) == (size_t)n) {
+      *out_size = (size_t)n;
+    } else {
+      free(data);
+      data = NULL;
+    }
+  }
+  fclose(f);
+  return data;
+}
+
+/* Writes the cache's data to `path` through a temporary file renamed over
+ * it, so concurrent processes never read a partial file. Best effort: a
+ * failure is logged, never an error. */
+static void cache_file_write(struct bpp_device_s* d, VkPipelineCache cache, const char* path) {
+  if (!path[0] || !d->vk.vkGetPipelineCacheData) return;
+  size_t n = 0;
+  if (d->vk.vkGetPipelineCacheData(d->dev, cache, &n, NULL) != VK_SUCCESS || n == 0) return;
+  void* data = malloc(n);
+  char tmp[1100];
+  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  FILE* f = NULL;
+  int ok = data && d->vk.vkGetPipelineCacheData(d->dev, cache, &n, data) == VK_SUCCESS &&
+           (f = fopen(tmp, "wb")) != NULL && fwrite(data, 1, n, f) == n;
+  if (f && fclose(f) != 0) ok = 0;
+  if (ok && rename(tmp, path) != 0) ok = 0;
+  if (!ok) {
+    if (f) remove(tmp);
+    vk_log(BP_LOG_WARN, "vulkan: could not save the pipeline cache to %s", path);
+  }
+  free(data);
+}
 
 bp_status_t vk_pipelines_init(struct bpp_device_s* d) {
   vk_pipeline_cache_t* c = calloc(1, sizeof *c);
   if (!c) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   pthread_mutex_init(&c->lock, NULL);
+  VkResult r = VK_SUCCESS;
+  if (d->feat.push_descriptor_ext && d->vk.vkCreateDescriptorSetLayout && d->vk.vkDestroyDescriptorSetLayout &&
+      d->vk.vkCmdPushDescriptorSetKHR) {
+    VkDescriptorSetLayoutBinding b[VK_MAX_PUSH_BUFFERS];
+    for (uint32_t i = 0; i < VK_MAX_PUSH_BUFFERS; i++)
+      b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
+                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .descriptorCount = 1,
+                                            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    VkDescriptorSetLayoutCreateInfo si = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                          .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
+                                          .bindingCount = VK_MAX_PUSH_BUFFERS,
+                                          .pBindings = b};
+    /* Without it the contiguous kernels are not used; not an error. */
+    if (d->vk.vkCreateDescriptorSetLayout(d->dev, &si, NULL, &c->set_layout) != VK_SUCCESS)
+      c->set_layout = VK_NULL_HANDLE;
+  }
   VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = 16};
   VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                   .setLayoutCount = c->set_layout ? 1u : 0u,
+                                   .pSetLayouts = &c->set_layout,
                                    .pushConstantRangeCount = 1,
                                    .pPushConstantRanges = &pr};
-  VkResult r = d->vk.vkCreatePipelineLayout(d->dev, &li, NULL, &c->layout);
+  r = d->vk.vkCreatePipelineLayout(d->dev, &li, NULL, &c->layout);
   if (r == VK_SUCCESS) {
-    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    size_t init_size;
+    void* init = cache_file_read(d->inst->opt.pipeline_cache, &init_size);
+    VkPipelineCacheCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO,
+                                    .initialDataSize = init_size,
+                                    .pInitialData = init};
     r = d->vk.vkCreatePipelineCache(d->dev, &ci, NULL, &c->cache);
+    if (r != VK_SUCCESS && init) { /* data the driver refuses: start empty */
+      ci.initialDataSize = 0;
+      ci.pInitialData = NULL;
+      r = d->vk.vkCreatePipelineCache(d->dev, &ci, NULL, &c->cache);
+    }
+    free(init);
     if (r != VK_SUCCESS) d->vk.vkDestroyPipelineLayout(d->dev, c->layout, NULL);
   }
   if (r != VK_SUCCESS) {
+    if (c->set_layout) d->vk.vkDestroyDescriptorSetLayout(d->dev, c->set_layout, NULL);
     pthread_mutex_destroy(&c->lock);
     free(c);
     return vk_error(vk_status_of(r), "vulkan: creating the pipeline layout/cache failed: %s", vk_result_name(r));
@@ -81,14 +160,18 @@ void vk_pipelines_fini(struct bpp_device_s* d) {
     }
   for (uint32_t i = 0; i < VK_SHADER_COUNT_; i++)
     if (c->modules[i]) d->vk.vkDestroyShaderModule(d->dev, c->modules[i], NULL);
+  if (c->created) cache_file_write(d, c->cache, d->inst->opt.pipeline_cache);
   d->vk.vkDestroyPipelineCache(d->dev, c->cache, NULL);
   d->vk.vkDestroyPipelineLayout(d->dev, c->layout, NULL);
+  if (c->set_layout) d->vk.vkDestroyDescriptorSetLayout(d->dev, c->set_layout, NULL);
   pthread_mutex_destroy(&c->lock);
   free(c);
   d->pipes = NULL;
 }
 
 VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* d) { return d->pipes->layout; }
+
+int vk_pipeline_has_push_descriptors(struct bpp_device_s* d) { return d->pipes->set_layout != VK_NULL_HANDLE; }
 
 uint32_t vk_pipeline_count(struct bpp_device_s* d) {
   pthread_mutex_lock(&d->pipes->lock);
@@ -161,6 +244,7 @@ bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint3
   e->next = c->buckets[h];
   c->buckets[h] = e;
   c->count++;
+  c->created++;
   *out = e->pipe;
 done:
   pthread_mutex_unlock(&c->lock);

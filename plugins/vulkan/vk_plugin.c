@@ -16,6 +16,10 @@
  *       as not host-visible: every transfer goes through staging buffers.
  *   budget_mb=N   caps each memory pool at N MiB.
  *   flush=N       commands per batch before a submit (default 64).
+ *   BP_VULKAN_PIPELINE_CACHE=FILE / pipeline_cache=FILE   the VkPipelineCache
+ *       is created from FILE when it exists and written back (replaced
+ *       atomically) when the device closes, so processes share compiled
+ *       pipelines. The driver ignores data of another device or version.
  */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -115,6 +119,9 @@ bp_status_t vk_dispatch_load_device(vk_dispatch_t* d, VkDevice dev, char* msg, s
     return bp_plugin_format(msg, cap, BP_UNAVAILABLE, "the Vulkan device lacks %s", #f);
   VK_DEVICE_FUNCS(VK__LOAD)
 #undef VK__LOAD
+#define VK__OPT(f) d->f = (PFN_##f)d->vkGetDeviceProcAddr(dev, #f);
+  VK_DEVICE_OPT_FUNCS(VK__OPT)
+#undef VK__OPT
   return BP_OK;
 }
 
@@ -161,6 +168,27 @@ static long opt_num(const char* options, const char* key, long dflt) {
   return end == o + strlen(pat) || v < 0 ? dflt : v;
 }
 
+/* Copies the value of `key=` (up to ';') or the environment variable into
+ * out (empty when neither is set or the value does not fit). */
+static void opt_str(const char* options, const char* key, const char* env, char* out, size_t cap) {
+  out[0] = 0;
+  const char* e = getenv(env);
+  size_t n = 0;
+  if (e && *e) {
+    n = strlen(e);
+  } else if (options) {
+    char pat[48];
+    snprintf(pat, sizeof pat, "%s=", key);
+    const char* o = strstr(options, pat);
+    if (!o) return;
+    e = o + strlen(pat);
+    n = strcspn(e, ";");
+  }
+  if (!e || n == 0 || n >= cap) return;
+  memcpy(out, e, n);
+  out[n] = 0;
+}
+
 /* ---- device selection ----------------------------------------------------- */
 static int has_ext(const VkExtensionProperties* e, uint32_t n, const char* name) {
   for (uint32_t i = 0; i < n; i++)
@@ -189,6 +217,8 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
   }
   f->max_wg_invocations = lim->maxComputeWorkGroupInvocations;
   f->max_shared = lim->maxComputeSharedMemorySize;
+  f->min_ssbo_align = lim->minStorageBufferOffsetAlignment;
+  f->max_ssbo_range = lim->maxStorageBufferRange;
   if (VK_API_VERSION_MAJOR(f->api_version) < 1 ||
       (VK_API_VERSION_MAJOR(f->api_version) == 1 && VK_API_VERSION_MINOR(f->api_version) < 2))
     return "Vulkan 1.2 is required";
@@ -235,6 +265,7 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
   if (ext) {
     vk->vkEnumerateDeviceExtensionProperties(pd, NULL, &ne, ext);
     f->memory_budget_ext = has_ext(ext, ne, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+    f->push_descriptor_ext = has_ext(ext, ne, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     free(ext);
   }
   return NULL;
@@ -326,6 +357,8 @@ bp_status_t vk_instance_create_with(PFN_vkGetInstanceProcAddr gipa, const char* 
   inst->opt.force_staging = opt_flag(options, "force_staging", "BP_VULKAN_FORCE_STAGING");
   inst->opt.budget_limit = (uint64_t)opt_num(options, "budget_mb", 0) << 20;
   inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", 64);
+  opt_str(options, "pipeline_cache", "BP_VULKAN_PIPELINE_CACHE", inst->opt.pipeline_cache,
+          sizeof inst->opt.pipeline_cache);
   if (!inst->opt.flush_threshold) inst->opt.flush_threshold = 1;
   if ((st = vk_dispatch_load_global(&inst->vk, msg, sizeof msg)) != BP_OK) {
     st = vk_error(st, "vulkan: %s", msg);
@@ -494,12 +527,15 @@ static bp_status_t device_create(struct bpp_device_s* d) {
   f2.features.shaderFloat64 = VK_TRUE;
   f2.features.shaderInt64 = VK_TRUE;
   f2.features.shaderInt16 = VK_TRUE;
-  const char* exts[1] = {VK_EXT_MEMORY_BUDGET_EXTENSION_NAME};
+  const char* exts[2];
+  uint32_t nexts = 0;
+  if (d->feat.memory_budget_ext) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
+  if (d->feat.push_descriptor_ext) exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = &f2,
                            .queueCreateInfoCount = 1,
                            .pQueueCreateInfos = &qi,
-                           .enabledExtensionCount = d->feat.memory_budget_ext ? 1u : 0u,
+                           .enabledExtensionCount = nexts,
                            .ppEnabledExtensionNames = exts};
   VkResult r = inst->vk.vkCreateDevice(d->phys, &ci, NULL, &d->dev);
   if (r != VK_SUCCESS)

@@ -63,13 +63,18 @@ struct vk_batch {
   struct vk_signal {
     VkSemaphore sem;
     uint64_t value;
+    struct bpp_event_s* event; /* a reference, dropped when the batch retires */
   } * signals; /* event semaphores */
   uint32_t nsignals, cap_signals;
   struct vk_batch* next;
 };
 
+/* Reference counted: the creator holds one and every batch that signals
+ * the event holds one until the completion thread retired it, so the
+ * semaphore outlives every wait on it (event_destroy drops the creator's). */
 struct bpp_event_s {
   struct bpp_device_s* dev;
+  atomic_uint refs;
   VkSemaphore sem;
   uint64_t counter; /* value the last record signals */
   VkQueryPool query;
@@ -96,7 +101,16 @@ static void set_error(bpp_stream_t s, bp_status_t st, const char* msg) {
   }
 }
 
+static void event_unref(struct bpp_event_s* e) {
+  if (atomic_fetch_sub(&e->refs, 1) != 1) return;
+  struct bpp_device_s* d = e->dev;
+  if (e->query) d->vk.vkDestroyQueryPool(d->dev, e->query, NULL);
+  d->vk.vkDestroySemaphore(d->dev, e->sem, NULL);
+  free(e);
+}
+
 static void batch_retire(bpp_stream_t s, vk_batch_t* b) {
+  for (uint32_t i = 0; i < b->nsignals; i++) event_unref(b->signals[i].event);
   for (uint32_t i = 0; i < b->nstaging; i++) vk_buffer_destroy(b->staging[i]);
   b->nstaging = 0;
   b->nactions = 0;
@@ -173,6 +187,7 @@ static void* completion_main(void* arg) {
 /* ---- batches ---------------------------------------------------------- */
 static void batch_free(bpp_stream_t s, vk_batch_t* b) {
   struct bpp_device_s* d = s->dev;
+  for (uint32_t i = 0; i < b->nsignals; i++) event_unref(b->signals[i].event);
   for (uint32_t i = 0; i < b->nstaging; i++) vk_buffer_destroy(b->staging[i]);
   for (uint32_t i = 0; i < b->nchunks; i++) vk_buffer_destroy(b->chunks[i].buf);
   if (b->cmd) d->vk.vkFreeCommandBuffers(d->dev, s->pool, 1, &b->cmd);
@@ -629,6 +644,15 @@ bp_status_t vk_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off, uint6
 bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const void* meta, uint32_t meta_bytes,
                                uint32_t push_n, uint32_t gx, uint32_t gy, uint32_t gz, const vk_access_t* acc,
                                uint32_t nacc) {
+  return vk_stream_dispatch_bufs(s, pipe, meta, meta_bytes, push_n, gx, gy, gz, acc, nacc, NULL, 0);
+}
+
+bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void* meta, uint32_t meta_bytes,
+                                    uint32_t push_n, uint32_t gx, uint32_t gy, uint32_t gz,
+                                    const vk_access_t* acc, uint32_t nacc, const VkDescriptorBufferInfo* bufs,
+                                    uint32_t nbufs) {
+  if (nbufs > VK_MAX_PUSH_BUFFERS || (nbufs && !vk_pipeline_has_push_descriptors(s->dev)))
+    return vk_error(BP_INTERNAL, "vulkan: %u descriptor-bound buffers requested without push descriptors", nbufs);
   struct bpp_device_s* d = s->dev;
   vk_batch_t* b;
   bp_status_t st = cur_batch(s, &b);
@@ -648,6 +672,16 @@ bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const void* meta
   } pc = {addr, push_n, 0};
   d->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   d->vk.vkCmdPushConstants(b->cmd, vk_pipeline_layout(d), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
+  if (nbufs) {
+    VkWriteDescriptorSet w[VK_MAX_PUSH_BUFFERS];
+    for (uint32_t i = 0; i < nbufs; i++)
+      w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                    .dstBinding = i,
+                                    .descriptorCount = 1,
+                                    .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                    .pBufferInfo = &bufs[i]};
+    d->vk.vkCmdPushDescriptorSetKHR(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_pipeline_layout(d), 0, nbufs, w);
+  }
   if (gx && gy && gz) d->vk.vkCmdDispatch(b->cmd, gx, gy, gz);
   return after_command(s, b);
 }
@@ -659,6 +693,7 @@ bp_status_t vk_event_create(bpp_device_t d, uint32_t flags, bpp_event_t* out) {
   struct bpp_event_s* e = calloc(1, sizeof *e);
   if (!e) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   e->dev = d;
+  atomic_init(&e->refs, 1);
   VkSemaphoreTypeCreateInfo ti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
                                   .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
   VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti};
@@ -692,9 +727,7 @@ void vk_event_destroy(bpp_event_t e) {
                               .semaphoreCount = 1, .pSemaphores = &e->sem, .pValues = &e->counter};
     d->vk.vkWaitSemaphores(d->dev, &wi, UINT64_MAX);
   }
-  if (e->query) d->vk.vkDestroyQueryPool(d->dev, e->query, NULL);
-  d->vk.vkDestroySemaphore(d->dev, e->sem, NULL);
-  free(e);
+  event_unref(e);
 }
 
 bp_status_t vk_event_record(bpp_event_t e, bpp_stream_t s) {
@@ -713,6 +746,8 @@ bp_status_t vk_event_record(bpp_event_t e, bpp_stream_t s) {
     s->dev->vk.vkCmdWriteTimestamp(b->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, e->query, 0);
     e->timed = 1;
   }
+  atomic_fetch_add(&e->refs, 1);
+  b->signals[b->nsignals].event = e;
   b->signals[b->nsignals].sem = e->sem;
   b->signals[b->nsignals++].value = ++e->counter;
   return vk_stream_flush(s);

@@ -97,112 +97,141 @@ uint f32_to_bf16(float f) {
   return x >> 16;
 }
 
-// ---- loads and stores in double / int64 (the widest types) ---------------
-double load_f64(uint64_t base, int64_t i, uint dt) {
+// ---- loads and stores ------------------------------------------------------
+// Every element access goes through its raw bits (zero-extended to 64 bits)
+// and one conversion table per register type, so the address-based loads
+// below and the descriptor-based chunk loads of the contiguous elementwise
+// kernel share the conversions.
+uint64_t raw_load(uint64_t base, int64_t i, uint dt) {
+  switch (dt_size(dt)) {
+    case 1u: return uint64_t(RU8(elem_addr(base, i, 1u)).v);
+    case 2u: return uint64_t(RU16(elem_addr(base, i, 2u)).v);
+    case 4u: return uint64_t(uint(RI32(elem_addr(base, i, 4u)).v));
+  }
+  return uint64_t(RI64(elem_addr(base, i, 8u)).v);
+}
+
+void raw_store(uint64_t base, int64_t i, uint dt, uint64_t b) {
+  switch (dt_size(dt)) {
+    case 1u: RU8(elem_addr(base, i, 1u)).v = uint8_t(b & 255ul); return;
+    case 2u: RU16(elem_addr(base, i, 2u)).v = uint16_t(b & 65535ul); return;
+    case 4u: RI32(elem_addr(base, i, 4u)).v = int(uint(b & 4294967295ul)); return;
+  }
+  RI64(elem_addr(base, i, 8u)).v = int64_t(b);
+}
+
+int bits_i8(uint64_t b) { return int(uint(b) << 24) >> 24; }
+int bits_i16(uint64_t b) { return int(uint(b) << 16) >> 16; }
+uint bits_u8(uint64_t b) { return uint(b) & 255u; }
+float bits_f32(uint64_t b) { return uintBitsToFloat(uint(b)); }
+float bits_f16(uint64_t b) { return f16_to_f32(uint(b) & 65535u); }
+float bits_bf16(uint64_t b) { return uintBitsToFloat((uint(b) & 65535u) << 16); }
+double bits_f64(uint64_t b) { return packDouble2x32(unpackUint2x32(b)); }
+uint64_t f64_bits(double v) { return packUint2x32(unpackDouble2x32(v)); }
+
+// Raw bits of dtype dt -> register value.
+double f64_of(uint64_t b, uint dt) {
   switch (dt) {
-    case DT_F32: return double(RF32(elem_addr(base, i, 4u)).v);
-    case DT_F16: return double(f16_to_f32(uint(RU16(elem_addr(base, i, 2u)).v)));
-    case DT_BF16: return double(uintBitsToFloat(uint(RU16(elem_addr(base, i, 2u)).v) << 16));
-    case DT_F64: return RF64(elem_addr(base, i, 8u)).v;
-    case DT_I8: return double(int(RI8(elem_addr(base, i, 1u)).v));
-    case DT_U8: case DT_BOOL: return double(uint(RU8(elem_addr(base, i, 1u)).v));
-    case DT_I16: return double(int(RI16(elem_addr(base, i, 2u)).v));
-    case DT_I32: return double(RI32(elem_addr(base, i, 4u)).v);
-    case DT_I64: return double(RI64(elem_addr(base, i, 8u)).v);
+    case DT_F32: return double(bits_f32(b));
+    case DT_F16: return double(bits_f16(b));
+    case DT_BF16: return double(bits_bf16(b));
+    case DT_F64: return bits_f64(b);
+    case DT_I8: return double(bits_i8(b));
+    case DT_U8: case DT_BOOL: return double(bits_u8(b));
+    case DT_I16: return double(bits_i16(b));
+    case DT_I32: return double(int(uint(b)));
+    case DT_I64: return double(int64_t(b));
   }
   return 0.0;
 }
 
-int64_t load_i64(uint64_t base, int64_t i, uint dt) {
+int64_t i64_of(uint64_t b, uint dt) {
   switch (dt) {
-    case DT_F32: return int64_t(RF32(elem_addr(base, i, 4u)).v);
-    case DT_F64: return int64_t(RF64(elem_addr(base, i, 8u)).v);
-    case DT_F16: return int64_t(f16_to_f32(uint(RU16(elem_addr(base, i, 2u)).v)));
-    case DT_BF16: return int64_t(uintBitsToFloat(uint(RU16(elem_addr(base, i, 2u)).v) << 16));
-    case DT_I8: return int64_t(RI8(elem_addr(base, i, 1u)).v);
-    case DT_U8: case DT_BOOL: return int64_t(RU8(elem_addr(base, i, 1u)).v);
-    case DT_I16: return int64_t(RI16(elem_addr(base, i, 2u)).v);
-    case DT_I32: return int64_t(RI32(elem_addr(base, i, 4u)).v);
-    case DT_I64: return RI64(elem_addr(base, i, 8u)).v;
+    case DT_F32: return int64_t(bits_f32(b));
+    case DT_F64: return int64_t(bits_f64(b));
+    case DT_F16: return int64_t(bits_f16(b));
+    case DT_BF16: return int64_t(bits_bf16(b));
+    case DT_I8: return int64_t(bits_i8(b));
+    case DT_U8: case DT_BOOL: return int64_t(bits_u8(b));
+    case DT_I16: return int64_t(bits_i16(b));
+    case DT_I32: return int64_t(int(uint(b)));
+    case DT_I64: return int64_t(b);
   }
   return 0l;
 }
 
-float load_f32(uint64_t base, int64_t i, uint dt) {
+float f32_of(uint64_t b, uint dt) {
   switch (dt) {
-    case DT_F32: return RF32(elem_addr(base, i, 4u)).v;
-    case DT_F16: return f16_to_f32(uint(RU16(elem_addr(base, i, 2u)).v));
-    case DT_BF16: return uintBitsToFloat(uint(RU16(elem_addr(base, i, 2u)).v) << 16);
-    case DT_I8: return float(int(RI8(elem_addr(base, i, 1u)).v));
-    case DT_U8: case DT_BOOL: return float(uint(RU8(elem_addr(base, i, 1u)).v));
-    case DT_I16: return float(int(RI16(elem_addr(base, i, 2u)).v));
-    case DT_I32: return float(RI32(elem_addr(base, i, 4u)).v);
+    case DT_F32: return bits_f32(b);
+    case DT_F16: return bits_f16(b);
+    case DT_BF16: return bits_bf16(b);
+    case DT_I8: return float(bits_i8(b));
+    case DT_U8: case DT_BOOL: return float(bits_u8(b));
+    case DT_I16: return float(bits_i16(b));
+    case DT_I32: return float(int(uint(b)));
   }
-  return float(load_f64(base, i, dt));
+  return float(f64_of(b, dt));
 }
 
-int load_i32(uint64_t base, int64_t i, uint dt) {
+int i32_of(uint64_t b, uint dt) {
   switch (dt) {
-    case DT_I8: return int(RI8(elem_addr(base, i, 1u)).v);
-    case DT_U8: case DT_BOOL: return int(uint(RU8(elem_addr(base, i, 1u)).v));
-    case DT_I16: return int(RI16(elem_addr(base, i, 2u)).v);
-    case DT_I32: return RI32(elem_addr(base, i, 4u)).v;
-    case DT_F32: return int(RF32(elem_addr(base, i, 4u)).v);
+    case DT_I8: return bits_i8(b);
+    case DT_U8: case DT_BOOL: return int(bits_u8(b));
+    case DT_I16: return bits_i16(b);
+    case DT_I32: return int(uint(b));
+    case DT_F32: return int(bits_f32(b));
   }
-  return int(load_i64(base, i, dt));
+  return int(i64_of(b, dt));
 }
 
-void store_f32(uint64_t base, int64_t i, uint dt, float v) {
+// Register value -> raw bits of dtype dt (the stores truncate to its size;
+// integer narrowing wraps).
+uint64_t bits_of_f32(float v, uint dt) {
   switch (dt) {
-    case DT_F32: RF32(elem_addr(base, i, 4u)).v = v; return;
-    case DT_F16: RU16(elem_addr(base, i, 2u)).v = uint16_t(f32_to_f16(v)); return;
-    case DT_BF16: RU16(elem_addr(base, i, 2u)).v = uint16_t(f32_to_bf16(v)); return;
-    case DT_F64: RF64(elem_addr(base, i, 8u)).v = double(v); return;
-    case DT_BOOL: RU8(elem_addr(base, i, 1u)).v = uint8_t((v != 0.0 || isnan(v)) ? 1u : 0u); return;
-    case DT_I8: RI8(elem_addr(base, i, 1u)).v = int8_t(int64_t(v)); return;
-    case DT_U8: RU8(elem_addr(base, i, 1u)).v = uint8_t(int64_t(v)); return;
-    case DT_I16: RI16(elem_addr(base, i, 2u)).v = int16_t(int64_t(v)); return;
-    case DT_I32: RI32(elem_addr(base, i, 4u)).v = int(int64_t(v)); return;
-    case DT_I64: RI64(elem_addr(base, i, 8u)).v = int64_t(v); return;
+    case DT_F32: return uint64_t(floatBitsToUint(v));
+    case DT_F16: return uint64_t(f32_to_f16(v));
+    case DT_BF16: return uint64_t(f32_to_bf16(v));
+    case DT_F64: return f64_bits(double(v));
+    case DT_BOOL: return (v != 0.0 || isnan(v)) ? 1ul : 0ul;
+    case DT_I8: case DT_U8: case DT_I16: case DT_I32: case DT_I64: return uint64_t(int64_t(v));
   }
+  return 0ul;
 }
 
-void store_f64(uint64_t base, int64_t i, uint dt, double v) {
+uint64_t bits_of_f64(double v, uint dt) {
   switch (dt) {
-    case DT_F64: RF64(elem_addr(base, i, 8u)).v = v; return;
-    case DT_BOOL: RU8(elem_addr(base, i, 1u)).v = uint8_t((v != 0.0 || isnan(v)) ? 1u : 0u); return;
-    case DT_I8: RI8(elem_addr(base, i, 1u)).v = int8_t(int64_t(v)); return;
-    case DT_U8: RU8(elem_addr(base, i, 1u)).v = uint8_t(int64_t(v)); return;
-    case DT_I16: RI16(elem_addr(base, i, 2u)).v = int16_t(int64_t(v)); return;
-    case DT_I32: RI32(elem_addr(base, i, 4u)).v = int(int64_t(v)); return;
-    case DT_I64: RI64(elem_addr(base, i, 8u)).v = int64_t(v); return;
+    case DT_F64: return f64_bits(v);
+    case DT_BOOL: return (v != 0.0 || isnan(v)) ? 1ul : 0ul;
+    case DT_I8: case DT_U8: case DT_I16: case DT_I32: case DT_I64: return uint64_t(int64_t(v));
   }
-  store_f32(base, i, dt, float(v));
+  return bits_of_f32(float(v), dt);
 }
 
-void store_i64(uint64_t base, int64_t i, uint dt, int64_t v) {
+uint64_t bits_of_i64(int64_t v, uint dt) {
   switch (dt) {
-    case DT_BOOL: RU8(elem_addr(base, i, 1u)).v = uint8_t(v != 0l ? 1u : 0u); return;
-    case DT_I8: RI8(elem_addr(base, i, 1u)).v = int8_t(v); return;
-    case DT_U8: RU8(elem_addr(base, i, 1u)).v = uint8_t(v); return;
-    case DT_I16: RI16(elem_addr(base, i, 2u)).v = int16_t(v); return;
-    case DT_I32: RI32(elem_addr(base, i, 4u)).v = int(v); return;
-    case DT_I64: RI64(elem_addr(base, i, 8u)).v = v; return;
-    case DT_F64: RF64(elem_addr(base, i, 8u)).v = double(v); return;
+    case DT_BOOL: return v != 0l ? 1ul : 0ul;
+    case DT_I8: case DT_U8: case DT_I16: case DT_I32: case DT_I64: return uint64_t(v);
+    case DT_F64: return f64_bits(double(v));
   }
-  store_f32(base, i, dt, float(v));
+  return bits_of_f32(float(v), dt);
 }
 
-void store_i32(uint64_t base, int64_t i, uint dt, int v) {
+uint64_t bits_of_i32(int v, uint dt) {
   switch (dt) {
-    case DT_BOOL: RU8(elem_addr(base, i, 1u)).v = uint8_t(v != 0 ? 1u : 0u); return;
-    case DT_I8: RI8(elem_addr(base, i, 1u)).v = int8_t(v); return;
-    case DT_U8: RU8(elem_addr(base, i, 1u)).v = uint8_t(v); return;
-    case DT_I16: RI16(elem_addr(base, i, 2u)).v = int16_t(v); return;
-    case DT_I32: RI32(elem_addr(base, i, 4u)).v = v; return;
+    case DT_BOOL: return v != 0 ? 1ul : 0ul;
+    case DT_I8: case DT_U8: case DT_I16: case DT_I32: return uint64_t(int64_t(v));
   }
-  store_i64(base, i, dt, int64_t(v));
+  return bits_of_i64(int64_t(v), dt);
 }
+
+double load_f64(uint64_t base, int64_t i, uint dt) { return f64_of(raw_load(base, i, dt), dt); }
+int64_t load_i64(uint64_t base, int64_t i, uint dt) { return i64_of(raw_load(base, i, dt), dt); }
+float load_f32(uint64_t base, int64_t i, uint dt) { return f32_of(raw_load(base, i, dt), dt); }
+int load_i32(uint64_t base, int64_t i, uint dt) { return i32_of(raw_load(base, i, dt), dt); }
+void store_f32(uint64_t base, int64_t i, uint dt, float v) { raw_store(base, i, dt, bits_of_f32(v, dt)); }
+void store_f64(uint64_t base, int64_t i, uint dt, double v) { raw_store(base, i, dt, bits_of_f64(v, dt)); }
+void store_i64(uint64_t base, int64_t i, uint dt, int64_t v) { raw_store(base, i, dt, bits_of_i64(v, dt)); }
+void store_i32(uint64_t base, int64_t i, uint dt, int v) { raw_store(base, i, dt, bits_of_i32(v, dt)); }
 
 // ---- accurate double-precision exp and log (GLSL has none for double) -----
 const double LN2_HI = 6.93147180369123816490e-01lf;

@@ -18,7 +18,19 @@
 #include "common.glsl"
 #include "ops_ids.glsl"
 
+#ifdef EW_VEC
+// The contiguous variant: every operand dense with the same shape, bound as
+// a storage buffer through push descriptors (binding k = operand k), each
+// invocation runs the program on a chunk of EW_VE consecutive elements
+// loaded and stored with 64-bit vector accesses. CPU implementations
+// vectorise these across invocations; per-element address arithmetic
+// would become gathers.
+#define EW_VE 8
+#define EW_WG 64
+layout(local_size_x = EW_WG) in;
+#else
 layout(local_size_x = 256) in;
+#endif
 
 layout(constant_id = 0) const uint SC_NINSTR = 0;
 layout(constant_id = 1) const uint SC_CONTIG = 0;
@@ -68,19 +80,27 @@ layout(constant_id = 34) const uint SC_AX5 = 0;
 #define CT float
 #define IS_FLOAT 1
 #define CT_LOAD load_f32
+#define CT_OF f32_of
+#define CT_BITS bits_of_f32
 #define CT_STORE store_f32
 #elif defined(CT_F64)
 #define CT double
 #define IS_FLOAT 1
 #define CT_LOAD load_f64
+#define CT_OF f64_of
+#define CT_BITS bits_of_f64
 #define CT_STORE store_f64
 #elif defined(CT_I32)
 #define CT int
 #define CT_LOAD load_i32
+#define CT_OF i32_of
+#define CT_BITS bits_of_i32
 #define CT_STORE store_i32
 #else
 #define CT int64_t
 #define CT_LOAD load_i64
+#define CT_OF i64_of
+#define CT_BITS bits_of_i64
 #define CT_STORE store_i64
 #endif
 
@@ -244,6 +264,7 @@ CT apply(uint op, CT x, CT y, CT z, uint aux) {
     case OP_mul: return x * y;
     case OP_div:
       if (aux == 1u) return trunc(x / y);
+#ifndef EW_VEC // floor division and fmod stay on the generic kernel (compile time)
       if (aux == 2u) {
         if (y == CT(0)) return x / y;
         CT m = fmod_exact(x, y);
@@ -254,7 +275,9 @@ CT apply(uint op, CT x, CT y, CT z, uint aux) {
         if (dv - fl > CT(0.5)) fl += CT(1);
         return fl;
       }
+#endif
       return x / y;
+#ifndef EW_VEC
     case OP_fmod: case OP_remainder: {
       if (y == CT(0) || isinf(x) || isnan(x) || isnan(y)) return CT(0) / CT(0);
       CT mf = fmod_exact(x, y);
@@ -262,6 +285,7 @@ CT apply(uint op, CT x, CT y, CT z, uint aux) {
       if (mf != CT(0) && ((y < CT(0)) != (mf < CT(0)))) mf += y;
       return mf;
     }
+#endif
     case OP_maximum: return isnan(x) ? x : (isnan(y) ? y : (x > y ? x : y));
     case OP_minimum: return isnan(x) ? x : (isnan(y) ? y : (x < y ? x : y));
     case OP_logical_and: return (nz(x) && nz(y)) ? CT(1) : CT(0);
@@ -276,7 +300,7 @@ CT apply(uint op, CT x, CT y, CT z, uint aux) {
     case OP_where: return nz(x) ? y : z;
     case OPC_LEAKY: return x > CT(0) ? x : x * y;
     case OPC_LERP: return abs(z) < CT(0.5) ? x + z * (y - x) : y - (y - x) * (CT(1) - z);
-#if 1
+#ifndef EW_VEC // math evaluated in double: the generic kernel only (compile time)
     case OP_exp: return CT(exp_f(x));
     case OP_expm1: return CT(expm1_d(double(x)));
     case OP_log: return CT(log_d(double(x)));
@@ -480,6 +504,164 @@ uint64_t spec_addr(uint k) { return M64(16u + 20u * k); }
 void exec_dyn(uint opc, uint args, uint aux, uint nin, uint lin) { EXEC_BODY(r, dyn_addr, dyn_dt) }
 void exec_spec(uint opc, uint args, uint aux, uint nin, uint lin) { EXEC_BODY(q, spec_addr, sc_dt) }
 
+#ifdef EW_VEC
+// ---- the contiguous chunked kernel -----------------------------------------
+// Aliased views of each binding: 64-bit words (1-byte dtypes: 8 elements),
+// pairs (2-byte: 8 elements), quads (4-byte: 8; 8-byte: 4), and scalar views
+// for the tail.
+#define EW_VIEWS(k)                                                                     \
+  layout(set = 0, binding = k, std430) buffer W1_##k { uint64_t v[]; } w1_##k;          \
+  layout(set = 0, binding = k, std430) buffer W2_##k { u64vec2 v[]; } w2_##k;           \
+  layout(set = 0, binding = k, std430) buffer W4_##k { u64vec4 v[]; } w4_##k;           \
+  layout(set = 0, binding = k, std430) buffer S1_##k { uint8_t v[]; } s1_##k;           \
+  layout(set = 0, binding = k, std430) buffer S2_##k { uint16_t v[]; } s2_##k;          \
+  layout(set = 0, binding = k, std430) buffer S4_##k { uint v[]; } s4_##k;
+EW_VIEWS(0) EW_VIEWS(1) EW_VIEWS(2) EW_VIEWS(3) EW_VIEWS(4) EW_VIEWS(5) EW_VIEWS(6) EW_VIEWS(7)
+
+#define EW_SWITCH8(STMT) \
+  switch (k) { case 0: STMT(0) case 1: STMT(1) case 2: STMT(2) case 3: STMT(3) \
+               case 4: STMT(4) case 5: STMT(5) case 6: STMT(6) default: STMT(7) }
+#define LD_W1(n) return w1_##n.v[i];
+#define LD_W2(n) return w2_##n.v[i];
+#define LD_W4(n) return w4_##n.v[i];
+#define LD_S(n) switch (sz) { case 1u: return uint64_t(s1_##n.v[i]); case 2u: return uint64_t(s2_##n.v[i]); \
+                              case 4u: return uint64_t(s4_##n.v[i]); } return w1_##n.v[i];
+#define ST_W1(n) w1_##n.v[i] = x; return;
+#define ST_W2(n) w2_##n.v[i] = x; return;
+#define ST_W4(n) w4_##n.v[i] = x; return;
+#define ST_S(n) switch (sz) { case 1u: s1_##n.v[i] = uint8_t(x & 255ul); return; \
+                              case 2u: s2_##n.v[i] = uint16_t(x & 65535ul); return; \
+                              case 4u: s4_##n.v[i] = uint(x & 4294967295ul); return; } w1_##n.v[i] = x; return;
+uint64_t ld_w1(uint k, uint i) { EW_SWITCH8(LD_W1) }
+u64vec2 ld_w2(uint k, uint i) { EW_SWITCH8(LD_W2) }
+u64vec4 ld_w4(uint k, uint i) { EW_SWITCH8(LD_W4) }
+uint64_t ld_s(uint k, uint i, uint sz) { EW_SWITCH8(LD_S) }
+void st_w1(uint k, uint i, uint64_t x) { EW_SWITCH8(ST_W1) }
+void st_w2(uint k, uint i, u64vec2 x) { EW_SWITCH8(ST_W2) }
+void st_w4(uint k, uint i, u64vec4 x) { EW_SWITCH8(ST_W4) }
+void st_s(uint k, uint i, uint sz, uint64_t x) { EW_SWITCH8(ST_S) }
+
+// Raw bits of the chunk's elements per operand (constant indices only, so
+// they stay in registers).
+uint64_t raw[MAX_OPS][EW_VE];
+CT kpre[6];
+
+void load_chunk(uint k, uint c) {
+  uint sz = dt_size(sc_dt(k));
+  if (sz == 4u) {
+    u64vec4 w = ld_w4(k, c);
+    raw[k][0] = w.x & 4294967295ul; raw[k][1] = w.x >> 32;
+    raw[k][2] = w.y & 4294967295ul; raw[k][3] = w.y >> 32;
+    raw[k][4] = w.z & 4294967295ul; raw[k][5] = w.z >> 32;
+    raw[k][6] = w.w & 4294967295ul; raw[k][7] = w.w >> 32;
+  } else if (sz == 8u) {
+    u64vec4 a = ld_w4(k, 2u * c), b = ld_w4(k, 2u * c + 1u);
+    raw[k][0] = a.x; raw[k][1] = a.y; raw[k][2] = a.z; raw[k][3] = a.w;
+    raw[k][4] = b.x; raw[k][5] = b.y; raw[k][6] = b.z; raw[k][7] = b.w;
+  } else if (sz == 2u) {
+    u64vec2 w = ld_w2(k, c);
+    raw[k][0] = w.x & 65535ul; raw[k][1] = (w.x >> 16) & 65535ul;
+    raw[k][2] = (w.x >> 32) & 65535ul; raw[k][3] = w.x >> 48;
+    raw[k][4] = w.y & 65535ul; raw[k][5] = (w.y >> 16) & 65535ul;
+    raw[k][6] = (w.y >> 32) & 65535ul; raw[k][7] = w.y >> 48;
+  } else {
+    uint64_t w = ld_w1(k, c);
+    raw[k][0] = w & 255ul; raw[k][1] = (w >> 8) & 255ul; raw[k][2] = (w >> 16) & 255ul;
+    raw[k][3] = (w >> 24) & 255ul; raw[k][4] = (w >> 32) & 255ul; raw[k][5] = (w >> 40) & 255ul;
+    raw[k][6] = (w >> 48) & 255ul; raw[k][7] = w >> 56;
+  }
+}
+
+void store_chunk(uint k, uint c) {
+  uint sz = dt_size(sc_dt(k));
+  if (sz == 4u) {
+    const uint64_t m = 4294967295ul;
+    st_w4(k, c, u64vec4((raw[k][0] & m) | (raw[k][1] << 32), (raw[k][2] & m) | (raw[k][3] << 32),
+                        (raw[k][4] & m) | (raw[k][5] << 32), (raw[k][6] & m) | (raw[k][7] << 32)));
+  } else if (sz == 8u) {
+    st_w4(k, 2u * c, u64vec4(raw[k][0], raw[k][1], raw[k][2], raw[k][3]));
+    st_w4(k, 2u * c + 1u, u64vec4(raw[k][4], raw[k][5], raw[k][6], raw[k][7]));
+  } else if (sz == 2u) {
+    const uint64_t m = 65535ul;
+    st_w2(k, c, u64vec2((raw[k][0] & m) | ((raw[k][1] & m) << 16) | ((raw[k][2] & m) << 32) | (raw[k][3] << 48),
+                        (raw[k][4] & m) | ((raw[k][5] & m) << 16) | ((raw[k][6] & m) << 32) | (raw[k][7] << 48)));
+  } else {
+    const uint64_t m = 255ul;
+    st_w1(k, c, (raw[k][0] & m) | ((raw[k][1] & m) << 8) | ((raw[k][2] & m) << 16) | ((raw[k][3] & m) << 24) |
+                ((raw[k][4] & m) << 32) | ((raw[k][5] & m) << 40) | ((raw[k][6] & m) << 48) | (raw[k][7] << 56));
+  }
+}
+
+// One instruction (index ii of the specialized program) on chunk element j.
+void exec_vec(uint ii, uint opc, uint args, uint aux, uint nin, uint lin, uint j) {
+  uint dst = args & 255u, a = (args >> 8) & 255u, b = (args >> 16) & 255u, c = args >> 24;
+  switch (opc) {
+    case OPC_LOAD_INPUT: q[dst] = CT_OF(raw[a][j], sc_dt(a)); return;
+    case OPC_LOAD_CONST: q[dst] = kpre[ii]; return;
+    case OPC_STORE: raw[nin + a][j] = CT_BITS(q[b], sc_dt(nin + a)); return;
+    case OPC_CAST: q[dst] = round_through(q[a], aux); return;
+    case OPC_INDEX: q[dst] = CT(lin); return;
+  }
+  q[dst] = wrapc(apply(opc, q[a], q[b], q[c], aux));
+}
+
+void run_elem(uint nin, uint lin, uint j) {
+  if (SC_NINSTR > 0u) exec_vec(0u, SC_OP0, SC_AR0, SC_AX0, nin, lin, j);
+  if (SC_NINSTR > 1u) exec_vec(1u, SC_OP1, SC_AR1, SC_AX1, nin, lin, j);
+  if (SC_NINSTR > 2u) exec_vec(2u, SC_OP2, SC_AR2, SC_AX2, nin, lin, j);
+  if (SC_NINSTR > 3u) exec_vec(3u, SC_OP3, SC_AR3, SC_AX3, nin, lin, j);
+  if (SC_NINSTR > 4u) exec_vec(4u, SC_OP4, SC_AR4, SC_AX4, nin, lin, j);
+  if (SC_NINSTR > 5u) exec_vec(5u, SC_OP5, SC_AR5, SC_AX5, nin, lin, j);
+}
+
+void preload_const(uint ii, uint opc, uint args) {
+  if (opc == OPC_LOAD_CONST) kpre[ii] = konst((args >> 8) & 255u);
+}
+
+// The operand counts arrive as specialization constants 36 and 37 (the
+// launcher sets them), so the chunk loops below unroll to constants.
+layout(constant_id = 36) const uint SC_NIN = 0;
+layout(constant_id = 37) const uint SC_NOUT = 0;
+
+// Written out per operand (not loops) so that every index is a constant.
+#define EW_EACH_OP(F) F(0u) F(1u) F(2u) F(3u) F(4u) F(5u) F(6u) F(7u)
+#define LOAD_CHUNK(k) if (k < nin) load_chunk(k, c);
+#define STORE_CHUNK(k) if (k >= nin && k < nops) store_chunk(k, c);
+#define LOAD_ONE(k) if (k < nin) raw[k][0] = ld_s(k, i, dt_size(sc_dt(k)));
+#define STORE_ONE(k) if (k >= nin && k < nops) st_s(k, i, dt_size(sc_dt(k)), raw[k][0]);
+
+void main() {
+  uint numel = pc.n;
+  uint nin = SC_NIN, nops = SC_NIN + SC_NOUT;
+  uint nchunks = numel / uint(EW_VE);
+  // Chunk index from a 2-d grid (x up to 65535 groups, rows of x groups in
+  // y): one chunk per invocation, no loop.
+  uint c = (gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x) * uint(EW_WG) + gl_LocalInvocationID.x;
+  if (SC_NINSTR > 0u) preload_const(0u, SC_OP0, SC_AR0);
+  if (SC_NINSTR > 1u) preload_const(1u, SC_OP1, SC_AR1);
+  if (SC_NINSTR > 2u) preload_const(2u, SC_OP2, SC_AR2);
+  if (SC_NINSTR > 3u) preload_const(3u, SC_OP3, SC_AR3);
+  if (SC_NINSTR > 4u) preload_const(4u, SC_OP4, SC_AR4);
+  if (SC_NINSTR > 5u) preload_const(5u, SC_OP5, SC_AR5);
+  if (c < nchunks) {
+    EW_EACH_OP(LOAD_CHUNK)
+    uint lin = c * uint(EW_VE);
+    run_elem(nin, lin, 0u); run_elem(nin, lin + 1u, 1u); run_elem(nin, lin + 2u, 2u); run_elem(nin, lin + 3u, 3u);
+    run_elem(nin, lin + 4u, 4u); run_elem(nin, lin + 5u, 5u); run_elem(nin, lin + 6u, 6u); run_elem(nin, lin + 7u, 7u);
+    EW_EACH_OP(STORE_CHUNK)
+  }
+  // The tail (numel % EW_VE elements), one by one, by the first invocation.
+  if (c == 0u) {
+    for (uint i = nchunks * uint(EW_VE); i < numel; i++) {
+      EW_EACH_OP(LOAD_ONE)
+      run_elem(nin, i, 0u);
+      EW_EACH_OP(STORE_ONE)
+    }
+  }
+}
+#endif
+
+#ifndef EW_VEC
 void main() {
   uint numel = M(5u);
   uint nin = M(1u), nops = M(1u) + M(2u);
@@ -517,3 +699,4 @@ void main() {
     }
   }
 }
+#endif

@@ -11,6 +11,55 @@
 // 36 beta (double); 38 alpha, 40 beta (int64).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#ifdef MM_VEC
+// The dense f32 variant (MM_VEC, with CT_F32): row-major A [B,M,K], B
+// [B,K,N], C [B,M,N] bound as storage buffers 0, 1, 2 through push
+// descriptors; M % 8 == 0, N % 8 == 0, K % 4 == 0, no alpha or bias (the
+// launcher checks). No shared memory and no barriers: each invocation
+// computes an 8x8 block of C in registers, K in steps of 4, reading A as
+// 4-float and B and C as 8-float vectors. CPU implementations run a
+// workgroup as SIMD lanes of one thread, where barriers and per-lane shared
+// memory accesses cost more than the arithmetic. Accumulates in float in
+// k order, like the tiled kernel.
+layout(local_size_x = 64) in;
+layout(set = 0, binding = 0, std430) readonly buffer MA { u64vec2 v[]; } ma;
+layout(set = 0, binding = 1, std430) readonly buffer MB { u64vec4 v[]; } mb;
+layout(set = 0, binding = 2, std430) writeonly buffer MC { u64vec4 v[]; } mc;
+
+vec2 f2(uint64_t w) { return uintBitsToFloat(unpackUint2x32(w)); }
+uint64_t p2(vec2 v) { return packUint2x32(floatBitsToUint(v)); }
+
+void main() {
+  uint M_ = M(8u), N_ = M(9u), K_ = M(10u);
+  uint nb = N_ / 8u, blocks = (M_ / 8u) * nb;
+  uint inv = gl_GlobalInvocationID.x;
+  if (inv >= blocks) return;
+  uint cb = inv % nb, rb = inv / nb, bz = gl_WorkGroupID.y;
+  uint row0 = bz * M_ + rb * 8u;         // first row of the block in A and C
+  uint bcol = (bz * K_) * nb + cb;       // B row 0 of the batch, in 8-float units
+#define MM_ACC(i) vec4 l##i = vec4(0), h##i = vec4(0);
+  MM_ACC(0) MM_ACC(1) MM_ACC(2) MM_ACC(3) MM_ACC(4) MM_ACC(5) MM_ACC(6) MM_ACC(7)
+  uint k4 = K_ / 4u;
+  for (uint kq = 0u; kq < k4; kq++) {
+    uint kb = bcol + kq * 4u * nb;
+    u64vec4 w0 = mb.v[kb], w1 = mb.v[kb + nb], w2 = mb.v[kb + 2u * nb], w3 = mb.v[kb + 3u * nb];
+    vec4 b0l = vec4(f2(w0.x), f2(w0.y)), b0h = vec4(f2(w0.z), f2(w0.w));
+    vec4 b1l = vec4(f2(w1.x), f2(w1.y)), b1h = vec4(f2(w1.z), f2(w1.w));
+    vec4 b2l = vec4(f2(w2.x), f2(w2.y)), b2h = vec4(f2(w2.z), f2(w2.w));
+    vec4 b3l = vec4(f2(w3.x), f2(w3.y)), b3h = vec4(f2(w3.z), f2(w3.w));
+#define MM_ROW(i)                                                                   \
+    {                                                                               \
+      u64vec2 a = ma.v[(row0 + uint(i)) * k4 + kq];                                    \
+      vec2 a01 = f2(a.x), a23 = f2(a.y);                                            \
+      l##i += a01.x * b0l; h##i += a01.x * b0h; l##i += a01.y * b1l; h##i += a01.y * b1h; \
+      l##i += a23.x * b2l; h##i += a23.x * b2h; l##i += a23.y * b3l; h##i += a23.y * b3h; \
+    }
+    MM_ROW(0) MM_ROW(1) MM_ROW(2) MM_ROW(3) MM_ROW(4) MM_ROW(5) MM_ROW(6) MM_ROW(7)
+  }
+#define MM_STORE(i) mc.v[(row0 + uint(i)) * nb + cb] = u64vec4(p2(l##i.xy), p2(l##i.zw), p2(h##i.xy), p2(h##i.zw));
+  MM_STORE(0) MM_STORE(1) MM_STORE(2) MM_STORE(3) MM_STORE(4) MM_STORE(5) MM_STORE(6) MM_STORE(7)
+}
+#else
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint SC_A_DT = 1;
 layout(constant_id = 1) const uint SC_B_DT = 1;
@@ -92,3 +141,4 @@ void main() {
     }
   }
 }
+#endif

@@ -39,7 +39,7 @@ if [ "$bench" = 1 ]; then
   cat docs/performance.intro.md build/reports/bench-cpu.md > docs/performance.md
   # Every other device: its figures against the CPU plugin.
   for dev in $(build/bin/bp-info --devices | grep -v -e '^cpu:' -e '^template:' || true); do
-    build/bin/bp-bench --device "$dev" --suite vs_cpu,core --markdown "build/reports/bench-$dev.md" >/dev/null
+    build/bin/bp-bench --device "$dev" --suite vs_cpu --markdown "build/reports/bench-$dev.md" >/dev/null
     cat "build/reports/bench-$dev.md" >> docs/performance.md
   done
   echo "wrote docs/performance.md"

@@ -185,3 +185,16 @@ void bp_nd_cursor_init(bp_nd_cursor_t* c, const bp_nd_layout_t* l, int64_t pos) 
     for (int k = 0; k < l->nops; k++) c->off[k] += i * l->strides[k][d];
   }
 }
+
+static _Thread_local char tls_msg[BP_PLUGIN_MSG_CAP];
+static _Thread_local int tls_is_worker;
+
+void bp_plugin_set_worker_thread(int is_worker) { tls_is_worker = is_worker; }
+const char* bp_plugin_last_error(void) { return tls_msg; }
+
+bp_status_t bp_plugin_errorv(const bp_host_services_t* host, bp_status_t status, const char* fmt,
+                             va_list ap) {
+  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  if (!tls_is_worker) bp_plugin_report(host, status, "%s", tls_msg);
+  return status;
+}

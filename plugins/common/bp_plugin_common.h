@@ -10,6 +10,7 @@
 #ifndef BACKPLANE_PLUGIN_COMMON_H_
 #define BACKPLANE_PLUGIN_COMMON_H_
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -112,6 +113,18 @@ uint8_t bp_f64_to_f8e5m2(double v);
  * one) and returns `status`. `host` may be NULL. */
 bp_status_t bp_plugin_report(const bp_host_services_t* host, bp_status_t status, const char* fmt,
                              ...) __attribute__((format(printf, 3, 4)));
+
+/* The calling thread's error slot, one per plugin library (each links its
+ * own copy of this static library): bp_plugin_error formats the message
+ * into it and returns `status`; on threads that answer a plugin call it
+ * also goes to host->report, on stream worker threads (marked with
+ * bp_plugin_set_worker_thread) it is only kept, for the stream's sticky
+ * error. */
+#define BP_PLUGIN_MSG_CAP 256
+bp_status_t bp_plugin_errorv(const bp_host_services_t* host, bp_status_t status, const char* fmt,
+                             va_list ap);
+const char* bp_plugin_last_error(void);
+void bp_plugin_set_worker_thread(int is_worker);
 /* Formats into `buf` (always NUL-terminated); returns `status`. */
 bp_status_t bp_plugin_format(char* buf, size_t cap, bp_status_t status, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -27,18 +27,15 @@ const bp_host_services_t* cpu_host;
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
-static _Thread_local char tls_msg[CPU_MSG_CAP];
-static _Thread_local int tls_is_worker;
-
-void cpu_set_worker_thread(int is_worker) { tls_is_worker = is_worker; }
-const char* cpu_last_error(void) { return tls_msg; }
+/* The thread-local error slot lives in plugins/common (bp_plugin_errorv). */
+void cpu_set_worker_thread(int is_worker) { bp_plugin_set_worker_thread(is_worker); }
+const char* cpu_last_error(void) { return bp_plugin_last_error(); }
 
 bp_status_t cpu_error(bp_status_t status, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  status = bp_plugin_errorv(cpu_host, status, fmt, ap);
   va_end(ap);
-  if (!tls_is_worker) bp_plugin_report(cpu_host, status, "%s", tls_msg);
   return status;
 }
 

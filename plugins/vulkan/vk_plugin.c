@@ -33,18 +33,15 @@
 const bp_host_services_t* vk_host;
 
 /* ---- errors and logging -------------------------------------------- */
-static _Thread_local char tls_msg[VK_MSG_CAP];
-static _Thread_local int tls_is_worker;
-
-void vk_set_worker_thread(int w) { tls_is_worker = w; }
-const char* vk_last_error(void) { return tls_msg; }
+/* The thread-local error slot lives in plugins/common (bp_plugin_errorv). */
+void vk_set_worker_thread(int w) { bp_plugin_set_worker_thread(w); }
+const char* vk_last_error(void) { return bp_plugin_last_error(); }
 
 bp_status_t vk_error(bp_status_t status, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(tls_msg, sizeof tls_msg, fmt, ap);
+  status = bp_plugin_errorv(vk_host, status, fmt, ap);
   va_end(ap);
-  if (!tls_is_worker) bp_plugin_report(vk_host, status, "%s", tls_msg);
   return status;
 }
 

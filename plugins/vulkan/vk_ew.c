@@ -290,23 +290,35 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
    * offset aligned for the descriptors and 16-byte accesses. */
   int vec = contig && spec[0] != 0 && vk_pipeline_has_push_descriptors(s->dev);
   for (uint32_t i = 0; i < p->ninstr && vec; i++) vec = ew_vec_opcode(p->ins[i].opcode, p->ins[i].aux, p->cdt);
-  VkDescriptorBufferInfo bufs[VK_MAX_PUSH_BUFFERS];
+  vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
   uint64_t align = s->dev->feat.min_ssbo_align > 16 ? s->dev->feat.min_ssbo_align : 16;
   for (uint32_t k = 0; k < nops && vec; k++) {
     uint64_t range = (uint64_t)numel * bp_dtype_size(all[k]->dtype);
     vec = all[k]->byte_offset % align == 0 && range <= s->dev->feat.max_ssbo_range;
-    bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)all[k]->buffer)->buf, all[k]->byte_offset, range};
+    bind.bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)all[k]->buffer)->buf, all[k]->byte_offset, range};
+  }
+  /* Inputs of 2 bytes and more are read through texel views of their whole
+   * 8-element chunks; without a view for one of them the variant reads
+   * every input from its storage buffer. */
+  uint32_t texel = 1;
+  for (uint32_t k = 0; k < VK_MAX_PUSH_VIEWS && vec; k++) {
+    bind.views[k] = vk_pipeline_null_view(s->dev);
+    uint64_t chunk_bytes = (uint64_t)(numel / 8) * 8 * (k < p->nin ? bp_dtype_size(all[k]->dtype) : 0);
+    if (k < p->nin && bp_dtype_size(all[k]->dtype) >= 2 && chunk_bytes &&
+        vk_buffer_texel_view((struct bpp_buffer_s*)all[k]->buffer, all[k]->byte_offset, chunk_bytes, &bind.views[k]))
+      texel = 0;
   }
   if (vec) {
     /* Unused bindings alias operand 0: every declared binding is valid. */
-    for (uint32_t k = nops; k < VK_MAX_PUSH_BUFFERS; k++) bufs[k] = bufs[0];
-    uint32_t vspec[38];
+    for (uint32_t k = nops; k < VK_MAX_PUSH_BUFFERS; k++) bind.bufs[k] = bind.bufs[0];
+    uint32_t vspec[39];
     memcpy(vspec, spec, sizeof spec);
     vspec[1] = vspec[3] = 0; /* layout constants unused by the variant */
     vspec[36] = p->nin;
     vspec[37] = p->nout;
+    vspec[38] = texel;
     VkPipeline vpipe;
-    bp_status_t vst = vk_pipeline_get(s->dev, (uint32_t)shader + (VK_SHADER_ewv_f32 - VK_SHADER_ew_f32), vspec, 38,
+    bp_status_t vst = vk_pipeline_get(s->dev, (uint32_t)shader + (VK_SHADER_ewv_f32 - VK_SHADER_ew_f32), vspec, 39,
                                       &vpipe);
     if (vst) return vst;
     /* One 8-element chunk per invocation, 64 per group, groups in rows of
@@ -315,7 +327,7 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
     if (vgroups == 0) vgroups = 1;
     uint64_t gx = vgroups < 65535 ? vgroups : 65535, gy = (vgroups + gx - 1) / gx;
     return vk_stream_dispatch_bufs(s, vpipe, meta, (304 + 2 * p->nconst) * 4, (uint32_t)numel, (uint32_t)gx,
-                                   (uint32_t)gy, 1, acc, nops, bufs, VK_MAX_PUSH_BUFFERS);
+                                   (uint32_t)gy, 1, acc, nops, &bind);
   }
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, (uint32_t)shader, spec, 36, &pipe);

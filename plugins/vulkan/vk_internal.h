@@ -64,7 +64,8 @@
  * NULL when the device or a fake driver lacks them. */
 #define VK_DEVICE_OPT_FUNCS(X)                                                  \
   X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                \
-  X(vkCmdPushDescriptorSetKHR) X(vkGetPipelineCacheData)
+  X(vkCmdPushDescriptorSetKHR) X(vkGetPipelineCacheData) X(vkCreateBufferView)   \
+  X(vkDestroyBufferView)
 
 typedef struct vk_dispatch {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -198,6 +199,8 @@ typedef struct vk_features {
   int push_descriptor_ext;  /* VK_KHR_push_descriptor */
   uint64_t min_ssbo_align;  /* minStorageBufferOffsetAlignment, bytes */
   uint64_t max_ssbo_range;  /* maxStorageBufferRange, bytes */
+  uint64_t min_texel_align; /* minTexelBufferOffsetAlignment, bytes */
+  uint64_t max_texels;      /* maxTexelBufferElements */
 } vk_features_t;
 
 struct bpp_instance_s;
@@ -244,13 +247,29 @@ struct bpp_buffer_s {
   uint32_t kind;
   vk_alloc_t alloc;
   unsigned char* map; /* host pointer when the memory is host visible */
+  /* Texel views of byte ranges of buf (vk_buffer_texel_view), created on
+   * first use and destroyed with the buffer; `views_lock` guards the list
+   * (streams of several threads may ask at once). */
+  pthread_mutex_t views_lock;
+  struct vk_texel_view* views;
+  uint32_t num_views;
 };
+
+/* Most texel views one buffer keeps; past it, kernels use storage buffers. */
+#define VK_MAX_VIEWS_PER_BUFFER 64
 
 /* Creates a VkBuffer of `size` bytes in `pool` with transfer and device
  * address usage, bound and mapped when host visible. */
 VK_HIDDEN bp_status_t vk_buffer_create(struct bpp_device_s* dev, vk_pool_t* pool, uint64_t size,
                                        uint32_t kind, struct bpp_buffer_s** out);
 VK_HIDDEN void vk_buffer_destroy(struct bpp_buffer_s* b);
+/* An R32G32B32A32_UINT uniform texel view of [off, off + bytes) of b (bytes
+ * a multiple of 16), owned by b: kernels read 16-byte texels through it,
+ * which CPU implementations turn into vector loads where storage-buffer
+ * reads become per-lane loops. 0 and the view, or -1 when the device cannot
+ * (no texel views, alignment, maxTexelBufferElements, the per-buffer cap, a
+ * driver error): the caller then reads through a storage buffer. */
+VK_HIDDEN int vk_buffer_texel_view(struct bpp_buffer_s* b, uint64_t off, uint64_t bytes, VkBufferView* out);
 
 /* Instance creation with an explicit vkGetInstanceProcAddr (tests pass a
  * fake driver). Parses `options` ("key=value;..."). */
@@ -339,17 +358,27 @@ VK_HIDDEN bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const 
                                          uint32_t gy, uint32_t gz, const vk_access_t* acc,
                                          uint32_t nacc);
 
-/* Storage buffers a dispatch may push (set 0, bindings 0..7). */
+/* Storage buffers a dispatch may push (set 0, bindings 0..7) and uniform
+ * texel buffers (R32G32B32A32_UINT views, bindings 8..15). */
 #define VK_MAX_PUSH_BUFFERS 8
+#define VK_MAX_PUSH_VIEWS 8
 
-/* vk_stream_dispatch with `nbufs` storage buffers pushed as set 0 through
- * VK_KHR_push_descriptor (nbufs 0: none; then equivalent to
+/* What a dispatch pushes as set 0: bufs[0..nbufs) at bindings 0.., views
+ * [0..nviews) at bindings VK_MAX_PUSH_BUFFERS... A shader's declared
+ * bindings must all be pushed (alias unused ones). */
+typedef struct vk_bindings {
+  VkDescriptorBufferInfo bufs[VK_MAX_PUSH_BUFFERS];
+  VkBufferView views[VK_MAX_PUSH_VIEWS];
+  uint32_t nbufs, nviews;
+} vk_bindings_t;
+
+/* vk_stream_dispatch with set 0 pushed through VK_KHR_push_descriptor
+ * (bind NULL or empty: nothing pushed; then equivalent to
  * vk_stream_dispatch). */
 VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void* meta,
                                               uint32_t meta_bytes, uint32_t push_n, uint32_t gx,
                                               uint32_t gy, uint32_t gz, const vk_access_t* acc,
-                                              uint32_t nacc, const VkDescriptorBufferInfo* bufs,
-                                              uint32_t nbufs);
+                                              uint32_t nacc, const vk_bindings_t* bind);
 
 /* ------------------------------------------------------------------------ */
 /* Pipelines (vk_pipeline.c)                                                 */
@@ -378,9 +407,13 @@ VK_HIDDEN bp_status_t vk_pipelines_init(struct bpp_device_s* dev);
 VK_HIDDEN void vk_pipelines_fini(struct bpp_device_s* dev);
 VK_HIDDEN VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* dev);
 VK_HIDDEN uint32_t vk_pipeline_count(struct bpp_device_s* dev);
-/* Nonzero when the device pushes storage-buffer descriptors (the fast
- * elementwise and matmul paths); else every op uses buffer addresses. */
+/* Nonzero when the device pushes storage-buffer and texel-buffer
+ * descriptors (the fast elementwise and matmul paths); else every op uses
+ * buffer addresses. */
 VK_HIDDEN int vk_pipeline_has_push_descriptors(struct bpp_device_s* dev);
+/* A valid 16-byte texel view for texel bindings a dispatch does not read
+ * (every declared binding must hold a descriptor). Owned by the device. */
+VK_HIDDEN VkBufferView vk_pipeline_null_view(struct bpp_device_s* dev);
 
 /* ------------------------------------------------------------------------ */
 /* Ops (vk_ops.c, vk_ew.c)                                                   */

@@ -177,27 +177,37 @@ static int64_t scalar_i(const bp_scalar_t* s, int64_t dflt) {
 }
 
 /* The register-blocked f32 kernel (matmulv_f32) applies: f32 operands,
- * row-major and dense (batches packed), M and N multiples of 8, K of 4, no
- * alpha or bias, 16-byte aligned offsets, every operand within one storage
- * buffer descriptor and 32-bit element indices. Fills the descriptors. */
+ * row-major and dense (batches packed), K and N multiples of 4, no alpha or
+ * bias, A and B within one texel view each (vk_buffer_texel_view: aligned
+ * offsets, maxTexelBufferElements), C within one storage buffer descriptor
+ * at an aligned offset, and 32-bit indices. Fills the bindings. */
 static int matmul_vec_ok(bpp_stream_t s, const bp_tensor_desc_t* const t[3], const int64_t dims[3][2],
-                         int64_t batch, int batched, int scaled, VkDescriptorBufferInfo* bufs) {
+                         int64_t batch, int batched, int scaled, vk_bindings_t* bind) {
   if (scaled || !vk_pipeline_has_push_descriptors(s->dev)) return 0;
   uint64_t align = s->dev->feat.min_ssbo_align > 16 ? s->dev->feat.min_ssbo_align : 16;
-  if (dims[0][0] % 8 || dims[1][1] % 8 || dims[0][1] % 4) return 0;
-  if ((uint64_t)(dims[2][0] / 8) * (uint64_t)(dims[2][1] / 8) > 65535ull * 64) return 0; /* groups */
+  if (dims[0][1] % 4 || dims[1][1] % 4) return 0;
+  uint64_t blocks = (uint64_t)((dims[2][0] + 31) / 32) * (uint64_t)((dims[2][1] / 4 + 3) / 4);
+  if (blocks > 65535ull * 8) return 0; /* groups of 8 in one row */
+  *bind = (vk_bindings_t){.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
   for (int k = 0; k < 3; k++) {
     const bp_tensor_desc_t* d = t[k];
     uint32_t ar = batched ? 1 : 0;
     int64_t rows = dims[k][0], cols = dims[k][1];
-    if (d->dtype != BP_DTYPE_F32 || d->byte_offset % align) return 0;
+    if (d->dtype != BP_DTYPE_F32) return 0;
     if (d->strides[ar + 1] != 1 || (rows > 1 && d->strides[ar] != cols)) return 0;
     if (batched && batch > 1 && d->strides[0] != rows * cols) return 0;
     uint64_t elems = (uint64_t)batch * (uint64_t)rows * (uint64_t)cols;
-    if (elems > INT32_MAX || elems * 4 > s->dev->feat.max_ssbo_range) return 0;
-    bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)d->buffer)->buf, d->byte_offset, elems * 4};
+    if (elems > INT32_MAX) return 0;
+    struct bpp_buffer_s* b = (struct bpp_buffer_s*)d->buffer;
+    if (k < 2) {
+      if (vk_buffer_texel_view(b, d->byte_offset, elems * 4, &bind->views[k])) return 0;
+    } else {
+      if (d->byte_offset % align || elems * 4 > s->dev->feat.max_ssbo_range) return 0;
+      bind->bufs[0] = (VkDescriptorBufferInfo){b->buf, d->byte_offset, elems * 4};
+    }
   }
-  for (int k = 3; k < VK_MAX_PUSH_BUFFERS; k++) bufs[k] = bufs[0]; /* every binding valid */
+  for (int k = 1; k < VK_MAX_PUSH_BUFFERS; k++) bind->bufs[k] = bind->bufs[0]; /* every binding valid */
+  for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind->views[k] = vk_pipeline_null_view(s->dev);
   return 1;
 }
 
@@ -275,15 +285,16 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(C, 1, &acc[n++]);
   const bp_tensor_desc_t* ops3[3] = {A, B, C};
   const int64_t dims[3][2] = {{M_, K_}, {K_, N_}, {M_, N_}};
-  VkDescriptorBufferInfo bufs[VK_MAX_PUSH_BUFFERS];
+  vk_bindings_t bind;
   VkPipeline pipe;
   bp_status_t st;
-  if (matmul_vec_ok(s, ops3, dims, batch, batched, spec[4] != 0, bufs)) {
+  if (matmul_vec_ok(s, ops3, dims, batch, batched, spec[4] != 0, &bind)) {
     const uint32_t none[1] = {0}; /* the variant has no specialization constants */
     if ((st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, none, 1, &pipe)) != BP_OK) return st;
-    uint64_t blocks = (uint64_t)(M_ / 8) * (uint64_t)(N_ / 8);
-    return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + 63) / 64), (uint32_t)batch,
-                                   1, acc, n, bufs, VK_MAX_PUSH_BUFFERS);
+    /* One 32 x 16 block of C per invocation (MM_RB x 4 MM_CB in the shader). */
+    uint64_t blocks = (uint64_t)((M_ + 31) / 32) * (uint64_t)((N_ / 4 + 3) / 4);
+    return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + 7) / 8), (uint32_t)batch, 1,
+                                   acc, n, &bind);
   }
   if ((st = vk_pipeline_get(s->dev, (uint32_t)sh, spec, 5, &pipe)) != BP_OK) return st;
   return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, (uint32_t)((N_ + 63) / 64), (uint32_t)((M_ + 63) / 64),

@@ -272,11 +272,13 @@ bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t s
   b->pool = pool;
   b->size = size;
   b->kind = kind;
+  pthread_mutex_init(&b->views_lock, NULL);
   VkBufferCreateInfo bi = {
       .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
       .size = size,
-      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-               VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
+      .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
+               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+               VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
   };
   VkResult r = d->vk.vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
@@ -311,8 +313,62 @@ cleanup:
   return st;
 }
 
+/* ---- texel views --------------------------------------------------------- */
+struct vk_texel_view {
+  uint64_t off, bytes;
+  VkBufferView view;
+  struct vk_texel_view* next;
+};
+
+int vk_buffer_texel_view(struct bpp_buffer_s* b, uint64_t off, uint64_t bytes, VkBufferView* out) {
+  struct bpp_device_s* d = b->dev;
+  const vk_features_t* f = &d->feat;
+  if (!d->vk.vkCreateBufferView || !d->vk.vkDestroyBufferView || bytes == 0 || bytes % 16) return -1;
+  if (off % (f->min_texel_align ? f->min_texel_align : 16) || off % 16) return -1;
+  if (off > b->size || bytes > b->size - off || bytes / 16 > f->max_texels) return -1;
+  int rc = -1;
+  pthread_mutex_lock(&b->views_lock);
+  for (struct vk_texel_view* v = b->views; v; v = v->next)
+    if (v->off == off && v->bytes == bytes) {
+      *out = v->view;
+      rc = 0;
+      goto done;
+    }
+  if (b->num_views >= VK_MAX_VIEWS_PER_BUFFER) goto done;
+  struct vk_texel_view* v = calloc(1, sizeof *v);
+  if (!v) goto done;
+  /* R32G32B32A32_UINT supports uniform texel buffers on every device (a
+   * mandatory format feature). */
+  VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                               .buffer = b->buf,
+                               .format = VK_FORMAT_R32G32B32A32_UINT,
+                               .offset = off,
+                               .range = bytes};
+  if (d->vk.vkCreateBufferView(d->dev, &vi, NULL, &v->view) != VK_SUCCESS) {
+    free(v);
+    goto done;
+  }
+  v->off = off;
+  v->bytes = bytes;
+  v->next = b->views;
+  b->views = v;
+  b->num_views++;
+  *out = v->view;
+  rc = 0;
+done:
+  pthread_mutex_unlock(&b->views_lock);
+  return rc;
+}
+
 void vk_buffer_destroy(struct bpp_buffer_s* b) {
   if (!b) return;
+  while (b->views) {
+    struct vk_texel_view* v = b->views;
+    b->views = v->next;
+    b->dev->vk.vkDestroyBufferView(b->dev->dev, v->view, NULL);
+    free(v);
+  }
+  pthread_mutex_destroy(&b->views_lock);
   if (b->buf) b->dev->vk.vkDestroyBuffer(b->dev->dev, b->buf, NULL);
   vk_pool_free(b->pool, &b->alloc);
   free(b);

@@ -46,6 +46,11 @@ struct vk_pipeline_cache {
   VkPipelineCache cache;
   VkPipelineLayout layout;
   VkDescriptorSetLayout set_layout; /* push descriptors, or VK_NULL_HANDLE */
+  /* A 16-byte buffer and its texel view, outside the pools (no block, no
+   * budget), for texel bindings a dispatch does not read. */
+  VkBuffer null_buf;
+  VkDeviceMemory null_mem;
+  VkBufferView null_view;
   VkShaderModule modules[VK_SHADER_COUNT_];
   vk_pipe_entry_t* buckets[VK_PIPE_BUCKETS];
   uint32_t count;
@@ -95,27 +100,78 @@ static void cache_file_write(struct bpp_device_s* d, VkPipelineCache cache, cons
   free(data);
 }
 
+static void null_view_destroy(struct bpp_device_s* d, vk_pipeline_cache_t* c) {
+  if (c->null_view) d->vk.vkDestroyBufferView(d->dev, c->null_view, NULL);
+  if (c->null_buf) d->vk.vkDestroyBuffer(d->dev, c->null_buf, NULL);
+  if (c->null_mem) d->vk.vkFreeMemory(d->dev, c->null_mem, NULL);
+  c->null_view = VK_NULL_HANDLE;
+  c->null_buf = VK_NULL_HANDLE;
+  c->null_mem = VK_NULL_HANDLE;
+}
+
+/* The null texel view (see vk_pipeline_cache). On failure nothing is left. */
+static VkResult null_view_create(struct bpp_device_s* d, vk_pipeline_cache_t* c) {
+  if (!d->vk.vkCreateBufferView || !d->vk.vkDestroyBufferView) return VK_ERROR_FEATURE_NOT_PRESENT;
+  VkBufferCreateInfo bi = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                           .size = 16,
+                           .usage = VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT,
+                           .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+  VkResult r = d->vk.vkCreateBuffer(d->dev, &bi, NULL, &c->null_buf);
+  if (r != VK_SUCCESS) c->null_buf = VK_NULL_HANDLE; /* the driver may leave it unset */
+  if (r == VK_SUCCESS) {
+    VkMemoryRequirements req;
+    d->vk.vkGetBufferMemoryRequirements(d->dev, c->null_buf, &req);
+    uint32_t type = d->device_type_index;
+    if (!(req.memoryTypeBits & (1u << type))) type = d->host_type_index;
+    VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                               .allocationSize = req.size,
+                               .memoryTypeIndex = type};
+    r = (req.memoryTypeBits & (1u << type)) ? d->vk.vkAllocateMemory(d->dev, &ai, NULL, &c->null_mem)
+                                             : VK_ERROR_FEATURE_NOT_PRESENT;
+    if (r != VK_SUCCESS) c->null_mem = VK_NULL_HANDLE;
+  }
+  if (r == VK_SUCCESS) r = d->vk.vkBindBufferMemory(d->dev, c->null_buf, c->null_mem, 0);
+  if (r == VK_SUCCESS) {
+    VkBufferViewCreateInfo vi = {.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO,
+                                 .buffer = c->null_buf,
+                                 .format = VK_FORMAT_R32G32B32A32_UINT,
+                                 .offset = 0,
+                                 .range = 16};
+    r = d->vk.vkCreateBufferView(d->dev, &vi, NULL, &c->null_view);
+  }
+  if (r != VK_SUCCESS) {
+    c->null_view = VK_NULL_HANDLE;
+    null_view_destroy(d, c);
+  }
+  return r;
+}
+
 bp_status_t vk_pipelines_init(struct bpp_device_s* d) {
   vk_pipeline_cache_t* c = calloc(1, sizeof *c);
   if (!c) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   pthread_mutex_init(&c->lock, NULL);
   VkResult r = VK_SUCCESS;
+  /* Push descriptors need the texel views too (a null view fills texel
+   * bindings a dispatch does not read). */
   if (d->feat.push_descriptor_ext && d->vk.vkCreateDescriptorSetLayout && d->vk.vkDestroyDescriptorSetLayout &&
-      d->vk.vkCmdPushDescriptorSetKHR) {
-    VkDescriptorSetLayoutBinding b[VK_MAX_PUSH_BUFFERS];
-    for (uint32_t i = 0; i < VK_MAX_PUSH_BUFFERS; i++)
+      d->vk.vkCmdPushDescriptorSetKHR && null_view_create(d, c) == VK_SUCCESS) {
+    VkDescriptorSetLayoutBinding b[VK_MAX_PUSH_BUFFERS + VK_MAX_PUSH_VIEWS];
+    for (uint32_t i = 0; i < VK_MAX_PUSH_BUFFERS + VK_MAX_PUSH_VIEWS; i++)
       b[i] = (VkDescriptorSetLayoutBinding){.binding = i,
-                                            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                            .descriptorType = i < VK_MAX_PUSH_BUFFERS
+                                                                  ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                                                                  : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
                                             .descriptorCount = 1,
                                             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
     VkDescriptorSetLayoutCreateInfo si = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
                                           .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
-                                          .bindingCount = VK_MAX_PUSH_BUFFERS,
+                                          .bindingCount = VK_MAX_PUSH_BUFFERS + VK_MAX_PUSH_VIEWS,
                                           .pBindings = b};
     /* Without it the contiguous kernels are not used; not an error. */
     if (d->vk.vkCreateDescriptorSetLayout(d->dev, &si, NULL, &c->set_layout) != VK_SUCCESS)
       c->set_layout = VK_NULL_HANDLE;
   }
+  if (!c->set_layout) null_view_destroy(d, c);
   VkPushConstantRange pr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = 16};
   VkPipelineLayoutCreateInfo li = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                    .setLayoutCount = c->set_layout ? 1u : 0u,
@@ -140,6 +196,7 @@ bp_status_t vk_pipelines_init(struct bpp_device_s* d) {
   }
   if (r != VK_SUCCESS) {
     if (c->set_layout) d->vk.vkDestroyDescriptorSetLayout(d->dev, c->set_layout, NULL);
+    null_view_destroy(d, c);
     pthread_mutex_destroy(&c->lock);
     free(c);
     return vk_error(vk_status_of(r), "vulkan: creating the pipeline layout/cache failed: %s", vk_result_name(r));
@@ -164,6 +221,7 @@ void vk_pipelines_fini(struct bpp_device_s* d) {
   d->vk.vkDestroyPipelineCache(d->dev, c->cache, NULL);
   d->vk.vkDestroyPipelineLayout(d->dev, c->layout, NULL);
   if (c->set_layout) d->vk.vkDestroyDescriptorSetLayout(d->dev, c->set_layout, NULL);
+  null_view_destroy(d, c);
   pthread_mutex_destroy(&c->lock);
   free(c);
   d->pipes = NULL;
@@ -172,6 +230,8 @@ void vk_pipelines_fini(struct bpp_device_s* d) {
 VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* d) { return d->pipes->layout; }
 
 int vk_pipeline_has_push_descriptors(struct bpp_device_s* d) { return d->pipes->set_layout != VK_NULL_HANDLE; }
+
+VkBufferView vk_pipeline_null_view(struct bpp_device_s* d) { return d->pipes->null_view; }
 
 uint32_t vk_pipeline_count(struct bpp_device_s* d) {
   pthread_mutex_lock(&d->pipes->lock);

@@ -216,6 +216,8 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
   f->max_shared = lim->maxComputeSharedMemorySize;
   f->min_ssbo_align = lim->minStorageBufferOffsetAlignment;
   f->max_ssbo_range = lim->maxStorageBufferRange;
+  f->min_texel_align = lim->minTexelBufferOffsetAlignment;
+  f->max_texels = lim->maxTexelBufferElements;
   if (VK_API_VERSION_MAJOR(f->api_version) < 1 ||
       (VK_API_VERSION_MAJOR(f->api_version) == 1 && VK_API_VERSION_MINOR(f->api_version) < 2))
     return "Vulkan 1.2 is required";

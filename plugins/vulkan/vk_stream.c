@@ -644,15 +644,17 @@ bp_status_t vk_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off, uint6
 bp_status_t vk_stream_dispatch(bpp_stream_t s, VkPipeline pipe, const void* meta, uint32_t meta_bytes,
                                uint32_t push_n, uint32_t gx, uint32_t gy, uint32_t gz, const vk_access_t* acc,
                                uint32_t nacc) {
-  return vk_stream_dispatch_bufs(s, pipe, meta, meta_bytes, push_n, gx, gy, gz, acc, nacc, NULL, 0);
+  return vk_stream_dispatch_bufs(s, pipe, meta, meta_bytes, push_n, gx, gy, gz, acc, nacc, NULL);
 }
 
 bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void* meta, uint32_t meta_bytes,
                                     uint32_t push_n, uint32_t gx, uint32_t gy, uint32_t gz,
-                                    const vk_access_t* acc, uint32_t nacc, const VkDescriptorBufferInfo* bufs,
-                                    uint32_t nbufs) {
-  if (nbufs > VK_MAX_PUSH_BUFFERS || (nbufs && !vk_pipeline_has_push_descriptors(s->dev)))
-    return vk_error(BP_INTERNAL, "vulkan: %u descriptor-bound buffers requested without push descriptors", nbufs);
+                                    const vk_access_t* acc, uint32_t nacc, const vk_bindings_t* bind) {
+  uint32_t nbufs = bind ? bind->nbufs : 0, nviews = bind ? bind->nviews : 0;
+  if (nbufs > VK_MAX_PUSH_BUFFERS || nviews > VK_MAX_PUSH_VIEWS ||
+      ((nbufs || nviews) && !vk_pipeline_has_push_descriptors(s->dev)))
+    return vk_error(BP_INTERNAL, "vulkan: %u buffers and %u texel views requested without push descriptors", nbufs,
+                    nviews);
   struct bpp_device_s* d = s->dev;
   vk_batch_t* b;
   bp_status_t st = cur_batch(s, &b);
@@ -672,15 +674,22 @@ bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void*
   } pc = {addr, push_n, 0};
   d->vk.vkCmdBindPipeline(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   d->vk.vkCmdPushConstants(b->cmd, vk_pipeline_layout(d), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-  if (nbufs) {
-    VkWriteDescriptorSet w[VK_MAX_PUSH_BUFFERS];
+  if (nbufs || nviews) {
+    VkWriteDescriptorSet w[VK_MAX_PUSH_BUFFERS + VK_MAX_PUSH_VIEWS];
     for (uint32_t i = 0; i < nbufs; i++)
       w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                     .dstBinding = i,
                                     .descriptorCount = 1,
                                     .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                    .pBufferInfo = &bufs[i]};
-    d->vk.vkCmdPushDescriptorSetKHR(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_pipeline_layout(d), 0, nbufs, w);
+                                    .pBufferInfo = &bind->bufs[i]};
+    for (uint32_t i = 0; i < nviews; i++)
+      w[nbufs + i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+                                            .dstBinding = VK_MAX_PUSH_BUFFERS + i,
+                                            .descriptorCount = 1,
+                                            .descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER,
+                                            .pTexelBufferView = &bind->views[i]};
+    d->vk.vkCmdPushDescriptorSetKHR(b->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, vk_pipeline_layout(d), 0, nbufs + nviews,
+                                    w);
   }
   if (gx && gy && gz) d->vk.vkCmdDispatch(b->cmd, gx, gy, gz);
   return after_command(s, b);

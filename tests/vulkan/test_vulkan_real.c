@@ -143,6 +143,89 @@ static void test_add_chain(void** state) {
   bp_tensor_release(c);
 }
 
+/* ---- the texel-view kernels ------------------------------------------------ */
+/* The dense f32 matmul reads A and B through texel views in 32 x 16 blocks
+ * of C: shapes that end mid-block in M and N, batches, and a view at an
+ * offset into a shared buffer, against a double-precision host product. */
+static void check_matmul(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, uint64_t a_offset) {
+  int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
+  float* x = malloc((size_t)na * 4);
+  float* y = malloc((size_t)nb * 4);
+  float* got = malloc((size_t)nc * 4);
+  double* want = malloc((size_t)nc * 8);
+  fill(x, (int)na, 11);
+  fill(y, (int)nb, 12);
+  bp_buffer_t* abuf = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, a_offset + (uint64_t)na * 4, &abuf), BP_OK);
+  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
+  uint32_t rank = batch > 1 ? 3 : 2;
+  bp_tensor_t *a = NULL, *c = NULL;
+  assert_int_equal(bp_tensor_from_buffer(abuf, BP_DTYPE_F32, rank, batch > 1 ? asz : asz + 1, NULL, a_offset, &a), BP_OK);
+  assert_int_equal(bp_tensor_write(e->s, a, x, (uint64_t)na * 4), BP_OK);
+  bp_tensor_t* b = tensor_f32(e, rank, batch > 1 ? bsz : bsz + 1, y);
+  if (batch > 1)
+    assert_int_equal(bp_op_bmm(e->s, a, b, NULL, &c), BP_OK);
+  else
+    assert_int_equal(bp_op_mm(e->s, a, b, NULL, &c), BP_OK);
+  read_f32(e, c, got);
+  for (int64_t z = 0; z < batch; z++)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; q++) acc += (double)x[(z * m + i) * k + q] * y[(z * k + q) * n + j];
+        want[(z * m + i) * n + j] = acc;
+      }
+  expect_close(got, want, (int)nc, 1e-5 * (double)k);
+  bp_tensor_release(a);
+  bp_tensor_release(b);
+  bp_tensor_release(c);
+  bp_buffer_release(abuf);
+  free(x);
+  free(y);
+  free(got);
+  free(want);
+}
+
+static void test_matmul_blocks(void** state) {
+  env_t* e = *state;
+  check_matmul(e, 1, 64, 64, 64, 0);  /* whole blocks */
+  check_matmul(e, 1, 37, 20, 12, 0);  /* M and N end mid-block */
+  check_matmul(e, 1, 1, 4, 4, 48);    /* one row, A at an offset */
+  check_matmul(e, 3, 33, 8, 36, 16);  /* batches, partial blocks, offset */
+  check_matmul(e, 2, 5, 6, 7, 0);     /* K and N not multiples of 4: the tiled kernel */
+}
+
+/* Contiguous elementwise programs read inputs of 2, 4 and 8 bytes through
+ * texel views (8-element chunks) and the tail one by one. */
+static void test_texel_elementwise(void** state) {
+  env_t* e = *state;
+  static const uint32_t dts[3] = {BP_DTYPE_F16, BP_DTYPE_F32, BP_DTYPE_F64};
+  enum { N = 1003 };
+  int64_t sz[1] = {N};
+  float x[N], y[N], got[N];
+  double want[N];
+  fill(x, N, 21);
+  fill(y, N, 22);
+  for (int d = 0; d < 3; d++) {
+    bp_tensor_t *xf = tensor_f32(e, 1, sz, x), *yf = tensor_f32(e, 1, sz, y);
+    bp_tensor_t *xa = NULL, *ya = NULL, *sum = NULL, *back = NULL;
+    bp_cast_attrs_t to = {sizeof to, dts[d]}, to_f32 = {sizeof to_f32, BP_DTYPE_F32};
+    assert_int_equal(bp_op_to_copy(e->s, xf, &to, &xa), BP_OK);
+    assert_int_equal(bp_op_to_copy(e->s, yf, &to, &ya), BP_OK);
+    assert_int_equal(bp_op_add(e->s, xa, ya, NULL, &sum), BP_OK);
+    assert_int_equal(bp_op_to_copy(e->s, sum, &to_f32, &back), BP_OK);
+    read_f32(e, back, got);
+    for (int i = 0; i < N; i++) want[i] = (double)x[i] + (double)y[i];
+    expect_close(got, want, N, dts[d] == BP_DTYPE_F16 ? 2e-3 : 1e-6);
+    bp_tensor_release(xf);
+    bp_tensor_release(yf);
+    bp_tensor_release(xa);
+    bp_tensor_release(ya);
+    bp_tensor_release(sum);
+    bp_tensor_release(back);
+  }
+}
+
 /* ---- norms ------------------------------------------------------------------ */
 static void test_layer_norm_and_rms_norm(void** state) {
   env_t* e = *state;
@@ -473,6 +556,8 @@ int main(void) {
       cmocka_unit_test(test_device_properties),
       cmocka_unit_test(test_copies_and_fill),
       cmocka_unit_test(test_add_chain),
+      cmocka_unit_test(test_matmul_blocks),
+      cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
       cmocka_unit_test(test_gather_index_select_embedding),
       cmocka_unit_test(test_conv2d_and_pooling),

@@ -507,16 +507,22 @@ void exec_spec(uint opc, uint args, uint aux, uint nin, uint lin) { EXEC_BODY(q,
 #ifdef EW_VEC
 // ---- the contiguous chunked kernel -----------------------------------------
 // Aliased views of each binding: 64-bit words (1-byte dtypes: 8 elements),
-// pairs (2-byte: 8 elements), quads (4-byte: 8; 8-byte: 4), and scalar views
-// for the tail.
+// pairs (2-byte: 8 elements), quads (4-byte: 8; 8-byte: 4), 32-bit quads
+// (the stores of 2-, 4- and 8-byte dtypes) and scalar views for the tail.
+// Inputs of 2 bytes and more are read as 16-byte texels of a uniform texel
+// buffer (binding 8 + k) when SC_TEXEL is set: CPU implementations turn a
+// texel fetch into vector loads, a storage-buffer read into a per-lane loop.
 #define EW_VIEWS(k)                                                                     \
   layout(set = 0, binding = k, std430) buffer W1_##k { uint64_t v[]; } w1_##k;          \
   layout(set = 0, binding = k, std430) buffer W2_##k { u64vec2 v[]; } w2_##k;           \
   layout(set = 0, binding = k, std430) buffer W4_##k { u64vec4 v[]; } w4_##k;           \
+  layout(set = 0, binding = k, std430) buffer Q4_##k { uvec4 v[]; } q4_##k;             \
   layout(set = 0, binding = k, std430) buffer S1_##k { uint8_t v[]; } s1_##k;           \
   layout(set = 0, binding = k, std430) buffer S2_##k { uint16_t v[]; } s2_##k;          \
-  layout(set = 0, binding = k, std430) buffer S4_##k { uint v[]; } s4_##k;
+  layout(set = 0, binding = k, std430) buffer S4_##k { uint v[]; } s4_##k;              \
+  layout(set = 0, binding = 8 + k) uniform usamplerBuffer t_##k;
 EW_VIEWS(0) EW_VIEWS(1) EW_VIEWS(2) EW_VIEWS(3) EW_VIEWS(4) EW_VIEWS(5) EW_VIEWS(6) EW_VIEWS(7)
+layout(constant_id = 38) const uint SC_TEXEL = 0;
 
 #define EW_SWITCH8(STMT) \
   switch (k) { case 0: STMT(0) case 1: STMT(1) case 2: STMT(2) case 3: STMT(3) \
@@ -524,21 +530,21 @@ EW_VIEWS(0) EW_VIEWS(1) EW_VIEWS(2) EW_VIEWS(3) EW_VIEWS(4) EW_VIEWS(5) EW_VIEWS
 #define LD_W1(n) return w1_##n.v[i];
 #define LD_W2(n) return w2_##n.v[i];
 #define LD_W4(n) return w4_##n.v[i];
+#define LD_T(n) return texelFetch(t_##n, int(i));
 #define LD_S(n) switch (sz) { case 1u: return uint64_t(s1_##n.v[i]); case 2u: return uint64_t(s2_##n.v[i]); \
                               case 4u: return uint64_t(s4_##n.v[i]); } return w1_##n.v[i];
 #define ST_W1(n) w1_##n.v[i] = x; return;
-#define ST_W2(n) w2_##n.v[i] = x; return;
-#define ST_W4(n) w4_##n.v[i] = x; return;
+#define ST_Q4(n) q4_##n.v[i] = x; return;
 #define ST_S(n) switch (sz) { case 1u: s1_##n.v[i] = uint8_t(x & 255ul); return; \
                               case 2u: s2_##n.v[i] = uint16_t(x & 65535ul); return; \
                               case 4u: s4_##n.v[i] = uint(x & 4294967295ul); return; } w1_##n.v[i] = x; return;
 uint64_t ld_w1(uint k, uint i) { EW_SWITCH8(LD_W1) }
 u64vec2 ld_w2(uint k, uint i) { EW_SWITCH8(LD_W2) }
 u64vec4 ld_w4(uint k, uint i) { EW_SWITCH8(LD_W4) }
+uvec4 ld_t(uint k, uint i) { EW_SWITCH8(LD_T) }
 uint64_t ld_s(uint k, uint i, uint sz) { EW_SWITCH8(LD_S) }
 void st_w1(uint k, uint i, uint64_t x) { EW_SWITCH8(ST_W1) }
-void st_w2(uint k, uint i, u64vec2 x) { EW_SWITCH8(ST_W2) }
-void st_w4(uint k, uint i, u64vec4 x) { EW_SWITCH8(ST_W4) }
+void st_q4(uint k, uint i, uvec4 x) { EW_SWITCH8(ST_Q4) }
 void st_s(uint k, uint i, uint sz, uint64_t x) { EW_SWITCH8(ST_S) }
 
 // Raw bits of the chunk's elements per operand (constant indices only, so
@@ -546,9 +552,25 @@ void st_s(uint k, uint i, uint sz, uint64_t x) { EW_SWITCH8(ST_S) }
 uint64_t raw[MAX_OPS][EW_VE];
 CT kpre[6];
 
+uint64_t lo16(uint w) { return uint64_t(w & 65535u); }
+uint64_t hi16(uint w) { return uint64_t(w >> 16); }
+uint64_t w64(uint lo, uint hi) { return packUint2x32(uvec2(lo, hi)); }
+
 void load_chunk(uint k, uint c) {
   uint sz = dt_size(sc_dt(k));
-  if (sz == 4u) {
+  if (SC_TEXEL != 0u && sz == 4u) {
+    uvec4 a = ld_t(k, 2u * c), b = ld_t(k, 2u * c + 1u);
+    raw[k][0] = a.x; raw[k][1] = a.y; raw[k][2] = a.z; raw[k][3] = a.w;
+    raw[k][4] = b.x; raw[k][5] = b.y; raw[k][6] = b.z; raw[k][7] = b.w;
+  } else if (SC_TEXEL != 0u && sz == 8u) {
+    uvec4 a = ld_t(k, 4u * c), b = ld_t(k, 4u * c + 1u), e = ld_t(k, 4u * c + 2u), f = ld_t(k, 4u * c + 3u);
+    raw[k][0] = w64(a.x, a.y); raw[k][1] = w64(a.z, a.w); raw[k][2] = w64(b.x, b.y); raw[k][3] = w64(b.z, b.w);
+    raw[k][4] = w64(e.x, e.y); raw[k][5] = w64(e.z, e.w); raw[k][6] = w64(f.x, f.y); raw[k][7] = w64(f.z, f.w);
+  } else if (SC_TEXEL != 0u && sz == 2u) {
+    uvec4 a = ld_t(k, c);
+    raw[k][0] = lo16(a.x); raw[k][1] = hi16(a.x); raw[k][2] = lo16(a.y); raw[k][3] = hi16(a.y);
+    raw[k][4] = lo16(a.z); raw[k][5] = hi16(a.z); raw[k][6] = lo16(a.w); raw[k][7] = hi16(a.w);
+  } else if (sz == 4u) {
     u64vec4 w = ld_w4(k, c);
     raw[k][0] = w.x & 4294967295ul; raw[k][1] = w.x >> 32;
     raw[k][2] = w.y & 4294967295ul; raw[k][3] = w.y >> 32;
@@ -572,19 +594,25 @@ void load_chunk(uint k, uint c) {
   }
 }
 
+// Stores go out as 32-bit quads: per-lane stores of 32-bit components cost
+// CPU implementations less than 64-bit ones.
+uint u32(uint64_t x) { return uint(x & 4294967295ul); }
+uint hi32(uint64_t x) { return uint(x >> 32); }
+uint p16(uint64_t a, uint64_t b) { return uint(a & 65535ul) | (uint(b & 65535ul) << 16); }
+
 void store_chunk(uint k, uint c) {
   uint sz = dt_size(sc_dt(k));
   if (sz == 4u) {
-    const uint64_t m = 4294967295ul;
-    st_w4(k, c, u64vec4((raw[k][0] & m) | (raw[k][1] << 32), (raw[k][2] & m) | (raw[k][3] << 32),
-                        (raw[k][4] & m) | (raw[k][5] << 32), (raw[k][6] & m) | (raw[k][7] << 32)));
+    st_q4(k, 2u * c, uvec4(u32(raw[k][0]), u32(raw[k][1]), u32(raw[k][2]), u32(raw[k][3])));
+    st_q4(k, 2u * c + 1u, uvec4(u32(raw[k][4]), u32(raw[k][5]), u32(raw[k][6]), u32(raw[k][7])));
   } else if (sz == 8u) {
-    st_w4(k, 2u * c, u64vec4(raw[k][0], raw[k][1], raw[k][2], raw[k][3]));
-    st_w4(k, 2u * c + 1u, u64vec4(raw[k][4], raw[k][5], raw[k][6], raw[k][7]));
+    st_q4(k, 4u * c, uvec4(u32(raw[k][0]), hi32(raw[k][0]), u32(raw[k][1]), hi32(raw[k][1])));
+    st_q4(k, 4u * c + 1u, uvec4(u32(raw[k][2]), hi32(raw[k][2]), u32(raw[k][3]), hi32(raw[k][3])));
+    st_q4(k, 4u * c + 2u, uvec4(u32(raw[k][4]), hi32(raw[k][4]), u32(raw[k][5]), hi32(raw[k][5])));
+    st_q4(k, 4u * c + 3u, uvec4(u32(raw[k][6]), hi32(raw[k][6]), u32(raw[k][7]), hi32(raw[k][7])));
   } else if (sz == 2u) {
-    const uint64_t m = 65535ul;
-    st_w2(k, c, u64vec2((raw[k][0] & m) | ((raw[k][1] & m) << 16) | ((raw[k][2] & m) << 32) | (raw[k][3] << 48),
-                        (raw[k][4] & m) | ((raw[k][5] & m) << 16) | ((raw[k][6] & m) << 32) | (raw[k][7] << 48)));
+    st_q4(k, c, uvec4(p16(raw[k][0], raw[k][1]), p16(raw[k][2], raw[k][3]), p16(raw[k][4], raw[k][5]),
+                      p16(raw[k][6], raw[k][7])));
   } else {
     const uint64_t m = 255ul;
     st_w1(k, c, (raw[k][0] & m) | ((raw[k][1] & m) << 8) | ((raw[k][2] & m) << 16) | ((raw[k][3] & m) << 24) |

@@ -12,52 +12,60 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef MM_VEC
-// The dense f32 variant (MM_VEC, with CT_F32): row-major A [B,M,K], B
-// [B,K,N], C [B,M,N] bound as storage buffers 0, 1, 2 through push
-// descriptors; M % 8 == 0, N % 8 == 0, K % 4 == 0, no alpha or bias (the
-// launcher checks). No shared memory and no barriers: each invocation
-// computes an 8x8 block of C in registers, K in steps of 4, reading A as
-// 4-float and B and C as 8-float vectors. CPU implementations run a
-// workgroup as SIMD lanes of one thread, where barriers and per-lane shared
-// memory accesses cost more than the arithmetic. Accumulates in float in
-// k order, like the tiled kernel.
-layout(local_size_x = 64) in;
-layout(set = 0, binding = 0, std430) readonly buffer MA { u64vec2 v[]; } ma;
-layout(set = 0, binding = 1, std430) readonly buffer MB { u64vec4 v[]; } mb;
-layout(set = 0, binding = 2, std430) writeonly buffer MC { u64vec4 v[]; } mc;
-
-vec2 f2(uint64_t w) { return uintBitsToFloat(unpackUint2x32(w)); }
-uint64_t p2(vec2 v) { return packUint2x32(floatBitsToUint(v)); }
+// The dense f32 variant (MM_VEC, with CT_F32): row-major A [B,M,K] and B
+// [B,K,N] read as 16-byte texels of uniform texel buffers (bindings 8 and
+// 9), C [B,M,N] written through storage buffer 0 (push descriptors); K % 4
+// == 0, N % 4 == 0, no alpha or bias (the launcher checks). No shared
+// memory and no barriers: each invocation computes an MM_RB x (4 MM_CB)
+// block of C in registers, K in steps of 4. CPU implementations run a
+// workgroup as SIMD lanes of one thread: a texel fetch becomes vector
+// loads, where storage-buffer reads, shared memory and barriers become
+// per-lane loops; the large block is what amortises the loads. Rows and
+// columns past the edges are clamped on load and skipped on store.
+// Accumulates in float in k order, like the tiled kernel.
+#extension GL_EXT_control_flow_attributes : require
+#define MM_RB 32u
+#define MM_CB 4u
+layout(local_size_x = 8) in;
+// The views are R32G32B32A32_UINT (one format for every texel binding).
+layout(set = 0, binding = 8) uniform usamplerBuffer ta;
+layout(set = 0, binding = 9) uniform usamplerBuffer tb;
+vec4 fetch(usamplerBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
+layout(set = 0, binding = 0, std430) writeonly buffer MC { vec4 v[]; } mc;
 
 void main() {
   uint M_ = M(8u), N_ = M(9u), K_ = M(10u);
-  uint nb = N_ / 8u, blocks = (M_ / 8u) * nb;
+  uint n4 = N_ / 4u, k4 = K_ / 4u;
+  uint nbn = (n4 + MM_CB - 1u) / MM_CB, blocks = ((M_ + MM_RB - 1u) / MM_RB) * nbn;
   uint inv = gl_GlobalInvocationID.x;
   if (inv >= blocks) return;
-  uint cb = inv % nb, rb = inv / nb, bz = gl_WorkGroupID.y;
-  uint row0 = bz * M_ + rb * 8u;         // first row of the block in A and C
-  uint bcol = (bz * K_) * nb + cb;       // B row 0 of the batch, in 8-float units
-#define MM_ACC(i) vec4 l##i = vec4(0), h##i = vec4(0);
-  MM_ACC(0) MM_ACC(1) MM_ACC(2) MM_ACC(3) MM_ACC(4) MM_ACC(5) MM_ACC(6) MM_ACC(7)
-  uint k4 = K_ / 4u;
+  uint bz = gl_WorkGroupID.y;
+  uint row0 = (inv / nbn) * MM_RB, tc0 = (inv % nbn) * MM_CB;
+  uint a0 = bz * M_ * k4, b0 = bz * K_ * n4;
+  uint arow[MM_RB];
+  uint bcol[MM_CB];
+  [[unroll]] for (uint i = 0u; i < MM_RB; i++) arow[i] = a0 + min(row0 + i, M_ - 1u) * k4;
+  [[unroll]] for (uint j = 0u; j < MM_CB; j++) bcol[j] = b0 + min(tc0 + j, n4 - 1u);
+  vec4 acc[MM_RB][MM_CB];
+  [[unroll]] for (uint i = 0u; i < MM_RB; i++)
+    [[unroll]] for (uint j = 0u; j < MM_CB; j++) acc[i][j] = vec4(0);
   for (uint kq = 0u; kq < k4; kq++) {
-    uint kb = bcol + kq * 4u * nb;
-    u64vec4 w0 = mb.v[kb], w1 = mb.v[kb + nb], w2 = mb.v[kb + 2u * nb], w3 = mb.v[kb + 3u * nb];
-    vec4 b0l = vec4(f2(w0.x), f2(w0.y)), b0h = vec4(f2(w0.z), f2(w0.w));
-    vec4 b1l = vec4(f2(w1.x), f2(w1.y)), b1h = vec4(f2(w1.z), f2(w1.w));
-    vec4 b2l = vec4(f2(w2.x), f2(w2.y)), b2h = vec4(f2(w2.z), f2(w2.w));
-    vec4 b3l = vec4(f2(w3.x), f2(w3.y)), b3h = vec4(f2(w3.z), f2(w3.w));
-#define MM_ROW(i)                                                                   \
-    {                                                                               \
-      u64vec2 a = ma.v[(row0 + uint(i)) * k4 + kq];                                    \
-      vec2 a01 = f2(a.x), a23 = f2(a.y);                                            \
-      l##i += a01.x * b0l; h##i += a01.x * b0h; l##i += a01.y * b1l; h##i += a01.y * b1h; \
-      l##i += a23.x * b2l; h##i += a23.x * b2h; l##i += a23.y * b3l; h##i += a23.y * b3h; \
+    vec4 bv[4][MM_CB];
+    [[unroll]] for (uint r = 0u; r < 4u; r++)
+      [[unroll]] for (uint j = 0u; j < MM_CB; j++) bv[r][j] = fetch(tb, bcol[j] + (kq * 4u + r) * n4);
+    [[unroll]] for (uint i = 0u; i < MM_RB; i++) {
+      vec4 a = fetch(ta, arow[i] + kq);
+      [[unroll]] for (uint j = 0u; j < MM_CB; j++) {
+        acc[i][j] = fma(vec4(a.x), bv[0][j], acc[i][j]);
+        acc[i][j] = fma(vec4(a.y), bv[1][j], acc[i][j]);
+        acc[i][j] = fma(vec4(a.z), bv[2][j], acc[i][j]);
+        acc[i][j] = fma(vec4(a.w), bv[3][j], acc[i][j]);
+      }
     }
-    MM_ROW(0) MM_ROW(1) MM_ROW(2) MM_ROW(3) MM_ROW(4) MM_ROW(5) MM_ROW(6) MM_ROW(7)
   }
-#define MM_STORE(i) mc.v[(row0 + uint(i)) * nb + cb] = u64vec4(p2(l##i.xy), p2(l##i.zw), p2(h##i.xy), p2(h##i.zw));
-  MM_STORE(0) MM_STORE(1) MM_STORE(2) MM_STORE(3) MM_STORE(4) MM_STORE(5) MM_STORE(6) MM_STORE(7)
+  [[unroll]] for (uint i = 0u; i < MM_RB; i++)
+    [[unroll]] for (uint j = 0u; j < MM_CB; j++)
+      if (row0 + i < M_ && tc0 + j < n4) mc.v[(bz * M_ + row0 + i) * n4 + tc0 + j] = acc[i][j];
 }
 #else
 layout(local_size_x = 16, local_size_y = 16) in;

@@ -5,7 +5,7 @@
 #  - docs/ops.md: the op table (include/backplane/ops.def) with that
 #    summary's status and dtype columns per backend;
 #  - docs/performance.md: bp-bench's figures (every suite on cpu:0, and the
-#    device-vs-CPU suite on every other device found), under the fixed text
+#    device-vs-CPU and raw-Vulkan suites on every other device found), under the fixed text
 #    of docs/performance.intro.md.
 # Options: --no-conformance keeps the committed summary; --no-bench keeps
 # docs/performance.md.
@@ -37,9 +37,10 @@ echo "wrote docs/ops.md"
 if [ "$bench" = 1 ]; then
   build/bin/bp-bench --markdown build/reports/bench-cpu.md >/dev/null
   cat docs/performance.intro.md build/reports/bench-cpu.md > docs/performance.md
-  # Every other device: its figures against the CPU plugin.
+  # Every other device: its figures against the CPU plugin, and for Vulkan
+  # devices against raw Vulkan (the vk_raw suite says where it does not apply).
   for dev in $(build/bin/bp-info --devices | grep -v -e '^cpu:' -e '^template:' || true); do
-    build/bin/bp-bench --device "$dev" --suite vs_cpu --markdown "build/reports/bench-$dev.md" >/dev/null
+    build/bin/bp-bench --device "$dev" --suite vs_cpu,vk_raw --markdown "build/reports/bench-$dev.md" >/dev/null
     cat "build/reports/bench-$dev.md" >> docs/performance.md
   done
   echo "wrote docs/performance.md"

@@ -215,6 +215,20 @@ static inline void max_win(const pgeo_t* g, int j, int64_t o, int64_t* lo, int64
 
 /* x / d where d may be -1 (integer division would trap on INT64_MIN; the
  * plugin wraps signed overflow). */
+/* The input window [lo, hi) per spatial dim (d, h, w) of adaptive pooling's
+ * output position q (a flat index into the output plane), as PyTorch:
+ * floor(o * in / out) to ceil((o + 1) * in / out). Returns its element count. */
+static int64_t adaptive_window(const pgeo_t* g, int64_t q, int64_t lo[3], int64_t hi[3]) {
+  const int64_t o[3] = {q / (g->out[1] * g->out[2]), (q / g->out[2]) % g->out[1], q % g->out[2]};
+  int64_t cnt = 1;
+  for (int k = 0; k < 3; k++) {
+    lo[k] = o[k] * g->in[k] / g->out[k];
+    hi[k] = ((o[k] + 1) * g->in[k] + g->out[k] - 1) / g->out[k];
+    cnt *= hi[k] - lo[k];
+  }
+  return cnt;
+}
+
 #define PK_DIV(T, x, d) ((d) == -1 ? (T)(-(x)) : (T)((x) / (T)(d)))
 
 /* Instantiated per kernel type T (f32: float, f64: double, i64: int64_t);
@@ -340,20 +354,15 @@ POOL_KERNELS(int64_t, I64, INT64_MIN, PK_NO_NAN)
       const T* in = (const T*)j->in + p * g->in_plane;                                        \
       T* out = (T*)j->out + p * g->out_plane;                                                 \
       for (int64_t q = 0; q < g->out_plane; q++) {                                            \
-        int64_t o[3] = {q / (g->out[1] * g->out[2]), (q / g->out[2]) % g->out[1],             \
-                        q % g->out[2]};                                                       \
         int64_t lo[3], hi[3];                                                                 \
-        for (int k = 0; k < 3; k++) {                                                         \
-          lo[k] = o[k] * g->in[k] / g->out[k];                                                \
-          hi[k] = ((o[k] + 1) * g->in[k] + g->out[k] - 1) / g->out[k];                        \
-        }                                                                                     \
+        const int64_t cnt = adaptive_window(g, q, lo, hi);                                    \
         T sum = 0;                                                                            \
         for (int64_t id = lo[0]; id < hi[0]; id++)                                            \
           for (int64_t ih = lo[1]; ih < hi[1]; ih++) {                                        \
             const T* row = in + (id * g->in[1] + ih) * g->in[2];                              \
             for (int64_t iw = lo[2]; iw < hi[2]; iw++) sum += row[iw];                        \
           }                                                                                   \
-        out[q] = sum / (T)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));              \
+        out[q] = sum / (T)cnt;                                                                \
       }                                                                                       \
     }                                                                                         \
   }                                                                                           \
@@ -364,14 +373,9 @@ POOL_KERNELS(int64_t, I64, INT64_MIN, PK_NO_NAN)
       const T* go = (const T*)j->in + p * g->out_plane;                                       \
       T* gi = (T*)j->out + p * g->in_plane;                                                   \
       for (int64_t q = 0; q < g->out_plane; q++) {                                            \
-        int64_t o[3] = {q / (g->out[1] * g->out[2]), (q / g->out[2]) % g->out[1],             \
-                        q % g->out[2]};                                                       \
         int64_t lo[3], hi[3];                                                                 \
-        for (int k = 0; k < 3; k++) {                                                         \
-          lo[k] = o[k] * g->in[k] / g->out[k];                                                \
-          hi[k] = ((o[k] + 1) * g->in[k] + g->out[k] - 1) / g->out[k];                        \
-        }                                                                                     \
-        T delta = go[q] / (T)((hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]));           \
+        const int64_t cnt = adaptive_window(g, q, lo, hi);                                    \
+        T delta = go[q] / (T)cnt;                                                             \
         for (int64_t id = lo[0]; id < hi[0]; id++)                                            \
           for (int64_t ih = lo[1]; ih < hi[1]; ih++) {                                        \
             T* row = gi + (id * g->in[1] + ih) * g->in[2];                                    \

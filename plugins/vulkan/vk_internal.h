@@ -201,6 +201,7 @@ typedef struct vk_features {
   uint64_t max_ssbo_range;  /* maxStorageBufferRange, bytes */
   uint64_t min_texel_align; /* minTexelBufferOffsetAlignment, bytes */
   uint64_t max_texels;      /* maxTexelBufferElements */
+  int cpu;                  /* VK_PHYSICAL_DEVICE_TYPE_CPU: a workgroup runs as SIMD lanes of one thread */
 } vk_features_t;
 
 struct bpp_instance_s;
@@ -324,10 +325,20 @@ struct bpp_stream_s {
   char error_msg[VK_MSG_CAP];
   pthread_t thread;
   int thread_started;
+  /* Device-local scratch the stream's commands reuse (matmul panels), or
+   * NULL; owned by the stream (vk_stream_workspace). */
+  struct bpp_buffer_s* workspace;
 };
 
 VK_HIDDEN bp_status_t vk_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out);
 VK_HIDDEN void vk_stream_destroy(bpp_stream_t stream);
+/* The stream's workspace, grown to at least `bytes` (device-local, the
+ * usual buffer usages). Commands of the stream may write and read it; they
+ * run in order and hazard tracking orders reuse by later commands. Growing
+ * replaces the buffer: the old one is released when the batch being
+ * recorded completes (after every command that used it). Owned by the
+ * stream; RESOURCE_EXHAUSTED when the memory is not there. */
+VK_HIDDEN bp_status_t vk_stream_workspace(bpp_stream_t stream, uint64_t bytes, struct bpp_buffer_s** out);
 VK_HIDDEN bp_status_t vk_stream_synchronize(bpp_stream_t stream);
 VK_HIDDEN bp_status_t vk_stream_query(bpp_stream_t stream);
 VK_HIDDEN bp_status_t vk_stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user);
@@ -389,7 +400,7 @@ VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, c
   X(ewv_f32) X(ewv_f64) X(ewv_i32) X(ewv_i64)                                  \
   X(reduce_f64) X(reduce_i64)                                    \
   X(norm_f64)                                                      \
-  X(matmul_f32) X(matmulv_f32) X(matmul_f64) X(matmul_i64)                     \
+  X(matmul_f32) X(matmulv_f32) X(matmul_pack) X(matmul_f64) X(matmul_i64)     \
   X(index) X(conv_f32) X(conv_f64) X(fill)
 enum vk_shader_id {
 #define VK__SID(n) VK_SHADER_##n,

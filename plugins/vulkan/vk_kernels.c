@@ -176,39 +176,156 @@ static int64_t scalar_i(const bp_scalar_t* s, int64_t dflt) {
   return s->kind == BP_SCALAR_FLOAT ? (int64_t)s->v.f : s->kind == BP_SCALAR_BOOL ? (int64_t)s->v.b : s->v.i;
 }
 
-/* The register-blocked f32 kernel (matmulv_f32) applies: f32 operands,
- * row-major and dense (batches packed), K and N multiples of 4, no alpha or
- * bias, A and B within one texel view each (vk_buffer_texel_view: aligned
- * offsets, maxTexelBufferElements), C within one storage buffer descriptor
- * at an aligned offset, and 32-bit indices. Fills the bindings. */
-static int matmul_vec_ok(bpp_stream_t s, const bp_tensor_desc_t* const t[3], const int64_t dims[3][2],
-                         int64_t batch, int batched, int scaled, vk_bindings_t* bind) {
-  if (scaled || !vk_pipeline_has_push_descriptors(s->dev)) return 0;
-  uint64_t align = s->dev->feat.min_ssbo_align > 16 ? s->dev->feat.min_ssbo_align : 16;
-  if (dims[0][1] % 4 || dims[1][1] % 4) return 0;
-  uint64_t blocks = (uint64_t)((dims[2][0] + 31) / 32) * (uint64_t)((dims[2][1] / 4 + 3) / 4);
-  if (blocks > 65535ull * 8) return 0; /* groups of 8 in one row */
-  *bind = (vk_bindings_t){.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
-  for (int k = 0; k < 3; k++) {
-    const bp_tensor_desc_t* d = t[k];
-    uint32_t ar = batched ? 1 : 0;
-    int64_t rows = dims[k][0], cols = dims[k][1];
-    if (d->dtype != BP_DTYPE_F32) return 0;
-    if (d->strides[ar + 1] != 1 || (rows > 1 && d->strides[ar] != cols)) return 0;
-    if (batched && batch > 1 && d->strides[0] != rows * cols) return 0;
-    uint64_t elems = (uint64_t)batch * (uint64_t)rows * (uint64_t)cols;
-    if (elems > INT32_MAX) return 0;
-    struct bpp_buffer_s* b = (struct bpp_buffer_s*)d->buffer;
-    if (k < 2) {
-      if (vk_buffer_texel_view(b, d->byte_offset, elems * 4, &bind->views[k])) return 0;
-    } else {
-      if (d->byte_offset % align || elems * 4 > s->dev->feat.max_ssbo_range) return 0;
-      bind->bufs[0] = (VkDescriptorBufferInfo){b->buf, d->byte_offset, elems * 4};
-    }
+/* ---- the register-blocked f32 kernel (matmulv_f32, CPU devices) ---------- */
+/* One 32 x 16 block of C per invocation (matmul.comp's MM_RB x 4 MM_CB),
+ * 8 invocations per workgroup. */
+#define MMV_ROWS 32u
+#define MMV_COLS 16u
+#define MMV_LANES 8u
+
+/* How the kernel reads one operand X [batch, rows, cols]: through a texel
+ * view of X itself, or of its dense copy in the workspace, zero-padded
+ * to rows_out rows of cols4 * 4 columns. */
+typedef struct mm_operand {
+  const bp_tensor_desc_t* t;
+  uint64_t rows, cols, cols4, rows_out;
+  int packed;
+  VkBufferView view;
+} mm_operand_t;
+
+/* Reads X in place when it is dense row-major with cols % 4 == 0 and gets
+ * a texel view; otherwise marks it for packing. */
+static void mm_operand_init(mm_operand_t* o, const bp_tensor_desc_t* X, int batched, int64_t batch, uint64_t rows_out,
+                            int may_in_place) {
+  uint32_t ar = batched ? 1 : 0;
+  o->t = X;
+  o->rows_out = rows_out;
+  o->rows = (uint64_t)X->sizes[ar];
+  o->cols = (uint64_t)X->sizes[ar + 1];
+  o->cols4 = (o->cols + 3) / 4;
+  o->packed = 1;
+  if (!may_in_place || o->cols % 4 || X->strides[ar + 1] != 1 ||
+      (o->rows > 1 && (uint64_t)X->strides[ar] != o->cols) ||
+      (batched && batch > 1 && (uint64_t)X->strides[0] != o->rows * o->cols))
+    return;
+  o->packed = vk_buffer_texel_view(X->buffer, X->byte_offset, (uint64_t)batch * o->rows * o->cols * 4, &o->view) != 0;
+}
+
+/* A texel view of X's storage when X is a transposed view of dense
+ * row-major storage ([C, R] per batch) with R % 4 == 0 and no row padding
+ * asked: matmul_pack.comp then reads 4 x 4 blocks. */
+static int transposed_texel_view(const mm_operand_t* o, int batched, int64_t batch, VkBufferView* out) {
+  const bp_tensor_desc_t* X = o->t;
+  uint32_t ar = batched ? 1 : 0;
+  if (o->rows % 4 || o->rows_out != o->rows || X->strides[ar] != 1 ||
+      (o->cols > 1 && (uint64_t)X->strides[ar + 1] != o->rows) ||
+      (batched && batch > 1 && (uint64_t)X->strides[0] != o->rows * o->cols))
+    return 0;
+  uint64_t bytes = (uint64_t)batch * o->rows * o->cols * 4;
+  return bytes / 4 <= INT32_MAX && !vk_buffer_texel_view(X->buffer, X->byte_offset, bytes, out);
+}
+
+/* Copies X into its dense form at [off, off + bytes) of the workspace. */
+static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batched, int64_t batch,
+                               struct bpp_buffer_s* ws, uint64_t off, uint64_t bytes) {
+  const bp_tensor_desc_t* X = o->t;
+  uint32_t ar = batched ? 1 : 0;
+  uint32_t meta[18];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(X));
+  meta[8] = (uint32_t)o->rows;
+  meta[9] = (uint32_t)o->cols;
+  meta[10] = (uint32_t)o->cols4;
+  meta[11] = (uint32_t)o->rows_out;
+  put_i64(&meta[12], batched ? X->strides[0] : 0);
+  put_i64(&meta[14], X->strides[ar]);
+  put_i64(&meta[16], X->strides[ar + 1]);
+  vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
+  const uint32_t spec[1] = {(uint32_t)transposed_texel_view(o, batched, batch, &bind.views[0])};
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmul_pack, spec, 1, &pipe);
+  if (st != BP_OK) return st;
+  vk_access_t acc[2];
+  vk_access_of(X, 0, &acc[0]);
+  acc[1] = (vk_access_t){ws->buf, off, bytes, 1};
+  for (int k = 0; k < VK_MAX_PUSH_BUFFERS; k++) bind.bufs[k] = (VkDescriptorBufferInfo){ws->buf, off, bytes};
+  for (int k = spec[0] ? 1 : 0; k < VK_MAX_PUSH_VIEWS; k++) bind.views[k] = vk_pipeline_null_view(s->dev);
+  /* Rows (of 4 when transposed) are walked with a stride by up to 64
+   * workgroups (matmul_pack.comp). */
+  uint64_t walked = spec[0] ? o->rows_out / 4 : o->rows_out;
+  uint32_t gy = walked < 64 ? (uint32_t)walked : 64;
+  return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((o->cols4 + 63) / 64), gy,
+                                 (uint32_t)batch, acc, 2, &bind);
+}
+
+/* C = A @ B by the register-blocked kernel, on CPU devices (its blocks suit
+ * SIMD lanes of one thread, not GPU threads) with push descriptors: f32 A
+ * and B of any strides, dense row-major C at an aligned offset, no alpha or
+ * bias. Operands it cannot read in place are packed into the stream's
+ * workspace first. BP_UNIMPLEMENTED, having recorded nothing, when
+ * it does not apply (the caller takes the tiled kernel). */
+static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
+                              const bp_tensor_desc_t* C, int64_t M_, int64_t K_, int64_t N_, int64_t batch,
+                              int batched, int scaled) {
+  const vk_features_t* f = &s->dev->feat;
+  if (!f->cpu || scaled || !vk_pipeline_has_push_descriptors(s->dev)) return BP_UNIMPLEMENTED;
+  if (A->dtype != BP_DTYPE_F32 || B->dtype != BP_DTYPE_F32 || C->dtype != BP_DTYPE_F32) return BP_UNIMPLEMENTED;
+  uint32_t ar = batched ? 1 : 0;
+  if (C->strides[ar + 1] != 1 || (M_ > 1 && C->strides[ar] != N_) || (batched && batch > 1 && C->strides[0] != M_ * N_))
+    return BP_UNIMPLEMENTED;
+  uint64_t align = f->min_ssbo_align > 16 ? f->min_ssbo_align : 16;
+  uint64_t c_elems = (uint64_t)batch * (uint64_t)M_ * (uint64_t)N_;
+  uint64_t k4 = ((uint64_t)K_ + 3) / 4, n4 = ((uint64_t)N_ + 3) / 4;
+  uint64_t a_texels = (uint64_t)batch * (uint64_t)M_ * k4, b_texels = (uint64_t)batch * 4 * k4 * n4;
+  uint64_t blocks = (((uint64_t)M_ + MMV_ROWS - 1) / MMV_ROWS) * ((4 * n4 + MMV_COLS - 1) / MMV_COLS);
+  if (C->byte_offset % align || c_elems > INT32_MAX || c_elems * 4 > f->max_ssbo_range || k4 == 0 ||
+      a_texels > INT32_MAX || b_texels > INT32_MAX || blocks > 65535ull * MMV_LANES || batch > 65535 ||
+      k4 > 65535ull * 64 || n4 > 65535ull * 64) /* the packs' rows of 64 texels per workgroup */
+    return BP_UNIMPLEMENTED;
+  /* In place needs K % 4 == 0 for both: padded k must be zeros in A and B. */
+  mm_operand_t a, b;
+  mm_operand_init(&a, A, batched, batch, (uint64_t)M_, K_ % 4 == 0);
+  mm_operand_init(&b, B, batched, batch, 4 * k4, K_ % 4 == 0);
+  /* Packed operands each take a fixed half of the workspace, so that it
+   * keeps the same two views. */
+  uint64_t half = 0;
+  if (a.packed) half = a_texels * 16;
+  if (b.packed && b_texels * 16 > half) half = b_texels * 16;
+  struct bpp_buffer_s* ws = NULL;
+  if (half) {
+    if (half > f->max_ssbo_range || half / 16 > f->max_texels || vk_stream_workspace(s, 2 * half, &ws) != BP_OK)
+      return BP_UNIMPLEMENTED;
+    half = ws->size / 2;
+    if ((a.packed && vk_buffer_texel_view(ws, 0, half, &a.view)) ||
+        (b.packed && vk_buffer_texel_view(ws, half, half, &b.view)))
+      return BP_UNIMPLEMENTED;
   }
-  for (int k = 1; k < VK_MAX_PUSH_BUFFERS; k++) bind->bufs[k] = bind->bufs[0]; /* every binding valid */
-  for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind->views[k] = vk_pipeline_null_view(s->dev);
-  return 1;
+  VkPipeline pipe;
+  const uint32_t none[1] = {0}; /* the kernel has no specialization constants */
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, none, 1, &pipe);
+  if (st != BP_OK) return st;
+  if (a.packed && (st = matmul_pack(s, &a, batched, batch, ws, 0, a_texels * 16)) != BP_OK) return st;
+  if (b.packed && (st = matmul_pack(s, &b, batched, batch, ws, half, b_texels * 16)) != BP_OK) return st;
+  uint32_t meta[16];
+  memset(meta, 0, sizeof meta);
+  meta[8] = (uint32_t)M_;
+  meta[9] = (uint32_t)(4 * n4);
+  meta[10] = (uint32_t)(4 * k4);
+  meta[14] = (uint32_t)N_;
+  vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
+  for (int k = 0; k < VK_MAX_PUSH_BUFFERS; k++)
+    bind.bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)C->buffer)->buf, C->byte_offset, c_elems * 4};
+  bind.views[0] = a.view;
+  bind.views[1] = b.view;
+  for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind.views[k] = vk_pipeline_null_view(s->dev);
+  vk_access_t acc[4];
+  uint32_t n = 0;
+  vk_access_of(A, 0, &acc[n++]);
+  vk_access_of(B, 0, &acc[n++]);
+  vk_access_of(C, 1, &acc[n++]);
+  if (ws) acc[n++] = (vk_access_t){ws->buf, 0, 2 * half, 0};
+  return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + MMV_LANES - 1) / MMV_LANES),
+                                 (uint32_t)batch, 1, acc, n, &bind);
 }
 
 bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
@@ -283,19 +400,9 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(B, 0, &acc[n++]);
   if (has_bias) vk_access_of(bias, 0, &acc[n++]);
   vk_access_of(C, 1, &acc[n++]);
-  const bp_tensor_desc_t* ops3[3] = {A, B, C};
-  const int64_t dims[3][2] = {{M_, K_}, {K_, N_}, {M_, N_}};
-  vk_bindings_t bind;
   VkPipeline pipe;
   bp_status_t st;
-  if (matmul_vec_ok(s, ops3, dims, batch, batched, spec[4] != 0, &bind)) {
-    const uint32_t none[1] = {0}; /* the variant has no specialization constants */
-    if ((st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, none, 1, &pipe)) != BP_OK) return st;
-    /* One 32 x 16 block of C per invocation (MM_RB x 4 MM_CB in the shader). */
-    uint64_t blocks = (uint64_t)((M_ + 31) / 32) * (uint64_t)((N_ / 4 + 3) / 4);
-    return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + 7) / 8), (uint32_t)batch, 1,
-                                   acc, n, &bind);
-  }
+  if ((st = matmul_vec(s, A, B, C, M_, K_, N_, batch, batched, spec[4] != 0)) != BP_UNIMPLEMENTED) return st;
   if ((st = vk_pipeline_get(s->dev, (uint32_t)sh, spec, 5, &pipe)) != BP_OK) return st;
   return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, (uint32_t)((N_ + 63) / 64), (uint32_t)((M_ + 63) / 64),
                             (uint32_t)batch, acc, n);

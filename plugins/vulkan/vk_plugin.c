@@ -218,6 +218,7 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
   f->max_ssbo_range = lim->maxStorageBufferRange;
   f->min_texel_align = lim->minTexelBufferOffsetAlignment;
   f->max_texels = lim->maxTexelBufferElements;
+  f->cpu = p2.properties.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   if (VK_API_VERSION_MAJOR(f->api_version) < 1 ||
       (VK_API_VERSION_MAJOR(f->api_version) == 1 && VK_API_VERSION_MINOR(f->api_version) < 2))
     return "Vulkan 1.2 is required";

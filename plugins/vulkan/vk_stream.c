@@ -460,12 +460,42 @@ void vk_stream_destroy(bpp_stream_t s) {
     s->free_list = b->next;
     batch_free(s, b);
   }
+  vk_buffer_destroy(s->workspace);
   if (s->timeline) d->vk.vkDestroySemaphore(d->dev, s->timeline, NULL);
   if (s->pool) d->vk.vkDestroyCommandPool(d->dev, s->pool, NULL);
   pthread_cond_destroy(&s->cv_work);
   pthread_cond_destroy(&s->cv_done);
   pthread_mutex_destroy(&s->mu);
   free(s);
+}
+
+/* Workspace sizes are whole MiB, so that fixed fractions of it (the matmul
+ * panels take halves) keep every alignment a view or descriptor asks for. */
+#define VK_WORKSPACE_GRAIN (1ull << 20)
+
+bp_status_t vk_stream_workspace(bpp_stream_t s, uint64_t bytes, struct bpp_buffer_s** out) {
+  if (s->workspace && s->workspace->size >= bytes) {
+    *out = s->workspace;
+    return BP_OK;
+  }
+  if (bytes > UINT64_MAX - VK_WORKSPACE_GRAIN)
+    return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: a workspace of %llu bytes", (unsigned long long)bytes);
+  uint64_t size = (bytes + VK_WORKSPACE_GRAIN - 1) / VK_WORKSPACE_GRAIN * VK_WORKSPACE_GRAIN;
+  vk_batch_t* b = NULL;
+  bp_status_t st;
+  /* The batch that will release the old buffer, with room for it, first:
+   * nothing can fail once the new buffer exists. */
+  if (s->workspace) {
+    if ((st = cur_batch(s, &b)) != BP_OK) return st;
+    if (grow((void**)&b->staging, &b->cap_staging, b->nstaging + 1, sizeof *b->staging))
+      return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+  }
+  struct bpp_buffer_s* nb = NULL;
+  if ((st = vk_buffer_create(s->dev, &s->dev->pool_device, size, BP_MEMORY_DEVICE, &nb)) != BP_OK) return st;
+  if (b) b->staging[b->nstaging++] = s->workspace;
+  s->workspace = nb;
+  *out = nb;
+  return BP_OK;
 }
 
 static bp_status_t take_error(bpp_stream_t s) {

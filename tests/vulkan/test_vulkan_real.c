@@ -144,25 +144,14 @@ static void test_add_chain(void** state) {
 }
 
 /* ---- the texel-view kernels ------------------------------------------------ */
-/* The dense f32 matmul reads A and B through texel views in 32 x 16 blocks
- * of C: shapes that end mid-block in M and N, batches, and a view at an
- * offset into a shared buffer, against a double-precision host product. */
-static void check_matmul(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, uint64_t a_offset) {
-  int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
-  float* x = malloc((size_t)na * 4);
-  float* y = malloc((size_t)nb * 4);
+/* C = a @ b (bmm when batch > 1) against the double-precision product of
+ * the host values x [batch,m,k] and y [batch,k,n]. */
+static void mm_and_check(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, bp_tensor_t* a, bp_tensor_t* b,
+                         const float* x, const float* y, double tol) {
+  int64_t nc = batch * m * n;
   float* got = malloc((size_t)nc * 4);
   double* want = malloc((size_t)nc * 8);
-  fill(x, (int)na, 11);
-  fill(y, (int)nb, 12);
-  bp_buffer_t* abuf = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, a_offset + (uint64_t)na * 4, &abuf), BP_OK);
-  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
-  uint32_t rank = batch > 1 ? 3 : 2;
-  bp_tensor_t *a = NULL, *c = NULL;
-  assert_int_equal(bp_tensor_from_buffer(abuf, BP_DTYPE_F32, rank, batch > 1 ? asz : asz + 1, NULL, a_offset, &a), BP_OK);
-  assert_int_equal(bp_tensor_write(e->s, a, x, (uint64_t)na * 4), BP_OK);
-  bp_tensor_t* b = tensor_f32(e, rank, batch > 1 ? bsz : bsz + 1, y);
+  bp_tensor_t* c = NULL;
   if (batch > 1)
     assert_int_equal(bp_op_bmm(e->s, a, b, NULL, &c), BP_OK);
   else
@@ -175,15 +164,35 @@ static void check_matmul(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t 
         for (int64_t q = 0; q < k; q++) acc += (double)x[(z * m + i) * k + q] * y[(z * k + q) * n + j];
         want[(z * m + i) * n + j] = acc;
       }
-  expect_close(got, want, (int)nc, 1e-5 * (double)k);
+  expect_close(got, want, (int)nc, tol);
+  bp_tensor_release(c);
+  free(got);
+  free(want);
+}
+
+/* The dense f32 matmul reads A and B through texel views in 32 x 16 blocks
+ * of C: shapes that end mid-block in M and N, batches, and a view at an
+ * offset into a shared buffer, against a double-precision host product. */
+static void check_matmul(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, uint64_t a_offset) {
+  int64_t na = batch * m * k, nb = batch * k * n;
+  float* x = malloc((size_t)na * 4);
+  float* y = malloc((size_t)nb * 4);
+  fill(x, (int)na, 11);
+  fill(y, (int)nb, 12);
+  bp_buffer_t* abuf = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, a_offset + (uint64_t)na * 4, &abuf), BP_OK);
+  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
+  uint32_t rank = batch > 1 ? 3 : 2;
+  bp_tensor_t* a = NULL;
+  assert_int_equal(bp_tensor_from_buffer(abuf, BP_DTYPE_F32, rank, batch > 1 ? asz : asz + 1, NULL, a_offset, &a), BP_OK);
+  assert_int_equal(bp_tensor_write(e->s, a, x, (uint64_t)na * 4), BP_OK);
+  bp_tensor_t* b = tensor_f32(e, rank, batch > 1 ? bsz : bsz + 1, y);
+  mm_and_check(e, batch, m, k, n, a, b, x, y, 1e-5 * (double)k);
   bp_tensor_release(a);
   bp_tensor_release(b);
-  bp_tensor_release(c);
   bp_buffer_release(abuf);
   free(x);
   free(y);
-  free(got);
-  free(want);
 }
 
 static void test_matmul_blocks(void** state) {
@@ -192,7 +201,51 @@ static void test_matmul_blocks(void** state) {
   check_matmul(e, 1, 37, 20, 12, 0);  /* M and N end mid-block */
   check_matmul(e, 1, 1, 4, 4, 48);    /* one row, A at an offset */
   check_matmul(e, 3, 33, 8, 36, 16);  /* batches, partial blocks, offset */
-  check_matmul(e, 2, 5, 6, 7, 0);     /* K and N not multiples of 4: the tiled kernel */
+  check_matmul(e, 2, 5, 6, 7, 0);     /* K and N not multiples of 4: both packed first */
+}
+
+/* Operands the register-blocked kernel cannot read in place are packed
+ * first (dense, K and N padded to multiples of 4): a transposed view of B,
+ * K and N that are not multiples of 4, several workgroups of blocks. The
+ * values are multiples of 1/8 in [-1, 1], against a double-precision host
+ * product. */
+static void check_matmul_packed(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, int b_transposed) {
+  int64_t na = batch * m * k, nb = batch * k * n;
+  float* x = malloc((size_t)na * 4);
+  float* y = malloc((size_t)nb * 4);  /* B[z][q][j] */
+  float* yt = malloc((size_t)nb * 4); /* as stored: [z][j][q] when transposed */
+  for (int64_t i = 0; i < na; i++) x[i] = (float)((i * 7) % 17 - 8) / 8.0f;
+  for (int64_t i = 0; i < nb; i++) y[i] = (float)((i * 5) % 13 - 6) / 8.0f;
+  for (int64_t z = 0; z < batch; z++)
+    for (int64_t q = 0; q < k; q++)
+      for (int64_t j = 0; j < n; j++)
+        yt[b_transposed ? (z * n + j) * k + q : (z * k + q) * n + j] = y[(z * k + q) * n + j];
+  uint32_t rank = batch > 1 ? 3 : 2;
+  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
+  int64_t bst[3] = {k * n, b_transposed ? 1 : n, b_transposed ? k : 1};
+  bp_tensor_t *a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, x), *b = NULL;
+  bp_buffer_t* bbuf = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &bbuf), BP_OK);
+  assert_int_equal(bp_tensor_from_buffer(bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
+                                         batch > 1 ? bst : bst + 1, 0, &b),
+                   BP_OK);
+  assert_int_equal(bp_copy_host_to_buffer(e->s, yt, bbuf, 0, (uint64_t)nb * 4), BP_OK);
+  mm_and_check(e, batch, m, k, n, a, b, x, y, 1e-6);
+  bp_tensor_release(a);
+  bp_tensor_release(b);
+  bp_buffer_release(bbuf);
+  free(x);
+  free(y);
+  free(yt);
+}
+
+static void test_matmul_packed(void** state) {
+  env_t* e = *state;
+  check_matmul_packed(e, 1, 70, 132, 150, 1); /* x @ W^T: B packed by 4 x 4 blocks, N % 4 == 2 */
+  check_matmul_packed(e, 3, 40, 12, 36, 1);   /* the same, batches */
+  check_matmul_packed(e, 1, 9, 10, 11, 1);    /* transposed B with K % 4 == 2: element by element */
+  check_matmul_packed(e, 2, 33, 9, 20, 0);    /* K % 4 == 1: both packed, batches */
+  check_matmul_packed(e, 1, 5, 7, 260, 0);    /* both packed, 17 column blocks */
 }
 
 /* Contiguous elementwise programs read inputs of 2, 4 and 8 bytes through
@@ -557,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_copies_and_fill),
       cmocka_unit_test(test_add_chain),
       cmocka_unit_test(test_matmul_blocks),
+      cmocka_unit_test(test_matmul_packed),
       cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
       cmocka_unit_test(test_gather_index_select_embedding),

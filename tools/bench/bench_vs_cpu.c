@@ -1,6 +1,7 @@
 /* bp-bench suite "vs_cpu": a non-CPU device against the CPU plugin, both
  * measured in the same run: f32 add over 16M elements (throughput ratio,
- * target 0.5), sgemm 1024^3 (target 0.3) and the submission overhead per
+ * target 0.5), sgemm 1024^3 (target 0.3), the same with B a transposed
+ * view (x @ W^T, a linear layer's weights) and the submission overhead per
  * tiny op (enqueue + completion of 1-element adds, in microseconds). On a
  * CPU device the suite says it does not apply.
  */
@@ -10,8 +11,8 @@
 #include "bench.h"
 
 typedef struct vs_state {
-  bp_tensor_t *a, *b, *out;
-  int kind; /* 0 add, 1 mm, 2 tiny adds */
+  bp_tensor_t *a, *b, *bt, *out;
+  int kind; /* 0 add, 1 mm, 2 tiny adds, 3 mm with B transposed */
   int tiny_ops;
 } vs_state_t;
 
@@ -20,6 +21,7 @@ static void run_vs(bpb_ctx_t* ctx, void* user) {
   switch (s->kind) {
     case 0: BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out)); break;
     case 1: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->b, NULL, &s->out)); break;
+    case 3: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->bt, NULL, &s->out)); break;
     default:
       for (int i = 0; i < s->tiny_ops; i++) BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out));
       break;
@@ -29,6 +31,7 @@ static void run_vs(bpb_ctx_t* ctx, void* user) {
 static void release(vs_state_t* s) {
   bp_tensor_release(s->a);
   bp_tensor_release(s->b);
+  bp_tensor_release(s->bt);
   bp_tensor_release(s->out);
   memset(s, 0, sizeof *s);
 }
@@ -45,6 +48,10 @@ static void measure(bpb_ctx_t* ctx, bpb_ctx_t* cpu, int kind, uint32_t rank, con
     s.tiny_ops = tiny_ops;
     s.a = bpb_tensor_random(cs[k], rank, asz, 1);
     s.b = bpb_tensor_random(cs[k], rank, bsz, 2);
+    if (kind == 3) {
+      static const int64_t swap[2] = {1, 0};
+      BPB_CHECK(bp_tensor_permute(s.b, swap, &s.bt));
+    }
     BPB_CHECK(bp_stream_synchronize(cs[k]->stream));
     *out[k] = bpb_time(cs[k], run_vs, &s);
     release(&s);
@@ -79,6 +86,11 @@ void bpb_suite_vs_cpu(bpb_ctx_t* ctx) {
   double flops = 2.0 * (double)m * (double)m * (double)m;
   snprintf(name, sizeof name, "sgemm %lld^3: %s vs the CPU plugin", (long long)m, dev);
   bpb_add_figure(&(bpb_figure_t){name, "GFLOP/s", flops / td / 1e9, flops / tc / 1e9, "cpu plugin, same run", 0.3, 0});
+
+  /* The same with B a transposed view. */
+  measure(ctx, &cpu, 3, 2, msz, msz, &td, &tc, 0);
+  snprintf(name, sizeof name, "sgemm %lld^3, B transposed (x @ W^T): %s vs the CPU plugin", (long long)m, dev);
+  bpb_add_figure(&(bpb_figure_t){name, "GFLOP/s", flops / td / 1e9, flops / tc / 1e9, "cpu plugin, same run", 0, 0});
 
   /* Submission overhead: 200 one-element adds, then one synchronize. */
   int64_t one[1] = {1};

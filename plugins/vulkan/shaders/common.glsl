@@ -6,6 +6,9 @@
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_shader_explicit_arithmetic_types : require
 #extension GL_EXT_control_flow_attributes : require
+// texelFetch on textureBuffer (uniform texel buffers without a sampler: no
+// OpTypeSampledImage of Dim Buffer, which SPIR-V 1.6 deprecates).
+#extension GL_EXT_samplerless_texture_functions : require
 
 layout(push_constant) uniform PC {
   uint64_t meta;

@@ -520,7 +520,7 @@ void exec_spec(uint opc, uint args, uint aux, uint nin, uint lin) { EXEC_BODY(q,
   layout(set = 0, binding = k, std430) buffer S1_##k { uint8_t v[]; } s1_##k;           \
   layout(set = 0, binding = k, std430) buffer S2_##k { uint16_t v[]; } s2_##k;          \
   layout(set = 0, binding = k, std430) buffer S4_##k { uint v[]; } s4_##k;              \
-  layout(set = 0, binding = 8 + k) uniform usamplerBuffer t_##k;
+  layout(set = 0, binding = 8 + k) uniform utextureBuffer t_##k;
 EW_VIEWS(0) EW_VIEWS(1) EW_VIEWS(2) EW_VIEWS(3) EW_VIEWS(4) EW_VIEWS(5) EW_VIEWS(6) EW_VIEWS(7)
 layout(constant_id = 38) const uint SC_TEXEL = 0;
 

@@ -12,29 +12,37 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #ifdef MM_VEC
-// The dense f32 variant (MM_VEC, with CT_F32): row-major A [B,M,K] and B
-// [B,K,N] read as 16-byte texels of uniform texel buffers (bindings 8 and
-// 9), C [B,M,N] written through storage buffer 0 (push descriptors); K % 4
-// == 0, N % 4 == 0, no alpha or bias (the launcher checks). No shared
-// memory and no barriers: each invocation computes an MM_RB x (4 MM_CB)
-// block of C in registers, K in steps of 4. CPU implementations run a
-// workgroup as SIMD lanes of one thread: a texel fetch becomes vector
+// The register-blocked f32 kernel (MM_VEC, with CT_F32), for CPU
+// implementations of Vulkan: row-major f32 A [B,M,K'] and B [B,K',N'] with
+// K' and N' multiples of 4, read as 16-byte texels of uniform texel buffers
+// (bindings 8 and 9); C [B,M,N] (dense f32, N <= N') written through
+// storage buffer 0. The launcher passes operands in place when they are
+// dense f32 with K and N multiples of 4, and otherwise has
+// matmul_pack.comp copy them into its workspace first, zero-padded to K'
+// and N' (any strides and float dtypes that way).
+//
+// No shared memory and no barriers: each invocation computes an MM_RB x
+// (4 MM_CB) block of C in registers, K in steps of 4. CPU implementations
+// run a workgroup as SIMD lanes of one thread: a texel fetch becomes vector
 // loads, where storage-buffer reads, shared memory and barriers become
 // per-lane loops; the large block is what amortises the loads. Rows and
 // columns past the edges are clamped on load and skipped on store.
 // Accumulates in float in k order, like the tiled kernel.
-#extension GL_EXT_control_flow_attributes : require
+//
+// Metadata: 8 M, 9 N', 10 K', 14 N.
 #define MM_RB 32u
 #define MM_CB 4u
 layout(local_size_x = 8) in;
 // The views are R32G32B32A32_UINT (one format for every texel binding).
-layout(set = 0, binding = 8) uniform usamplerBuffer ta;
-layout(set = 0, binding = 9) uniform usamplerBuffer tb;
-vec4 fetch(usamplerBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
+layout(set = 0, binding = 8) uniform utextureBuffer ta;
+layout(set = 0, binding = 9) uniform utextureBuffer tb;
+vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
+// C through binding 0: as vec4s when N % 4 == 0, else float by float.
 layout(set = 0, binding = 0, std430) writeonly buffer MC { vec4 v[]; } mc;
+layout(set = 0, binding = 0, std430) writeonly buffer MC1 { float v[]; } mc1;
 
 void main() {
-  uint M_ = M(8u), N_ = M(9u), K_ = M(10u);
+  uint M_ = M(8u), N_ = M(9u), K_ = M(10u), NC = M(14u);
   uint n4 = N_ / 4u, k4 = K_ / 4u;
   uint nbn = (n4 + MM_CB - 1u) / MM_CB, blocks = ((M_ + MM_RB - 1u) / MM_RB) * nbn;
   uint inv = gl_GlobalInvocationID.x;
@@ -64,8 +72,15 @@ void main() {
     }
   }
   [[unroll]] for (uint i = 0u; i < MM_RB; i++)
-    [[unroll]] for (uint j = 0u; j < MM_CB; j++)
-      if (row0 + i < M_ && tc0 + j < n4) mc.v[(bz * M_ + row0 + i) * n4 + tc0 + j] = acc[i][j];
+    [[unroll]] for (uint j = 0u; j < MM_CB; j++) {
+      uint row = row0 + i, c = (tc0 + j) * 4u;
+      if (NC == N_) {
+        if (row < M_ && c < NC) mc.v[((bz * M_ + row) * NC + c) / 4u] = acc[i][j];
+      } else if (row < M_) {
+        [[unroll]] for (uint e = 0u; e < 4u; e++)
+          if (c + e < NC) mc1.v[(bz * M_ + row) * NC + c + e] = acc[i][j][e];
+      }
+    }
 }
 #else
 layout(local_size_x = 16, local_size_y = 16) in;

@@ -1,7 +1,7 @@
 // c = a + b over f32, four elements per invocation: the raw-Vulkan baseline
 // of the vk_raw suite's "f32 add" figure.
 //
-// a and b are read through uniform texel buffers (samplerBuffer views of
+// a and b are read through uniform texel buffers (textureBuffer views of
 // format R32G32B32A32_SFLOAT, one vec4 texel per invocation) and c is
 // written as a plain storage buffer: the fastest form measured on a CPU
 // driver (lavapipe). Measured there as well: 64, 128 or 256 invocations per
@@ -13,10 +13,11 @@
 // n4 do nothing. `base` offsets the index into c (the a and b views already
 // start at the chunk, see bench_vk_raw.c).
 #version 450
+#extension GL_EXT_samplerless_texture_functions : require
 layout(local_size_x = 64) in;
 
-layout(binding = 0) uniform samplerBuffer a;
-layout(binding = 1) uniform samplerBuffer b;
+layout(binding = 0) uniform textureBuffer a;
+layout(binding = 1) uniform textureBuffer b;
 layout(std430, binding = 2) writeonly buffer C { vec4 v[]; } c;
 
 layout(push_constant) uniform Push {

@@ -17,7 +17,9 @@
 // per accumulator per iteration; several fma() per write amortise it. On
 // lavapipe (256-bit AVX2), 4 accumulators x depth 8 (16 vector registers
 // of chains) measured about twice 24 accumulators x depth 1 and 8 x 1.
-// The build picks the shape (tools/CMakeLists.txt).
+// The build picks the shape (tools/CMakeLists.txt). lavapipe (Mesa 22.3)
+// lowers fma() to a multiply and an add, so there this is the ceiling of
+// separate multiply-adds.
 #version 450
 layout(local_size_x = 64) in;
 

@@ -260,15 +260,16 @@ static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batche
 
 /* C = A @ B by the register-blocked kernel, on CPU devices (its blocks suit
  * SIMD lanes of one thread, not GPU threads) with push descriptors: f32 A
- * and B of any strides, dense row-major C at an aligned offset, no alpha or
- * bias. Operands it cannot read in place are packed into the stream's
- * workspace first. BP_UNIMPLEMENTED, having recorded nothing, when
- * it does not apply (the caller takes the tiled kernel). */
+ * and B of any strides, dense row-major C at an aligned offset (addmm's
+ * alpha and bias: matmul_epilogue). Operands it cannot read in place are
+ * packed into the stream's workspace first. BP_UNIMPLEMENTED, having
+ * recorded nothing, when it does not apply (the caller takes the tiled
+ * kernel). */
 static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
                               const bp_tensor_desc_t* C, int64_t M_, int64_t K_, int64_t N_, int64_t batch,
-                              int batched, int scaled) {
+                              int batched) {
   const vk_features_t* f = &s->dev->feat;
-  if (!f->cpu || scaled || !vk_pipeline_has_push_descriptors(s->dev)) return BP_UNIMPLEMENTED;
+  if (!f->cpu || !vk_pipeline_has_push_descriptors(s->dev)) return BP_UNIMPLEMENTED;
   if (A->dtype != BP_DTYPE_F32 || B->dtype != BP_DTYPE_F32 || C->dtype != BP_DTYPE_F32) return BP_UNIMPLEMENTED;
   uint32_t ar = batched ? 1 : 0;
   if (C->strides[ar + 1] != 1 || (M_ > 1 && C->strides[ar] != N_) || (batched && batch > 1 && C->strides[0] != M_ * N_))
@@ -328,6 +329,33 @@ static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const b
                                  (uint32_t)batch, 1, acc, n, &bind);
 }
 
+/* addmm's epilogue on a C the register-blocked kernel wrote: C = alpha C +
+ * beta bias, in f32, as one elementwise program over C (the bias read with
+ * its strides, broadcast to C's [M, N]; ignored when beta is 0, like the
+ * tiled kernel). A separate pass: folded into the kernel's unrolled stores
+ * it made the pipeline take about 20 s to compile on lavapipe. */
+static bp_status_t matmul_epilogue(bpp_stream_t s, const bp_tensor_desc_t* C, const bp_tensor_desc_t* bias,
+                                   int64_t bias_rs, int64_t bias_cs, double alpha, double beta) {
+  vk_ew_t p;
+  vk_ew_init(&p, BP_DTYPE_F32);
+  uint32_t in_c = vk_ew_input(&p, C);
+  uint8_t r = vk_ew_load_input(&p, in_c);
+  if (alpha != 1.0) r = vk_ew_op(&p, BP_OP_mul, r, vk_ew_load_const(&p, vk_ew_const_f(&p, alpha)), 0, 0);
+  if (bias && beta != 0.0) {
+    bp_tensor_desc_t b = *C; /* C's shape over the bias's storage */
+    b.dtype = bias->dtype;
+    b.buffer = bias->buffer;
+    b.byte_offset = bias->byte_offset;
+    b.strides[0] = bias_rs;
+    b.strides[1] = bias_cs;
+    uint8_t t = vk_ew_load_input(&p, vk_ew_input(&p, &b));
+    if (beta != 1.0) t = vk_ew_op(&p, BP_OP_mul, t, vk_ew_load_const(&p, vk_ew_const_f(&p, beta)), 0, 0);
+    r = vk_ew_op(&p, BP_OP_add, r, t, 0, 0);
+  }
+  vk_ew_store(&p, vk_ew_output(&p, C), r);
+  return vk_ew_launch(s, &p);
+}
+
 bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const bp_tensor_desc_t* A = &call->inputs[op == BP_OP_addmm ? 1 : 0];
@@ -373,18 +401,17 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
     ialpha = scalar_i(at ? &at->alpha : NULL, 1);
     ibeta = scalar_i(at ? &at->beta : NULL, 1);
   }
+  int64_t bias_rs = 0, bias_cs = 0; /* bias broadcasts to [M, N] */
   if (has_bias) {
     vk_meta64(&meta[6], vk_desc_addr(bias));
-    /* bias broadcasts to [M, N] */
-    int64_t rs = 0, cs = 0;
     if (bias->rank == 2) {
-      rs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
-      cs = bias->sizes[1] == 1 ? 0 : bias->strides[1];
+      bias_rs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
+      bias_cs = bias->sizes[1] == 1 ? 0 : bias->strides[1];
     } else if (bias->rank == 1) {
-      cs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
+      bias_cs = bias->sizes[0] == 1 ? 0 : bias->strides[0];
     }
-    put_i64(&meta[30], rs);
-    put_i64(&meta[32], cs);
+    put_i64(&meta[30], bias_rs);
+    put_i64(&meta[32], bias_cs);
   }
   put_f64(&meta[34], alpha);
   put_f64(&meta[36], beta);
@@ -402,7 +429,13 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(C, 1, &acc[n++]);
   VkPipeline pipe;
   bp_status_t st;
-  if ((st = matmul_vec(s, A, B, C, M_, K_, N_, batch, batched, spec[4] != 0)) != BP_UNIMPLEMENTED) return st;
+  /* addmm (2-d) with alpha or an f32 bias: the product, then the epilogue. */
+  int epilogue = spec[4] != 0;
+  if ((!epilogue || (op == BP_OP_addmm && (!has_bias || bias->dtype == BP_DTYPE_F32))) &&
+      (st = matmul_vec(s, A, B, C, M_, K_, N_, batch, batched)) != BP_UNIMPLEMENTED) {
+    if (st != BP_OK || !epilogue) return st;
+    return matmul_epilogue(s, C, has_bias ? bias : NULL, bias_rs, bias_cs, alpha, beta);
+  }
   if ((st = vk_pipeline_get(s->dev, (uint32_t)sh, spec, 5, &pipe)) != BP_OK) return st;
   return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, (uint32_t)((N_ + 63) / 64), (uint32_t)((M_ + 63) / 64),
                             (uint32_t)batch, acc, n);

@@ -1,7 +1,8 @@
 /* bp-bench suite "vs_cpu": a non-CPU device against the CPU plugin, both
  * measured in the same run: f32 add over 16M elements (throughput ratio,
  * target 0.5), sgemm 1024^3 (target 0.3), the same with B a transposed
- * view (x @ W^T, a linear layer's weights) and the submission overhead per
+ * view (x @ W^T, a linear layer's weights) and as addmm with a bias row,
+ * and the submission overhead per
  * tiny op (enqueue + completion of 1-element adds, in microseconds). On a
  * CPU device the suite says it does not apply.
  */
@@ -11,8 +12,8 @@
 #include "bench.h"
 
 typedef struct vs_state {
-  bp_tensor_t *a, *b, *bt, *out;
-  int kind; /* 0 add, 1 mm, 2 tiny adds, 3 mm with B transposed */
+  bp_tensor_t *a, *b, *bt, *bias, *out;
+  int kind; /* 0 add, 1 mm, 2 tiny adds, 3 mm with B transposed, 4 addmm with a bias row */
   int tiny_ops;
 } vs_state_t;
 
@@ -22,6 +23,7 @@ static void run_vs(bpb_ctx_t* ctx, void* user) {
     case 0: BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out)); break;
     case 1: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->b, NULL, &s->out)); break;
     case 3: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->bt, NULL, &s->out)); break;
+    case 4: BPB_CHECK(bp_op_addmm(ctx->stream, s->bias, s->a, s->b, NULL, &s->out)); break;
     default:
       for (int i = 0; i < s->tiny_ops; i++) BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out));
       break;
@@ -32,6 +34,7 @@ static void release(vs_state_t* s) {
   bp_tensor_release(s->a);
   bp_tensor_release(s->b);
   bp_tensor_release(s->bt);
+  bp_tensor_release(s->bias);
   bp_tensor_release(s->out);
   memset(s, 0, sizeof *s);
 }
@@ -52,6 +55,7 @@ static void measure(bpb_ctx_t* ctx, bpb_ctx_t* cpu, int kind, uint32_t rank, con
       static const int64_t swap[2] = {1, 0};
       BPB_CHECK(bp_tensor_permute(s.b, swap, &s.bt));
     }
+    if (kind == 4) s.bias = bpb_tensor_random(cs[k], 1, bsz + 1, 3); /* [N] */
     BPB_CHECK(bp_stream_synchronize(cs[k]->stream));
     *out[k] = bpb_time(cs[k], run_vs, &s);
     release(&s);
@@ -90,6 +94,11 @@ void bpb_suite_vs_cpu(bpb_ctx_t* ctx) {
   /* The same with B a transposed view. */
   measure(ctx, &cpu, 3, 2, msz, msz, &td, &tc, 0);
   snprintf(name, sizeof name, "sgemm %lld^3, B transposed (x @ W^T): %s vs the CPU plugin", (long long)m, dev);
+  bpb_add_figure(&(bpb_figure_t){name, "GFLOP/s", flops / td / 1e9, flops / tc / 1e9, "cpu plugin, same run", 0, 0});
+
+  /* As addmm with a bias row (a linear layer's bias). */
+  measure(ctx, &cpu, 4, 2, msz, msz, &td, &tc, 0);
+  snprintf(name, sizeof name, "addmm %lld^3 with a bias row: %s vs the CPU plugin", (long long)m, dev);
   bpb_add_figure(&(bpb_figure_t){name, "GFLOP/s", flops / td / 1e9, flops / tc / 1e9, "cpu plugin, same run", 0, 0});
 
   /* Submission overhead: 200 one-element adds, then one synchronize. */

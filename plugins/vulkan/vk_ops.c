@@ -344,9 +344,11 @@ static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
       const bp_dims_attrs_t* a = call->attrs;
       bp_tensor_desc_t v = call->inputs[0];
       uint32_t flipped = 0;
+      /* A 0-d tensor takes dims 0 and -1, as one of one element (a copy). */
+      int64_t wrap = v.rank ? (int64_t)v.rank : 1;
       for (uint32_t i = 0; i < a->num_dims && i < BP_MAX_RANK; i++) {
-        int64_t d = a->dims[i] < 0 ? a->dims[i] + (int64_t)v.rank : a->dims[i];
-        if (d < 0 || d >= (int64_t)v.rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: flip: dim %lld out of range", (long long)a->dims[i]);
+        int64_t d = a->dims[i] < 0 ? a->dims[i] + wrap : a->dims[i];
+        if (d < 0 || d >= wrap) return vk_error(BP_INVALID_ARGUMENT, "vulkan: flip: dim %lld out of range", (long long)a->dims[i]);
         flipped |= 1u << d;
       }
       for (uint32_t d = 0; d < v.rank; d++)

@@ -258,16 +258,26 @@ static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batche
                                  (uint32_t)batch, acc, 2, &bind);
 }
 
+/* What the register-blocked kernel's stores apply of addmm's epilogue
+ * (matmul.comp's specialization constant 0): 0 nothing, 1 alpha, 2 alpha
+ * and beta times a dense f32 bias row of N, read through bias_view. */
+typedef struct mm_epilogue {
+  uint32_t mode;
+  float alpha, beta;
+  const bp_tensor_desc_t* bias;
+  VkBufferView bias_view;
+} mm_epilogue_t;
+
 /* C = A @ B by the register-blocked kernel, on CPU devices (its blocks suit
  * SIMD lanes of one thread, not GPU threads) with push descriptors: f32 A
- * and B of any strides, dense row-major C at an aligned offset (addmm's
- * alpha and bias: matmul_epilogue). Operands it cannot read in place are
+ * and B of any strides, dense row-major C at an aligned offset, addmm's
+ * alpha and bias row as `ep` says. Operands it cannot read in place are
  * packed into the stream's workspace first. BP_UNIMPLEMENTED, having
  * recorded nothing, when it does not apply (the caller takes the tiled
  * kernel). */
 static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
-                              const bp_tensor_desc_t* C, int64_t M_, int64_t K_, int64_t N_, int64_t batch,
-                              int batched) {
+                              const bp_tensor_desc_t* C, const mm_epilogue_t* ep, int64_t M_, int64_t K_,
+                              int64_t N_, int64_t batch, int batched) {
   const vk_features_t* f = &s->dev->feat;
   if (!f->cpu || !vk_pipeline_has_push_descriptors(s->dev)) return BP_UNIMPLEMENTED;
   if (A->dtype != BP_DTYPE_F32 || B->dtype != BP_DTYPE_F32 || C->dtype != BP_DTYPE_F32) return BP_UNIMPLEMENTED;
@@ -302,38 +312,42 @@ static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const b
       return BP_UNIMPLEMENTED;
   }
   VkPipeline pipe;
-  const uint32_t none[1] = {0}; /* the kernel has no specialization constants */
-  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, none, 1, &pipe);
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, &ep->mode, 1, &pipe);
   if (st != BP_OK) return st;
   if (a.packed && (st = matmul_pack(s, &a, batched, batch, ws, 0, a_texels * 16)) != BP_OK) return st;
   if (b.packed && (st = matmul_pack(s, &b, batched, batch, ws, half, b_texels * 16)) != BP_OK) return st;
-  uint32_t meta[16];
+  uint32_t meta[18];
   memset(meta, 0, sizeof meta);
   meta[8] = (uint32_t)M_;
   meta[9] = (uint32_t)(4 * n4);
   meta[10] = (uint32_t)(4 * k4);
   meta[14] = (uint32_t)N_;
+  memcpy(&meta[16], &ep->alpha, 4);
+  memcpy(&meta[17], &ep->beta, 4);
   vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
   for (int k = 0; k < VK_MAX_PUSH_BUFFERS; k++)
     bind.bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)C->buffer)->buf, C->byte_offset, c_elems * 4};
   bind.views[0] = a.view;
   bind.views[1] = b.view;
   for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind.views[k] = vk_pipeline_null_view(s->dev);
-  vk_access_t acc[4];
+  if (ep->mode == 2) bind.views[2] = ep->bias_view;
+  vk_access_t acc[5];
   uint32_t n = 0;
   vk_access_of(A, 0, &acc[n++]);
   vk_access_of(B, 0, &acc[n++]);
+  if (ep->mode == 2) vk_access_of(ep->bias, 0, &acc[n++]);
   vk_access_of(C, 1, &acc[n++]);
   if (ws) acc[n++] = (vk_access_t){ws->buf, 0, 2 * half, 0};
   return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + MMV_LANES - 1) / MMV_LANES),
                                  (uint32_t)batch, 1, acc, n, &bind);
 }
 
-/* addmm's epilogue on a C the register-blocked kernel wrote: C = alpha C +
- * beta bias, in f32, as one elementwise program over C (the bias read with
- * its strides, broadcast to C's [M, N]; ignored when beta is 0, like the
- * tiled kernel). A separate pass: folded into the kernel's unrolled stores
- * it made the pipeline take about 20 s to compile on lavapipe. */
+/* addmm's epilogue on a C the register-blocked kernel wrote, for biases
+ * other than a dense f32 row: C = alpha C + beta bias, in f32, as one
+ * elementwise program over C (the bias read with its strides, broadcast to
+ * C's [M, N]; ignored when beta is 0, like the tiled kernel). A separate
+ * pass: address-based bias loads folded into the kernel's unrolled stores
+ * made its pipeline take about 20 s to compile on lavapipe. */
 static bp_status_t matmul_epilogue(bpp_stream_t s, const bp_tensor_desc_t* C, const bp_tensor_desc_t* bias,
                                    int64_t bias_rs, int64_t bias_cs, double alpha, double beta) {
   vk_ew_t p;
@@ -429,12 +443,22 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(C, 1, &acc[n++]);
   VkPipeline pipe;
   bp_status_t st;
-  /* addmm (2-d) with alpha or an f32 bias: the product, then the epilogue. */
-  int epilogue = spec[4] != 0;
-  if ((!epilogue || (op == BP_OP_addmm && (!has_bias || bias->dtype == BP_DTYPE_F32))) &&
-      (st = matmul_vec(s, A, B, C, M_, K_, N_, batch, batched)) != BP_UNIMPLEMENTED) {
-    if (st != BP_OK || !epilogue) return st;
-    return matmul_epilogue(s, C, has_bias ? bias : NULL, bias_rs, bias_cs, alpha, beta);
+  /* addmm (2-d): alpha and a dense f32 bias row in the kernel's stores;
+   * other biases by a second, elementwise pass. */
+  if (spec[4] == 0 || op == BP_OP_addmm) {
+    mm_epilogue_t ep = {spec[4] != 0, (float)alpha, (float)beta, NULL, VK_NULL_HANDLE};
+    int bias_pass = has_bias && beta != 0.0;
+    if (bias_pass && bias->dtype == BP_DTYPE_F32 && bias_rs == 0 && bias_cs == 1 && N_ % 4 == 0 &&
+        !vk_buffer_texel_view(bias->buffer, bias->byte_offset, (uint64_t)N_ * 4, &ep.bias_view)) {
+      ep.mode = 2;
+      ep.bias = bias;
+      bias_pass = 0;
+    }
+    if (bias_pass) ep.mode = 0;
+    if ((st = matmul_vec(s, A, B, C, &ep, M_, K_, N_, batch, batched)) != BP_UNIMPLEMENTED) {
+      if (st != BP_OK || !bias_pass) return st;
+      return matmul_epilogue(s, C, bias, bias_rs, bias_cs, alpha, beta);
+    }
   }
   if ((st = vk_pipeline_get(s->dev, (uint32_t)sh, spec, 5, &pipe)) != BP_OK) return st;
   return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, (uint32_t)((N_ + 63) / 64), (uint32_t)((M_ + 63) / 64),

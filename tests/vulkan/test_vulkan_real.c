@@ -248,6 +248,56 @@ static void test_matmul_packed(void** state) {
   check_matmul_packed(e, 1, 5, 7, 260, 0);    /* both packed, 17 column blocks */
 }
 
+/* addmm = beta bias + alpha A @ B: a dense bias row with N % 4 == 0 is
+ * applied in the register-blocked kernel's stores, other biases ([M, N],
+ * N % 4 != 0) by an elementwise pass after it. */
+static void check_addmm(env_t* e, int64_t m, int64_t k, int64_t n, int full_bias, double alpha, double beta) {
+  int64_t nbias = full_bias ? m * n : n;
+  float* x = malloc((size_t)(m * k) * 4);
+  float* y = malloc((size_t)(k * n) * 4);
+  float* bv = malloc((size_t)nbias * 4);
+  float* got = malloc((size_t)(m * n) * 4);
+  double* want = malloc((size_t)(m * n) * 8);
+  fill(x, (int)(m * k), 31);
+  fill(y, (int)(k * n), 32);
+  fill(bv, (int)nbias, 33);
+  int64_t asz[2] = {m, k}, bsz[2] = {k, n}, csz[2] = {m, n};
+  bp_tensor_t *a = tensor_f32(e, 2, asz, x), *b = tensor_f32(e, 2, bsz, y), *c = NULL;
+  bp_tensor_t* bias = tensor_f32(e, full_bias ? 2 : 1, full_bias ? csz : csz + 1, bv);
+  bp_addmm_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.alpha = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = alpha};
+  at.beta = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = beta};
+  assert_int_equal(bp_op_addmm(e->s, bias, a, b, &at, &c), BP_OK);
+  read_f32(e, c, got);
+  for (int64_t i = 0; i < m; i++)
+    for (int64_t j = 0; j < n; j++) {
+      double acc = 0;
+      for (int64_t q = 0; q < k; q++) acc += (double)x[i * k + q] * y[q * n + j];
+      want[i * n + j] = alpha * acc + beta * bv[full_bias ? i * n + j : j];
+    }
+  expect_close(got, want, (int)(m * n), 1e-5 * (double)k);
+  bp_tensor_release(a);
+  bp_tensor_release(b);
+  bp_tensor_release(bias);
+  bp_tensor_release(c);
+  free(x);
+  free(y);
+  free(bv);
+  free(got);
+  free(want);
+}
+
+static void test_addmm_epilogue(void** state) {
+  env_t* e = *state;
+  check_addmm(e, 37, 20, 40, 0, 0.5, 2.0);  /* bias row, N % 4 == 0: in the kernel's stores */
+  check_addmm(e, 37, 20, 40, 0, 1.0, 1.0);  /* the same, alpha = beta = 1 */
+  check_addmm(e, 9, 12, 10, 0, 1.5, -1.0);  /* bias row, N % 4 == 2: elementwise pass */
+  check_addmm(e, 33, 8, 16, 1, 0.25, 3.0);  /* [M, N] bias: elementwise pass */
+  check_addmm(e, 5, 4, 8, 0, 2.0, 0.0);     /* beta 0: the bias is ignored */
+}
+
 /* Contiguous elementwise programs read inputs of 2, 4 and 8 bytes through
  * texel views (8-element chunks) and the tail one by one. */
 static void test_texel_elementwise(void** state) {
@@ -611,6 +661,7 @@ int main(void) {
       cmocka_unit_test(test_add_chain),
       cmocka_unit_test(test_matmul_blocks),
       cmocka_unit_test(test_matmul_packed),
+      cmocka_unit_test(test_addmm_epilogue),
       cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
       cmocka_unit_test(test_gather_index_select_embedding),

@@ -29,13 +29,19 @@
 // columns past the edges are clamped on load and skipped on store.
 // Accumulates in float in k order, like the tiled kernel.
 //
-// Metadata: 8 M, 9 N', 10 K', 14 N.
+// Specialization constant 0, addmm's epilogue: 1 stores alpha A @ B, 2
+// alpha A @ B + beta bias for a dense f32 bias row of N (N % 4 == 0) read as
+// texels (binding 10), one per column texel of the block.
+//
+// Metadata: 8 M, 9 N', 10 K', 14 N, 16 alpha, 17 beta (float).
 #define MM_RB 32u
 #define MM_CB 4u
 layout(local_size_x = 8) in;
+layout(constant_id = 0) const uint SC_EPILOGUE = 0;
 // The views are R32G32B32A32_UINT (one format for every texel binding).
 layout(set = 0, binding = 8) uniform utextureBuffer ta;
 layout(set = 0, binding = 9) uniform utextureBuffer tb;
+layout(set = 0, binding = 10) uniform utextureBuffer tbias;
 vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
 // C through binding 0: as vec4s when N % 4 == 0, else float by float.
 layout(set = 0, binding = 0, std430) writeonly buffer MC { vec4 v[]; } mc;
@@ -71,14 +77,18 @@ void main() {
       }
     }
   }
+  vec4 bias[MM_CB];
+  [[unroll]] for (uint j = 0u; j < MM_CB; j++)
+    bias[j] = SC_EPILOGUE == 2u ? MF32(17u) * fetch(tbias, bcol[j] - b0) : vec4(0);
   [[unroll]] for (uint i = 0u; i < MM_RB; i++)
     [[unroll]] for (uint j = 0u; j < MM_CB; j++) {
       uint row = row0 + i, c = (tc0 + j) * 4u;
+      vec4 v = SC_EPILOGUE != 0u ? MF32(16u) * acc[i][j] + bias[j] : acc[i][j];
       if (NC == N_) {
-        if (row < M_ && c < NC) mc.v[((bz * M_ + row) * NC + c) / 4u] = acc[i][j];
+        if (row < M_ && c < NC) mc.v[((bz * M_ + row) * NC + c) / 4u] = v;
       } else if (row < M_) {
         [[unroll]] for (uint e = 0u; e < 4u; e++)
-          if (c + e < NC) mc1.v[(bz * M_ + row) * NC + c + e] = acc[i][j][e];
+          if (c + e < NC) mc1.v[(bz * M_ + row) * NC + c + e] = v[e];
       }
     }
 }

@@ -355,8 +355,9 @@ static bp_status_t matmul_epilogue(bpp_stream_t s, const bp_tensor_desc_t* C, co
   uint32_t in_c = vk_ew_input(&p, C);
   uint8_t r = vk_ew_load_input(&p, in_c);
   if (alpha != 1.0) r = vk_ew_op(&p, BP_OP_mul, r, vk_ew_load_const(&p, vk_ew_const_f(&p, alpha)), 0, 0);
+  bp_tensor_desc_t b; /* C's shape over the bias's storage; the program keeps a pointer */
   if (bias && beta != 0.0) {
-    bp_tensor_desc_t b = *C; /* C's shape over the bias's storage */
+    b = *C;
     b.dtype = bias->dtype;
     b.buffer = bias->buffer;
     b.byte_offset = bias->byte_offset;

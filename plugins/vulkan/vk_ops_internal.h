@@ -37,6 +37,7 @@ typedef struct vk_ew {
 
 VK_HIDDEN void vk_ew_init(vk_ew_t* p, uint32_t cdt);
 VK_HIDDEN int vk_ew_float_ct(uint32_t cdt);
+/* Operands by pointer: `d` must stay valid until vk_ew_launch. */
 VK_HIDDEN uint32_t vk_ew_input(vk_ew_t* p, const bp_tensor_desc_t* d);
 VK_HIDDEN uint32_t vk_ew_output(vk_ew_t* p, const bp_tensor_desc_t* d);
 VK_HIDDEN uint8_t vk_ew_reg(vk_ew_t* p);

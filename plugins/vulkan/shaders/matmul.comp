@@ -19,7 +19,7 @@
 // storage buffer 0. The launcher passes operands in place when they are
 // dense f32 with K and N multiples of 4, and otherwise has
 // matmul_pack.comp copy them into its workspace first, zero-padded to K'
-// and N' (any strides and float dtypes that way).
+// and N' (any strides that way).
 //
 // No shared memory and no barriers: each invocation computes an MM_RB x
 // (4 MM_CB) block of C in registers, K in steps of 4. CPU implementations

@@ -176,27 +176,36 @@ static int64_t scalar_i(const bp_scalar_t* s, int64_t dflt) {
   return s->kind == BP_SCALAR_FLOAT ? (int64_t)s->v.f : s->kind == BP_SCALAR_BOOL ? (int64_t)s->v.b : s->v.i;
 }
 
-/* ---- the register-blocked f32 kernel (matmulv_f32, CPU devices) ---------- */
-/* One 32 x 16 block of C per invocation (matmul.comp's MM_RB x 4 MM_CB),
- * 8 invocations per workgroup. */
+/* ---- the f32 kernels of CPU devices (matmul.comp's MM_VEC, MM_PANEL) ------ */
+/* MM_VEC: one 32 x 16 block of C per invocation (MM_RB x 4 MM_CB), 8
+ * invocations per workgroup. */
 #define MMV_ROWS 32u
 #define MMV_COLS 16u
 #define MMV_LANES 8u
-
-/* How the kernel reads one operand X [batch, rows, cols]: through a texel
- * view of X itself, or of its dense copy in the workspace, zero-padded
- * to rows_out rows of cols4 * 4 columns. */
+/* MM_PANEL: 16 columns and MMP_ROWS rows per workgroup, k in chunks of
+ * MMP_KC per dispatch (MMP_KC x 64 bytes of shared memory). It takes
+ * products with M >= MMP_ROWS (at most 1/8 of the last workgroup's rows
+ * idle), N >= 256 and K >= 2 MMP_KC, where it measured faster than
+ * MM_VEC; on smaller ones it did not (each chunk reads and writes C), and
+ * its pipelines take longer to build. */
+#define MMP_KC 512u
+#define MMP_ROWS 1024u
+/* How a kernel reads one operand X [batch, rows, cols]: through a texel
+ * view of X itself (`in_place`, when X is dense row-major with cols % 4 ==
+ * 0), or of its dense copy in the workspace, zero-padded to rows_out rows
+ * of cols4 * 4 columns (`view`). */
 typedef struct mm_operand {
   const bp_tensor_desc_t* t;
   uint64_t rows, cols, cols4, rows_out;
   int packed;
-  VkBufferView view;
+  VkBufferView in_place, view;
 } mm_operand_t;
 
 /* Reads X in place when it is dense row-major with cols % 4 == 0 and gets
- * a texel view; otherwise marks it for packing. */
+ * a texel view, unless `pack` asks for a copy anyway; otherwise marks it
+ * for packing. */
 static void mm_operand_init(mm_operand_t* o, const bp_tensor_desc_t* X, int batched, int64_t batch, uint64_t rows_out,
-                            int may_in_place) {
+                            int may_in_place, int pack) {
   uint32_t ar = batched ? 1 : 0;
   o->t = X;
   o->rows_out = rows_out;
@@ -204,11 +213,15 @@ static void mm_operand_init(mm_operand_t* o, const bp_tensor_desc_t* X, int batc
   o->cols = (uint64_t)X->sizes[ar + 1];
   o->cols4 = (o->cols + 3) / 4;
   o->packed = 1;
+  o->in_place = o->view = VK_NULL_HANDLE;
   if (!may_in_place || o->cols % 4 || X->strides[ar + 1] != 1 ||
       (o->rows > 1 && (uint64_t)X->strides[ar] != o->cols) ||
       (batched && batch > 1 && (uint64_t)X->strides[0] != o->rows * o->cols))
     return;
-  o->packed = vk_buffer_texel_view(X->buffer, X->byte_offset, (uint64_t)batch * o->rows * o->cols * 4, &o->view) != 0;
+  if (vk_buffer_texel_view(X->buffer, X->byte_offset, (uint64_t)batch * o->rows * o->cols * 4, &o->in_place))
+    o->in_place = VK_NULL_HANDLE;
+  else if (!pack)
+    o->packed = 0, o->view = o->in_place;
 }
 
 /* A texel view of X's storage when X is a transposed view of dense
@@ -225,8 +238,9 @@ static int transposed_texel_view(const mm_operand_t* o, int batched, int64_t bat
   return bytes / 4 <= INT32_MAX && !vk_buffer_texel_view(X->buffer, X->byte_offset, bytes, out);
 }
 
-/* Copies X into its dense form at [off, off + bytes) of the workspace. */
-static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batched, int64_t batch,
+/* Copies X into its packed form at [off, off + bytes) of the workspace:
+ * dense row-major, or with rows interleaved by 8 (MM_PANEL's A). */
+static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batched, int64_t batch, int interleave,
                                struct bpp_buffer_s* ws, uint64_t off, uint64_t bytes) {
   const bp_tensor_desc_t* X = o->t;
   uint32_t ar = batched ? 1 : 0;
@@ -241,9 +255,17 @@ static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batche
   put_i64(&meta[14], X->strides[ar]);
   put_i64(&meta[16], X->strides[ar + 1]);
   vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
-  const uint32_t spec[1] = {(uint32_t)transposed_texel_view(o, batched, batch, &bind.views[0])};
+  /* matmul_pack.comp's source modes: 2 row-major texels, 1 transposed
+   * 4 x 4 texel blocks, 0 element by element. */
+  uint32_t spec[2] = {0, interleave ? 1u : 0u};
+  if (o->in_place) {
+    spec[0] = 2;
+    bind.views[0] = o->in_place;
+  } else if (transposed_texel_view(o, batched, batch, &bind.views[0])) {
+    spec[0] = 1;
+  }
   VkPipeline pipe;
-  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmul_pack, spec, 1, &pipe);
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmul_pack, spec, 2, &pipe);
   if (st != BP_OK) return st;
   vk_access_t acc[2];
   vk_access_of(X, 0, &acc[0]);
@@ -252,15 +274,15 @@ static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batche
   for (int k = spec[0] ? 1 : 0; k < VK_MAX_PUSH_VIEWS; k++) bind.views[k] = vk_pipeline_null_view(s->dev);
   /* Rows (of 4 when transposed) are walked with a stride by up to 64
    * workgroups (matmul_pack.comp). */
-  uint64_t walked = spec[0] ? o->rows_out / 4 : o->rows_out;
+  uint64_t walked = spec[0] == 1 ? o->rows_out / 4 : o->rows_out;
   uint32_t gy = walked < 64 ? (uint32_t)walked : 64;
   return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((o->cols4 + 63) / 64), gy,
                                  (uint32_t)batch, acc, 2, &bind);
 }
 
-/* What the register-blocked kernel's stores apply of addmm's epilogue
- * (matmul.comp's specialization constant 0): 0 nothing, 1 alpha, 2 alpha
- * and beta times a dense f32 bias row of N, read through bias_view. */
+/* What the CPU kernels' stores apply of addmm's epilogue (matmul.comp's
+ * specialization constant 0): 0 nothing, 1 alpha, 2 alpha and beta times a
+ * dense f32 bias row of N, read through bias_view. */
 typedef struct mm_epilogue {
   uint32_t mode;
   float alpha, beta;
@@ -268,78 +290,143 @@ typedef struct mm_epilogue {
   VkBufferView bias_view;
 } mm_epilogue_t;
 
-/* C = A @ B by the register-blocked kernel, on CPU devices (its blocks suit
- * SIMD lanes of one thread, not GPU threads) with push descriptors: f32 A
- * and B of any strides, dense row-major C at an aligned offset, addmm's
- * alpha and bias row as `ep` says. Operands it cannot read in place are
- * packed into the stream's workspace first. BP_UNIMPLEMENTED, having
- * recorded nothing, when it does not apply (the caller takes the tiled
+/* One product for the CPU kernels: operands, sizes and what each dispatch
+ * binds and touches. */
+typedef struct mm_job {
+  const bp_tensor_desc_t *A, *B, *C;
+  const mm_epilogue_t* ep;
+  uint64_t M, N, K, n4, k4, batch;
+  mm_operand_t a, b;
+  struct bpp_buffer_s* ws;
+  uint64_t half; /* bytes of each half of the workspace */
+} mm_job_t;
+
+static void mm_job_bindings(bpp_stream_t s, const mm_job_t* j, vk_bindings_t* bind, vk_access_t* acc, uint32_t* n) {
+  uint64_t c_bytes = j->batch * j->M * j->N * 4;
+  *bind = (vk_bindings_t){.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
+  for (int k = 0; k < VK_MAX_PUSH_BUFFERS; k++)
+    bind->bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)j->C->buffer)->buf, j->C->byte_offset, c_bytes};
+  bind->views[0] = j->a.view;
+  bind->views[1] = j->b.view;
+  for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind->views[k] = vk_pipeline_null_view(s->dev);
+  if (j->ep->mode == 2) bind->views[2] = j->ep->bias_view;
+  *n = 0;
+  vk_access_of(j->A, 0, &acc[(*n)++]);
+  vk_access_of(j->B, 0, &acc[(*n)++]);
+  if (j->ep->mode == 2) vk_access_of(j->ep->bias, 0, &acc[(*n)++]);
+  vk_access_of(j->C, 1, &acc[(*n)++]);
+  if (j->ws) acc[(*n)++] = (vk_access_t){j->ws->buf, 0, 2 * j->half, 0};
+}
+
+/* The metadata both CPU kernels read: 8 M, 9 N', 10 K', 14 N, 16 alpha,
+ * 17 beta; MM_PANEL's own words are set by its launcher. */
+static void mm_job_meta(const mm_job_t* j, uint32_t meta[18]) {
+  memset(meta, 0, 18 * sizeof *meta);
+  meta[8] = (uint32_t)j->M;
+  meta[9] = (uint32_t)(4 * j->n4);
+  meta[10] = (uint32_t)(4 * j->k4);
+  meta[14] = (uint32_t)j->N;
+  memcpy(&meta[16], &j->ep->alpha, 4);
+  memcpy(&meta[17], &j->ep->beta, 4);
+}
+
+static bp_status_t matmul_vec_dispatch(bpp_stream_t s, const mm_job_t* j) {
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, &j->ep->mode, 1, &pipe);
+  if (st != BP_OK) return st;
+  uint32_t meta[18], n;
+  mm_job_meta(j, meta);
+  vk_bindings_t bind;
+  vk_access_t acc[5];
+  mm_job_bindings(s, j, &bind, acc, &n);
+  uint64_t blocks = ((j->M + MMV_ROWS - 1) / MMV_ROWS) * ((4 * j->n4 + MMV_COLS - 1) / MMV_COLS);
+  return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + MMV_LANES - 1) / MMV_LANES),
+                                 (uint32_t)j->batch, 1, acc, n, &bind);
+}
+
+/* MM_PANEL: one dispatch per chunk of MMP_KC values of k (the last one
+ * shorter, its own pipeline), each adding to the C the previous stored. */
+static bp_status_t matmul_panel_dispatch(bpp_stream_t s, const mm_job_t* j) {
+  uint32_t kp = (uint32_t)(4 * j->k4);
+  for (uint32_t k0 = 0; k0 < kp;) {
+    uint32_t kc = kp - k0 < MMP_KC ? kp - k0 : MMP_KC;
+    int last = k0 + kc == kp;
+    const uint32_t spec[3] = {last ? j->ep->mode : 0u, kc, MMP_ROWS};
+    VkPipeline pipe;
+    bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulp_f32, spec, 3, &pipe);
+    if (st != BP_OK) return st;
+    uint32_t meta[18], n;
+    mm_job_meta(j, meta);
+    meta[11] = k0;
+    meta[12] = (k0 == 0 ? 1u : 0u) | (last ? 2u : 0u);
+    meta[13] = (uint32_t)(j->a.rows_out / 8);
+    vk_bindings_t bind;
+    vk_access_t acc[5];
+    mm_job_bindings(s, j, &bind, acc, &n);
+    if ((st = vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((j->M + MMP_ROWS - 1) / MMP_ROWS),
+                                      (uint32_t)((j->n4 + 3) / 4), (uint32_t)j->batch, acc, n, &bind)) != BP_OK)
+      return st;
+    k0 += kc;
+  }
+  return BP_OK;
+}
+
+/* Whether MM_PANEL takes this product on this device. */
+static int matmul_panel_fits(const vk_features_t* f, uint64_t M, uint64_t N, uint64_t K) {
+  uint64_t idle = (M + MMP_ROWS - 1) / MMP_ROWS * MMP_ROWS - M;
+  return M >= MMP_ROWS && idle * 8 <= M && N >= 256 && K >= 2 * MMP_KC && f->max_shared >= MMP_KC * 64 &&
+         f->max_wg_invocations >= MMP_ROWS && f->max_wg_size[0] >= MMP_ROWS;
+}
+
+/* C = A @ B by a kernel for CPU devices (their blocks suit SIMD lanes of
+ * one thread, not GPU threads) with push descriptors: f32 A and B of any
+ * strides, dense row-major C at an aligned offset, addmm's alpha and bias
+ * row as `ep` says. The panel kernel takes large products
+ * (matmul_panel_fits), the register-blocked one the rest. Operands a kernel cannot read in place
+ * are packed into the stream's workspace first. BP_UNIMPLEMENTED, having
+ * recorded nothing, when neither applies (the caller takes the tiled
  * kernel). */
-static bp_status_t matmul_vec(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
-                              const bp_tensor_desc_t* C, const mm_epilogue_t* ep, int64_t M_, int64_t K_,
-                              int64_t N_, int64_t batch, int batched) {
+static bp_status_t matmul_cpu(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
+                              const bp_tensor_desc_t* C, const mm_epilogue_t* ep, int64_t M_, int64_t K_, int64_t N_,
+                              int64_t batch, int batched) {
   const vk_features_t* f = &s->dev->feat;
   if (!f->cpu || !vk_pipeline_has_push_descriptors(s->dev)) return BP_UNIMPLEMENTED;
   if (A->dtype != BP_DTYPE_F32 || B->dtype != BP_DTYPE_F32 || C->dtype != BP_DTYPE_F32) return BP_UNIMPLEMENTED;
   uint32_t ar = batched ? 1 : 0;
   if (C->strides[ar + 1] != 1 || (M_ > 1 && C->strides[ar] != N_) || (batched && batch > 1 && C->strides[0] != M_ * N_))
     return BP_UNIMPLEMENTED;
+  mm_job_t j = {A, B, C, ep, (uint64_t)M_, (uint64_t)N_, (uint64_t)K_, ((uint64_t)N_ + 3) / 4, ((uint64_t)K_ + 3) / 4,
+                (uint64_t)batch, {0}, {0}, NULL, 0};
+  int panel = matmul_panel_fits(f, j.M, j.N, j.K);
   uint64_t align = f->min_ssbo_align > 16 ? f->min_ssbo_align : 16;
-  uint64_t c_elems = (uint64_t)batch * (uint64_t)M_ * (uint64_t)N_;
-  uint64_t k4 = ((uint64_t)K_ + 3) / 4, n4 = ((uint64_t)N_ + 3) / 4;
-  uint64_t a_texels = (uint64_t)batch * (uint64_t)M_ * k4, b_texels = (uint64_t)batch * 4 * k4 * n4;
-  uint64_t blocks = (((uint64_t)M_ + MMV_ROWS - 1) / MMV_ROWS) * ((4 * n4 + MMV_COLS - 1) / MMV_COLS);
-  if (C->byte_offset % align || c_elems > INT32_MAX || c_elems * 4 > f->max_ssbo_range || k4 == 0 ||
+  uint64_t c_elems = j.batch * j.M * j.N;
+  uint64_t m_out = panel ? (j.M + 7) / 8 * 8 : j.M; /* the panel kernel's A: rows interleaved by 8 */
+  uint64_t a_texels = j.batch * m_out * j.k4, b_texels = j.batch * 4 * j.k4 * j.n4;
+  uint64_t blocks = ((j.M + MMV_ROWS - 1) / MMV_ROWS) * ((4 * j.n4 + MMV_COLS - 1) / MMV_COLS);
+  if (C->byte_offset % align || c_elems > INT32_MAX || c_elems * 4 > f->max_ssbo_range || j.k4 == 0 ||
       a_texels > INT32_MAX || b_texels > INT32_MAX || blocks > 65535ull * MMV_LANES || batch > 65535 ||
-      k4 > 65535ull * 64 || n4 > 65535ull * 64) /* the packs' rows of 64 texels per workgroup */
+      j.k4 > 65535ull * 64 || j.n4 > 65535ull * 64) /* the packs' rows of 64 texels per workgroup */
     return BP_UNIMPLEMENTED;
   /* In place needs K % 4 == 0 for both: padded k must be zeros in A and B. */
-  mm_operand_t a, b;
-  mm_operand_init(&a, A, batched, batch, (uint64_t)M_, K_ % 4 == 0);
-  mm_operand_init(&b, B, batched, batch, 4 * k4, K_ % 4 == 0);
+  mm_operand_init(&j.a, A, batched, batch, m_out, K_ % 4 == 0, panel);
+  mm_operand_init(&j.b, B, batched, batch, 4 * j.k4, K_ % 4 == 0, 0);
   /* Packed operands each take a fixed half of the workspace, so that it
    * keeps the same two views. */
-  uint64_t half = 0;
-  if (a.packed) half = a_texels * 16;
-  if (b.packed && b_texels * 16 > half) half = b_texels * 16;
-  struct bpp_buffer_s* ws = NULL;
-  if (half) {
-    if (half > f->max_ssbo_range || half / 16 > f->max_texels || vk_stream_workspace(s, 2 * half, &ws) != BP_OK)
+  if (j.a.packed) j.half = a_texels * 16;
+  if (j.b.packed && b_texels * 16 > j.half) j.half = b_texels * 16;
+  if (j.half) {
+    if (j.half > f->max_ssbo_range || j.half / 16 > f->max_texels || vk_stream_workspace(s, 2 * j.half, &j.ws) != BP_OK)
       return BP_UNIMPLEMENTED;
-    half = ws->size / 2;
-    if ((a.packed && vk_buffer_texel_view(ws, 0, half, &a.view)) ||
-        (b.packed && vk_buffer_texel_view(ws, half, half, &b.view)))
+    j.half = j.ws->size / 2;
+    if ((j.a.packed && vk_buffer_texel_view(j.ws, 0, j.half, &j.a.view)) ||
+        (j.b.packed && vk_buffer_texel_view(j.ws, j.half, j.half, &j.b.view)))
       return BP_UNIMPLEMENTED;
   }
-  VkPipeline pipe;
-  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, &ep->mode, 1, &pipe);
-  if (st != BP_OK) return st;
-  if (a.packed && (st = matmul_pack(s, &a, batched, batch, ws, 0, a_texels * 16)) != BP_OK) return st;
-  if (b.packed && (st = matmul_pack(s, &b, batched, batch, ws, half, b_texels * 16)) != BP_OK) return st;
-  uint32_t meta[18];
-  memset(meta, 0, sizeof meta);
-  meta[8] = (uint32_t)M_;
-  meta[9] = (uint32_t)(4 * n4);
-  meta[10] = (uint32_t)(4 * k4);
-  meta[14] = (uint32_t)N_;
-  memcpy(&meta[16], &ep->alpha, 4);
-  memcpy(&meta[17], &ep->beta, 4);
-  vk_bindings_t bind = {.nbufs = VK_MAX_PUSH_BUFFERS, .nviews = VK_MAX_PUSH_VIEWS};
-  for (int k = 0; k < VK_MAX_PUSH_BUFFERS; k++)
-    bind.bufs[k] = (VkDescriptorBufferInfo){((struct bpp_buffer_s*)C->buffer)->buf, C->byte_offset, c_elems * 4};
-  bind.views[0] = a.view;
-  bind.views[1] = b.view;
-  for (int k = 2; k < VK_MAX_PUSH_VIEWS; k++) bind.views[k] = vk_pipeline_null_view(s->dev);
-  if (ep->mode == 2) bind.views[2] = ep->bias_view;
-  vk_access_t acc[5];
-  uint32_t n = 0;
-  vk_access_of(A, 0, &acc[n++]);
-  vk_access_of(B, 0, &acc[n++]);
-  if (ep->mode == 2) vk_access_of(ep->bias, 0, &acc[n++]);
-  vk_access_of(C, 1, &acc[n++]);
-  if (ws) acc[n++] = (vk_access_t){ws->buf, 0, 2 * half, 0};
-  return vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((blocks + MMV_LANES - 1) / MMV_LANES),
-                                 (uint32_t)batch, 1, acc, n, &bind);
+  bp_status_t st;
+  if (j.a.packed && (st = matmul_pack(s, &j.a, batched, batch, panel, j.ws, 0, a_texels * 16)) != BP_OK)
+    return st;
+  if (j.b.packed && (st = matmul_pack(s, &j.b, batched, batch, 0, j.ws, j.half, b_texels * 16)) != BP_OK) return st;
+  return panel ? matmul_panel_dispatch(s, &j) : matmul_vec_dispatch(s, &j);
 }
 
 /* addmm's epilogue on a C the register-blocked kernel wrote, for biases
@@ -456,7 +543,7 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
       bias_pass = 0;
     }
     if (bias_pass) ep.mode = 0;
-    if ((st = matmul_vec(s, A, B, C, &ep, M_, K_, N_, batch, batched)) != BP_UNIMPLEMENTED) {
+    if ((st = matmul_cpu(s, A, B, C, &ep, M_, K_, N_, batch, batched)) != BP_UNIMPLEMENTED) {
       if (st != BP_OK || !bias_pass) return st;
       return matmul_epilogue(s, C, bias, bias_rs, bias_cs, alpha, beta);
     }

@@ -298,6 +298,82 @@ static void test_addmm_epilogue(void** state) {
   check_addmm(e, 5, 4, 8, 0, 2.0, 0.0);     /* beta 0: the bias is ignored */
 }
 
+/* Large f32 products take the panel kernel (M >= 1024, N >= 256, K >=
+ * 1024): k in chunks of 512 per dispatch, each adding to the C the
+ * previous one stored, A packed with rows interleaved by 8. Values are
+ * multiples of 1/8 in [-1, 1], so every partial sum is exact in f32 and
+ * the result must match a double-precision product exactly; rows sampled
+ * (the first and last 8, every 7th). */
+static void check_panel(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, int b_transposed, int addmm) {
+  int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
+  float* x = malloc((size_t)na * 4);
+  float* y = malloc((size_t)nb * 4);  /* B[z][q][j] */
+  float* yt = malloc((size_t)nb * 4); /* as stored: [z][j][q] when transposed */
+  float* bv = malloc((size_t)n * 4);
+  float* got = malloc((size_t)nc * 4);
+  for (int64_t i = 0; i < na; i++) x[i] = (float)((i * 7) % 17 - 8) / 8.0f;
+  for (int64_t i = 0; i < nb; i++) y[i] = (float)((i * 5) % 13 - 6) / 8.0f;
+  for (int64_t j = 0; j < n; j++) bv[j] = (float)(j % 9 - 4) / 8.0f;
+  for (int64_t z = 0; z < batch; z++)
+    for (int64_t q = 0; q < k; q++)
+      for (int64_t j = 0; j < n; j++)
+        yt[b_transposed ? (z * n + j) * k + q : (z * k + q) * n + j] = y[(z * k + q) * n + j];
+  uint32_t rank = batch > 1 ? 3 : 2;
+  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
+  int64_t bst[3] = {k * n, b_transposed ? 1 : n, b_transposed ? k : 1};
+  bp_tensor_t *a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, x), *b = NULL, *c = NULL, *bias = NULL;
+  bp_buffer_t* bbuf = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &bbuf), BP_OK);
+  assert_int_equal(bp_tensor_from_buffer(bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
+                                         batch > 1 ? bst : bst + 1, 0, &b),
+                   BP_OK);
+  assert_int_equal(bp_copy_host_to_buffer(e->s, yt, bbuf, 0, (uint64_t)nb * 4), BP_OK);
+  double alpha = addmm ? 0.5 : 1.0, beta = addmm ? 2.0 : 0.0;
+  if (addmm) {
+    bp_addmm_attrs_t at;
+    memset(&at, 0, sizeof at);
+    at.struct_size = sizeof at;
+    at.alpha = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = alpha};
+    at.beta = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = beta};
+    bias = tensor_f32(e, 1, bsz + 2, bv);
+    assert_int_equal(bp_op_addmm(e->s, bias, a, b, &at, &c), BP_OK);
+  } else if (batch > 1) {
+    assert_int_equal(bp_op_bmm(e->s, a, b, NULL, &c), BP_OK);
+  } else {
+    assert_int_equal(bp_op_mm(e->s, a, b, NULL, &c), BP_OK);
+  }
+  read_f32(e, c, got);
+  double* want = malloc((size_t)n * 8);
+  for (int64_t z = 0; z < batch; z++)
+    for (int64_t i = 0; i < m; i++) {
+      if (i >= 8 && i < m - 8 && i % 7) continue;
+      for (int64_t j = 0; j < n; j++) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; q++) acc += (double)x[(z * m + i) * k + q] * y[(z * k + q) * n + j];
+        want[j] = alpha * acc + beta * bv[j];
+      }
+      expect_close(got + (z * m + i) * n, want, (int)n, 1e-7);
+    }
+  bp_tensor_release(a);
+  bp_tensor_release(b);
+  bp_tensor_release(c);
+  bp_tensor_release(bias);
+  bp_buffer_release(bbuf);
+  free(x);
+  free(y);
+  free(yt);
+  free(bv);
+  free(got);
+  free(want);
+}
+
+static void test_matmul_panel(void** state) {
+  env_t* e = *state;
+  check_panel(e, 1, 2045, 1028, 256, 0, 0); /* A read as texels then interleaved; rows end mid-group; 512 + 512 + 4 */
+  check_panel(e, 2, 1024, 1030, 258, 1, 0); /* batches, x @ W^T, K % 4 == 2: both packed element by element; N % 4 == 2 */
+  check_panel(e, 1, 1024, 1024, 256, 0, 1); /* addmm: alpha and the bias row in the last chunk's stores */
+}
+
 /* Contiguous elementwise programs read inputs of 2, 4 and 8 bytes through
  * texel views (8-element chunks) and the tail one by one. */
 static void test_texel_elementwise(void** state) {
@@ -662,6 +738,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_blocks),
       cmocka_unit_test(test_matmul_packed),
       cmocka_unit_test(test_addmm_epilogue),
+      cmocka_unit_test(test_matmul_panel),
       cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
       cmocka_unit_test(test_gather_index_select_embedding),

@@ -92,6 +92,91 @@ void main() {
       }
     }
 }
+#elif defined(MM_PANEL)
+// The panel f32 kernel (MM_PANEL, with CT_F32), for large products on CPU
+// implementations of Vulkan. Invocations are rows of C: lane l of a
+// workgroup of R rows owns row R x + l and the 16 columns 16 y .. 16 y + 15,
+// as four vec4 accumulators. One dispatch covers SC_KC values of k from k0:
+// the workgroup first copies B's panel [SC_KC, 16] into shared memory, then
+// runs the k loop fully unrolled. With no loop or branch around them the
+// panel's reads have constant offsets, which CPU implementations turn into
+// one scalar load broadcast to all lanes (folded into the multiply), where
+// any per-lane read is a call or a loop over lanes; each lane's A values
+// come four k at a time from one texel fetch. The host walks K in chunks of
+// SC_KC: every chunk but the first adds to the C the previous one stored.
+//
+// A is packed by matmul_pack.comp into rows interleaved by 8 (texel
+// ((z Mr + r / 8) K'/4 + k / 4) 8 + r % 8 holds A[z][r][k .. k + 3], Mr =
+// M'/8), so that the lanes of one SIMD group fetch 128 consecutive bytes; B
+// is row-major [K', N'] texels, read in place or packed (as for MM_VEC).
+// Rows and columns past the edges are clamped on load and skipped on
+// store. Accumulates in float in k order.
+//
+// Specialization constants: 0 addmm's epilogue (as MM_VEC, applied by the
+// last chunk), 1 SC_KC (a multiple of 4; SC_KC x 64 bytes of shared
+// memory), 2 the workgroup's rows (a multiple of 8).
+// Metadata: 8 M, 9 N', 10 K', 11 k0, 12 flags (1 first chunk, 2 last
+// chunk), 13 M'/8, 14 N, 16 alpha, 17 beta (float).
+layout(local_size_x_id = 2) in;
+layout(constant_id = 0) const uint SC_EPILOGUE = 0;
+layout(constant_id = 1) const uint SC_KC = 512;
+layout(set = 0, binding = 8) uniform utextureBuffer ta;
+layout(set = 0, binding = 9) uniform utextureBuffer tb;
+layout(set = 0, binding = 10) uniform utextureBuffer tbias;
+vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
+// C through binding 0: as vec4s when N % 4 == 0, else float by float.
+layout(set = 0, binding = 0, std430) buffer MC { vec4 v[]; } mc;
+layout(set = 0, binding = 0, std430) buffer MC1 { float v[]; } mc1;
+shared vec4 panel[SC_KC * 4u]; // panel[k * 4 + j] = B[k0 + k][16 y + 4 j .. + 3]
+
+void main() {
+  uint M_ = M(8u), N_ = M(9u), K_ = M(10u), k0 = M(11u), flags = M(12u), mr = M(13u), NC = M(14u);
+  uint n4 = N_ / 4u, k4 = K_ / 4u, lanes = gl_WorkGroupSize.x;
+  uint lid = gl_LocalInvocationID.x, bz = gl_WorkGroupID.z;
+  uint row = gl_WorkGroupID.x * lanes + lid, rc = min(row, 8u * mr - 1u);
+  uint c40 = gl_WorkGroupID.y * 4u;
+  uint a0 = ((bz * mr + rc / 8u) * k4 + k0 / 4u) * 8u + rc % 8u;
+  uint b0 = (bz * K_ + k0) * n4;
+  [[unroll]] for (uint t = 0u; t < (SC_KC * 4u + lanes - 1u) / lanes; t++) {
+    uint idx = lid + t * lanes;
+    if (idx < SC_KC * 4u) panel[idx] = fetch(tb, b0 + (idx / 4u) * n4 + min(c40 + idx % 4u, n4 - 1u));
+  }
+  uint c_row = (bz * M_ + row) * NC;
+  vec4 acc[4];
+  [[unroll]] for (uint j = 0u; j < 4u; j++) {
+    uint c = (c40 + j) * 4u;
+    acc[j] = vec4(0);
+    if ((flags & 1u) == 0u && row < M_) {
+      if (NC % 4u == 0u) {
+        if (c < NC) acc[j] = mc.v[(c_row + c) / 4u];
+      } else {
+        [[unroll]] for (uint e = 0u; e < 4u; e++)
+          if (c + e < NC) acc[j][e] = mc1.v[c_row + c + e];
+      }
+    }
+  }
+  barrier();
+  [[unroll]] for (uint kq = 0u; kq < SC_KC / 4u; kq++) {
+    vec4 a = fetch(ta, a0 + kq * 8u);
+    [[unroll]] for (uint r = 0u; r < 4u; r++)
+      [[unroll]] for (uint j = 0u; j < 4u; j++) acc[j] = fma(vec4(a[r]), panel[(kq * 4u + r) * 4u + j], acc[j]);
+  }
+  if (row >= M_) return;
+  [[unroll]] for (uint j = 0u; j < 4u; j++) {
+    uint c = (c40 + j) * 4u;
+    vec4 v = acc[j];
+    if ((flags & 2u) != 0u && SC_EPILOGUE != 0u) {
+      v *= MF32(16u);
+      if (SC_EPILOGUE == 2u) v += MF32(17u) * fetch(tbias, min(c40 + j, n4 - 1u));
+    }
+    if (NC % 4u == 0u) {
+      if (c < NC) mc.v[(c_row + c) / 4u] = v;
+    } else {
+      [[unroll]] for (uint e = 0u; e < 4u; e++)
+        if (c + e < NC) mc1.v[c_row + c + e] = v[e];
+    }
+  }
+}
 #else
 layout(local_size_x = 16, local_size_y = 16) in;
 layout(constant_id = 0) const uint SC_A_DT = 1;

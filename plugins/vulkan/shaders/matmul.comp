@@ -11,6 +11,17 @@
 // 36 beta (double); 38 alpha, 40 beta (int64).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#if defined(MM_VEC) || defined(MM_PANEL)
+// The CPU kernels' operands: A, B and a bias row as 16-byte texels of
+// R32G32B32A32_UINT views (one format for every texel binding), C through
+// storage buffer 0, as vec4s when N % 4 == 0, else float by float.
+layout(set = 0, binding = 8) uniform utextureBuffer ta;
+layout(set = 0, binding = 9) uniform utextureBuffer tb;
+layout(set = 0, binding = 10) uniform utextureBuffer tbias;
+vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
+layout(set = 0, binding = 0, std430) buffer MC { vec4 v[]; } mc;
+layout(set = 0, binding = 0, std430) buffer MC1 { float v[]; } mc1;
+#endif
 #ifdef MM_VEC
 // The register-blocked f32 kernel (MM_VEC, with CT_F32), for CPU
 // implementations of Vulkan: row-major f32 A [B,M,K'] and B [B,K',N'] with
@@ -24,7 +35,7 @@
 // No shared memory and no barriers: each invocation computes an MM_RB x
 // (4 MM_CB) block of C in registers, K in steps of 4. CPU implementations
 // run a workgroup as SIMD lanes of one thread: a texel fetch becomes vector
-// loads, where storage-buffer reads, shared memory and barriers become
+// loads, where storage-buffer reads and per-lane shared-memory reads become
 // per-lane loops; the large block is what amortises the loads. Rows and
 // columns past the edges are clamped on load and skipped on store.
 // Accumulates in float in k order, like the tiled kernel.
@@ -38,14 +49,6 @@
 #define MM_CB 4u
 layout(local_size_x = 8) in;
 layout(constant_id = 0) const uint SC_EPILOGUE = 0;
-// The views are R32G32B32A32_UINT (one format for every texel binding).
-layout(set = 0, binding = 8) uniform utextureBuffer ta;
-layout(set = 0, binding = 9) uniform utextureBuffer tb;
-layout(set = 0, binding = 10) uniform utextureBuffer tbias;
-vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
-// C through binding 0: as vec4s when N % 4 == 0, else float by float.
-layout(set = 0, binding = 0, std430) writeonly buffer MC { vec4 v[]; } mc;
-layout(set = 0, binding = 0, std430) writeonly buffer MC1 { float v[]; } mc1;
 
 void main() {
   uint M_ = M(8u), N_ = M(9u), K_ = M(10u), NC = M(14u);
@@ -120,13 +123,6 @@ void main() {
 layout(local_size_x_id = 2) in;
 layout(constant_id = 0) const uint SC_EPILOGUE = 0;
 layout(constant_id = 1) const uint SC_KC = 512;
-layout(set = 0, binding = 8) uniform utextureBuffer ta;
-layout(set = 0, binding = 9) uniform utextureBuffer tb;
-layout(set = 0, binding = 10) uniform utextureBuffer tbias;
-vec4 fetch(utextureBuffer t, uint i) { return uintBitsToFloat(texelFetch(t, int(i))); }
-// C through binding 0: as vec4s when N % 4 == 0, else float by float.
-layout(set = 0, binding = 0, std430) buffer MC { vec4 v[]; } mc;
-layout(set = 0, binding = 0, std430) buffer MC1 { float v[]; } mc1;
 shared vec4 panel[SC_KC * 4u]; // panel[k * 4 + j] = B[k0 + k][16 y + 4 j .. + 3]
 
 void main() {

@@ -204,39 +204,59 @@ static void test_matmul_blocks(void** state) {
   check_matmul(e, 2, 5, 6, 7, 0);     /* K and N not multiples of 4: both packed first */
 }
 
+/* A [batch, m, k] dense and B [batch, k, n] (a transposed view of dense
+ * [batch, n, k] storage when b_transposed) with values that are multiples
+ * of 1/8 in [-1, 1]; x and y hold them row-major on the host. */
+typedef struct mm_inputs {
+  float *x, *y;
+  bp_tensor_t *a, *b;
+  bp_buffer_t* bbuf;
+} mm_inputs_t;
+
+static void mm_inputs_make(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, int b_transposed,
+                           mm_inputs_t* in) {
+  int64_t na = batch * m * k, nb = batch * k * n;
+  in->x = malloc((size_t)na * 4);
+  in->y = malloc((size_t)nb * 4);     /* B[z][q][j] */
+  float* yt = malloc((size_t)nb * 4); /* as stored: [z][j][q] when transposed */
+  for (int64_t i = 0; i < na; i++) in->x[i] = (float)((i * 7) % 17 - 8) / 8.0f;
+  for (int64_t i = 0; i < nb; i++) in->y[i] = (float)((i * 5) % 13 - 6) / 8.0f;
+  for (int64_t z = 0; z < batch; z++)
+    for (int64_t q = 0; q < k; q++)
+      for (int64_t j = 0; j < n; j++)
+        yt[b_transposed ? (z * n + j) * k + q : (z * k + q) * n + j] = in->y[(z * k + q) * n + j];
+  uint32_t rank = batch > 1 ? 3 : 2;
+  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
+  int64_t bst[3] = {k * n, b_transposed ? 1 : n, b_transposed ? k : 1};
+  in->a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, in->x);
+  in->b = NULL;
+  in->bbuf = NULL;
+  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &in->bbuf), BP_OK);
+  assert_int_equal(bp_tensor_from_buffer(in->bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
+                                         batch > 1 ? bst : bst + 1, 0, &in->b),
+                   BP_OK);
+  assert_int_equal(bp_copy_host_to_buffer(e->s, yt, in->bbuf, 0, (uint64_t)nb * 4), BP_OK);
+  free(yt);
+}
+
+static void mm_inputs_free(mm_inputs_t* in) {
+  bp_tensor_release(in->a);
+  bp_tensor_release(in->b);
+  bp_buffer_release(in->bbuf);
+  free(in->x);
+  free(in->y);
+}
+
 /* Operands the register-blocked kernel cannot read in place are packed
  * first (dense, K and N padded to multiples of 4): a transposed view of B,
  * K and N that are not multiples of 4, several workgroups of blocks. The
  * values are multiples of 1/8 in [-1, 1], against a double-precision host
  * product. */
 static void check_matmul_packed(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, int b_transposed) {
-  int64_t na = batch * m * k, nb = batch * k * n;
-  float* x = malloc((size_t)na * 4);
-  float* y = malloc((size_t)nb * 4);  /* B[z][q][j] */
-  float* yt = malloc((size_t)nb * 4); /* as stored: [z][j][q] when transposed */
-  for (int64_t i = 0; i < na; i++) x[i] = (float)((i * 7) % 17 - 8) / 8.0f;
-  for (int64_t i = 0; i < nb; i++) y[i] = (float)((i * 5) % 13 - 6) / 8.0f;
-  for (int64_t z = 0; z < batch; z++)
-    for (int64_t q = 0; q < k; q++)
-      for (int64_t j = 0; j < n; j++)
-        yt[b_transposed ? (z * n + j) * k + q : (z * k + q) * n + j] = y[(z * k + q) * n + j];
-  uint32_t rank = batch > 1 ? 3 : 2;
-  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
-  int64_t bst[3] = {k * n, b_transposed ? 1 : n, b_transposed ? k : 1};
-  bp_tensor_t *a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, x), *b = NULL;
-  bp_buffer_t* bbuf = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &bbuf), BP_OK);
-  assert_int_equal(bp_tensor_from_buffer(bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
-                                         batch > 1 ? bst : bst + 1, 0, &b),
-                   BP_OK);
-  assert_int_equal(bp_copy_host_to_buffer(e->s, yt, bbuf, 0, (uint64_t)nb * 4), BP_OK);
-  mm_and_check(e, batch, m, k, n, a, b, x, y, 1e-6);
-  bp_tensor_release(a);
-  bp_tensor_release(b);
-  bp_buffer_release(bbuf);
-  free(x);
-  free(y);
-  free(yt);
+  mm_inputs_t in;
+  mm_inputs_make(e, batch, m, k, n, b_transposed, &in);
+  mm_and_check(e, batch, m, k, n, in.a, in.b, in.x, in.y, 1e-6);
+  mm_inputs_free(&in);
 }
 
 static void test_matmul_packed(void** state) {
@@ -305,29 +325,13 @@ static void test_addmm_epilogue(void** state) {
  * the result must match a double-precision product exactly; rows sampled
  * (the first and last 8, every 7th). */
 static void check_panel(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n, int b_transposed, int addmm) {
-  int64_t na = batch * m * k, nb = batch * k * n, nc = batch * m * n;
-  float* x = malloc((size_t)na * 4);
-  float* y = malloc((size_t)nb * 4);  /* B[z][q][j] */
-  float* yt = malloc((size_t)nb * 4); /* as stored: [z][j][q] when transposed */
+  mm_inputs_t in;
+  mm_inputs_make(e, batch, m, k, n, b_transposed, &in);
+  const float *x = in.x, *y = in.y;
   float* bv = malloc((size_t)n * 4);
-  float* got = malloc((size_t)nc * 4);
-  for (int64_t i = 0; i < na; i++) x[i] = (float)((i * 7) % 17 - 8) / 8.0f;
-  for (int64_t i = 0; i < nb; i++) y[i] = (float)((i * 5) % 13 - 6) / 8.0f;
+  float* got = malloc((size_t)(batch * m * n) * 4);
   for (int64_t j = 0; j < n; j++) bv[j] = (float)(j % 9 - 4) / 8.0f;
-  for (int64_t z = 0; z < batch; z++)
-    for (int64_t q = 0; q < k; q++)
-      for (int64_t j = 0; j < n; j++)
-        yt[b_transposed ? (z * n + j) * k + q : (z * k + q) * n + j] = y[(z * k + q) * n + j];
-  uint32_t rank = batch > 1 ? 3 : 2;
-  int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
-  int64_t bst[3] = {k * n, b_transposed ? 1 : n, b_transposed ? k : 1};
-  bp_tensor_t *a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, x), *b = NULL, *c = NULL, *bias = NULL;
-  bp_buffer_t* bbuf = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &bbuf), BP_OK);
-  assert_int_equal(bp_tensor_from_buffer(bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
-                                         batch > 1 ? bst : bst + 1, 0, &b),
-                   BP_OK);
-  assert_int_equal(bp_copy_host_to_buffer(e->s, yt, bbuf, 0, (uint64_t)nb * 4), BP_OK);
+  bp_tensor_t *c = NULL, *bias = NULL;
   double alpha = addmm ? 0.5 : 1.0, beta = addmm ? 2.0 : 0.0;
   if (addmm) {
     bp_addmm_attrs_t at;
@@ -335,12 +339,12 @@ static void check_panel(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n
     at.struct_size = sizeof at;
     at.alpha = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = alpha};
     at.beta = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = beta};
-    bias = tensor_f32(e, 1, bsz + 2, bv);
-    assert_int_equal(bp_op_addmm(e->s, bias, a, b, &at, &c), BP_OK);
+    bias = tensor_f32(e, 1, &n, bv);
+    assert_int_equal(bp_op_addmm(e->s, bias, in.a, in.b, &at, &c), BP_OK);
   } else if (batch > 1) {
-    assert_int_equal(bp_op_bmm(e->s, a, b, NULL, &c), BP_OK);
+    assert_int_equal(bp_op_bmm(e->s, in.a, in.b, NULL, &c), BP_OK);
   } else {
-    assert_int_equal(bp_op_mm(e->s, a, b, NULL, &c), BP_OK);
+    assert_int_equal(bp_op_mm(e->s, in.a, in.b, NULL, &c), BP_OK);
   }
   read_f32(e, c, got);
   double* want = malloc((size_t)n * 8);
@@ -354,14 +358,9 @@ static void check_panel(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t n
       }
       expect_close(got + (z * m + i) * n, want, (int)n, 1e-7);
     }
-  bp_tensor_release(a);
-  bp_tensor_release(b);
   bp_tensor_release(c);
   bp_tensor_release(bias);
-  bp_buffer_release(bbuf);
-  free(x);
-  free(y);
-  free(yt);
+  mm_inputs_free(&in);
   free(bv);
   free(got);
   free(want);

@@ -374,7 +374,9 @@ static bp_status_t matmul_panel_dispatch(bpp_stream_t s, const mm_job_t* j) {
 /* Whether MM_PANEL takes this product on this device. */
 static int matmul_panel_fits(const vk_features_t* f, uint64_t M, uint64_t N, uint64_t K) {
   uint64_t idle = (M + MMP_ROWS - 1) / MMP_ROWS * MMP_ROWS - M;
-  return M >= MMP_ROWS && idle * 8 <= M && N >= 256 && K >= 2 * MMP_KC && f->max_shared >= MMP_KC * 64 &&
+  uint32_t max_gy = f->max_wg_count[1] ? f->max_wg_count[1] : 65535; /* workgroups y: 16 columns each */
+  return M >= MMP_ROWS && idle * 8 <= M && N >= 256 && (N + 15) / 16 <= max_gy && K >= 2 * MMP_KC &&
+         f->max_shared >= MMP_KC * 64 &&
          f->max_wg_invocations >= MMP_ROWS && f->max_wg_size[0] >= MMP_ROWS;
 }
 

@@ -47,6 +47,11 @@ void bpb_add_figure(const bpb_figure_t* f);
 /* Exits with a message when a call fails (a benchmark has no recovery). */
 void bpb_check(bp_status_t st, const char* expr);
 #define BPB_CHECK(expr) bpb_check((expr), #expr)
+/* For the first call of a figure: 1, having printed that the figure is
+ * skipped and why, when the device has no kernel for the op
+ * (BP_UNIMPLEMENTED); 0 when the call succeeded; exits as bpb_check on any
+ * other failure. */
+int bpb_unsupported(bp_status_t st, const char* figure);
 
 /* A new dense tensor on ctx->device. */
 bp_tensor_t* bpb_tensor(bpb_ctx_t* ctx, uint32_t dtype, uint32_t rank, const int64_t* sizes);
@@ -68,8 +73,9 @@ double bpb_copy_loop(const float* a, const float* b, float* dst, size_t n, int t
  * it and run long interleave bpb_copy_loop themselves. */
 double bpb_copy_bandwidth(bpb_ctx_t* ctx);
 
-/* A benchmarked unit of work: enqueues one run on ctx->stream. */
-typedef void (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
+/* A benchmarked unit of work: enqueues one run on ctx->stream; returns
+ * the op call's status. */
+typedef bp_status_t (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
 
 /* A timed burst in bpb_time_vs_copy: at least BPB_BURST runs and at least
  * BPB_BURST_S seconds of them. */
@@ -81,9 +87,11 @@ typedef void (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
  * passes, then a burst of back-to-back runs of fn(user) closed by one
  * stream synchronize, so both are measured in steady state (threads awake,
  * caches and clocks as in a model's sequence of ops) rather than from a
- * cold start. Writes the medians of the seconds per run. */
-void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
-                      size_t n, double* out_op_s, double* out_copy_s);
+ * cold start. Writes the medians of the seconds per run and returns 1; or
+ * returns 0, having printed that `figure` is skipped and why, when the
+ * device has no kernel for the op (the warm-up run's BP_UNIMPLEMENTED). */
+int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
+                     size_t n, const char* figure, double* out_op_s, double* out_copy_s);
 
 /* Times `reps` runs of fn(user) each followed by a stream synchronize;
  * returns the median seconds. One untimed warm-up run first. */

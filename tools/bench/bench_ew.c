@@ -25,35 +25,33 @@ typedef struct ew_state {
   bp_tensor_t *a, *b, *c, *cond, *h, *out, *out_h, *out_i, *at, *out2d;
 } ew_state_t;
 
-static void run_one(bpb_ctx_t* ctx, void* user) {
+static bp_status_t run_one(bpb_ctx_t* ctx, void* user) {
   ew_state_t* s = user;
   bp_stream_t* st = ctx->stream;
   switch (s->kind) {
-    case EW_ADD: BPB_CHECK(bp_op_add(st, s->a, s->b, NULL, &s->out)); break;
-    case EW_MUL: BPB_CHECK(bp_op_mul(st, s->a, s->b, NULL, &s->out)); break;
-    case EW_RELU: BPB_CHECK(bp_op_relu(st, s->a, NULL, &s->out)); break;
-    case EW_NEG: BPB_CHECK(bp_op_neg(st, s->a, NULL, &s->out)); break;
-    case EW_MAXIMUM: BPB_CHECK(bp_op_maximum(st, s->a, s->b, NULL, &s->out)); break;
-    case EW_WHERE: BPB_CHECK(bp_op_where(st, s->cond, s->a, s->b, NULL, &s->out)); break;
-    case EW_ADDCMUL: BPB_CHECK(bp_op_addcmul(st, s->a, s->b, s->c, NULL, &s->out)); break;
-    case EW_CLONE: BPB_CHECK(bp_op_clone(st, s->a, NULL, &s->out)); break;
+    case EW_ADD: return bp_op_add(st, s->a, s->b, NULL, &s->out);
+    case EW_MUL: return bp_op_mul(st, s->a, s->b, NULL, &s->out);
+    case EW_RELU: return bp_op_relu(st, s->a, NULL, &s->out);
+    case EW_NEG: return bp_op_neg(st, s->a, NULL, &s->out);
+    case EW_MAXIMUM: return bp_op_maximum(st, s->a, s->b, NULL, &s->out);
+    case EW_WHERE: return bp_op_where(st, s->cond, s->a, s->b, NULL, &s->out);
+    case EW_ADDCMUL: return bp_op_addcmul(st, s->a, s->b, s->c, NULL, &s->out);
+    case EW_CLONE: return bp_op_clone(st, s->a, NULL, &s->out);
     case EW_CAST_F16: {
       bp_cast_attrs_t at = {.struct_size = sizeof at, .dtype = BP_DTYPE_F16};
-      BPB_CHECK(bp_op_to_copy(st, s->a, &at, &s->out_h));
-      break;
+      return bp_op_to_copy(st, s->a, &at, &s->out_h);
     }
     case EW_CAST_F32: {
       bp_cast_attrs_t at = {.struct_size = sizeof at, .dtype = BP_DTYPE_F32};
-      BPB_CHECK(bp_op_to_copy(st, s->h, &at, &s->out));
-      break;
+      return bp_op_to_copy(st, s->h, &at, &s->out);
     }
     case EW_CAST_I32: {
       bp_cast_attrs_t at = {.struct_size = sizeof at, .dtype = BP_DTYPE_I32};
-      BPB_CHECK(bp_op_to_copy(st, s->a, &at, &s->out_i));
-      break;
+      return bp_op_to_copy(st, s->a, &at, &s->out_i);
     }
-    case EW_COPY_TRANSPOSED: BPB_CHECK(bp_op_copy(st, s->out2d, s->at, NULL, &s->out2d)); break;
+    case EW_COPY_TRANSPOSED: return bp_op_copy(st, s->out2d, s->at, NULL, &s->out2d);
   }
+  return BP_INVALID_ARGUMENT;
 }
 
 void bpb_suite_ew(bpb_ctx_t* ctx) {
@@ -98,8 +96,11 @@ void bpb_suite_ew(bpb_ctx_t* ctx) {
   for (size_t k = 0; k < sizeof k_benches / sizeof k_benches[0]; k++) {
     const ew_bench_t* b = &k_benches[k];
     s.kind = b->kind;
+    char name[128];
+    snprintf(name, sizeof name, "%s, %lldM elements: bandwidth vs copy loop", b->name,
+             (long long)(n >> 20));
     double t_op, t_copy;
-    bpb_time_vs_copy(ctx, run_one, &s, ha, hd, (size_t)n, &t_op, &t_copy);
+    if (!bpb_time_vs_copy(ctx, run_one, &s, ha, hd, (size_t)n, name, &t_op, &t_copy)) continue;
     /* where reads a 1-byte condition: counted as a quarter operand. */
     double bytes = (double)n * (4.0 * b->reads + 2.0 * b->half_reads);
     if (b->kind == EW_WHERE) bytes = (double)n * (4.0 * 3 + 1.0);
@@ -107,9 +108,6 @@ void bpb_suite_ew(bpb_ctx_t* ctx) {
     if (b->kind == EW_CAST_F32) bytes = (double)n * (2.0 + 4.0);
     double bw = bytes / t_op / 1e9;
     double base = 2.0 * (double)n * 4.0 / t_copy / 1e9;
-    char name[128];
-    snprintf(name, sizeof name, "%s, %lldM elements: bandwidth vs copy loop", b->name,
-             (long long)(n >> 20));
     /* The streaming ops carry the 0.85 target; a transposed copy is
      * reported beside them (a gather of strided lines, not a stream). */
     double target = b->kind == EW_COPY_TRANSPOSED ? 0.0 : 0.85;

@@ -36,6 +36,15 @@ void bpb_check(bp_status_t st, const char* expr) {
   exit(1);
 }
 
+int bpb_unsupported(bp_status_t st, const char* figure) {
+  if (st != BP_UNIMPLEMENTED) {
+    bpb_check(st, figure);
+    return 0;
+  }
+  printf("figure '%s' skipped: %s\n", figure, bp_status_message());
+  return 1;
+}
+
 void* bpb_alloc(size_t bytes) {
   void* p = aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (!p) {
@@ -149,11 +158,11 @@ double bpb_copy_bandwidth(bpb_ctx_t* ctx) {
 
 double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user) {
   double t[BPB_MAX_REPS];
-  fn(ctx, user);
+  BPB_CHECK(fn(ctx, user));
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   for (int r = 0; r < ctx->reps; ++r) {
     double t0 = bpb_now();
-    fn(ctx, user);
+    BPB_CHECK(fn(ctx, user));
     BPB_CHECK(bp_stream_synchronize(ctx->stream));
     t[r] = bpb_now() - t0;
   }
@@ -174,10 +183,11 @@ double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const f
 #endif
 }
 
-void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
-                      size_t n, double* out_op_s, double* out_copy_s) {
+int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
+                     size_t n, const char* figure, double* out_op_s, double* out_copy_s) {
   double t_op[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
-  fn(ctx, user); /* warm-up: first-touch of outputs, pipelines, caches */
+  /* warm-up: first-touch of outputs, pipelines, caches */
+  if (bpb_unsupported(fn(ctx, user), figure)) return 0;
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   bpb_copy_loop(src, NULL, dst, n, ctx->cores);
   for (int r = 0; r < ctx->reps; r++) {
@@ -191,7 +201,7 @@ void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* sr
     runs = 0;
     t0 = bpb_now();
     do {
-      for (int b = 0; b < BPB_BURST; b++) fn(ctx, user);
+      for (int b = 0; b < BPB_BURST; b++) BPB_CHECK(fn(ctx, user));
       BPB_CHECK(bp_stream_synchronize(ctx->stream));
       runs += BPB_BURST;
       dt = bpb_now() - t0;
@@ -200,4 +210,5 @@ void bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* sr
   }
   *out_op_s = bpb_median(t_op, ctx->reps);
   *out_copy_s = bpb_median(t_copy, ctx->reps);
+  return 1;
 }

@@ -27,7 +27,7 @@ typedef struct red_state {
   bp_tensor_t *x, *rows_out, *cols_out, *all_out, *full_out, *idx_out;
 } red_state_t;
 
-static void run_one(bpb_ctx_t* ctx, void* user) {
+static bp_status_t run_one(bpb_ctx_t* ctx, void* user) {
   red_state_t* s = user;
   bp_stream_t* st = ctx->stream;
   const red_bench_t* b = s->b;
@@ -38,27 +38,25 @@ static void run_one(bpb_ctx_t* ctx, void* user) {
   }
   bp_tensor_t** out = b->dim < 0 ? &s->all_out : b->dim == 0 ? &s->cols_out : &s->rows_out;
   switch (b->kind) {
-    case RK_SUM: BPB_CHECK(bp_op_sum(st, s->x, &ra, out)); break;
-    case RK_MEAN: BPB_CHECK(bp_op_mean(st, s->x, &ra, out)); break;
-    case RK_AMAX: BPB_CHECK(bp_op_amax(st, s->x, &ra, out)); break;
+    case RK_SUM: return bp_op_sum(st, s->x, &ra, out);
+    case RK_MEAN: return bp_op_mean(st, s->x, &ra, out);
+    case RK_AMAX: return bp_op_amax(st, s->x, &ra, out);
     case RK_SOFTMAX:
     case RK_LOG_SOFTMAX: {
       bp_softmax_attrs_t sa = {.struct_size = sizeof sa, .dim = b->dim};
-      if (b->kind == RK_SOFTMAX) BPB_CHECK(bp_op_softmax(st, s->x, &sa, &s->full_out));
-      else BPB_CHECK(bp_op_log_softmax(st, s->x, &sa, &s->full_out));
-      break;
+      if (b->kind == RK_SOFTMAX) return bp_op_softmax(st, s->x, &sa, &s->full_out);
+      return bp_op_log_softmax(st, s->x, &sa, &s->full_out);
     }
     case RK_CUMSUM: {
       bp_dim_attrs_t da = {.struct_size = sizeof da, .dim = b->dim};
-      BPB_CHECK(bp_op_cumsum(st, s->x, &da, &s->full_out));
-      break;
+      return bp_op_cumsum(st, s->x, &da, &s->full_out);
     }
     case RK_SORT: {
       bp_sort_attrs_t sa = {.struct_size = sizeof sa, .dim = b->dim};
-      BPB_CHECK(bp_op_sort(st, s->x, &sa, &s->full_out, &s->idx_out));
-      break;
+      return bp_op_sort(st, s->x, &sa, &s->full_out, &s->idx_out);
     }
   }
+  return BP_INVALID_ARGUMENT;
 }
 
 /* Bytes moved by one run: the input once plus every output element. */
@@ -105,13 +103,13 @@ void bpb_suite_reduce(bpb_ctx_t* ctx) {
   for (size_t k = 0; k < sizeof k_benches / sizeof k_benches[0]; k++) {
     const red_bench_t* b = &k_benches[k];
     s.b = b;
-    double t_op, t_copy;
-    bpb_time_vs_copy(ctx, run_one, &s, ha, hd, (size_t)n, &t_op, &t_copy);
-    double bw = bytes_moved(b, side) / t_op / 1e9;
-    double base = 2.0 * (double)n * 4.0 / t_copy / 1e9;
     char name[128];
     snprintf(name, sizeof name, "%s, %lldx%lld: bandwidth vs copy loop", b->name,
              (long long)side, (long long)side);
+    double t_op, t_copy;
+    if (!bpb_time_vs_copy(ctx, run_one, &s, ha, hd, (size_t)n, name, &t_op, &t_copy)) continue;
+    double bw = bytes_moved(b, side) / t_op / 1e9;
+    double base = 2.0 * (double)n * 4.0 / t_copy / 1e9;
     bpb_add_figure(&(bpb_figure_t){name, "GB/s", bw, base, "C copy loop, all cores", b->target, 0});
   }
   free(ha);

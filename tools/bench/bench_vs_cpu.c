@@ -17,16 +17,16 @@ typedef struct vs_state {
   int tiny_ops;
 } vs_state_t;
 
-static void run_vs(bpb_ctx_t* ctx, void* user) {
+static bp_status_t run_vs(bpb_ctx_t* ctx, void* user) {
   vs_state_t* s = user;
   switch (s->kind) {
-    case 0: BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out)); break;
-    case 1: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->b, NULL, &s->out)); break;
-    case 3: BPB_CHECK(bp_op_mm(ctx->stream, s->a, s->bt, NULL, &s->out)); break;
-    case 4: BPB_CHECK(bp_op_addmm(ctx->stream, s->bias, s->a, s->b, NULL, &s->out)); break;
+    case 0: return bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out);
+    case 1: return bp_op_mm(ctx->stream, s->a, s->b, NULL, &s->out);
+    case 3: return bp_op_mm(ctx->stream, s->a, s->bt, NULL, &s->out);
+    case 4: return bp_op_addmm(ctx->stream, s->bias, s->a, s->b, NULL, &s->out);
     default:
       for (int i = 0; i < s->tiny_ops; i++) BPB_CHECK(bp_op_add(ctx->stream, s->a, s->b, NULL, &s->out));
-      break;
+      return BP_OK;
   }
 }
 

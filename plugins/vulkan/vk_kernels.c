@@ -384,10 +384,10 @@ static int matmul_panel_fits(const vk_features_t* f, uint64_t M, uint64_t N, uin
  * one thread, not GPU threads) with push descriptors: f32 A and B of any
  * strides, dense row-major C at an aligned offset, addmm's alpha and bias
  * row as `ep` says. The panel kernel takes large products
- * (matmul_panel_fits), the register-blocked one the rest. Operands a kernel cannot read in place
- * are packed into the stream's workspace first. BP_UNIMPLEMENTED, having
- * recorded nothing, when neither applies (the caller takes the tiled
- * kernel). */
+ * (matmul_panel_fits), the register-blocked one the rest. Operands a
+ * kernel cannot read in place are packed into the stream's workspace
+ * first. BP_UNIMPLEMENTED, having recorded nothing, when neither applies
+ * (the caller takes the tiled kernel). */
 static bp_status_t matmul_cpu(bpp_stream_t s, const bp_tensor_desc_t* A, const bp_tensor_desc_t* B,
                               const bp_tensor_desc_t* C, const mm_epilogue_t* ep, int64_t M_, int64_t K_, int64_t N_,
                               int64_t batch, int batched) {

@@ -239,9 +239,10 @@ static int transposed_texel_view(const mm_operand_t* o, int batched, int64_t bat
 }
 
 /* Copies X into its packed form at [off, off + bytes) of the workspace:
- * dense row-major, or with rows interleaved by 8 (MM_PANEL's A). */
+ * dense row-major, or with rows interleaved by 8 (MM_PANEL's A). With
+ * record 0 it only gets its pipeline (see matmul_cpu). */
 static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batched, int64_t batch, int interleave,
-                               struct bpp_buffer_s* ws, uint64_t off, uint64_t bytes) {
+                               struct bpp_buffer_s* ws, uint64_t off, uint64_t bytes, int record) {
   const bp_tensor_desc_t* X = o->t;
   uint32_t ar = batched ? 1 : 0;
   uint32_t meta[18];
@@ -266,7 +267,7 @@ static bp_status_t matmul_pack(bpp_stream_t s, const mm_operand_t* o, int batche
   }
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmul_pack, spec, 2, &pipe);
-  if (st != BP_OK) return st;
+  if (st != BP_OK || !record) return st;
   vk_access_t acc[2];
   vk_access_of(X, 0, &acc[0]);
   acc[1] = (vk_access_t){ws->buf, off, bytes, 1};
@@ -330,10 +331,10 @@ static void mm_job_meta(const mm_job_t* j, uint32_t meta[18]) {
   memcpy(&meta[17], &j->ep->beta, 4);
 }
 
-static bp_status_t matmul_vec_dispatch(bpp_stream_t s, const mm_job_t* j) {
+static bp_status_t matmul_vec_dispatch(bpp_stream_t s, const mm_job_t* j, int record) {
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulv_f32, &j->ep->mode, 1, &pipe);
-  if (st != BP_OK) return st;
+  if (st != BP_OK || !record) return st;
   uint32_t meta[18], n;
   mm_job_meta(j, meta);
   vk_bindings_t bind;
@@ -346,15 +347,16 @@ static bp_status_t matmul_vec_dispatch(bpp_stream_t s, const mm_job_t* j) {
 
 /* MM_PANEL: one dispatch per chunk of MMP_KC values of k (the last one
  * shorter, its own pipeline), each adding to the C the previous stored. */
-static bp_status_t matmul_panel_dispatch(bpp_stream_t s, const mm_job_t* j) {
+static bp_status_t matmul_panel_dispatch(bpp_stream_t s, const mm_job_t* j, int record) {
   uint32_t kp = (uint32_t)(4 * j->k4);
-  for (uint32_t k0 = 0; k0 < kp;) {
-    uint32_t kc = kp - k0 < MMP_KC ? kp - k0 : MMP_KC;
+  for (uint32_t k0 = 0, kc; k0 < kp; k0 += kc) {
+    kc = kp - k0 < MMP_KC ? kp - k0 : MMP_KC;
     int last = k0 + kc == kp;
     const uint32_t spec[3] = {last ? j->ep->mode : 0u, kc, MMP_ROWS};
     VkPipeline pipe;
     bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_matmulp_f32, spec, 3, &pipe);
     if (st != BP_OK) return st;
+    if (!record) continue;
     uint32_t meta[18], n;
     mm_job_meta(j, meta);
     meta[11] = k0;
@@ -366,7 +368,6 @@ static bp_status_t matmul_panel_dispatch(bpp_stream_t s, const mm_job_t* j) {
     if ((st = vk_stream_dispatch_bufs(s, pipe, meta, sizeof meta, 0, (uint32_t)((j->M + MMP_ROWS - 1) / MMP_ROWS),
                                       (uint32_t)((j->n4 + 3) / 4), (uint32_t)j->batch, acc, n, &bind)) != BP_OK)
       return st;
-    k0 += kc;
   }
   return BP_OK;
 }
@@ -424,11 +425,18 @@ static bp_status_t matmul_cpu(bpp_stream_t s, const bp_tensor_desc_t* A, const b
         (j.b.packed && vk_buffer_texel_view(j.ws, j.half, j.half, &j.b.view)))
       return BP_UNIMPLEMENTED;
   }
-  bp_status_t st;
-  if (j.a.packed && (st = matmul_pack(s, &j.a, batched, batch, panel, j.ws, 0, a_texels * 16)) != BP_OK)
-    return st;
-  if (j.b.packed && (st = matmul_pack(s, &j.b, batched, batch, 0, j.ws, j.half, b_texels * 16)) != BP_OK) return st;
-  return panel ? matmul_panel_dispatch(s, &j) : matmul_vec_dispatch(s, &j);
+  /* Two passes: the first only gets every pipeline the product takes, so
+   * that a failure to build one (the driver out of memory) returns before
+   * anything is recorded; the second records. */
+  bp_status_t st = BP_OK;
+  for (int record = 0; record < 2 && st == BP_OK; record++) {
+    if (j.a.packed && (st = matmul_pack(s, &j.a, batched, batch, panel, j.ws, 0, a_texels * 16, record)) != BP_OK)
+      break;
+    if (j.b.packed && (st = matmul_pack(s, &j.b, batched, batch, 0, j.ws, j.half, b_texels * 16, record)) != BP_OK)
+      break;
+    st = panel ? matmul_panel_dispatch(s, &j, record) : matmul_vec_dispatch(s, &j, record);
+  }
+  return st;
 }
 
 /* addmm's epilogue on a C the register-blocked kernel wrote, for biases

@@ -28,6 +28,8 @@ typedef struct fake_pd {
 static fake_pd_t g_pds[4];
 static uint32_t g_npd;
 static int g_fail_create_instance;
+static int g_cpu;            /* devices are VK_PHYSICAL_DEVICE_TYPE_CPU with VK_KHR_push_descriptor */
+static int g_fail_pipelines; /* vkCreateComputePipelines runs out of memory */
 static uint64_t g_submits, g_dispatches, g_barriers, g_copies, g_allocs, g_live_allocs;
 
 typedef struct fake_mem { unsigned char* p; uint64_t size; } fake_mem_t;
@@ -64,10 +66,18 @@ static fake_pd_t* pd_of(VkPhysicalDevice p) { return (fake_pd_t*)p; }
 static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceProperties(VkPhysicalDevice p, VkPhysicalDeviceProperties* o) {
   memset(o, 0, sizeof *o);
   o->apiVersion = VK_API_VERSION_1_3;
-  o->deviceType = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
+  o->deviceType = g_cpu ? VK_PHYSICAL_DEVICE_TYPE_CPU : VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   snprintf(o->deviceName, sizeof o->deviceName, "%s", pd_of(p)->name);
-  o->limits.timestampPeriod = 1;
-  for (int i = 0; i < 3; i++) o->limits.maxComputeWorkGroupCount[i] = 65535;
+  VkPhysicalDeviceLimits* l = &o->limits;
+  l->timestampPeriod = 1;
+  for (int i = 0; i < 3; i++) {
+    l->maxComputeWorkGroupCount[i] = 65535;
+    l->maxComputeWorkGroupSize[i] = i < 2 ? 1024 : 64;
+  }
+  l->maxComputeWorkGroupInvocations = 1024;
+  l->maxComputeSharedMemorySize = 32768;
+  l->minStorageBufferOffsetAlignment = l->minTexelBufferOffsetAlignment = 16;
+  l->maxStorageBufferRange = l->maxTexelBufferElements = 1u << 27;
 }
 static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceProperties2(VkPhysicalDevice p, VkPhysicalDeviceProperties2* o) {
   f_GetPhysicalDeviceProperties(p, &o->properties);
@@ -114,7 +124,17 @@ static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceMemoryProperties2(VkPhysica
 }
 static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateDeviceExtensionProperties(VkPhysicalDevice p, const char* l, uint32_t* n,
                                                                            VkExtensionProperties* e) {
-  (void)p; (void)l; (void)e; *n = 0; return VK_SUCCESS;
+  (void)p; (void)l;
+  if (!g_cpu) {
+    *n = 0;
+    return VK_SUCCESS;
+  }
+  if (e && *n >= 1) {
+    memset(e, 0, sizeof *e);
+    snprintf(e->extensionName, sizeof e->extensionName, "%s", VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+  }
+  *n = 1;
+  return VK_SUCCESS;
 }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreateDevice(VkPhysicalDevice p, const VkDeviceCreateInfo* ci,
                                                      const VkAllocationCallbacks* a, VkDevice* out) {
@@ -351,8 +371,8 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_CreateComputePipelines(VkDevice d, VkPip
                                                                const VkComputePipelineCreateInfo* ci, const VkAllocationCallbacks* a,
                                                                VkPipeline* out) {
   (void)d; (void)c; (void)ci; (void)a;
-  for (uint32_t i = 0; i < n; i++) out[i] = (VkPipeline)(g_handle++);
-  return VK_SUCCESS;
+  for (uint32_t i = 0; i < n; i++) out[i] = g_fail_pipelines ? VK_NULL_HANDLE : (VkPipeline)(g_handle++);
+  return g_fail_pipelines ? VK_ERROR_OUT_OF_DEVICE_MEMORY : VK_SUCCESS;
 }
 static VKAPI_ATTR void VKAPI_CALL f_DestroyPipeline(VkDevice d, VkPipeline p, const VkAllocationCallbacks* a) { (void)d; (void)p; (void)a; }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreatePipelineCache(VkDevice d, const VkPipelineCacheCreateInfo* ci,
@@ -360,6 +380,22 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_CreatePipelineCache(VkDevice d, const Vk
   (void)d; (void)ci; (void)a; *out = (VkPipelineCache)(g_handle++); return VK_SUCCESS;
 }
 static VKAPI_ATTR void VKAPI_CALL f_DestroyPipelineCache(VkDevice d, VkPipelineCache c, const VkAllocationCallbacks* a) { (void)d; (void)c; (void)a; }
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateDescriptorSetLayout(VkDevice d, const VkDescriptorSetLayoutCreateInfo* ci,
+                                                                  const VkAllocationCallbacks* a, VkDescriptorSetLayout* out) {
+  (void)d; (void)ci; (void)a; *out = (VkDescriptorSetLayout)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyDescriptorSetLayout(VkDevice d, VkDescriptorSetLayout l, const VkAllocationCallbacks* a) {
+  (void)d; (void)l; (void)a;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_CreateBufferView(VkDevice d, const VkBufferViewCreateInfo* ci, const VkAllocationCallbacks* a,
+                                                         VkBufferView* out) {
+  (void)d; (void)ci; (void)a; *out = (VkBufferView)(g_handle++); return VK_SUCCESS;
+}
+static VKAPI_ATTR void VKAPI_CALL f_DestroyBufferView(VkDevice d, VkBufferView v, const VkAllocationCallbacks* a) { (void)d; (void)v; (void)a; }
+static VKAPI_ATTR void VKAPI_CALL f_CmdPushDescriptorSetKHR(VkCommandBuffer c, VkPipelineBindPoint b, VkPipelineLayout l, uint32_t set,
+                                                            uint32_t n, const VkWriteDescriptorSet* w) {
+  (void)c; (void)b; (void)l; (void)set; (void)n; (void)w;
+}
 
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, const char* name);
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetInstanceProcAddr(VkInstance i, const char* name) {
@@ -386,14 +422,15 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, 
   F(CmdBindPipeline) F(CmdPushConstants) F(CmdWriteTimestamp) F(CmdResetQueryPool) F(CreateQueryPool)
   F(DestroyQueryPool) F(GetQueryPoolResults) F(CreateShaderModule) F(DestroyShaderModule)
   F(CreatePipelineLayout) F(DestroyPipelineLayout) F(CreateComputePipelines) F(DestroyPipeline)
-  F(CreatePipelineCache) F(DestroyPipelineCache)
+  F(CreatePipelineCache) F(DestroyPipelineCache) F(CreateDescriptorSetLayout) F(DestroyDescriptorSetLayout)
+  F(CreateBufferView) F(DestroyBufferView) F(CmdPushDescriptorSetKHR)
 #undef F
   return NULL;
 }
 
 static void fake_reset(void) {
   g_npd = 0;
-  g_fail_create_instance = 0;
+  g_fail_create_instance = g_cpu = g_fail_pipelines = 0;
   g_submits = g_dispatches = g_barriers = g_copies = g_allocs = 0;
 }
 static void add_pd(const char* name, int compute, int bda, uint64_t heap) {
@@ -477,8 +514,9 @@ static void test_no_usable_device_is_unavailable(void** state) {
 }
 
 /* ---- memory pools and budget --------------------------------------------- */
-static struct bpp_device_s* open_fake(const char* options, struct bpp_instance_s** out_inst) {
+static struct bpp_device_s* open_fake_kind(const char* options, int cpu, struct bpp_instance_s** out_inst) {
   fake_reset();
+  g_cpu = cpu;
   add_pd("fake", 1, 1, 1ull << 30);
   struct bpp_instance_s* inst = NULL;
   assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, options, &inst), BP_OK);
@@ -486,6 +524,9 @@ static struct bpp_device_s* open_fake(const char* options, struct bpp_instance_s
   assert_int_equal(vk_device_open(inst, 0, &d), BP_OK);
   *out_inst = inst;
   return d;
+}
+static struct bpp_device_s* open_fake(const char* options, struct bpp_instance_s** out_inst) {
+  return open_fake_kind(options, 0, out_inst);
 }
 
 static void test_pool_suballocates_and_respects_budget(void** state) {
@@ -579,7 +620,61 @@ static void test_staging_roundtrip_and_batching(void** state) {
   vk_instance_destroy(inst);
 }
 
+/* ---- kernels: the CPU devices' matmul --------------------------------------- */
+/* A dense row-major f32 [r, c] in a buffer of its own. */
+static bp_tensor_desc_t f32_matrix(struct bpp_device_s* d, int64_t r, int64_t c, struct bpp_buffer_s** b) {
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, (uint64_t)(r * c * 4), BP_MEMORY_DEVICE, b), BP_OK);
+  bp_tensor_desc_t t = {.struct_size = sizeof t, .dtype = BP_DTYPE_F32, .rank = 2, .buffer = *b};
+  t.sizes[0] = r;
+  t.sizes[1] = c;
+  t.strides[0] = c;
+  t.strides[1] = 1;
+  return t;
+}
+
+/* With K % 4 != 0 both operands are packed before the register-blocked
+ * kernel runs; a kernel pipeline that fails to build must leave nothing
+ * recorded, packs included. */
+static void test_matmul_pipeline_failure_records_nothing(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake_kind(NULL, 1, &inst);
+  assert_true(d->feat.cpu);
+  assert_true(vk_pipeline_has_push_descriptors(d));
+  bpp_stream_t s = NULL;
+  assert_int_equal(vk_stream_create(d, 0, &s), BP_OK);
+  struct bpp_buffer_s *ba, *bb, *bc;
+  bp_tensor_desc_t in[3], out = f32_matrix(d, 8, 8, &bc);
+  in[0] = (bp_tensor_desc_t){.struct_size = sizeof in[0], .dtype = BP_DTYPE_INVALID}; /* addmm's absent bias */
+  in[1] = f32_matrix(d, 8, 6, &ba);
+  in[2] = f32_matrix(d, 6, 8, &bb);
+  bp_op_call_t mm = {.struct_size = sizeof mm, .op_id = BP_OP_mm, .num_inputs = 2, .num_outputs = 1,
+                     .inputs = &in[1], .outputs = &out};
+  g_dispatches = 0;
+  assert_int_equal(vk_launch_op(s, &mm), BP_OK);
+  assert_int_equal(g_dispatches, 3); /* pack A, pack B, multiply */
+  /* addmm with alpha 2 takes another kernel pipeline; the packs' are built. */
+  bp_addmm_attrs_t at = {.struct_size = sizeof at, .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.0}};
+  bp_op_call_t addmm = {.struct_size = sizeof addmm, .op_id = BP_OP_addmm, .num_inputs = 3, .num_outputs = 1,
+                        .inputs = in, .outputs = &out, .attrs = &at};
+  g_fail_pipelines = 1;
+  assert_int_equal(vk_launch_op(s, &addmm), BP_RESOURCE_EXHAUSTED);
+  assert_int_equal(g_dispatches, 3);
+  g_fail_pipelines = 0;
+  assert_int_equal(vk_launch_op(s, &addmm), BP_OK);
+  assert_int_equal(g_dispatches, 6);
+  assert_int_equal(vk_stream_synchronize(s), BP_OK);
+  vk_stream_destroy(s);
+  vk_buffer_destroy(ba);
+  vk_buffer_destroy(bb);
+  vk_buffer_destroy(bc);
+  vk_instance_destroy(inst);
+}
+
 int main(void) {
+  /* The fake table has no layers: a validation request from the
+   * environment (set for the real-driver tests) would fail every open. */
+  unsetenv("BP_VULKAN_VALIDATION");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranges_alignment_and_coalescing),
       cmocka_unit_test(test_ranges_fragmentation),
@@ -587,6 +682,7 @@ int main(void) {
       cmocka_unit_test(test_no_usable_device_is_unavailable),
       cmocka_unit_test(test_pool_suballocates_and_respects_budget),
       cmocka_unit_test(test_staging_roundtrip_and_batching),
+      cmocka_unit_test(test_matmul_pipeline_failure_records_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

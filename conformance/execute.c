@@ -214,10 +214,14 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   /* 4. Shape/dtype inference must agree with the reference. */
   bp_tensor_desc_t inferred[BPC_MAX_OUTPUTS];
   memset(inferred, 0, sizeof inferred);
-  for (uint32_t k = 0; k < BPC_MAX_OUTPUTS; k++) inferred[k].struct_size = sizeof inferred[k];
+  bp_tensor_desc_t* inferred_ptrs[BPC_MAX_OUTPUTS];
+  for (uint32_t k = 0; k < BPC_MAX_OUTPUTS; k++) {
+    inferred[k].struct_size = sizeof inferred[k];
+    inferred_ptrs[k] = &inferred[k];
+  }
   int creation = c->num_inputs == 0; /* fill/arange: the caller defines the output */
   if (!creation) {
-    bp_status_t st = bp_op_infer(c->op_id, ins, c->num_inputs, attrs, inferred, s->ref.num_outputs);
+    bp_status_t st = bp_op_infer(c->op_id, ins, c->num_inputs, attrs, inferred_ptrs, s->ref.num_outputs);
     if (st != BP_OK) {
       bpc_result_set(r, BPC_FAIL, "bp_op_infer rejects a valid case: %s: %s", bp_status_name(st),
                  bp_status_message());

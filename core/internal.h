@@ -38,6 +38,14 @@ BP__HIDDEN bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t s
 BP__HIDDEN void bp__clear_error(void);
 /* The host services table handed to every plugin. */
 BP__HIDDEN const bp_host_services_t* bp__host_services(void);
+/* Copies the library's out-struct `src` (src_size bytes, starting with its
+ * uint32_t struct_size) into the caller's `dst`, whose struct_size (left
+ * unchanged) says how many bytes the caller owns: writes only within them
+ * and zeroes the caller's bytes past src_size. INVALID_ARGUMENT, naming `fn`
+ * and `type`, when the caller's size is below first_size (the first
+ * released size of the struct). core/runtime/out_struct.c */
+BP__HIDDEN bp_status_t bp__out_struct_write(const char* fn, const char* type, void* dst,
+                                            const void* src, size_t src_size, size_t first_size);
 
 BP__HIDDEN void bp__log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 BP__HIDDEN int bp__log_enabled(int32_t level);

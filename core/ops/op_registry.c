@@ -122,8 +122,8 @@ bp_status_t bp_op_get_info(uint32_t op_id, bp_op_info_t* out_info) {
   info.optional_mask = bp__op_optional_mask(op_id);
   info.input_names = op->input_names;
   info.output_names = op->output_names;
-  *out_info = info;
-  return BP_OK;
+  return bp__out_struct_write("bp_op_get_info", "bp_op_info_t", out_info, &info, sizeof(info),
+                              BP_OP_INFO_V1_SIZE);
 }
 
 uint32_t bp_op_from_name(const char* name) {

@@ -127,7 +127,8 @@ static bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
 }
 
 bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32_t num_inputs,
-                        const void* attrs, bp_tensor_desc_t* out_outputs, uint32_t num_outputs) {
+                        const void* attrs, bp_tensor_desc_t* const* out_outputs,
+                        uint32_t num_outputs) {
   bp__prep_t p;
   bp_tensor_desc_t hints[BP__MAX_OUTPUTS];
   bp_status_t st = bp__prepare(&p, "bp_op_infer", op_id, inputs, num_inputs, attrs, num_outputs);
@@ -136,14 +137,21 @@ bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32
     st = bp__error(BP_INVALID_ARGUMENT, "op '%s': out_outputs is NULL", p.op->name);
     goto cleanup;
   }
-  /* Creation ops read the requested dtype and shape from out_outputs. */
+  /* Each output descriptor is the caller's own struct, sized by its
+   * struct_size (growth rule). A valid dtype in it is a request: creation ops
+   * then take the dtype and shape from it. */
   int any_hint = 0;
   for (uint32_t k = 0; k < num_outputs; ++k) {
-    const bp_tensor_desc_t* h = &out_outputs[k];
-    int ok = h->struct_size >= BP_TENSOR_DESC_V1_SIZE && bp__dtype_valid(h->dtype) &&
-             h->rank <= BP_MAX_RANK;
-    if (ok) {
-      hints[k] = *h;
+    const bp_tensor_desc_t* h = out_outputs[k];
+    if (h == NULL || h->struct_size < BP_TENSOR_DESC_V1_SIZE) {
+      st = bp__error(BP_INVALID_ARGUMENT,
+                     "op '%s': out_outputs[%u] is %s (set struct_size to sizeof(bp_tensor_desc_t))",
+                     p.op->name, k, h == NULL ? "NULL" : "smaller than a bp_tensor_desc_t");
+      goto cleanup;
+    }
+    memset(&hints[k], 0, sizeof(hints[k]));
+    memcpy(&hints[k], h, BP_TENSOR_DESC_V1_SIZE);
+    if (bp__dtype_valid(h->dtype) && h->rank <= BP_MAX_RANK) {
       any_hint = 1;
     } else {
       memset(&hints[k], 0, sizeof(hints[k]));
@@ -152,7 +160,11 @@ bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32
   p.x.given = any_hint ? hints : NULL;
   st = bp__op_infer_descs(&p.x);
   if (st != BP_OK) goto cleanup;
-  memcpy(out_outputs, p.x.out, sizeof(bp_tensor_desc_t) * num_outputs);
+  for (uint32_t k = 0; k < num_outputs; ++k) {
+    st = bp__out_struct_write("bp_op_infer", "bp_tensor_desc_t", out_outputs[k], &p.x.out[k],
+                              sizeof(p.x.out[k]), BP_TENSOR_DESC_V1_SIZE);
+    if (st != BP_OK) goto cleanup;
+  }
 cleanup:
   bp__prep_free(&p);
   return st;

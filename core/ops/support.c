@@ -3,10 +3,15 @@
  * Thread-safe. The plugin's answers are pure (the same question gets the
  * same answer for the device's lifetime); nothing here blocks on streams.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "ops/ops_internal.h"
+
+/* First released sizes of the out-structs the application sizes. */
+#define BP__SUPPORT_V1_SIZE (offsetof(bp_support_t, message) + sizeof(((bp_support_t*)0)->message))
+#define BP__FUSION_CAPS_V1_SIZE (offsetof(bp_fusion_caps_t, patterns) + sizeof(void*))
 
 static void bp__support_no(bp_support_t* out, uint32_t reason, const char* fmt, const char* a,
                            const char* b) {
@@ -64,11 +69,10 @@ bp_status_t bp_device_query_support(const bp_device_t* device, const bp_op_call_
                      "bp_device_query_support: call->struct_size = %u (expected >= %u)",
                      call->struct_size, BP_OP_CALL_V1_SIZE);
   }
-  if (out_support->struct_size < sizeof(bp_support_t)) {
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_device_query_support: out_support->struct_size = %u (set it to "
-                     "sizeof(bp_support_t) = %zu)",
-                     out_support->struct_size, sizeof(bp_support_t));
+  uint32_t caller_size = out_support->struct_size;
+  if (caller_size < BP__SUPPORT_V1_SIZE) {
+    return bp__out_struct_write("bp_device_query_support", "bp_support_t", out_support, NULL, 0,
+                                BP__SUPPORT_V1_SIZE);
   }
   if ((call->num_inputs > 0 && call->inputs == NULL) ||
       (call->num_outputs > 0 && call->outputs == NULL)) {
@@ -80,18 +84,16 @@ bp_status_t bp_device_query_support(const bp_device_t* device, const bp_op_call_
   bp_support_t answer;
   bp_status_t st = bp__query_support_checked(device, call, &answer);
   if (st != BP_OK) return st;
-  *out_support = answer;
-  return BP_OK;
+  return bp__out_struct_write("bp_device_query_support", "bp_support_t", out_support, &answer,
+                              sizeof(answer), BP__SUPPORT_V1_SIZE);
 }
 
 bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_caps_t* out_caps) {
   BP__REQUIRE_ARG("bp_device_query_fusion", device);
   BP__REQUIRE_ARG("bp_device_query_fusion", out_caps);
-  if (out_caps->struct_size < sizeof(bp_fusion_caps_t)) {
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_device_query_fusion: out_caps->struct_size = %u (set it to "
-                     "sizeof(bp_fusion_caps_t) = %zu)",
-                     out_caps->struct_size, sizeof(bp_fusion_caps_t));
+  if (out_caps->struct_size < BP__FUSION_CAPS_V1_SIZE) {
+    return bp__out_struct_write("bp_device_query_fusion", "bp_fusion_caps_t", out_caps, NULL, 0,
+                                BP__FUSION_CAPS_V1_SIZE);
   }
   const bp_plugin_t* plugin = device->plugin;
   bp_fusion_caps_t caps;
@@ -104,6 +106,6 @@ bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_caps_t* 
     caps.struct_size = sizeof(caps);
     if (caps.patterns == NULL) caps.num_patterns = 0;
   }
-  *out_caps = caps;
-  return BP_OK;
+  return bp__out_struct_write("bp_device_query_fusion", "bp_fusion_caps_t", out_caps, &caps,
+                              sizeof(caps), BP__FUSION_CAPS_V1_SIZE);
 }

@@ -27,11 +27,6 @@ BP_API bp_status_t bp_plugin_get_info(const bp_plugin_t* plugin, bp_plugin_info_
   bp__clear_error();
   BP__REQUIRE_ARG("bp_plugin_get_info", plugin);
   BP__REQUIRE_ARG("bp_plugin_get_info", out_info);
-  if (out_info->struct_size < sizeof(bp_plugin_info_t))
-    return bp__error(BP_INVALID_ARGUMENT,
-                     "bp_plugin_get_info: out_info->struct_size is %u, expected at least %zu "
-                     "(set it to sizeof(bp_plugin_info_t))",
-                     out_info->struct_size, sizeof(bp_plugin_info_t));
   bp_plugin_info_t info;
   memset(&info, 0, sizeof(info));
   info.struct_size = sizeof(info);
@@ -46,8 +41,8 @@ BP_API bp_status_t bp_plugin_get_info(const bp_plugin_t* plugin, bp_plugin_info_
   info.abi_minor = plugin->abi_minor;
   info.device_count = plugin->device_count;
   info.comm_tier = plugin->has_comm ? plugin->comm.tier : (uint32_t)BP_COMM_TIER_HOST_STAGED;
-  memcpy(out_info, &info, sizeof(info));
-  return BP_OK;
+  return bp__out_struct_write("bp_plugin_get_info", "bp_plugin_info_t", out_info, &info,
+                              sizeof(info), BP_PLUGIN_INFO_V1_SIZE);
 }
 
 BP_API const bp_plugin_vtable_t* bp_plugin_vtable(const bp_plugin_t* plugin) {

@@ -113,6 +113,12 @@ typedef struct bp_plugin_info {
   uint32_t device_count;
   uint32_t comm_tier;      /* enum bp_comm_tier */
 } bp_plugin_info_t;
+/* First released size of bp_plugin_info_t. Out-structs of the application
+ * API follow the plugin ABI's growth rule: the caller sets struct_size to
+ * its sizeof; the library accepts any size from the first released one up,
+ * writes only within it (zeroing fields it does not know) and leaves
+ * struct_size as the caller set it. */
+#define BP_PLUGIN_INFO_V1_SIZE (offsetof(bp_plugin_info_t, comm_tier) + sizeof(uint32_t))
 
 /* All plugins seen, loaded and skipped, in discovery order. */
 BP_API uint32_t bp_context_plugin_count(const bp_context_t* context);
@@ -284,16 +290,23 @@ typedef struct bp_op_info {
   const char* const* input_names;  /* fixed inputs, then the list's name */
   const char* const* output_names;
 } bp_op_info_t;
+/* First released size of bp_op_info_t (growth rule: see bp_plugin_info_t). */
+#define BP_OP_INFO_V1_SIZE (offsetof(bp_op_info_t, output_names) + sizeof(const char* const*))
 
 BP_API bp_status_t bp_op_get_info(uint32_t op_id, bp_op_info_t* out_info);
 BP_API uint32_t bp_op_from_name(const char* name); /* BP_OP_INVALID if unknown */
 
-/* Shape and dtype inference without running: fills out_outputs (dtype, rank,
- * sizes, dense strides; buffer NULL). `inputs` is the flat operand list
- * (a list operand expanded in place; NULL for an absent optional). */
+/* Shape and dtype inference without running: fills each *out_outputs[k]
+ * (dtype, rank, sizes, dense strides; buffer NULL). `inputs` is the flat
+ * operand list (a list operand expanded in place; NULL for an absent
+ * optional). out_outputs is an array of num_outputs pointers, each to a
+ * descriptor whose struct_size the caller set (>= BP_TENSOR_DESC_V1_SIZE):
+ * the library writes only within it, so descriptors of any header version
+ * work. A descriptor that already holds a valid dtype is a request for
+ * creation ops (their dtype and shape); leave it zeroed otherwise. */
 BP_API bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs,
                                uint32_t num_inputs, const void* attrs,
-                               bp_tensor_desc_t* out_outputs, uint32_t num_outputs);
+                               bp_tensor_desc_t* const* out_outputs, uint32_t num_outputs);
 
 /* Runs one op on `stream`'s device, generic form. `inputs` as for
  * bp_op_infer. outputs[k] == NULL: the core allocates a dense tensor and

@@ -144,7 +144,8 @@ static void test_conv_backward_masks(void** state) {
   bp_tensor_desc_t d[3];
   memset(d, 0, sizeof d);
   for (int k = 0; k < 3; k++) d[k].struct_size = sizeof d[k];
-  assert_int_equal(bp_op_infer(BP_OP_convolution_backward, ins, 3, &a, d, 3), BP_OK);
+  bp_tensor_desc_t* dp[3] = {&d[0], &d[1], &d[2]};
+  assert_int_equal(bp_op_infer(BP_OP_convolution_backward, ins, 3, &a, dp, 3), BP_OK);
   assert_int_equal(d[0].rank, 1);
   assert_int_equal(d[0].sizes[0], 0);
   assert_int_equal(d[1].rank, 4);

@@ -223,17 +223,17 @@ static void test_layer_norm_backward_mask_and_mixed(void** state) {
                                NULL, NULL};
   memset(out, 0, sizeof out);
   for (int k = 0; k < 3; k++) out[k].struct_size = sizeof out[k];
-  assert_ok(bp_op_infer(BP_OP_layer_norm_backward, ins, 6, &a, out, 3));
+  assert_ok(ops_infer(BP_OP_layer_norm_backward, ins, 6, &a, out, 3));
   assert_desc(&out[0], F32, 3, 4);
   assert_desc(&out[1], F32, 0);
   assert_desc(&out[2], F32, 0);
   int64_t ps[1] = {4};
   const bp_tensor_t* fw[3] = {ops_tensor(g_cpu, BP_DTYPE_BF16, 2, xs), ops_tensor(g_cpu, BP_DTYPE_F32, 1, ps), NULL};
-  assert_ok(bp_op_infer(BP_OP_layer_norm, fw, 3, &a, out, 3));
+  assert_ok(ops_infer(BP_OP_layer_norm, fw, 3, &a, out, 3));
   assert_desc(&out[0], BF16, 3, 4);
   assert_desc(&out[1], F32, 3, 1);
   const bp_tensor_t* bad[3] = {fw[0], ops_tensor(g_cpu, BP_DTYPE_F64, 1, ps), NULL};
-  assert_status(bp_op_infer(BP_OP_layer_norm, bad, 3, &a, out, 3), BP_INVALID_ARGUMENT,
+  assert_status(ops_infer(BP_OP_layer_norm, bad, 3, &a, out, 3), BP_INVALID_ARGUMENT,
                 "input 'weight' has dtype f64; expected bf16");
 }
 

@@ -49,6 +49,19 @@ void ops_assert_desc(const bp_tensor_desc_t* d, uint32_t dtype, uint32_t rank,
   ops_assert_desc((d), BP_DTYPE_##dt, OPS_N(__VA_ARGS__), (int64_t[]){__VA_ARGS__})
 #define assert_desc0(d, dt) ops_assert_desc((d), BP_DTYPE_##dt, 0, NULL)
 
+/* bp_op_infer over an array of `nout` current-size descriptors (their
+ * contents kept as creation-op requests; struct_size set to sizeof). */
+static inline bp_status_t ops_infer(uint32_t op, const bp_tensor_t* const* in, uint32_t n,
+                                    const void* attrs, bp_tensor_desc_t* out, uint32_t nout) {
+  bp_tensor_desc_t* ptrs[8];
+  if (out == NULL || nout > 8) return bp_op_infer(op, in, n, attrs, NULL, nout);
+  for (uint32_t k = 0; k < nout; ++k) {
+    out[k].struct_size = sizeof(out[k]);
+    ptrs[k] = &out[k];
+  }
+  return bp_op_infer(op, in, n, attrs, ptrs, nout);
+}
+
 /* Creates g_ctx and the device globals (called by the fixture's main; a test
  * executable built with OPS_FIXTURE_NO_MAIN calls it from its own). */
 int ops_fixture_setup(void);

@@ -199,7 +199,7 @@ static void find_valid(op_case_t* c, uint32_t op) {
     c->out[0].rank = 2;
     c->out[0].sizes[0] = 2;
     c->out[0].sizes[1] = 3;
-    if (bp_op_infer(op, c->in, c->num_inputs, c->attrs_ptr, c->out, c->info.num_outputs) ==
+    if (ops_infer(op, c->in, c->num_inputs, c->attrs_ptr, c->out, c->info.num_outputs) ==
         BP_OK) {
       c->valid = 1;
       return;
@@ -522,7 +522,7 @@ static void test_every_dtype_in_every_slot(void** state) {
         in[i] = filled(g_dev, dt, bp_tensor_rank(c.in[i]), bp_tensor_sizes(c.in[i]), 0);
         bp_tensor_desc_t want[4];
         memcpy(want, c.out, sizeof(want));
-        bp_status_t inferred = bp_op_infer(op, in, c.num_inputs, c.attrs_ptr, want,
+        bp_status_t inferred = ops_infer(op, in, c.num_inputs, c.attrs_ptr, want,
                                            c.info.num_outputs);
         /* Given outputs: the inferred ones when inference works, else the
          * baseline's (they must stay untouched either way). */
@@ -625,7 +625,7 @@ static void test_wrong_outputs_and_shapes(void** state) {
       in[i] = filled(g_dev, bp_tensor_dtype(c.in[i]), r + 1, sizes, 0);
       bp_tensor_desc_t want[4];
       memcpy(want, c.out, sizeof(want));
-      bp_status_t inferred = bp_op_infer(op, in, c.num_inputs, c.attrs_ptr, want,
+      bp_status_t inferred = ops_infer(op, in, c.num_inputs, c.attrs_ptr, want,
                                          c.info.num_outputs);
       bp_tensor_t* out[4];
       make_outputs(&c, g_dev, out); /* the baseline's shape: wrong if inference changed it */

@@ -7,7 +7,7 @@
 static bp_status_t infer(uint32_t op, const bp_tensor_t* const* in, uint32_t n, const void* attrs,
                          bp_tensor_desc_t* out, uint32_t nout) {
   memset(out, 0, sizeof(*out) * nout);
-  return bp_op_infer(op, in, n, attrs, out, nout);
+  return ops_infer(op, in, n, attrs, out, nout);
 }
 #define INFER(op, attrs, out, ...)                                                      \
   infer(BP_OP_##op, (const bp_tensor_t*[]){__VA_ARGS__},                                \
@@ -323,7 +323,7 @@ static void test_creation(void** state) {
   assert_status(infer(BP_OP_fill, NULL, 0, NULL, o, 1), BP_INVALID_ARGUMENT, "pass outputs[0]");
   o[0] = (bp_tensor_desc_t){.struct_size = sizeof(o[0]), .dtype = BP_DTYPE_BF16, .rank = 2,
                             .sizes = {3, 4}};
-  assert_ok(bp_op_infer(BP_OP_fill, NULL, 0, NULL, o, 1));
+  assert_ok(ops_infer(BP_OP_fill, NULL, 0, NULL, o, 1));
   assert_desc(&o[0], BF16, 3, 4);
 
   bp_arange_attrs_t ar = {.struct_size = sizeof(ar),
@@ -332,27 +332,27 @@ static void test_creation(void** state) {
                           .step = {.kind = BP_SCALAR_INT, .v.i = 3}};
   o[0] = (bp_tensor_desc_t){.struct_size = sizeof(o[0]), .dtype = BP_DTYPE_I64, .rank = 1,
                             .sizes = {4}};
-  assert_ok(bp_op_infer(BP_OP_arange, NULL, 0, &ar, o, 1));
+  assert_ok(ops_infer(BP_OP_arange, NULL, 0, &ar, o, 1));
   assert_desc(&o[0], I64, 4);
   o[0].sizes[0] = 5;
-  assert_status(bp_op_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
+  assert_status(ops_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
                 "has 5 elements but the range has 4");
   ar.step.v.i = 0;
   o[0].sizes[0] = 4;
-  assert_status(bp_op_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
+  assert_status(ops_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
                 "must not be zero");
   ar.step = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = -0.5};
-  assert_status(bp_op_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
+  assert_status(ops_infer(BP_OP_arange, NULL, 0, &ar, o, 1), BP_INVALID_ARGUMENT,
                 "wrong sign");
   ar.start = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = 1.0};
   ar.end = (bp_scalar_t){.kind = BP_SCALAR_FLOAT, .v.f = -0.25};
   o[0].dtype = BP_DTYPE_F32;
   o[0].sizes[0] = 3; /* 1.0, 0.5, 0.0 */
-  assert_ok(bp_op_infer(BP_OP_arange, NULL, 0, &ar, o, 1));
+  assert_ok(ops_infer(BP_OP_arange, NULL, 0, &ar, o, 1));
   assert_desc(&o[0], F32, 3);
   o[0] = (bp_tensor_desc_t){.struct_size = sizeof(o[0]), .dtype = BP_DTYPE_I32, .rank = 1,
                             .sizes = {4}};
-  assert_status(bp_op_infer(BP_OP_rand, NULL, 0, NULL, o, 1), BP_INVALID_ARGUMENT, "floating");
+  assert_status(ops_infer(BP_OP_rand, NULL, 0, NULL, o, 1), BP_INVALID_ARGUMENT, "floating");
 }
 
 /* ---- attributes --------------------------------------------------------------------- */
@@ -429,7 +429,7 @@ static void test_operand_checks(void** state) {
   assert_desc(&o[0], F32, 2, 3);
   assert_status(INFER(clamp_tensor, NULL, o, T(F32, 2, 3), NULL, NULL), BP_INVALID_ARGUMENT,
                 "at least one");
-  assert_status(bp_op_infer(BP_OP_abs, (const bp_tensor_t*[]){T(F32, 2)}, 1, NULL, NULL, 1),
+  assert_status(ops_infer(BP_OP_abs, (const bp_tensor_t*[]){T(F32, 2)}, 1, NULL, NULL, 1),
                 BP_INVALID_ARGUMENT, "out_outputs");
 }
 

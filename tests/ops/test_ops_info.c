@@ -4,7 +4,7 @@
 static void test_info_every_op(void** state) {
   (void)state;
   for (uint32_t id = 1; id < BP_OP_COUNT; ++id) {
-    bp_op_info_t info;
+    bp_op_info_t info = {.struct_size = sizeof(info)};
     assert_ok(bp_op_get_info(id, &info));
     assert_int_equal(info.struct_size, sizeof(info));
     assert_int_equal(info.op_id, id);
@@ -32,7 +32,7 @@ static void test_info_every_op(void** state) {
 
 static void test_info_layouts(void** state) {
   (void)state;
-  bp_op_info_t info;
+  bp_op_info_t info = {.struct_size = sizeof(info)};
   assert_ok(bp_op_get_info(BP_OP_add, &info));
   assert_string_equal(info.name, "add");
   assert_string_equal(info.category, "BINARY");
@@ -69,7 +69,7 @@ static void test_info_layouts(void** state) {
 
 static void test_info_errors(void** state) {
   (void)state;
-  bp_op_info_t info;
+  bp_op_info_t info = {.struct_size = sizeof(info)};
   assert_status(bp_op_get_info(BP_OP_INVALID, &info), BP_INVALID_ARGUMENT, "unknown op id 0");
   assert_status(bp_op_get_info(BP_OP_COUNT, &info), BP_INVALID_ARGUMENT, "unknown op id");
   assert_status(bp_op_get_info(BP_OP_add, NULL), BP_INVALID_ARGUMENT, "out_info");

@@ -24,7 +24,7 @@ static void read_back(const bp_tensor_t* t, void* dst, size_t bytes) {
 
 /* Inference of one op over a compound-literal list of inputs. */
 #define INFER(op, attrs, out, ...)                                                      \
-  bp_op_infer(BP_OP_##op, (const bp_tensor_t*[]){__VA_ARGS__},                          \
+  ops_infer(BP_OP_##op, (const bp_tensor_t*[]){__VA_ARGS__},                          \
               (uint32_t)(sizeof((const bp_tensor_t*[]){__VA_ARGS__}) / sizeof(bp_tensor_t*)), \
               (attrs), (out), (uint32_t)(sizeof(out) / sizeof((out)[0])))
 
@@ -117,37 +117,37 @@ static void test_scatter_rule_errors(void** state) {
   bp_tensor_desc_t o[1] = {{.struct_size = sizeof(bp_tensor_desc_t)}};
   bp_scatter_attrs_t a = {.struct_size = sizeof a, .dim = 0, .include_self = 1};
   const bp_tensor_t* in[3] = {T(F32, 4, 3), T(I32, 2, 3), T(F32, 2, 3)};
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "int64 is required");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "int64 is required");
   in[1] = T(I64, 2, 3);
   in[2] = T(F64, 2, 3);
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "must equal 'self' dtype");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "must equal 'self' dtype");
   in[2] = T(F32, 2, 2); /* index larger than src in dim 1 */
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "no larger than src");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "no larger than src");
   in[1] = T(I64, 2, 4); /* index larger than self outside dim */
   in[2] = T(F32, 2, 4);
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "no larger than self");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "no larger than self");
   in[1] = T(I64, 6, 3); /* larger than self along dim is fine */
   in[2] = T(F32, 6, 3);
-  assert_ok(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1));
+  assert_ok(ops_infer(BP_OP_scatter, in, 3, &a, o, 1));
   assert_desc(&o[0], F32, 4, 3);
   in[1] = T(I64, 2);
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "rank");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "rank");
   in[1] = T(I64, 0); /* an empty index skips the shape checks */
-  assert_ok(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1));
+  assert_ok(ops_infer(BP_OP_scatter, in, 3, &a, o, 1));
   in[1] = T(I64, 2, 3);
   in[2] = NULL; /* neither src nor value */
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "needs 'src' or attrs.value");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "needs 'src' or attrs.value");
   in[2] = T(F32, 2, 3);
   a.reduce = BP_SCATTER_MEAN;
-  assert_status(bp_op_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "none, sum or prod");
+  assert_status(ops_infer(BP_OP_scatter, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "none, sum or prod");
   a.reduce = BP_SCATTER_NONE;
-  assert_status(bp_op_infer(BP_OP_scatter_reduce, in, 3, &a, o, 1), BP_INVALID_ARGUMENT,
+  assert_status(ops_infer(BP_OP_scatter_reduce, in, 3, &a, o, 1), BP_INVALID_ARGUMENT,
                 "sum, prod, mean, amax or amin");
   a.reduce = BP_SCATTER_MEAN;
   const bp_tensor_t* bin[3] = {T(BOOL, 4, 3), T(I64, 2, 3), T(BOOL, 2, 3)};
-  assert_status(bp_op_infer(BP_OP_scatter_reduce, bin, 3, &a, o, 1), BP_INVALID_ARGUMENT, "bool");
+  assert_status(ops_infer(BP_OP_scatter_reduce, bin, 3, &a, o, 1), BP_INVALID_ARGUMENT, "bool");
   a.dim = 2;
-  assert_status(bp_op_infer(BP_OP_scatter_reduce, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "out of range");
+  assert_status(ops_infer(BP_OP_scatter_reduce, in, 3, &a, o, 1), BP_INVALID_ARGUMENT, "out of range");
 }
 
 static void test_slice_scatter_rules_and_clamping(void** state) {
@@ -155,18 +155,18 @@ static void test_slice_scatter_rules_and_clamping(void** state) {
   bp_tensor_desc_t o[1] = {{.struct_size = sizeof(bp_tensor_desc_t)}};
   bp_slice_attrs_t a = {.struct_size = sizeof a, .dim = 0, .start = -100, .end = 100, .step = 3};
   const bp_tensor_t* in[2] = {T(F32, 7, 2), T(F32, 3, 2)}; /* rows 0, 3, 6 */
-  assert_ok(bp_op_infer(BP_OP_slice_scatter, in, 2, &a, o, 1));
+  assert_ok(ops_infer(BP_OP_slice_scatter, in, 2, &a, o, 1));
   in[1] = T(F32, 2, 2);
-  assert_status(bp_op_infer(BP_OP_slice_scatter, in, 2, &a, o, 1), BP_INVALID_ARGUMENT, "slice of 'self' has shape [3, 2]");
+  assert_status(ops_infer(BP_OP_slice_scatter, in, 2, &a, o, 1), BP_INVALID_ARGUMENT, "slice of 'self' has shape [3, 2]");
   a.step = 0;
-  assert_status(bp_op_infer(BP_OP_slice_scatter, in, 2, &a, o, 1), BP_INVALID_ARGUMENT, "must be positive");
+  assert_status(ops_infer(BP_OP_slice_scatter, in, 2, &a, o, 1), BP_INVALID_ARGUMENT, "must be positive");
   bp_slice_attrs_t s = {.struct_size = sizeof s, .dim = 1, .start = 2, .end = INT64_MAX, .step = 1};
   in[1] = T(F32, 7);
-  assert_status(bp_op_infer(BP_OP_select_scatter, in, 2, &s, o, 1), BP_INVALID_ARGUMENT, "out of range");
+  assert_status(ops_infer(BP_OP_select_scatter, in, 2, &s, o, 1), BP_INVALID_ARGUMENT, "out of range");
   s.start = -2;
-  assert_ok(bp_op_infer(BP_OP_select_scatter, in, 2, &s, o, 1));
+  assert_ok(ops_infer(BP_OP_select_scatter, in, 2, &s, o, 1));
   const bp_tensor_t* zin[2] = {T0(F32), T0(F32)};
-  assert_status(bp_op_infer(BP_OP_select_scatter, zin, 2, &s, o, 1), BP_INVALID_ARGUMENT, "0-dim");
+  assert_status(ops_infer(BP_OP_select_scatter, zin, 2, &s, o, 1), BP_INVALID_ARGUMENT, "0-dim");
   /* Values: src i32 converted into an f32 self, every third row from -100. */
   const float self[5] = {0, 0, 0, 0, 0};
   const int32_t src[2] = {7, -8};

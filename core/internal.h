@@ -132,6 +132,9 @@ struct bp_tensor {
   int64_t sizes[BP_MAX_RANK];
   int64_t strides[BP_MAX_RANK];
   uint64_t byte_offset;
+  /* The core allocated the buffer for this tensor (bp_tensor_create*, op
+   * outputs), so bp_tensor_resize may replace it when it must grow. */
+  int core_allocated;
 };
 
 /* ------------------------------------------------------------------------ */

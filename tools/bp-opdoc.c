@@ -41,10 +41,11 @@ static const op_row_t k_ops[] = {
 typedef struct view_row {
   const char* name;
   const char* aten;
-  const char* how;
+  const char* function;
+  const char* note;
 } view_row_t;
 #define BP_OP(...)
-#define BP_VIEW(name, aten, how) {#name, aten, how},
+#define BP_VIEW(name, aten, function, note) {#name, aten, #function, note},
 static const view_row_t k_views[] = {
 #include "backplane/ops.def"
 };
@@ -327,7 +328,7 @@ int main(int argc, char** argv) {
   printf("\n## Views and metadata (no plugin entry point)\n\n");
   printf("| Core ATen | served by |\n|---|---|\n");
   for (size_t i = 0; i < COUNT(k_views); ++i)
-    printf("| %s | %s |\n", k_views[i].aten, k_views[i].how);
+    printf("| %s | `%s`: %s |\n", k_views[i].aten, k_views[i].function, k_views[i].note);
   cJSON_Delete(summary);
   return 0;
 }

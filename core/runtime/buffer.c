@@ -9,6 +9,11 @@
 
 #include "internal.h"
 
+/* Bytes asked of the plugin for a zero-size buffer: the plugin ABI allocates
+ * sizes > 0 only, and every tensor needs a real handle. The core records
+ * size 0, so no copy, map or tensor element can reach these bytes. */
+#define BP__ZERO_SIZE_BACKING 1u
+
 static const char* memory_kind_name(uint32_t kind) {
   static const char* const names[BP_MEMORY_KIND_COUNT_] = {"device", "host_pinned", "host_pageable",
                                                            "managed"};
@@ -35,8 +40,6 @@ bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind, uint64
   if (memory_kind >= BP_MEMORY_KIND_COUNT_)
     return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: unknown memory kind %u",
                      memory_kind);
-  if (size_bytes == 0)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: size must be > 0");
   if (!find_space(device, memory_kind))
     return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: device %s has no %s memory",
                      device->name, memory_kind_name(memory_kind));
@@ -57,7 +60,8 @@ bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind, uint64
   }
   mutex_ready = 1;
   bp_buffer_alloc_info_t info = {
-      .struct_size = sizeof(info), .memory_kind = memory_kind, .size_bytes = size_bytes};
+      .struct_size = sizeof(info), .memory_kind = memory_kind,
+      .size_bytes = size_bytes ? size_bytes : BP__ZERO_SIZE_BACKING};
   status = plugin->core.buffer_allocate(device->handle, &info, &handle);
   if (status != BP_OK) {
     status = bp__plugin_error(plugin, status, "buffer_allocate");

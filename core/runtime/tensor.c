@@ -1,14 +1,12 @@
 /* Tensors: a buffer reference plus a descriptor (dtype, sizes, strides in
- * elements, byte offset). Immutable after creation, so every accessor is
+ * elements, byte offset). Immutable after creation except through
+ * bp_tensor_resize (externally synchronized), so every accessor is
  * thread-safe. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 #include "runtime/tensor_internal.h"
-
-/* Smallest buffer behind a tensor with no elements. */
-#define BP__EMPTY_TENSOR_BYTES 64u
 
 bp_status_t bp__tensor_check_shape(const char* fn, uint32_t dtype, uint32_t rank,
                                    const int64_t* sizes, const int64_t* strides) {
@@ -76,8 +74,8 @@ bp_status_t bp__tensor_check_span(const char* fn, const bp_buffer_t* buffer, uin
   return BP_OK;
 }
 
-/* Shared by create and create_strided: a fresh buffer of `bytes` (at least
- * BP__EMPTY_TENSOR_BYTES when there are no elements). */
+/* Shared by create and create_strided: a fresh buffer of `bytes` (0 for a
+ * tensor with no elements: a zero-size buffer). */
 static bp_status_t create_with_buffer(bp_device_t* device, uint32_t dtype, uint32_t rank,
                                       const int64_t* sizes, const int64_t* strides, uint64_t bytes,
                                       bp_tensor_t** out_tensor) {
@@ -88,9 +86,10 @@ static bp_status_t create_with_buffer(bp_device_t* device, uint32_t dtype, uint3
     if (device->spaces[i].kind == BP_MEMORY_DEVICE) kind = BP_MEMORY_DEVICE;
   }
   bp_status_t status =
-      bp_buffer_allocate(device, kind, bytes ? bytes : BP__EMPTY_TENSOR_BYTES, &buffer);
+      bp_buffer_allocate(device, kind, bytes, &buffer);
   if (status != BP_OK) return status;
   status = bp__tensor_wrap(buffer, dtype, rank, sizes, strides, 0, out_tensor);
+  if (status == BP_OK) (*out_tensor)->core_allocated = 1;
   bp_buffer_release(buffer); /* the tensor holds its own reference */
   return status;
 }

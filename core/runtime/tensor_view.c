@@ -114,7 +114,7 @@ bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out) {
 }
 
 bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* sizes,
-                                 const int64_t* strides, int64_t storage_offset,
+                                 const int64_t* strides, const int64_t* storage_offset_elems,
                                  bp_tensor_t** out) {
   static const char fn[] = "bp_tensor_as_strided";
   bp_status_t status = BP_OK;
@@ -125,17 +125,18 @@ bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* s
     BP__REQUIRE_ARG(fn, strides);
   }
   if ((status = bp__tensor_check_shape(fn, t->dtype, rank, sizes, strides)) != BP_OK) return status;
-  if (storage_offset < -1)
-    return bp__error(BP_INVALID_ARGUMENT, "%s: storage offset %lld is negative", fn,
-                     (long long)storage_offset);
+  if (storage_offset_elems != NULL && *storage_offset_elems < 0)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: storage_offset_elems %lld is negative", fn,
+                     (long long)*storage_offset_elems);
   memset(&v, 0, sizeof(v));
   v.rank = rank;
   memcpy(v.sizes, sizes, rank * sizeof(int64_t));
   memcpy(v.strides, strides, rank * sizeof(int64_t));
   v.byte_offset = t->byte_offset;
-  if (storage_offset >= 0) {
+  if (storage_offset_elems != NULL) {
     v.byte_offset = 0;
-    if ((status = shift_offset(fn, t, storage_offset, &v.byte_offset)) != BP_OK) return status;
+    if ((status = shift_offset(fn, t, *storage_offset_elems, &v.byte_offset)) != BP_OK)
+      return status;
   }
   if ((status = bp__tensor_check_span(fn, t->buffer, t->dtype, v.rank, v.sizes, v.strides,
                                       v.byte_offset)) != BP_OK)
@@ -362,6 +363,41 @@ bp_status_t bp_tensor_squeeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {
   }
   if ((status = wrap_dim(fn, dim, t->rank, &d)) != BP_OK) return status;
   if (t->sizes[d] == 1) drop_dim(t, (uint32_t)d, &v);
+  return make_view(t, &v, out);
+}
+
+bp_status_t bp_tensor_squeeze_dims(bp_tensor_t* t, uint32_t num_dims, const int64_t* dims,
+                                   bp_tensor_t** out) {
+  static const char fn[] = "bp_tensor_squeeze_dims";
+  int drop[BP_MAX_RANK] = {0};
+  view_desc_t v;
+  CHECK_ARGS(fn, t, out);
+  if (num_dims > 0) BP__REQUIRE_ARG(fn, dims);
+  /* As PyTorch: a 0-d tensor takes dims 0 or -1 (each at most once). */
+  const int64_t positions = t->rank == 0 ? 1 : (int64_t)t->rank;
+  if (num_dims > (uint32_t)positions)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: %u dims given for a tensor of rank %u", fn,
+                     num_dims, t->rank);
+  for (uint32_t i = 0; i < num_dims; ++i) {
+    int64_t d = 0;
+    bp_status_t status = wrap_dim(fn, dims[i], positions, &d);
+    if (status != BP_OK) return status;
+    if (drop[d] != 0)
+      return bp__error(BP_INVALID_ARGUMENT, "%s: dim %lld appears more than once in dims", fn,
+                       (long long)d);
+    drop[d] = 1;
+  }
+  desc_of(t, &v);
+  /* Keep every dim not listed, and listed dims whose size is not 1. */
+  uint32_t r = 0;
+  for (uint32_t k = 0; k < t->rank; ++k) {
+    if (drop[k] && t->sizes[k] == 1) continue;
+    v.sizes[r] = t->sizes[k];
+    v.strides[r] = t->strides[k];
+    ++r;
+  }
+  for (uint32_t k = r; k < BP_MAX_RANK; ++k) v.sizes[k] = v.strides[k] = 0;
+  v.rank = r;
   return make_view(t, &v, out);
 }
 

@@ -163,6 +163,9 @@ BP_API bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_c
 /* ------------------------------------------------------------------------ */
 /* Buffers                                                                   */
 /* ------------------------------------------------------------------------ */
+/* A buffer of size_bytes bytes. Size 0 is valid: a zero-size buffer (no
+ * byte can be copied, mapped or addressed through it), which is all an empty
+ * tensor needs. */
 BP_API bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind,
                                       uint64_t size_bytes, bp_buffer_t** out_buffer);
 BP_API void bp_buffer_retain(bp_buffer_t* buffer);
@@ -238,6 +241,7 @@ BP_API uint32_t bp_tensor_rank(const bp_tensor_t* t);
 BP_API const int64_t* bp_tensor_sizes(const bp_tensor_t* t);   /* rank entries */
 BP_API const int64_t* bp_tensor_strides(const bp_tensor_t* t); /* elements */
 BP_API int64_t bp_tensor_numel(const bp_tensor_t* t);
+/* Offset of element [0,...,0] from the start of the buffer, in bytes. */
 BP_API uint64_t bp_tensor_byte_offset(const bp_tensor_t* t);
 BP_API int bp_tensor_is_contiguous(const bp_tensor_t* t);
 BP_API bp_buffer_t* bp_tensor_buffer(const bp_tensor_t* t); /* borrowed */
@@ -247,9 +251,11 @@ BP_API void bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc)
 
 /* Views: new tensor objects over the same buffer (out_ owns a reference). */
 BP_API bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out);
+/* storage_offset_elems: where element [0,...,0] lies, in elements from the
+ * start of t's buffer (PyTorch's storage_offset); NULL keeps t's offset. */
 BP_API bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* sizes,
-                                        const int64_t* strides, int64_t storage_offset,
-                                        bp_tensor_t** out); /* offset in elements; -1 keeps */
+                                        const int64_t* strides,
+                                        const int64_t* storage_offset_elems, bp_tensor_t** out);
 BP_API bp_status_t bp_tensor_permute(bp_tensor_t* t, const int64_t* dims, bp_tensor_t** out);
 BP_API bp_status_t bp_tensor_slice(bp_tensor_t* t, int64_t dim, int64_t start, int64_t end,
                                    int64_t step, bp_tensor_t** out); /* Python slicing rules */
@@ -259,9 +265,42 @@ BP_API bp_status_t bp_tensor_expand(bp_tensor_t* t, uint32_t rank, const int64_t
 BP_API bp_status_t bp_tensor_view(bp_tensor_t* t, uint32_t rank, const int64_t* sizes,
                                   bp_tensor_t** out); /* one -1 inferred; needs compatible strides */
 BP_API bp_status_t bp_tensor_squeeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out);
+/* aten.squeeze.dims: drops each listed dim whose size is 1 (others stay);
+ * dims wrap, may not repeat; num_dims 0 gives an alias. */
+BP_API bp_status_t bp_tensor_squeeze_dims(bp_tensor_t* t, uint32_t num_dims, const int64_t* dims,
+                                          bp_tensor_t** out);
 BP_API bp_status_t bp_tensor_unsqueeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out);
 BP_API bp_status_t bp_tensor_diagonal(bp_tensor_t* t, int64_t offset, int64_t dim1, int64_t dim2,
                                       bp_tensor_t** out);
+
+/* Metadata with PyTorch's rules (aten.sym_size.int, aten.sym_stride.int,
+ * aten.sym_storage_offset): dim wraps (-1 is the last dim); a stride is in
+ * elements; the storage offset is in elements from the start of the buffer
+ * (bp_tensor_byte_offset / dtype size). */
+BP_API bp_status_t bp_tensor_size(const bp_tensor_t* t, int64_t dim, int64_t* out_size);
+BP_API bp_status_t bp_tensor_stride(const bp_tensor_t* t, int64_t dim, int64_t* out_stride);
+BP_API bp_status_t bp_tensor_storage_offset(const bp_tensor_t* t, int64_t* out_elems);
+
+/* aten.resize_: gives t (in place) the dense row-major shape `sizes`,
+ * keeping its storage offset. When the buffer is too small for it, the
+ * buffer grows as PyTorch's storage does: only for a tensor the core
+ * allocated (bp_tensor_create*, an op's output) whose buffer nothing else
+ * references (no views, no other buffer reference): a new buffer of the
+ * needed size is allocated, the old bytes are copied into it on `stream`
+ * (stream-ordered; the rest is uninitialized) and t moves to it. Otherwise
+ * FAILED_PRECONDITION. The one call that changes a tensor: t is externally
+ * synchronized (no other thread may use it during the call). `stream` may be
+ * NULL when the buffer need not grow. */
+BP_API bp_status_t bp_tensor_resize(bp_stream_t* stream, bp_tensor_t* t, uint32_t rank,
+                                    const int64_t* sizes);
+
+/* aten._local_scalar_dense (.item()): blocking read of a tensor with
+ * exactly one element (any rank) into a scalar: floating dtypes as
+ * BP_SCALAR_FLOAT (exactly, in double), integers as BP_SCALAR_INT, bool as
+ * BP_SCALAR_BOOL; c64 has no scalar kind (INVALID_ARGUMENT). Synchronizes
+ * `stream` first, so the value is the one after all enqueued work. */
+BP_API bp_status_t bp_tensor_item(bp_stream_t* stream, const bp_tensor_t* t,
+                                  bp_scalar_t* out_value);
 
 /* Blocking helpers: write host data (dense, row-major, the tensor's dtype,
  * `size` bytes == numel * dtype size) into the tensor honouring its strides,
@@ -294,6 +333,22 @@ typedef struct bp_op_info {
 #define BP_OP_INFO_V1_SIZE (offsetof(bp_op_info_t, output_names) + sizeof(const char* const*))
 
 BP_API bp_status_t bp_op_get_info(uint32_t op_id, bp_op_info_t* out_info);
+
+/* The Core ATen overloads served by core functions instead of a plugin entry
+ * point (views, metadata queries, allocation): ops.def's BP_VIEW table. */
+typedef struct bp_view_info {
+  uint32_t struct_size;
+  uint32_t index;
+  const char* name;     /* "squeeze_dims" */
+  const char* aten;     /* "aten.squeeze.dims" (space-separated overloads) */
+  const char* function; /* "bp_tensor_squeeze_dims": the public function */
+  const char* note;     /* how it maps, one line */
+} bp_view_info_t;
+/* First released size of bp_view_info_t (growth rule: see bp_plugin_info_t). */
+#define BP_VIEW_INFO_V1_SIZE (offsetof(bp_view_info_t, note) + sizeof(const char*))
+BP_API uint32_t bp_view_count(void);
+/* OUT_OF_RANGE for index >= bp_view_count(). Strings are static. */
+BP_API bp_status_t bp_view_get_info(uint32_t index, bp_view_info_t* out_info);
 BP_API uint32_t bp_op_from_name(const char* name); /* BP_OP_INVALID if unknown */
 
 /* Shape and dtype inference without running: fills each *out_outputs[k]

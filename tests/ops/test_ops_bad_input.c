@@ -700,7 +700,7 @@ static void test_overflowing_views(void** state) {
   for (size_t v = 0; v < sizeof(strided) / sizeof(strided[0]); ++v) {
     bp_tensor_t* view = NULL;
     bp_status_t st = bp_tensor_as_strided(base, strided[v].rank, strided[v].sizes,
-                                          strided[v].strides, strided[v].offset, &view);
+                                          strided[v].strides, &strided[v].offset, &view);
     if (st == BP_OK) fail_msg("as_strided %zu was accepted", v);
     assert_true(st == BP_INVALID_ARGUMENT || st == BP_OUT_OF_RANGE);
     assert_true(bp_status_message()[0] != '\0');

@@ -126,16 +126,21 @@ bp_status_t bp_copy_buffer(bp_stream_t* stream, bp_buffer_t* src, uint64_t src_o
     return BP_OK;
   }
 
-  /* Staged through host memory. The side `stream` is not on uses a stream of
-   * its own for the duration of the call; the caller orders earlier work on
-   * that device (with an event or a synchronize). */
+  /* Staged through host memory, blocking. The side `stream` is not on uses a
+   * stream of its own for the duration of the call. The copy is ordered
+   * after everything enqueued on `stream` so far, event waits included (so
+   * after the other device's work the application ordered with events):
+   * with `stream` on the source, the download is enqueued behind that work;
+   * with `stream` on the destination, `stream` drains before the download
+   * starts. */
   if (src->device == dst->device) {
     status = copy_staged(stream, src, src_offset, stream, dst, dst_offset, size);
   } else if (stream->device == src->device) {
     if ((status = bp_stream_create(dst->device, 0, &other)) == BP_OK)
       status = copy_staged(stream, src, src_offset, other, dst, dst_offset, size);
   } else {
-    if ((status = bp_stream_create(src->device, 0, &other)) == BP_OK)
+    if ((status = bp_stream_synchronize(stream)) == BP_OK &&
+        (status = bp_stream_create(src->device, 0, &other)) == BP_OK)
       status = copy_staged(other, src, src_offset, stream, dst, dst_offset, size);
   }
   bp_stream_release(other);

@@ -18,18 +18,21 @@
 struct bpp_device_s {
   uint32_t index;
   bp_device_properties_t props;
-  _Atomic uint64_t used[3]; /* bytes per memory kind (DEVICE, PINNED, PAGEABLE) */
+  struct bpp_instance_s* instance; /* owner */
 };
 
 struct bpp_instance_s {
   uint32_t device_count;
   struct bpp_device_s* devices;
+  /* One budget for every buffer of the instance (cpu_memory.c), bytes. */
+  uint64_t memory_budget;
+  _Atomic uint64_t memory_used; /* <= memory_budget */
 };
 
 struct bpp_buffer_s {
   unsigned char* ptr; /* 64-byte aligned host memory, owned */
   uint64_t size;      /* requested bytes */
-  uint64_t reserved;  /* bytes accounted in the device's usage */
+  uint64_t reserved;  /* bytes accounted against the instance's memory budget */
   uint32_t kind;
   struct bpp_device_s* device;
 };
@@ -62,6 +65,22 @@ CPU_HIDDEN uint32_t cpu_pool_threads(void); /* participants incl. the caller */
  * when the range is small or the pool is busy with another caller. */
 CPU_HIDDEN void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void* ctx);
 CPU_HIDDEN uint32_t cpu_online_cores(void);
+
+/* ------------------------------------------------------------------------ */
+/* Memory budget (cpu_memory.c)                                              */
+/* ------------------------------------------------------------------------ */
+/* Physical memory in bytes; 0 when unknown. */
+CPU_HIDDEN uint64_t cpu_memory_physical(void);
+/* Parses a size with an optional unit (B, K/KiB.., KB.., %) into bytes;
+ * 0 when `text` is not a positive size. `physical` scales "%". */
+CPU_HIDDEN int cpu_memory_parse_size(const char* text, uint64_t physical, uint64_t* out_bytes);
+/* Sets the instance's budget from the "memory_budget" option (NULL: none) or
+ * the default; a malformed value is logged as a warning and the default used. */
+CPU_HIDDEN void cpu_memory_init(struct bpp_instance_s* inst, const char* options);
+/* Accounts `bytes` against the budget; 0 (and the bytes still available)
+ * when they do not fit. Thread-safe. */
+CPU_HIDDEN int cpu_memory_reserve(struct bpp_instance_s* inst, uint64_t bytes, uint64_t* out_available);
+CPU_HIDDEN void cpu_memory_unreserve(struct bpp_instance_s* inst, uint64_t bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Streams and events (cpu_stream.c)                                         */

@@ -99,8 +99,7 @@ static void fill_properties(bp_device_properties_t* p, uint32_t index) {
            "0.1"
 #endif
   );
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  p->memory_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  p->memory_bytes = cpu_memory_physical();
   p->compute_units = cores;
   p->subgroup_size = lanes;
   for (uint32_t d = 1; d < BP_DTYPE_COUNT_; d++)
@@ -156,8 +155,10 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
     goto cleanup;
   }
   inst->device_count = n;
+  cpu_memory_init(inst, info && info->struct_size >= sizeof *info ? info->options : NULL);
   for (uint32_t i = 0; i < n; i++) {
     inst->devices[i].index = i;
+    inst->devices[i].instance = inst;
     fill_properties(&inst->devices[i].props, i);
   }
   if ((st = cpu_pool_acquire())) goto cleanup;
@@ -211,6 +212,12 @@ static bp_status_t device_get_properties(bpp_device_t dev, bp_device_properties_
 static const uint32_t k_space_kinds[3] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED,
                                           BP_MEMORY_HOST_PAGEABLE};
 
+/* Every space is the same host memory under one budget; 0 = unknown. */
+static uint64_t space_capacity(bpp_device_t dev) {
+  uint64_t budget = dev->instance->memory_budget;
+  return budget == UINT64_MAX ? 0 : budget;
+}
+
 static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
                                         bp_memory_space_info_t* out, uint32_t* out_count) {
   if (!dev || !out_count || (capacity && !out))
@@ -222,7 +229,7 @@ static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
         .kind = k_space_kinds[i],
         .flags = BP_MEMORY_FLAG_HOST_VISIBLE | BP_MEMORY_FLAG_HOST_COHERENT |
                  BP_MEMORY_FLAG_DEVICE_LOCAL,
-        .capacity_bytes = dev->props.memory_bytes,
+        .capacity_bytes = space_capacity(dev),
         .alignment_bytes = CPU_ALIGNMENT,
     };
     uint32_t cap = out[i].struct_size ? out[i].struct_size : sizeof info;
@@ -237,8 +244,9 @@ static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: NULL argument");
   if (kind > BP_MEMORY_HOST_PAGEABLE)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: unsupported memory kind %u", kind);
-  *out_used = atomic_load(&dev->used[kind]);
-  *out_budget = dev->props.memory_bytes;
+  /* Use and budget are the instance's: all kinds and devices share them. */
+  *out_used = atomic_load(&dev->instance->memory_used);
+  *out_budget = space_capacity(dev);
   return BP_OK;
 }
 
@@ -267,25 +275,30 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: size %llu overflows",
                      (unsigned long long)info->size_bytes);
   rounded &= ~(align - 1);
-  if (dev->props.memory_bytes && rounded > dev->props.memory_bytes)
+  uint64_t available = 0;
+  if (!cpu_memory_reserve(dev->instance, rounded, &available))
     return cpu_error(BP_RESOURCE_EXHAUSTED,
-                     "cpu: buffer_allocate: %llu bytes requested, the machine has %llu",
-                     (unsigned long long)info->size_bytes, (unsigned long long)dev->props.memory_bytes);
+                     "cpu: buffer_allocate: %llu bytes requested, %llu available (memory budget "
+                     "%llu bytes, %llu in use; BACKPLANE_CPU_OPTIONS=memory_budget=<size> sets it)",
+                     (unsigned long long)info->size_bytes, (unsigned long long)available,
+                     (unsigned long long)dev->instance->memory_budget,
+                     (unsigned long long)(dev->instance->memory_budget - available));
   b = calloc(1, sizeof *b);
   if (b) b->ptr = aligned_alloc(align, rounded);
   if (!b || !b->ptr) {
+    cpu_memory_unreserve(dev->instance, rounded);
     st = cpu_error(BP_RESOURCE_EXHAUSTED,
-                   "cpu: buffer_allocate: cannot allocate %llu bytes (%llu in use of %llu)",
+                   "cpu: buffer_allocate: the system refused %llu bytes (%llu of the %llu-byte "
+                   "memory budget in use)",
                    (unsigned long long)info->size_bytes,
-                   (unsigned long long)atomic_load(&dev->used[info->memory_kind]),
-                   (unsigned long long)dev->props.memory_bytes);
+                   (unsigned long long)atomic_load(&dev->instance->memory_used),
+                   (unsigned long long)dev->instance->memory_budget);
     goto cleanup;
   }
   b->size = info->size_bytes;
   b->reserved = rounded;
   b->kind = info->memory_kind;
   b->device = dev;
-  atomic_fetch_add(&dev->used[b->kind], rounded);
   *out = b;
   b = NULL;
 cleanup:
@@ -295,7 +308,7 @@ cleanup:
 
 static void buffer_release(bpp_buffer_t b) {
   if (!b) return;
-  atomic_fetch_sub(&b->device->used[b->kind], b->reserved);
+  cpu_memory_unreserve(b->device->instance, b->reserved);
   free(b->ptr);
   free(b);
 }

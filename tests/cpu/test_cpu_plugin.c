@@ -25,7 +25,11 @@ static void host_report(void* ctx, bp_status_t st, const char* msg) {
   g_last_status = st;
   snprintf(g_last_msg, sizeof g_last_msg, "%s", msg);
 }
-static void host_log(void* ctx, int32_t level, const char* msg) { (void)ctx; (void)level; (void)msg; }
+static char g_last_log[512]; /* the last warning logged (tests on one thread) */
+static void host_log(void* ctx, int32_t level, const char* msg) {
+  (void)ctx;
+  if (level <= BP_LOG_WARN) snprintf(g_last_log, sizeof g_last_log, "%s", msg);
+}
 static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx; (void)level; return 0; }
 static const bp_host_services_t g_host = {
     .struct_size = sizeof(bp_host_services_t),
@@ -255,6 +259,108 @@ static void test_memory(void** state) {
   uint64_t used2;
   assert_int_equal(C->device_memory_usage(f->dev, BP_MEMORY_DEVICE, &used2, &budget), BP_OK);
   assert_int_equal(used2, used0);
+}
+
+/* ---- memory budget ---------------------------------------------------- */
+static bpp_instance_t instance_with(const char* options) {
+  bpp_instance_create_info_t info = {.struct_size = sizeof info, .options = options};
+  bpp_instance_t inst = NULL;
+  assert_int_equal(C->instance_create(&info, &inst), BP_OK);
+  return inst;
+}
+
+/* Capacity of the device space of device 0 of an instance made with `options`. */
+static uint64_t budget_with(const char* options) {
+  bpp_instance_t inst = instance_with(options);
+  bpp_device_t dev = NULL;
+  assert_int_equal(C->device_open(inst, 0, &dev), BP_OK);
+  bp_memory_space_info_t space = {.struct_size = sizeof space};
+  uint32_t n = 0;
+  assert_int_equal(C->device_memory_spaces(dev, 1, &space, &n), BP_OK);
+  C->instance_destroy(inst);
+  return space.capacity_bytes;
+}
+
+static uint64_t physical_bytes(void) {
+  return (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+/* Every buffer of the instance counts against one budget, shared by its
+ * devices; past it, RESOURCE_EXHAUSTED names the requested and available
+ * bytes; use and budget are reported. */
+static void test_memory_budget(void** state) {
+  (void)state;
+  bpp_instance_t inst = instance_with("devices=2;memory_budget=1MiB");
+  bpp_device_t d0 = NULL, d1 = NULL;
+  assert_int_equal(C->device_open(inst, 0, &d0), BP_OK);
+  assert_int_equal(C->device_open(inst, 1, &d1), BP_OK);
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = 512 << 10};
+  bpp_buffer_t a = NULL, b = NULL, c = NULL;
+  assert_int_equal(C->buffer_allocate(d0, &ai, &a), BP_OK);
+  ai.memory_kind = BP_MEMORY_HOST_PINNED; /* the same host memory, the same budget */
+  assert_int_equal(C->buffer_allocate(d1, &ai, &b), BP_OK);
+  uint64_t used = 0, budget = 0;
+  assert_int_equal(C->device_memory_usage(d0, BP_MEMORY_HOST_PAGEABLE, &used, &budget), BP_OK);
+  assert_int_equal(used, 1 << 20);
+  assert_int_equal(budget, 1 << 20);
+  ai.size_bytes = 1;
+  g_last_msg[0] = 0;
+  assert_int_equal(C->buffer_allocate(d0, &ai, &c), BP_RESOURCE_EXHAUSTED);
+  assert_null(c);
+  assert_non_null(strstr(g_last_msg, "1 bytes requested, 0 available"));
+  assert_non_null(strstr(g_last_msg, "memory budget 1048576 bytes"));
+  C->buffer_release(b);
+  ai.size_bytes = 1000;
+  assert_int_equal(C->buffer_allocate(d0, &ai, &c), BP_OK);
+  ai.size_bytes = 600 << 10;
+  assert_int_equal(C->buffer_allocate(d1, &ai, &b), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(g_last_msg, "614400 bytes requested, 523264 available")); /* 1000 -> 1024 */
+  C->buffer_release(a);
+  C->buffer_release(c);
+  assert_int_equal(C->device_memory_usage(d1, BP_MEMORY_DEVICE, &used, &budget), BP_OK);
+  assert_int_equal(used, 0);
+  C->instance_destroy(inst);
+
+  /* Units, and the default (physical memory less a margin). */
+  uint64_t phys = physical_bytes();
+  assert_int_equal(budget_with("memory_budget=1.5GiB"), (uint64_t)3 << 29);
+  assert_int_equal(budget_with("memory_budget=2GB"), 2000000000);
+  assert_int_equal(budget_with("memory_budget=64k;devices=1"), 65536);
+  assert_int_equal(budget_with("memory_budget=4096"), 4096);
+  assert_int_equal(budget_with("memory_budget=50%"), phys / 2);
+  uint64_t dflt = budget_with(NULL);
+  assert_true(dflt < phys && dflt >= phys / 2);
+  static const char* const bad[] = {"memory_budget=banana", "memory_budget=-1G", "memory_budget=0",
+                                    "memory_budget=12parsecs", "memory_budget=200%", "memory_budget="};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    g_last_log[0] = 0;
+    assert_int_equal(budget_with(bad[i]), dflt);
+    assert_non_null(strstr(g_last_log, "memory_budget"));
+    assert_non_null(strstr(g_last_log, "using the default"));
+  }
+  assert_int_equal(budget_with("xmemory_budget=1K"), dflt); /* whole keys only */
+}
+
+/* 1 GiB allocations under the default budget end with RESOURCE_EXHAUSTED
+ * before the machine's memory is promised twice over (the pages are never
+ * touched, so this costs no memory). */
+static void test_memory_exhaustion(void** state) {
+  (void)state;
+  if (getenv("BP_UNDER_VALGRIND")) skip(); /* valgrind's allocator refuses 1 GiB blocks */
+  bpp_instance_t inst = instance_with(NULL);
+  bpp_device_t dev = NULL;
+  assert_int_equal(C->device_open(inst, 0, &dev), BP_OK);
+  enum { MAX_TRIES = 100000 };
+  static bpp_buffer_t held[MAX_TRIES];
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = 1ull << 30};
+  uint32_t n = 0;
+  bp_status_t st = BP_OK;
+  while (n < MAX_TRIES && (st = C->buffer_allocate(dev, &ai, &held[n])) == BP_OK) n++;
+  assert_int_equal(st, BP_RESOURCE_EXHAUSTED);
+  assert_true(n < physical_bytes() >> 30);
+  assert_non_null(strstr(g_last_msg, "1073741824 bytes requested"));
+  for (uint32_t i = 0; i < n; i++) C->buffer_release(held[i]);
+  C->instance_destroy(inst);
 }
 
 static void test_copies(void** state) {
@@ -1183,6 +1289,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_events, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sticky_error, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+      cmocka_unit_test(test_memory_budget),
+      cmocka_unit_test(test_memory_exhaustion),
       cmocka_unit_test_setup_teardown(test_support, setup, teardown),
       cmocka_unit_test_setup_teardown(test_add_broadcast_alpha, setup, teardown),
       cmocka_unit_test_setup_teardown(test_half_types, setup, teardown),

@@ -302,6 +302,11 @@ typedef struct vk_batch vk_batch_t;
 
 struct bpp_stream_s {
   struct bpp_device_s* dev;
+  /* Held by every table entry that records into or flushes the stream
+   * (vk_plugin.c): the ABI lets stream_synchronize and stream_query run on
+   * any thread while the owning thread enqueues, and both flush the batch
+   * being recorded. */
+  pthread_mutex_t enq_mu;
   uint32_t queue;
   VkCommandPool pool;
   VkSemaphore timeline;

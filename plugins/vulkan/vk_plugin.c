@@ -733,6 +733,46 @@ static bp_status_t buffer_unmap(bpp_buffer_t b) {
   return BP_OK; /* persistently mapped, coherent */
 }
 
+/* ---- stream entries, serialized per stream ------------------------------ */
+/* VK_SERIALIZED(name, fn, stream, (params), (args)): `name` calls fn(args)
+ * holding the stream's enq_mu (see struct bpp_stream_s); a NULL stream goes
+ * straight to fn, which reports it. */
+#define VK_SERIALIZED(name, fn, stream, params, args) \
+  static bp_status_t name params {                   \
+    bpp_stream_t s_ = (stream);                      \
+    if (!s_) return fn args;                         \
+    pthread_mutex_lock(&s_->enq_mu);                 \
+    bp_status_t st_ = fn args;                       \
+    pthread_mutex_unlock(&s_->enq_mu);               \
+    return st_;                                      \
+  }
+VK_SERIALIZED(ser_copy_h2d, vk_copy_h2d, s,
+              (bpp_stream_t s, const void* src, bpp_buffer_t dst, uint64_t off, uint64_t n),
+              (s, src, dst, off, n))
+VK_SERIALIZED(ser_copy_d2h, vk_copy_d2h, s,
+              (bpp_stream_t s, bpp_buffer_t src, uint64_t off, void* dst, uint64_t n),
+              (s, src, off, dst, n))
+VK_SERIALIZED(ser_copy_d2d, vk_copy_d2d, s,
+              (bpp_stream_t s, bpp_buffer_t src, uint64_t so, bpp_buffer_t dst, uint64_t dof,
+               uint64_t n),
+              (s, src, so, dst, dof, n))
+VK_SERIALIZED(ser_buffer_fill, vk_buffer_fill, s,
+              (bpp_stream_t s, bpp_buffer_t b, uint64_t off, uint64_t n, const void* pattern,
+               uint32_t psize),
+              (s, b, off, n, pattern, psize))
+VK_SERIALIZED(ser_stream_synchronize, vk_stream_synchronize, s, (bpp_stream_t s), (s))
+VK_SERIALIZED(ser_stream_query, vk_stream_query, s, (bpp_stream_t s), (s))
+VK_SERIALIZED(ser_host_func, vk_stream_host_func, s,
+              (bpp_stream_t s, bp_host_func_t fn, void* user), (s, fn, user))
+VK_SERIALIZED(ser_event_record, vk_event_record, s, (bpp_event_t e, bpp_stream_t s), (e, s))
+VK_SERIALIZED(ser_wait_event, vk_stream_wait_event, s, (bpp_stream_t s, bpp_event_t e), (s, e))
+VK_SERIALIZED(ser_launch_op, vk_launch_op, s, (bpp_stream_t s, const bp_op_call_t* call), (s, call))
+VK_SERIALIZED(ser_launch_ew_program, vk_launch_ew_program, s,
+              (bpp_stream_t s, const bp_ew_program_t* program, uint32_t nin,
+               const bp_tensor_desc_t* in, uint32_t nout, const bp_tensor_desc_t* out),
+              (s, program, nin, in, nout, out))
+#undef VK_SERIALIZED
+
 /* ---- tables and negotiation -------------------------------------------- */
 static void instance_destroy(bpp_instance_t inst) { vk_instance_destroy(inst); }
 
@@ -750,20 +790,20 @@ static const bpp_core_table_t k_core = {
     .buffer_release = buffer_release,
     .buffer_map = buffer_map,
     .buffer_unmap = buffer_unmap,
-    .copy_host_to_device = vk_copy_h2d,
-    .copy_device_to_host = vk_copy_d2h,
-    .copy_device_to_device = vk_copy_d2d,
+    .copy_host_to_device = ser_copy_h2d,
+    .copy_device_to_host = ser_copy_d2h,
+    .copy_device_to_device = ser_copy_d2d,
     .copy_peer = NULL,
-    .buffer_fill = vk_buffer_fill,
+    .buffer_fill = ser_buffer_fill,
     .stream_create = vk_stream_create,
     .stream_destroy = vk_stream_destroy,
-    .stream_synchronize = vk_stream_synchronize,
-    .stream_query = vk_stream_query,
-    .stream_enqueue_host_func = vk_stream_host_func,
+    .stream_synchronize = ser_stream_synchronize,
+    .stream_query = ser_stream_query,
+    .stream_enqueue_host_func = ser_host_func,
     .event_create = vk_event_create,
     .event_destroy = vk_event_destroy,
-    .event_record = vk_event_record,
-    .stream_wait_event = vk_stream_wait_event,
+    .event_record = ser_event_record,
+    .stream_wait_event = ser_wait_event,
     .event_query = vk_event_query,
     .event_synchronize = vk_event_synchronize,
     .event_elapsed_ns = vk_event_elapsed_ns,
@@ -773,7 +813,7 @@ static bpp_op_launch_fn k_launch[BP_OP_COUNT];
 static pthread_once_t k_launch_once = PTHREAD_ONCE_INIT;
 static void init_launch(void) {
   for (uint32_t op = 1; op < BP_OP_COUNT; op++)
-    if (vk_op_implemented(op)) k_launch[op] = vk_launch_op;
+    if (vk_op_implemented(op)) k_launch[op] = ser_launch_op;
 }
 
 static const bpp_op_table_t k_ops = {
@@ -784,7 +824,7 @@ static const bpp_caps_table_t k_caps = {
     .query_support = vk_query_support,
     .estimate_cost = NULL,
     .query_fusion = vk_query_fusion,
-    .launch_ew_program = vk_launch_ew_program,
+    .launch_ew_program = ser_launch_ew_program,
 };
 
 static const bp_plugin_vtable_t k_vtable = {

@@ -407,6 +407,7 @@ bp_status_t vk_stream_create(bpp_device_t d, uint32_t flags, bpp_stream_t* out) 
   s->dev = d;
   s->queue = atomic_fetch_add(&d->next_queue, 1) % d->queue_count;
   pthread_mutex_init(&s->mu, NULL);
+  pthread_mutex_init(&s->enq_mu, NULL);
   pthread_cond_init(&s->cv_work, NULL);
   pthread_cond_init(&s->cv_done, NULL);
   VkCommandPoolCreateInfo pi = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -466,6 +467,7 @@ void vk_stream_destroy(bpp_stream_t s) {
   pthread_cond_destroy(&s->cv_work);
   pthread_cond_destroy(&s->cv_done);
   pthread_mutex_destroy(&s->mu);
+  pthread_mutex_destroy(&s->enq_mu);
   free(s);
 }
 

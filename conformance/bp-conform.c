@@ -3,7 +3,15 @@
  * devices, error hygiene: runtime.c).
  *
  *   bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]
- *              [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]
+ *              [--markdown FILE] [--html FILE] [--journal FILE] [--resume]
+ *              [--timeout SEC] [--list] [--verbose]
+ *
+ * Every case result is appended to a journal as soon as it is known
+ * (journal.c; by default the first report path plus ".journal"), and the
+ * reports are built from it. A run that was killed is completed with
+ * --resume: the cases already in the journal are not run again, and the
+ * reports are the same as those of an uninterrupted run. Report and journal
+ * paths must be regular files (a FIFO is refused at once).
  *
  * The parent discovers backends with a context used only for enumeration,
  * released before any child is forked. Each (backend, op) runs in forked
@@ -26,7 +34,8 @@ typedef struct options {
   uint32_t num_ops;
   int runtime; /* run the runtime section (after the ops) */
   int quick, list, verbose;
-  const char *json, *markdown, *html;
+  const char *json, *markdown, *html, *journal;
+  int resume;
   double timeout_s;
 } options_t;
 
@@ -36,15 +45,22 @@ typedef struct run_ctx {
   const options_t* opt;
   bpc_case_list_t* lists; /* per op index (the children inherit them through fork) */
   const bpc_case_list_t* runtime; /* this backend's runtime cases: group num_ops */
+  bpc_journal_t* journal;         /* NULL: none */
+  int* journal_failed;            /* warned once */
 } run_ctx_t;
 
 static void usage(FILE* fp) {
   fprintf(fp,
           "usage: bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]\n"
-          "                  [--markdown FILE] [--html FILE] [--timeout SEC] [--list] [--verbose]\n"
+          "                  [--markdown FILE] [--html FILE] [--journal FILE] [--resume]\n"
+          "                  [--timeout SEC] [--list] [--verbose]\n"
           "  Without --op: every op with a reference, then the runtime section (memory,\n"
           "  copies, stream order, events, several devices, error hygiene).\n"
-          "  --op runtime selects the runtime section; other --op names select ops.\n");
+          "  --op runtime selects the runtime section; other --op names select ops.\n"
+          "  --journal FILE  where each result is appended as it comes (default: the first\n"
+          "                  report path + \".journal\"); the reports are built from it.\n"
+          "  --resume        continue the run recorded in the journal: cases already there\n"
+          "                  are not run again; the reports are those of a whole run.\n");
 }
 
 static int parse_args(int argc, char** argv, options_t* o) {
@@ -57,6 +73,7 @@ static int parse_args(int argc, char** argv, options_t* o) {
     if (strcmp(a, "--quick") == 0) { o->quick = 1; continue; }
     if (strcmp(a, "--list") == 0) { o->list = 1; continue; }
     if (strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
+    if (strcmp(a, "--resume") == 0) { o->resume = 1; continue; }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(0); }
     if (!val) {
       fprintf(stderr, "bp-conform: unknown option or missing value: %s\n", a);
@@ -85,6 +102,8 @@ static int parse_args(int argc, char** argv, options_t* o) {
       o->markdown = val;
     } else if (strcmp(a, "--html") == 0) {
       o->html = val;
+    } else if (strcmp(a, "--journal") == 0) {
+      o->journal = val;
     } else if (strcmp(a, "--timeout") == 0) {
       char* end = NULL;
       o->timeout_s = strtod(val, &end);
@@ -134,6 +153,7 @@ static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* ch
     goto cleanup;
   }
   for (uint32_t k = start; k < list->count; k++) {
+    if (!bpc_child_wants(child, k)) continue; /* in the journal already */
     bpc_result_t r;
     bpc_child_begin(child, k);
     bpc_execute_case(dev, stream, &list->items[k], &r);
@@ -207,6 +227,46 @@ static int discover(const options_t* o, char names[][64], char devices[][128],
   return ok;
 }
 
+/* Parent side: each final result goes to the journal at once. */
+static void on_result(void* user, uint32_t group, uint32_t index, const bpc_result_t* result) {
+  run_ctx_t* rc = user;
+  const bpc_case_list_t* list = group < rc->opt->num_ops ? &rc->lists[group] : rc->runtime;
+  if (!rc->journal || index >= list->count) return;
+  bp_status_t st = bpc_journal_append(rc->journal, rc->backend, list->items[index].id, result);
+  if (st != BP_OK && !*rc->journal_failed) {
+    fprintf(stderr, "bp-conform: cannot append to the journal (%s): a killed run cannot be resumed\n",
+            bp_status_name(st));
+    *rc->journal_failed = 1;
+  }
+}
+
+/* Refuses report and journal paths that are not regular files before any
+ * case runs (a FIFO would block at the end of the run). */
+static int check_output_paths(const options_t* o) {
+  const char* paths[] = {o->json, o->markdown, o->html, o->journal};
+  const char* names[] = {"--json", "--markdown", "--html", "--journal"};
+  for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+    char msg[300];
+    if (paths[k] && bpc_output_path_check(paths[k], msg, sizeof msg) != BP_OK) {
+      fprintf(stderr, "bp-conform: %s %s\n", names[k], msg);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* What decides the cases of a run: a resumed run must have the same. */
+static void selection_text(const options_t* o, char* buf, size_t size) {
+  size_t n = (size_t)snprintf(buf, size, "quick=%d runtime=%d backends=", o->quick, o->runtime);
+  for (uint32_t k = 0; k < o->num_backends && n < size; k++) {
+    n += (size_t)snprintf(buf + n, size - n, "%s,", o->backends[k]);
+  }
+  if (n < size) n += (size_t)snprintf(buf + n, size - n, " ops=");
+  for (uint32_t k = 0; k < o->num_ops && n < size; k++) {
+    n += (size_t)snprintf(buf + n, size - n, "%u,", o->ops[k]);
+  }
+}
+
 int main(int argc, char** argv) {
   options_t opt;
   if (!parse_args(argc, argv, &opt)) {
@@ -221,6 +281,11 @@ int main(int argc, char** argv) {
   static char devices[MAX_SELECT][128];
   static bpc_runtime_target_t targets[MAX_SELECT];
   static bpc_case_list_t rt_lists[MAX_SELECT]; /* per backend: depend on its devices */
+  bpc_result_t** all_results = NULL; /* [backend * groups + group][case] */
+  uint32_t groups = 0;
+  bpc_journal_t* journal = NULL;
+  char* journal_path = NULL; /* derived from a report path */
+  int journal_failed = 0;
   if (!lists) return 2;
   for (uint32_t k = 0; k < opt.num_ops; k++) {
     if (bpc_cases_generate(opt.ops[k], opt.quick, &lists[k]) != BP_OK) {
@@ -276,6 +341,40 @@ int main(int argc, char** argv) {
     bpc_report_print_summary(&none, 0, 0);
     goto cleanup;
   }
+  if (!check_output_paths(&opt)) {
+    exit_code = 2;
+    goto cleanup;
+  }
+  if (!opt.journal && (opt.json || opt.markdown || opt.html)) {
+    const char* first = opt.json ? opt.json : opt.markdown ? opt.markdown : opt.html;
+    size_t len = strlen(first) + sizeof ".journal";
+    journal_path = malloc(len);
+    if (!journal_path) { exit_code = 2; goto cleanup; }
+    snprintf(journal_path, len, "%s.journal", first);
+    opt.journal = journal_path;
+    if (!check_output_paths(&opt)) {
+      exit_code = 2;
+      goto cleanup;
+    }
+  }
+  if (opt.resume && !opt.journal) {
+    fprintf(stderr, "bp-conform: --resume needs a journal: --journal FILE or a report path\n");
+    exit_code = 2;
+    goto cleanup;
+  }
+  if (opt.journal) {
+    char selection[4096], msg[400];
+    selection_text(&opt, selection, sizeof selection);
+    if (bpc_journal_open(opt.journal, selection, opt.resume, &journal, msg, sizeof msg) != BP_OK) {
+      fprintf(stderr, "bp-conform: journal: %s\n", msg);
+      exit_code = 2;
+      goto cleanup;
+    }
+    if (opt.resume) {
+      fprintf(stderr, "bp-conform: resuming from '%s': %zu case results recorded\n", opt.journal,
+              bpc_journal_count(journal));
+    }
+  }
   if (!discover(&opt, names, devices, targets, &nb)) {
     exit_code = 2;
     goto cleanup;
@@ -285,38 +384,63 @@ int main(int argc, char** argv) {
     exit_code = 1;
     goto cleanup;
   }
+  groups = opt.num_ops + (opt.runtime ? 1u : 0u); /* the ops, then the runtime section */
   reports = calloc(nb, sizeof *reports);
-  if (!reports) { exit_code = 2; goto cleanup; }
+  all_results = calloc((size_t)nb * groups + 1, sizeof *all_results);
+  if (!reports || !all_results) { exit_code = 2; goto cleanup; }
+  /* Run every case not yet in the journal. */
   for (uint32_t b = 0; b < nb; b++) {
-    bpc_backend_report_t* rep = &reports[b];
-    snprintf(rep->name, sizeof rep->name, "%s", names[b]);
-    snprintf(rep->device, sizeof rep->device, "%s", devices[b]);
     if (opt.runtime && bpc_runtime_cases_generate(&targets[b], &rt_lists[b]) != BP_OK) {
       fprintf(stderr, "bp-conform: out of memory generating cases\n");
       exit_code = 2;
       goto cleanup;
     }
-    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b]};
-    bpc_runner_ops_t ops = {&rc, run_group};
-    /* Groups: the ops, then the runtime section. */
-    uint32_t groups = opt.num_ops + (opt.runtime ? 1u : 0u);
+    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b], journal, &journal_failed};
     for (uint32_t k = 0; k < groups; k++) {
       bpc_case_list_t* l = k < opt.num_ops ? &lists[k] : &rt_lists[b];
       bpc_result_t* results = calloc(l->count ? l->count : 1, sizeof *results);
-      if (!results) { exit_code = 2; goto cleanup; }
-      bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
-      if (st != BP_OK) fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
-      uint64_t bad = 0;
+      uint8_t* done = calloc(l->count ? l->count : 1, 1);
+      all_results[(size_t)b * groups + k] = results;
+      if (!results || !done) { free(done); exit_code = 2; goto cleanup; }
+      size_t already = 0;
       for (size_t j = 0; j < l->count; j++) {
-        if (bpc_report_add(rep, &l->items[j], &results[j]) != BP_OK) { free(results); exit_code = 2; goto cleanup; }
-        uint32_t s = results[j].status;
-        bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
+        done[j] = (uint8_t)bpc_journal_find(journal, names[b], l->items[j].id, &results[j]);
+        already += done[j];
       }
+      bpc_runner_ops_t ops = {&rc, run_group, on_result, done};
+      bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
+      free(done);
+      if (st != BP_OK) fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
+      if (journal) bpc_journal_sync(journal);
       if (opt.verbose) {
-        fprintf(stderr, "%s: %-20s %5zu cases, %llu failed\n", rep->name,
-                k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime", l->count, (unsigned long long)bad);
+        uint64_t bad = 0;
+        for (size_t j = 0; j < l->count; j++) {
+          uint32_t s = results[j].status;
+          bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
+        }
+        fprintf(stderr, "%s: %-20s %5zu cases (%zu from the journal), %llu failed\n", names[b],
+                k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime", l->count, already,
+                (unsigned long long)bad);
       }
-      free(results);
+    }
+  }
+  /* The reports, from the journal as read back from disk (so a resumed run
+   * and an uninterrupted one report the same), else from memory. */
+  if (journal && bpc_journal_reload(journal) != BP_OK) {
+    fprintf(stderr, "bp-conform: cannot read the journal back; reporting from memory\n");
+  }
+  for (uint32_t b = 0; b < nb; b++) {
+    bpc_backend_report_t* rep = &reports[b];
+    snprintf(rep->name, sizeof rep->name, "%s", names[b]);
+    snprintf(rep->device, sizeof rep->device, "%s", devices[b]);
+    for (uint32_t k = 0; k < groups; k++) {
+      bpc_case_list_t* l = k < opt.num_ops ? &lists[k] : &rt_lists[b];
+      const bpc_result_t* results = all_results[(size_t)b * groups + k];
+      for (size_t j = 0; j < l->count; j++) {
+        bpc_result_t r = results[j];
+        bpc_journal_find(journal, names[b], l->items[j].id, &r);
+        if (bpc_report_add(rep, &l->items[j], &r) != BP_OK) { exit_code = 2; goto cleanup; }
+      }
     }
   }
   bpc_report_print_summary(reports, nb, opt.verbose);
@@ -339,6 +463,12 @@ int main(int argc, char** argv) {
     exit_code = exit_code ? exit_code : 2;
   }
 cleanup:
+  if (all_results) {
+    for (size_t k = 0; k < (size_t)nb * groups; k++) free(all_results[k]);
+    free(all_results);
+  }
+  bpc_journal_close(journal);
+  free(journal_path);
   if (reports) {
     for (uint32_t b = 0; b < nb; b++) bpc_report_free(&reports[b]);
     free(reports);

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backplane/backplane.h"
 
@@ -486,22 +487,32 @@ void bpc_runtime_execute(bp_device_t* device, bp_stream_t* stream, const bpc_cas
 typedef struct bpc_child bpc_child_t;
 void bpc_child_begin(bpc_child_t* child, uint32_t index);
 void bpc_child_result(bpc_child_t* child, uint32_t index, const bpc_result_t* result);
+/* 0 when case `index` already has a result (runner_ops.done) and must be
+ * skipped: no begin, no result. */
+int bpc_child_wants(const bpc_child_t* child, uint32_t index);
 
 /* What the runner runs. Each "group" (an op) has `count` cases; run_group
  * is called in a forked child for cases [start, count) and must call
- * bpc_child_begin before and bpc_child_result after each case. It returns
- * nonzero when it cannot run at all (message in *out_message, copied to
- * every remaining case as FAIL). */
+ * bpc_child_begin before and bpc_child_result after each case it wants
+ * (bpc_child_wants). It returns nonzero when it cannot run at all (message
+ * in *out_message, copied to every remaining case as FAIL). */
 typedef struct bpc_runner_ops {
   void* user;
   int (*run_group)(void* user, uint32_t group, uint32_t start, bpc_child_t* child,
                    char* out_message, size_t message_size);
+  /* Optional, called in the parent with each case's final result as soon as
+   * it is known (PASS..., CRASH or TIMEOUT), in the order they arrive. */
+  void (*on_result)(void* user, uint32_t group, uint32_t index, const bpc_result_t* result);
+  /* Optional, `count` entries: nonzero marks a case already done (a resumed
+   * run); its results[] entry is left as the caller set it. */
+  const uint8_t* done;
 } bpc_runner_ops_t;
 
 /* Runs cases [0, count) of `group` in isolated children: a crash (signal or
  * exit) scores the case in progress CRASH, a case running past timeout_s is
- * killed and scored TIMEOUT; a fresh child resumes at the next case.
- * `results` has `count` entries. Returns BP_OK unless fork/pipe fail. */
+ * killed and scored TIMEOUT; a fresh child resumes at the next case. A
+ * child is killed when the calling process dies. `results` has `count`
+ * entries. Returns BP_OK unless fork/pipe fail. */
 bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32_t count,
                              double timeout_s, bpc_result_t* results);
 
@@ -535,6 +546,39 @@ bp_status_t bpc_report_write_html(const char* path, const bpc_backend_report_t* 
 /* Per-op summary table and the closing `NAME: N passed, F failed, S skipped`
  * line per backend. */
 void bpc_report_print_summary(const bpc_backend_report_t* reports, size_t n, int verbose);
+
+/* ------------------------------------------------------------------------ */
+/* Output files (outfile.c) and the result journal (journal.c).              */
+/* ------------------------------------------------------------------------ */
+/* BP_OK when `path` is a regular file or does not exist; else an error and
+ * a message naming what it is (a FIFO would block the run). */
+bp_status_t bpc_output_path_check(const char* path, char* msg, size_t msg_size);
+/* Opens `path` for writing (created 0644; truncated unless `append`),
+ * refusing anything but a regular file without blocking on a FIFO.
+ * Returns the descriptor, or -1 with a message. */
+int bpc_output_open(const char* path, int append, char* msg, size_t msg_size);
+FILE* bpc_output_fopen(const char* path, char* msg, size_t msg_size);
+
+/* Append-only journal of case results (format in journal.c). */
+typedef struct bpc_journal bpc_journal_t;
+/* Opens the journal of a run of `selection` (text naming the backends, ops
+ * and flags that decide the cases). resume = 0 starts it afresh; resume = 1
+ * loads its records (a torn or corrupt line is ignored and cut off) and
+ * refuses a journal of another selection with BP_FAILED_PRECONDITION. */
+bp_status_t bpc_journal_open(const char* path, const char* selection, int resume,
+                             bpc_journal_t** out_journal, char* msg, size_t msg_size);
+/* 1 and *out when the journal holds a result for the case, else 0. */
+int bpc_journal_find(const bpc_journal_t* journal, const char* backend, const char* case_id,
+                     bpc_result_t* out);
+/* Writes one record at once (one write(2)); syncs to disk in batches. The
+ * record is then found by bpc_journal_find exactly as it reads back. */
+bp_status_t bpc_journal_append(bpc_journal_t* journal, const char* backend, const char* case_id,
+                               const bpc_result_t* result);
+bp_status_t bpc_journal_sync(bpc_journal_t* journal);
+/* Reads the file again (the reports are built from what it holds). */
+bp_status_t bpc_journal_reload(bpc_journal_t* journal);
+size_t bpc_journal_count(const bpc_journal_t* journal); /* distinct cases */
+void bpc_journal_close(bpc_journal_t* journal);
 
 #ifdef __cplusplus
 }

@@ -105,8 +105,10 @@ bp_status_t bpc_report_write_json(const char* path, const bpc_backend_report_t* 
   char* text = cJSON_Print(root);
   cJSON_Delete(root);
   if (!text) return BP_RESOURCE_EXHAUSTED;
-  FILE* fp = fopen(path, "w");
+  char msg[300];
+  FILE* fp = bpc_output_fopen(path, msg, sizeof msg);
   bp_status_t st = BP_OK;
+  if (!fp) fprintf(stderr, "bp-conform: %s\n", msg);
   if (!fp || fputs(text, fp) < 0) st = BP_PERMISSION_DENIED;
   if (fp && fclose(fp) != 0) st = BP_PERMISSION_DENIED;
   free(text);
@@ -164,8 +166,12 @@ static int is_problem(uint32_t st) {
 
 bp_status_t bpc_report_write_markdown(const char* path, const bpc_backend_report_t* reports,
                                       size_t n) {
-  FILE* fp = fopen(path, "w");
-  if (!fp) return BP_PERMISSION_DENIED;
+  char msg[300];
+  FILE* fp = bpc_output_fopen(path, msg, sizeof msg);
+  if (!fp) {
+    fprintf(stderr, "bp-conform: %s\n", msg);
+    return BP_PERMISSION_DENIED;
+  }
   fprintf(fp, "# backplane conformance report\n");
   for (size_t b = 0; b < n; b++) {
     const bpc_backend_report_t* r = &reports[b];
@@ -216,8 +222,12 @@ static const char* status_colour(uint32_t st) {
 }
 
 bp_status_t bpc_report_write_html(const char* path, const bpc_backend_report_t* reports, size_t n) {
-  FILE* fp = fopen(path, "w");
-  if (!fp) return BP_PERMISSION_DENIED;
+  char msg[300];
+  FILE* fp = bpc_output_fopen(path, msg, sizeof msg);
+  if (!fp) {
+    fprintf(stderr, "bp-conform: %s\n", msg);
+    return BP_PERMISSION_DENIED;
+  }
   fprintf(fp, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>backplane conformance</title>\n"
               "<style>body{font-family:sans-serif}table{border-collapse:collapse}"
               "td,th{border:1px solid #999;padding:2px 6px;font-size:12px;text-align:center}"

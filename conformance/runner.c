@@ -8,9 +8,17 @@
  * backplane context: plugin worker threads do not survive fork.
  *
  * Records are fixed-size and smaller than PIPE_BUF, so each write is atomic.
+ *
+ * A child never outlives the runner: it asks for SIGKILL when its parent
+ * dies (PR_SET_PDEATHSIG) and checks after asking that the parent is still
+ * the one that forked it, so a runner killed with SIGKILL (or any signal)
+ * leaves no child behind, not even one hanging inside a plugin.
  */
 #include <errno.h>
 #include <poll.h>
+#if defined(__linux__)
+#include <sys/prctl.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +41,12 @@ _Static_assert(sizeof(record_t) <= 512, "records must stay far below PIPE_BUF");
 
 struct bpc_child {
   int fd;
+  const uint8_t* done; /* cases not to run (NULL: none) */
 };
+
+int bpc_child_wants(const bpc_child_t* child, uint32_t index) {
+  return !child->done || !child->done[index];
+}
 
 static void child_write(bpc_child_t* child, const record_t* rec) {
   const uint8_t* p = (const uint8_t*)rec;
@@ -104,6 +117,23 @@ static void describe_exit(int wstatus, char* buf, size_t size) {
   }
 }
 
+static int is_todo(const bpc_runner_ops_t* ops, uint32_t index) {
+  return !ops->done || !ops->done[index];
+}
+
+/* The first case at or after `from` still to run; `count` when none. */
+static uint32_t next_todo(const bpc_runner_ops_t* ops, uint32_t from, uint32_t count) {
+  while (from < count && !is_todo(ops, from)) from++;
+  return from;
+}
+
+/* A case's final result: kept, and handed to on_result (the journal). */
+static void finish(const bpc_runner_ops_t* ops, uint32_t group, bpc_result_t* results,
+                   uint32_t index, const bpc_result_t* result) {
+  results[index] = *result;
+  if (ops->on_result) ops->on_result(ops->user, group, index, result);
+}
+
 /* Runs one child from `start`; returns the index to resume at. */
 static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t start, uint32_t count,
                           double timeout_s, bpc_result_t* results, bp_status_t* out_status) {
@@ -113,6 +143,7 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
     return count;
   }
   fflush(NULL); /* no buffered output is duplicated into the child */
+  pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -122,11 +153,18 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
   }
   if (pid == 0) {
     close(fds[0]);
+#if defined(__linux__)
+    /* Die with the runner. The parent may have died between fork and
+     * prctl: then getppid no longer names it and the child leaves at once. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(5);
+#else
+    (void)parent;
+#endif
     /* A crash must end the child, whatever handlers the parent installed
      * (a test framework's, for example). */
     static const int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE};
     for (size_t k = 0; k < sizeof kFatal / sizeof kFatal[0]; k++) signal(kFatal[k], SIG_DFL);
-    bpc_child_t child = {fds[1]};
+    bpc_child_t child = {fds[1], ops->done};
     char msg[256] = "";
     int rc = ops->run_group(ops->user, group, start, &child, msg, sizeof msg);
     if (rc != 0) {
@@ -160,17 +198,17 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
     record_t rec;
     int rr = read_record(fd, &rec);
     if (rr <= 0) break; /* EOF (child ended) or a torn record */
-    if (rec.index >= count) continue;
+    if (rec.index >= count || !is_todo(ops, rec.index)) continue;
     if (rec.kind == REC_BEGIN) {
       current = rec.index;
       deadline = now_s() + timeout_s;
     } else if (rec.kind == REC_RESULT) {
-      results[rec.index] = rec.result;
-      next = rec.index + 1;
+      finish(ops, group, results, rec.index, &rec.result);
+      next = next_todo(ops, rec.index + 1, count);
       current = -1;
       deadline = now_s() + timeout_s;
     } else if (rec.kind == REC_FATAL) {
-      for (uint32_t k = next; k < count; k++) results[k] = rec.result;
+      for (uint32_t k = next; k < count; k = next_todo(ops, k + 1, count)) finish(ops, group, results, k, &rec.result);
       next = count;
       current = -1;
     }
@@ -179,24 +217,28 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
   int wstatus = 0;
   while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
   }
+  bpc_result_t scored;
+  memset(&scored, 0, sizeof scored);
   char msg[200];
+  uint32_t charged = count; /* the case the end of this child is charged to */
   if (killed) {
-    uint32_t idx = current >= 0 ? (uint32_t)current : next;
-    if (idx < count) {
-      snprintf(msg, sizeof msg, "timed out: no result after %.3g s; the process was killed", timeout_s);
-      score(&results[idx], BPC_TIMEOUT, msg);
-      next = idx + 1;
-    }
+    charged = current >= 0 ? (uint32_t)current : next;
+    snprintf(msg, sizeof msg, "timed out: no result after %.3g s; the process was killed", timeout_s);
+    score(&scored, BPC_TIMEOUT, msg);
   } else if (current >= 0) {
+    charged = (uint32_t)current;
     describe_exit(wstatus, msg, sizeof msg);
-    score(&results[current], BPC_CRASH, msg);
-    next = (uint32_t)current + 1;
+    score(&scored, BPC_CRASH, msg);
   } else if (next < count && next == start) {
     /* The child ended without starting a case: charge the next case so the
      * run always makes progress. */
+    charged = next;
     describe_exit(wstatus, msg, sizeof msg);
-    score(&results[next], BPC_CRASH, msg);
-    next++;
+    score(&scored, BPC_CRASH, msg);
+  }
+  if (charged < count) {
+    finish(ops, group, results, charged, &scored);
+    next = next_todo(ops, charged + 1, count);
   }
   return next;
 }
@@ -206,8 +248,10 @@ bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32
   if (!ops || !ops->run_group || (count > 0 && !results) || !(timeout_s > 0.0)) {
     return BP_INVALID_ARGUMENT;
   }
-  for (uint32_t k = 0; k < count; k++) score(&results[k], BPC_FAIL, "not run");
-  uint32_t next = 0;
+  for (uint32_t k = 0; k < count; k++) {
+    if (is_todo(ops, k)) score(&results[k], BPC_FAIL, "not run");
+  }
+  uint32_t next = next_todo(ops, 0, count);
   bp_status_t st = BP_OK;
   while (next < count && st == BP_OK) next = run_child(ops, group, next, count, timeout_s, results, &st);
   return st;

@@ -988,7 +988,7 @@ static int fake_group(void* user, uint32_t group, uint32_t start, bpc_child_t* c
 
 static void test_runner_crash_isolation(void** state) {
   (void)state;
-  bpc_runner_ops_t ops = {NULL, fake_group};
+  bpc_runner_ops_t ops = {.user = NULL, .run_group = fake_group};
   bpc_result_t res[8];
   assert_int_equal(bpc_run_isolated(&ops, 0, 8, 1.0, res), BP_OK);
   uint32_t want[8] = {BPC_PASS, BPC_PASS, BPC_CRASH, BPC_PASS, BPC_TIMEOUT, BPC_PASS, BPC_CRASH, BPC_PASS};

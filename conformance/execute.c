@@ -275,9 +275,10 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
     st = bp_stream_synchronize(stream);
     if (st != BP_OK) snprintf(run_msg, sizeof run_msg, "%s", bp_status_message());
   }
-  if (st == BP_UNIMPLEMENTED) {
+  if (st == BP_UNIMPLEMENTED || st == BP_UNSUPPORTED) {
     if (sup.supported) {
-      bpc_result_set(r, BPC_FAIL, "support query says supported, the call says UNIMPLEMENTED: %s", run_msg);
+      bpc_result_set(r, BPC_FAIL, "support query says supported, the call says %s: %s",
+                     bp_status_name(st), run_msg);
     } else {
       bpc_result_set(r, BPC_NOT_SUPPORTED, "%s", sup.message[0] ? sup.message : run_msg);
     }
@@ -289,7 +290,7 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   }
   if (st != BP_OK) {
     bpc_result_set(r, BPC_FAIL, "bp_op_run%s: %s: %s",
-               sup.supported ? "" : " (not supported, but not a clean UNIMPLEMENTED)",
+               sup.supported ? "" : " (not supported, but not a clean UNSUPPORTED or UNIMPLEMENTED)",
                bp_status_name(st), run_msg);
     return;
   }

@@ -36,6 +36,10 @@ BP__HIDDEN bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t s
 /* Clears the calling thread's message (called at the start of API calls
  * that go into a plugin, so a stale report is never attributed). */
 BP__HIDDEN void bp__clear_error(void);
+/* Records why an op was refused (enum bp_support_reason) for
+ * bp_status_support_reason(); call right after the bp__error that returns
+ * BP_UNSUPPORTED (or UNIMPLEMENTED for a missing kernel). */
+BP__HIDDEN void bp__set_support_reason(uint32_t reason);
 /* The host services table handed to every plugin. */
 BP__HIDDEN const bp_host_services_t* bp__host_services(void);
 /* Copies the library's out-struct `src` (src_size bytes, starting with its

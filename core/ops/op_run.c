@@ -391,6 +391,7 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
   if (plugin->ops.launch_count <= op_id || plugin->ops.launch[op_id] == NULL) {
     st = bp__error(BP_UNIMPLEMENTED, "backend '%s' has no kernel for op '%s'", plugin->name,
                    op->name);
+    bp__set_support_reason(BP_SUPPORT_OP);
     goto cleanup;
   }
 
@@ -414,8 +415,10 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
     st = bp__query_support_checked(device, &call, &support);
     if (st != BP_OK) goto cleanup;
     if (!support.supported) {
-      st = bp__error(BP_UNIMPLEMENTED, "backend '%s' does not support op '%s' here: %s",
-                     plugin->name, op->name, support.message);
+      st = bp__error(BP_UNSUPPORTED, "backend '%s' does not support op '%s' here (%s): %s",
+                     plugin->name, op->name, bp_support_reason_name(support.reason),
+                     support.message);
+      bp__set_support_reason(support.reason);
       goto cleanup;
     }
     requires_contiguous = support.requires_contiguous != 0;

@@ -20,6 +20,9 @@ static _Thread_local char tls_message[BP__MESSAGE_MAX];
  * apart so bp__plugin_error can prefix it without reading its own output. */
 static _Thread_local char tls_plugin_message[BP__MESSAGE_MAX];
 static _Thread_local int tls_plugin_reported;
+/* Why the last op on this thread was refused (enum bp_support_reason);
+ * BP_SUPPORT_OK after any other outcome. */
+static _Thread_local uint32_t tls_support_reason;
 
 static void copy_bounded(char* dst, const char* src) {
   size_t n = strlen(src);
@@ -60,6 +63,7 @@ BP_API const char* bp_status_name(bp_status_t status) {
     BP__STATUS_CASE(UNAUTHENTICATED)
     BP__STATUS_CASE(DEVICE_LOST)
     BP__STATUS_CASE(NOT_READY)
+    BP__STATUS_CASE(UNSUPPORTED)
 #undef BP__STATUS_CASE
     default: return "UNKNOWN_STATUS";
   }
@@ -71,6 +75,7 @@ BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor) {
 }
 
 bp_status_t bp__error(bp_status_t status, const char* fmt, ...) {
+  tls_support_reason = BP_SUPPORT_OK;
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tls_message, sizeof(tls_message), fmt, ap);
@@ -95,7 +100,18 @@ bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t status, cons
   return status;
 }
 
+void bp__set_support_reason(uint32_t reason) { tls_support_reason = reason; }
+
+BP_API uint32_t bp_status_support_reason(void) { return tls_support_reason; }
+
+BP_API const char* bp_support_reason_name(uint32_t reason) {
+  static const char* const names[] = {"ok",        "op",        "dtype", "rank", "layout",
+                                      "attribute", "size",      "device"};
+  return reason < sizeof(names) / sizeof(names[0]) ? names[reason] : "unknown";
+}
+
 void bp__clear_error(void) {
+  tls_support_reason = BP_SUPPORT_OK;
   tls_message[0] = '\0';
   tls_plugin_message[0] = '\0';
   tls_plugin_reported = 0;

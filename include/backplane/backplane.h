@@ -49,6 +49,16 @@ typedef struct bp_tensor bp_tensor_t;
 BP_API const char* bp_status_message(void);
 /* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN_STATUS" for values out of range. */
 BP_API const char* bp_status_name(bp_status_t status);
+/* Why the last op run on this thread was refused before dispatch (enum
+ * bp_support_reason): after BP_UNSUPPORTED (the device's support query said
+ * no: DTYPE, RANK, LAYOUT, ATTRIBUTE, SIZE, DEVICE, ...) and after
+ * BP_UNIMPLEMENTED for a backend with no kernel for the op (OP).
+ * BP_SUPPORT_OK after any other outcome. Like bp_status_message(), valid
+ * until the next backplane call on this thread. */
+BP_API uint32_t bp_status_support_reason(void);
+/* "op", "dtype", "rank", "layout", "attribute", "size", "device"; "ok" for
+ * BP_SUPPORT_OK, "unknown" out of range. */
+BP_API const char* bp_support_reason_name(uint32_t reason);
 /* The plugin ABI version this library speaks. */
 BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor);
 
@@ -363,7 +373,10 @@ BP_API bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs,
                                uint32_t num_inputs, const void* attrs,
                                bp_tensor_desc_t* const* out_outputs, uint32_t num_outputs);
 
-/* Runs one op on `stream`'s device, generic form. `inputs` as for
+/* Runs one op on `stream`'s device, generic form. Before dispatch it asks
+ * the device: BP_UNIMPLEMENTED when the backend has no kernel for the op,
+ * BP_UNSUPPORTED when its support query says no for this case; both name
+ * the reason in the message and in bp_status_support_reason(). `inputs` as for
  * bp_op_infer. outputs[k] == NULL: the core allocates a dense tensor and
  * stores a new reference there; otherwise outputs[k] is written in place
  * (shape and dtype must match the inferred ones). Validates everything

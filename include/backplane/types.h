@@ -41,7 +41,12 @@ enum bp_status_code {
   BP_DEVICE_LOST = 17,
   /* Not an error: returned by query calls whose work is still pending. */
   BP_NOT_READY = 18,
-  BP_STATUS_CODE_COUNT_ = 19
+  /* The device's support query says no for this op at these dtypes, shapes,
+   * layouts or attributes (the backend has a kernel for the op, but not for
+   * this case). Distinct from UNIMPLEMENTED (no kernel for the op at all); the
+   * application reads why with bp_status_support_reason(). */
+  BP_UNSUPPORTED = 19,
+  BP_STATUS_CODE_COUNT_ = 20
 };
 
 /* ------------------------------------------------------------------------ */

@@ -12,5 +12,6 @@ int appapi_stream_teardown(void** state);
 int run_growth_tests(void);
 int run_view_tests(void);
 int run_empty_tests(void);
+int run_status_tests(void);
 
 #endif /* BACKPLANE_TESTS_APPAPI_H_ */

@@ -20,6 +20,7 @@ int main(void) {
   failed += run_growth_tests();
   failed += run_view_tests();
   failed += run_empty_tests();
+  failed += run_status_tests();
   bp_context_release(g_ctx);
   return failed;
 }

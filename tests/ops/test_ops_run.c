@@ -122,12 +122,14 @@ static void test_other_device_rejected(void** state) {
   assert_null(out);
 }
 
-static void test_unsupported_dtype_unimplemented(void** state) {
+static void test_unsupported_dtype(void** state) {
   (void)state;
   int64_t n = 4;
   bp_tensor_t* a = ops_tensor(g_cpu, BP_DTYPE_C64, 1, &n);
   bp_tensor_t* out = NULL;
-  assert_status(bp_op_add(g_stream, a, a, NULL, &out), BP_UNIMPLEMENTED, "c64");
+  assert_status(bp_op_add(g_stream, a, a, NULL, &out), BP_UNSUPPORTED, "c64");
+  assert_int_equal(bp_status_support_reason(), BP_SUPPORT_DTYPE);
+  assert_string_equal(bp_support_reason_name(bp_status_support_reason()), "dtype");
   assert_null(out); /* nothing allocated is left behind */
 
   /* The support query gives the same answer without running anything. */
@@ -163,7 +165,11 @@ static void test_backend_without_kernels(void** state) {
   bp_tensor_t* out = NULL;
   assert_status(bp_op_add(fs, a, a, NULL, &out), BP_UNIMPLEMENTED,
                 "backend 'fake_host_a' has no kernel for op 'add'");
+  assert_int_equal(bp_status_support_reason(), BP_SUPPORT_OP);
   assert_null(out);
+  /* Any later call resets the reason. */
+  assert_int_equal(bp_stream_synchronize(fs), BP_OK);
+  assert_int_equal(bp_status_support_reason(), BP_SUPPORT_OK);
   bp_stream_release(fs);
 
   bp_tensor_desc_t d;
@@ -222,7 +228,7 @@ int run_run_tests(void) {
       cmocka_unit_test_teardown(test_partial_overlap_rejected, ops_release_all),
       cmocka_unit_test_teardown(test_wrong_output_rejected, ops_release_all),
       cmocka_unit_test_teardown(test_other_device_rejected, ops_release_all),
-      cmocka_unit_test_teardown(test_unsupported_dtype_unimplemented, ops_release_all),
+      cmocka_unit_test_teardown(test_unsupported_dtype, ops_release_all),
       cmocka_unit_test_teardown(test_backend_without_kernels, ops_release_all),
       cmocka_unit_test_teardown(test_cat_typed_list, ops_release_all),
       cmocka_unit_test_teardown(test_generic_run_counts, ops_release_all),

@@ -48,8 +48,8 @@ void bpb_add_figure(const bpb_figure_t* f);
 void bpb_check(bp_status_t st, const char* expr);
 #define BPB_CHECK(expr) bpb_check((expr), #expr)
 /* For the first call of a figure: 1, having printed that the figure is
- * skipped and why, when the device has no kernel for the op
- * (BP_UNIMPLEMENTED); 0 when the call succeeded; exits as bpb_check on any
+ * skipped and why, when the device has no kernel for the op or does not
+ * support this case (BP_UNIMPLEMENTED, BP_UNSUPPORTED); 0 when the call succeeded; exits as bpb_check on any
  * other failure. */
 int bpb_unsupported(bp_status_t st, const char* figure);
 
@@ -89,7 +89,8 @@ typedef bp_status_t (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
  * caches and clocks as in a model's sequence of ops) rather than from a
  * cold start. Writes the medians of the seconds per run and returns 1; or
  * returns 0, having printed that `figure` is skipped and why, when the
- * device has no kernel for the op (the warm-up run's BP_UNIMPLEMENTED). */
+ * device has no kernel for the op or does not support the case (the
+ * warm-up run's BP_UNIMPLEMENTED or BP_UNSUPPORTED). */
 int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
                      size_t n, const char* figure, double* out_op_s, double* out_copy_s);
 

@@ -37,7 +37,7 @@ void bpb_check(bp_status_t st, const char* expr) {
 }
 
 int bpb_unsupported(bp_status_t st, const char* figure) {
-  if (st != BP_UNIMPLEMENTED) {
+  if (st != BP_UNIMPLEMENTED && st != BP_UNSUPPORTED) {
     bpb_check(st, figure);
     return 0;
   }

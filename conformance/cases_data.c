@@ -11,7 +11,7 @@
 /* Every dtype the suite stores (c64 is left to the fft ops). */
 static const uint32_t kAll[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_F16, BP_DTYPE_BF16,
                                 BP_DTYPE_I8, BP_DTYPE_U8, BP_DTYPE_I16, BP_DTYPE_I32,
-                                BP_DTYPE_I64, BP_DTYPE_BOOL, BP_DTYPE_F8E4M3, BP_DTYPE_F8E5M2};
+                                BP_DTYPE_I64, BP_DTYPE_BOOL, BP_DTYPE_F8E4M3FN, BP_DTYPE_F8E5M2};
 
 /* Float -> integer casts of NaN, inf and out-of-range values are undefined:
  * such sources keep only values whose truncation fits the target. */
@@ -30,7 +30,7 @@ static void gen_to_copy(bpc_gen_t* g) {
   for (size_t a = 0; a < COUNT(kAll); a++) {
     for (size_t b = 0; b < COUNT(kAll); b++) {
       uint32_t from = kAll[a], to = kAll[b];
-      char label[24];
+      char label[BPC_DTYPE_LABEL_MAX];
       snprintf(label, sizeof label, "%s->%s", bpc_dtype_name(from), bpc_dtype_name(to));
       struct { const char* axis; bpc_shape_t s; uint32_t lin, lout, values; int quick; } v[] = {
           {"special", S1(48), 0, 0, BPC_V_SPECIAL, 1},
@@ -58,11 +58,11 @@ static void gen_to_copy(bpc_gen_t* g) {
 static void gen_copy(bpc_gen_t* g) {
   static const struct { uint32_t self, src; } kPairs[] = {
       {BP_DTYPE_F32, BP_DTYPE_F32}, {BP_DTYPE_F32, BP_DTYPE_I32},  {BP_DTYPE_F16, BP_DTYPE_F32},
-      {BP_DTYPE_I8, BP_DTYPE_F64},  {BP_DTYPE_BOOL, BP_DTYPE_F32}, {BP_DTYPE_BF16, BP_DTYPE_F8E4M3},
+      {BP_DTYPE_I8, BP_DTYPE_F64},  {BP_DTYPE_BOOL, BP_DTYPE_F32}, {BP_DTYPE_BF16, BP_DTYPE_F8E4M3FN},
       {BP_DTYPE_I64, BP_DTYPE_U8},  {BP_DTYPE_F8E5M2, BP_DTYPE_F16}, {BP_DTYPE_U8, BP_DTYPE_I16},
   };
   for (size_t k = 0; k < COUNT(kPairs); k++) {
-    char label[24];
+    char label[BPC_DTYPE_LABEL_MAX];
     snprintf(label, sizeof label, "%s<-%s", bpc_dtype_name(kPairs[k].self), bpc_dtype_name(kPairs[k].src));
     struct { const char* axis; bpc_shape_t self, src; uint32_t lsrc, lout; int quick; } v[] = {
         {"same_shape", S2(3, 4), S2(3, 4), 0, 0, 1},
@@ -113,7 +113,7 @@ static void gen_cat(bpc_gen_t* g) {
     /* The last three rows mix dtypes (promotion). */
     uint32_t d0 = k < COUNT(kAll) ? kAll[k] : k == COUNT(kAll) ? BP_DTYPE_I32 : k == COUNT(kAll) + 1 ? BP_DTYPE_F16 : BP_DTYPE_U8;
     uint32_t d1 = k < COUNT(kAll) ? kAll[k] : k == COUNT(kAll) ? BP_DTYPE_F16 : k == COUNT(kAll) + 1 ? BP_DTYPE_BF16 : BP_DTYPE_I8;
-    char label[24];
+    char label[BPC_DTYPE_LABEL_MAX];
     if (d0 == d1) snprintf(label, sizeof label, "%s", bpc_dtype_name(d0));
     else snprintf(label, sizeof label, "%s+%s", bpc_dtype_name(d0), bpc_dtype_name(d1));
     struct { const char* axis; int n; bpc_shape_t s[3]; int32_t dim; uint32_t l1, lout; int quick; } v[] = {

@@ -105,7 +105,7 @@ static void unary_attrs(bpc_case_t* c, uint32_t dtype, int variant) {
 /* One unary case: input shape/layout/values, output layout. */
 static void unary_case(bpc_gen_t* g, uint32_t dtype, const char* axis, int variant, bpc_shape_t s,
                       uint32_t in_layout, uint32_t out_layout, uint32_t values) {
-  char label[24];
+  char label[BPC_DTYPE_LABEL_MAX];
   snprintf(label, sizeof label, "%s", bpc_dtype_name(dtype));
   bpc_case_t* c = bpc_gen_new(g, label, axis, variant);
   if (!c) return;

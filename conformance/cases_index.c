@@ -218,7 +218,7 @@ static void gen_index_put(bpc_gen_t* g) {
         if (!bpc_dtype_is_float(d) && j != 0 && j != 3 && j != 4) continue;
         for (int vb = 0; vb < 2; vb++) { /* values: full shape, or broadcast from the last dim */
           if (vb && j != 0) continue;
-          char label[24];
+          char label[BPC_DTYPE_LABEL_MAX];
           snprintf(label, sizeof label, "%s", bpc_dtype_name(d));
           char axis[48];
           snprintf(axis, sizeof axis, "%s_%s%s", kAdv[j].axis, acc ? "acc" : "set", vb ? "_bcast" : "");

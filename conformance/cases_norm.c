@@ -39,7 +39,7 @@ static void set_values(bpc_operand_t* o, uint32_t d, bpc_shape_t s, uint32_t lay
 }
 
 static bpc_case_t* new_case(bpc_gen_t* g, uint32_t d, int mixed, const norm_spec_t* v, uint32_t nin) {
-  char label[24];
+  char label[BPC_DTYPE_LABEL_MAX];
   snprintf(label, sizeof label, "%s%s", bpc_dtype_name(d), mixed ? "+f32" : "");
   bpc_case_t* c = bpc_gen_new(g, label, v->axis, v->variant);
   if (!c) return NULL;

@@ -74,7 +74,7 @@ static uint32_t reduce_values(const bpc_gen_t* g, uint32_t d, const red_spec_t* 
 }
 
 static void reduce_case(bpc_gen_t* g, uint32_t d, const red_spec_t* r, uint32_t acc_dtype) {
-  char label[24];
+  char label[BPC_DTYPE_LABEL_MAX];
   if (acc_dtype) snprintf(label, sizeof label, "%s->%s", bpc_dtype_name(d), bpc_dtype_name(acc_dtype));
   else snprintf(label, sizeof label, "%s", bpc_dtype_name(d));
   bpc_case_t* c = bpc_gen_new(g, label, r->axis, r->variant);

@@ -225,7 +225,7 @@ static void gen_cumsum(bpc_gen_t* g) {
   };
   for (size_t j = 0; j < COUNT(dv); j++) {
     if (g->quick && j > 3) continue;
-    char label[24];
+    char label[BPC_DTYPE_LABEL_MAX];
     snprintf(label, sizeof label, "%s->%s", bpc_dtype_name(dv[j].in), bpc_dtype_name(dv[j].out));
     spec_t s = {"dtype", 0, S2(5, 40), -1, 0, 0, 0, 0, 0, BPC_V_RANDOM, dv[j].lo, dv[j].hi, EVERY, 1};
     bpc_case_t* c = new_case(g, label, dv[j].in, &s, 1);

@@ -142,7 +142,7 @@ typedef struct sl_spec {
 } sl_spec_t;
 
 static void slice_case(bpc_gen_t* g, uint32_t d, uint32_t sd, const sl_spec_t* s, int variant) {
-  char label[24];
+  char label[BPC_DTYPE_LABEL_MAX];
   if (sd != d) snprintf(label, sizeof label, "%s<-%s", bpc_dtype_name(d), bpc_dtype_name(sd));
   else snprintf(label, sizeof label, "%s", bpc_dtype_name(d));
   bpc_case_t* c = bpc_gen_new(g, label, s->axis, variant);

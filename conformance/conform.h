@@ -51,7 +51,7 @@ int bpc_status_severity(uint32_t status);
 /* ------------------------------------------------------------------------ */
 /* dtypes and exact conversions (fpconv.c). Independent of libbackplane.     */
 /* ------------------------------------------------------------------------ */
-const char* bpc_dtype_name(uint32_t dtype); /* "f32"...; "?" when invalid */
+const char* bpc_dtype_name(uint32_t dtype); /* bp_dtype_name: "invalid" when invalid */
 size_t bpc_dtype_size(uint32_t dtype);      /* 0 when invalid */
 int bpc_dtype_is_float(uint32_t dtype);     /* f16 bf16 f32 f64 fp8 */
 int bpc_dtype_is_int(uint32_t dtype);       /* i8 u8 i16 i32 i64 (not bool) */
@@ -222,6 +222,8 @@ uint64_t bpc_checksum(const void* data, uint64_t size);
 #define BPC_MAX_INPUTS 6
 #define BPC_MAX_OUTPUTS 4
 #define BPC_CASE_ID_MAX 96
+/* A dtype label: two dtype names and an operator ("float8_e4m3fn->bf16"). */
+#define BPC_DTYPE_LABEL_MAX 48
 
 /* How an operand's values are drawn: a kind in the low two bits, flags
  * above. */
@@ -292,7 +294,7 @@ typedef union bpc_attrs {
 
 typedef struct bpc_case {
   char id[BPC_CASE_ID_MAX]; /* "add/f16/broadcast_0d/3": stable across runs */
-  char dtype_label[24];     /* scorecard column: "f16", "i32+f16", "f32->i8" */
+  char dtype_label[BPC_DTYPE_LABEL_MAX]; /* scorecard column: "f16", "i32+f16", "f32->i8" */
   uint32_t op_id;
   uint32_t num_inputs; /* as passed to bp_op_run (absent optionals count) */
   uint32_t num_outputs;

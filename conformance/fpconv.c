@@ -87,18 +87,17 @@ uint8_t bpc_f8e5m2_from_f64(double x) { return (uint8_t)fmt_encode(&kE5M2, x); }
 double bpc_f8e5m2_to_f64(uint8_t bits) { return fmt_decode(&kE5M2, bits); }
 
 /* ---- dtype facts --------------------------------------------------------- */
-/* Names and sizes are the core's own (they are facts of the ABI, not of any
- * plugin); the references stay independent of plugins. */
-const char* bpc_dtype_name(uint32_t dtype) {
-  const char* name = bp_dtype_name(dtype);
-  return name ? name : "?";
-}
+/* Names and sizes are the core's own, from dtypes.def (they are facts of
+ * the ABI, not of any plugin); the references stay independent of plugins. */
+const char* bpc_dtype_name(uint32_t dtype) { return bp_dtype_name(dtype); }
 
 size_t bpc_dtype_size(uint32_t dtype) { return bp_dtype_size(dtype); }
 
+/* The floating dtypes the suite decodes exactly: f16 bf16 f32 f64 and the
+ * two fp8 formats with casts. */
 int bpc_dtype_is_float(uint32_t d) {
-  return d == BP_DTYPE_F32 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16 || d == BP_DTYPE_F64 ||
-         d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2;
+  return bp_dtype_category(d) == BP_DTYPE_CATEGORY_FLOAT || d == BP_DTYPE_F8E4M3FN ||
+         d == BP_DTYPE_F8E5M2;
 }
 
 int bpc_dtype_is_int(uint32_t d) {
@@ -112,7 +111,7 @@ int bpc_float_mant_bits(uint32_t d) {
     case BP_DTYPE_F64: return 52;
     case BP_DTYPE_F16: return kF16.mbits;
     case BP_DTYPE_BF16: return kBF16.mbits;
-    case BP_DTYPE_F8E4M3: return kE4M3.mbits;
+    case BP_DTYPE_F8E4M3FN: return kE4M3.mbits;
     case BP_DTYPE_F8E5M2: return kE5M2.mbits;
     default: return 0;
   }
@@ -124,7 +123,7 @@ int bpc_float_min_exp(uint32_t d) {
     case BP_DTYPE_F64: return -1022;
     case BP_DTYPE_F16: return 1 - fmt_bias(&kF16);
     case BP_DTYPE_BF16: return 1 - fmt_bias(&kBF16);
-    case BP_DTYPE_F8E4M3: return 1 - fmt_bias(&kE4M3);
+    case BP_DTYPE_F8E4M3FN: return 1 - fmt_bias(&kE4M3);
     case BP_DTYPE_F8E5M2: return 1 - fmt_bias(&kE5M2);
     default: return 0;
   }
@@ -136,7 +135,7 @@ double bpc_float_max(uint32_t d) {
     case BP_DTYPE_F64: return 1.7976931348623157e308;
     case BP_DTYPE_F16: return 65504.0;
     case BP_DTYPE_BF16: return 3.3895313892515355e38;
-    case BP_DTYPE_F8E4M3: return 448.0;
+    case BP_DTYPE_F8E4M3FN: return 448.0;
     case BP_DTYPE_F8E5M2: return 57344.0;
     default: return 0.0;
   }
@@ -147,7 +146,7 @@ double bpc_round_to_dtype(double x, uint32_t dtype) {
     case BP_DTYPE_F32: return (double)(float)x; /* C conversion: nearest even */
     case BP_DTYPE_F16: return bpc_f16_to_f64(bpc_f16_from_f64(x));
     case BP_DTYPE_BF16: return bpc_bf16_to_f64(bpc_bf16_from_f64(x));
-    case BP_DTYPE_F8E4M3: return bpc_f8e4m3_to_f64(bpc_f8e4m3_from_f64(x));
+    case BP_DTYPE_F8E4M3FN: return bpc_f8e4m3_to_f64(bpc_f8e4m3_from_f64(x));
     case BP_DTYPE_F8E5M2: return bpc_f8e5m2_to_f64(bpc_f8e5m2_from_f64(x));
     default: return x;
   }
@@ -191,7 +190,7 @@ bpc_num_t bpc_load(uint32_t dtype, const void* base, int64_t index) {
     case BP_DTYPE_F64: memcpy(&v.f, p, 8); break;
     case BP_DTYPE_F16: { uint16_t b; memcpy(&b, p, 2); v.f = bpc_f16_to_f64(b); break; }
     case BP_DTYPE_BF16: { uint16_t b; memcpy(&b, p, 2); v.f = bpc_bf16_to_f64(b); break; }
-    case BP_DTYPE_F8E4M3: v.f = bpc_f8e4m3_to_f64(*p); break;
+    case BP_DTYPE_F8E4M3FN: v.f = bpc_f8e4m3_to_f64(*p); break;
     case BP_DTYPE_F8E5M2: v.f = bpc_f8e5m2_to_f64(*p); break;
     case BP_DTYPE_I8: v.i = (int8_t)*p; break;
     case BP_DTYPE_U8: v.i = *p; break;
@@ -233,7 +232,7 @@ void bpc_store(uint32_t dtype, void* base, int64_t index, bpc_num_t v, uint32_t 
     case BP_DTYPE_F64: memcpy(p, &c.f, 8); break;
     case BP_DTYPE_F16: { uint16_t b = bpc_f16_from_f64(c.f); memcpy(p, &b, 2); break; }
     case BP_DTYPE_BF16: { uint16_t b = bpc_bf16_from_f64(c.f); memcpy(p, &b, 2); break; }
-    case BP_DTYPE_F8E4M3: *p = bpc_f8e4m3_from_f64(c.f); break;
+    case BP_DTYPE_F8E4M3FN: *p = bpc_f8e4m3_from_f64(c.f); break;
     case BP_DTYPE_F8E5M2: *p = bpc_f8e5m2_from_f64(c.f); break;
     case BP_DTYPE_I8: case BP_DTYPE_U8: case BP_DTYPE_BOOL: *p = (uint8_t)c.i; break;
     case BP_DTYPE_I16: { int16_t x = (int16_t)c.i; memcpy(p, &x, 2); break; }

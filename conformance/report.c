@@ -57,7 +57,7 @@ static const char* op_name(uint32_t op) { return bpc_group_name(op); }
 
 /* Scorecard columns: the plain dtypes, then "mixed" for promotion labels. */
 static const char* const kColumns[] = {"f32", "f64", "f16", "bf16", "i8", "u8", "i16",
-                                       "i32", "i64", "bool", "f8e4m3", "f8e5m2", "mixed"};
+                                       "i32", "i64", "bool", "float8_e4m3fn", "float8_e5m2", "mixed"};
 enum { NCOLS = sizeof kColumns / sizeof kColumns[0] };
 
 static int column_of(const char* label) {

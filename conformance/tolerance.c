@@ -55,7 +55,7 @@ bpc_tolerance_t bpc_tolerance_get(uint32_t accuracy, uint32_t out_dtype, int sig
   if (out_dtype == BP_DTYPE_C64) out_dtype = BP_DTYPE_F32;
   t.check_signed_zero = signed_zero;
   if (!bpc_dtype_is_float(out_dtype) || accuracy > BPC_ACC_REDUCE ||
-      out_dtype == BP_DTYPE_F8E4M3 || out_dtype == BP_DTYPE_F8E5M2) {
+      out_dtype == BP_DTYPE_F8E4M3FN || out_dtype == BP_DTYPE_F8E5M2) {
     t.accuracy = BPC_ACC_EXACT;
     return t;
   }
@@ -88,7 +88,7 @@ double bpc_ulp(double x, uint32_t dtype) {
  * infinite result sits for error measurement (OpenCL CTS convention). */
 static double overflow_point(uint32_t dtype) {
   double m = bpc_float_max(dtype);
-  if (dtype == BP_DTYPE_F8E4M3) return m + bpc_ulp(m, dtype); /* 480: fn has no inf */
+  if (dtype == BP_DTYPE_F8E4M3FN) return m + bpc_ulp(m, dtype); /* 480: fn has no inf */
   int e;
   (void)frexp(m, &e);
   return ldexp(1.0, e);

@@ -70,8 +70,8 @@ uint32_t bpc_promote_types(uint32_t a, uint32_t b) {
   if (a == BP_DTYPE_INVALID) return b;
   if (b == BP_DTYPE_INVALID) return a;
   if (a == b) return a;
-  int fp8a = a == BP_DTYPE_F8E4M3 || a == BP_DTYPE_F8E5M2;
-  int fp8b = b == BP_DTYPE_F8E4M3 || b == BP_DTYPE_F8E5M2;
+  int fp8a = a == BP_DTYPE_F8E4M3FN || a == BP_DTYPE_F8E5M2;
+  int fp8b = b == BP_DTYPE_F8E4M3FN || b == BP_DTYPE_F8E5M2;
   if (fp8a || fp8b || a == BP_DTYPE_C64 || b == BP_DTYPE_C64) return BP_DTYPE_INVALID;
   if (a == BP_DTYPE_BOOL) return b;
   if (b == BP_DTYPE_BOOL) return a;

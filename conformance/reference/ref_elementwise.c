@@ -8,7 +8,7 @@
 
 #include "ref.h"
 
-static int is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2; }
+static int is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3FN || d == BP_DTYPE_F8E5M2; }
 
 /* Rounds to the "opmath" precision a compute dtype's kernels use: f32 for
  * f16/bf16/f32 (PyTorch's opmath), double for f64. */

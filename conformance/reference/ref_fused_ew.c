@@ -51,7 +51,7 @@ static bp_status_t ref_ternary(const bpc_case_t* c, const bpc_host_tensor_t* in,
       continue;
     }
     uint32_t d = in[k].dtype;
-    if (d == BP_DTYPE_C64 || d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2)
+    if (d == BP_DTYPE_C64 || d == BP_DTYPE_F8E4M3FN || d == BP_DTYPE_F8E5M2)
       return bpc_ref_reject(res, "no arithmetic on %s", bpc_dtype_name(d));
     ops[k].t = &in[k];
     bpc_result_type_add_tensor(&rt, &in[k]);

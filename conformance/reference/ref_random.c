@@ -24,7 +24,7 @@ static bp_status_t ref_random(const bpc_case_t* c, const bpc_host_tensor_t* in,
                               bpc_ref_result_t* res) {
   if (c->op_id == BP_OP_dropout) {
     const bpc_host_tensor_t* x = &in[0];
-    if (!bpc_dtype_is_float(x->dtype) || x->dtype == BP_DTYPE_F8E4M3 || x->dtype == BP_DTYPE_F8E5M2)
+    if (!bpc_dtype_is_float(x->dtype) || x->dtype == BP_DTYPE_F8E4M3FN || x->dtype == BP_DTYPE_F8E5M2)
       return bpc_ref_reject(res, "dropout takes floating input");
     double p = c->attrs.random.p;
     if (!(p >= 0.0 && p <= 1.0)) return bpc_ref_reject(res, "p outside [0, 1]");
@@ -35,7 +35,7 @@ static bp_status_t ref_random(const bpc_case_t* c, const bpc_host_tensor_t* in,
     return st;
   }
   const bpc_operand_t* o = &c->out[0];
-  int fl = bpc_dtype_is_float(o->dtype) && o->dtype != BP_DTYPE_F8E4M3 && o->dtype != BP_DTYPE_F8E5M2;
+  int fl = bpc_dtype_is_float(o->dtype) && o->dtype != BP_DTYPE_F8E4M3FN && o->dtype != BP_DTYPE_F8E5M2;
   if (c->op_id == BP_OP_randperm) {
     if (o->rank != 1 || !(fl || bpc_dtype_is_int(o->dtype))) return bpc_ref_reject(res, "randperm output");
   } else if (!fl) {

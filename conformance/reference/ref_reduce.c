@@ -78,13 +78,13 @@ bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
   if (!bpc_dtype_is_float(t->dtype) && !bpc_dtype_is_int(t->dtype) && t->dtype != BP_DTYPE_BOOL) {
     return bpc_ref_reject(res, "%s over %s", name, bpc_dtype_name(t->dtype));
   }
-  int in_fp8 = t->dtype == BP_DTYPE_F8E4M3 || t->dtype == BP_DTYPE_F8E5M2;
+  int in_fp8 = t->dtype == BP_DTYPE_F8E4M3FN || t->dtype == BP_DTYPE_F8E5M2;
   if (is_any) { /* any dtype, fp8 included: only != 0 matters */
     if (out != BP_DTYPE_INVALID) return bpc_ref_reject(res, "any: attrs.dtype must be unset (bool output)");
     out = BP_DTYPE_BOOL;
   } else {
     if (in_fp8) return bpc_ref_reject(res, "no fp8 arithmetic");
-    if (out == BP_DTYPE_F8E4M3 || out == BP_DTYPE_F8E5M2) return bpc_ref_reject(res, "%s: fp8 attrs.dtype", name);
+    if (out == BP_DTYPE_F8E4M3FN || out == BP_DTYPE_F8E5M2) return bpc_ref_reject(res, "%s: fp8 attrs.dtype", name);
     if (out == BP_DTYPE_INVALID) out = bpc_dtype_is_float(t->dtype) ? t->dtype : BP_DTYPE_I64;
   }
   if (is_mean && !bpc_dtype_is_float(out)) return bpc_ref_reject(res, "mean: floating dtype required");
@@ -143,7 +143,7 @@ bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
 bp_status_t bpc_ref_amax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res) {
   const bpc_host_tensor_t* t = &in[0];
   int is_max = c->op_id == BP_OP_amax;
-  if (t->dtype == BP_DTYPE_F8E4M3 || t->dtype == BP_DTYPE_F8E5M2 || t->dtype == BP_DTYPE_C64 ||
+  if (t->dtype == BP_DTYPE_F8E4M3FN || t->dtype == BP_DTYPE_F8E5M2 || t->dtype == BP_DTYPE_C64 ||
       t->dtype == BP_DTYPE_BOOL) {
     return bpc_ref_reject(res, "amax/amin over %s not in the suite", bpc_dtype_name(t->dtype));
   }
@@ -184,7 +184,7 @@ bp_status_t bpc_ref_argmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
   const bpc_host_tensor_t* t = &in[0];
   const bp_reduce_attrs_t* a = &c->attrs.reduce;
   int is_max = c->op_id != BP_OP_argmin;
-  if (t->dtype == BP_DTYPE_F8E4M3 || t->dtype == BP_DTYPE_F8E5M2 || t->dtype == BP_DTYPE_C64 ||
+  if (t->dtype == BP_DTYPE_F8E4M3FN || t->dtype == BP_DTYPE_F8E5M2 || t->dtype == BP_DTYPE_C64 ||
       t->dtype == BP_DTYPE_BOOL) {
     return bpc_ref_reject(res, "argmax/argmin over %s not in the suite", bpc_dtype_name(t->dtype));
   }

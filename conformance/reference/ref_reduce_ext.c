@@ -36,7 +36,7 @@ static bp_status_t rows_of(const bpc_host_tensor_t* t, int64_t dim, rows_t* r,
   return BP_OK;
 }
 
-static int is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2; }
+static int is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3FN || d == BP_DTYPE_F8E5M2; }
 
 /* Total order of the sorting ops on values of one dtype: -1, 0 or 1. */
 static int cmp_num(uint32_t dtype, bpc_num_t a, bpc_num_t b) {

@@ -16,20 +16,20 @@ bp_status_t bp__infer_fail(const bp__infer_t* x, const char* fmt, ...) {
   return bp__error(BP_INVALID_ARGUMENT, "op '%s': %s", x->op->name, msg);
 }
 
-static int bp__op_allows_fp8(uint32_t op_id) {
-  /* docs/semantics.md: fp8 dtypes are storage types. */
+static int bp__op_allows_storage_only(uint32_t op_id) {
+  /* docs/semantics.md: fp8, fp6, fp4, e8m0 and sub-byte ints are storage types. */
   return op_id == BP_OP_to_copy || op_id == BP_OP_copy || op_id == BP_OP_clone ||
          op_id == BP_OP_cat || op_id == BP_OP_fill;
 }
 
-bp_status_t bp__infer_reject_fp8(const bp__infer_t* x) {
-  if (bp__op_allows_fp8(x->op->id)) return BP_OK;
+bp_status_t bp__infer_reject_storage_only(const bp__infer_t* x) {
+  if (bp__op_allows_storage_only(x->op->id)) return BP_OK;
   char nbuf[64];
   for (uint32_t i = 0; i < x->num_inputs; ++i) {
-    if (bp__dtype_is_fp8(x->in[i].dtype)) {
+    if (bp__dtype_is_storage_only(x->in[i].dtype)) {
       return bp__infer_fail(x,
-                            "input '%s' has dtype %s; fp8 dtypes are storage only (cast with "
-                            "to_copy before arithmetic)",
+                            "input '%s' has dtype %s; fp8 and sub-byte dtypes are storage only "
+                            "(cast with to_copy before arithmetic)",
                             bp__op_input_name(x->op, x->num_inputs, i, nbuf),
                             bp_dtype_name(x->in[i].dtype));
     }
@@ -98,7 +98,7 @@ bp_status_t bp__infer_set_out(bp__infer_t* x, uint32_t k, uint32_t dtype, uint32
 
 bp_status_t bp__op_infer_descs(bp__infer_t* x) {
   x->compute_dtype = BP_DTYPE_INVALID;
-  bp_status_t st = bp__infer_reject_fp8(x);
+  bp_status_t st = bp__infer_reject_storage_only(x);
   if (st != BP_OK) return st;
   return x->op->infer(x);
 }

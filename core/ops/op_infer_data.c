@@ -209,7 +209,7 @@ bp_status_t bp__infer_creation(bp__infer_t* x) {
   if (st != BP_OK) return st;
   uint32_t d = g->dtype;
   uint32_t id = x->op->id;
-  if (bp__dtype_is_fp8(d) && id != BP_OP_fill) {
+  if (bp__dtype_is_storage_only(d) && id != BP_OP_fill) {
     return bp__infer_fail(x, "output dtype %s is storage only", bp_dtype_name(d));
   }
   if ((id == BP_OP_rand || id == BP_OP_randn) && !bp__dtype_is_float(d)) {

@@ -82,7 +82,7 @@ bp_status_t bp__infer_reduce_sum(bp__infer_t* x) {
   uint32_t d = a->dtype;
   if (d == BP_DTYPE_INVALID) {
     d = (bp__dtype_is_int(in) || in == BP_DTYPE_BOOL) ? BP_DTYPE_I64 : in;
-  } else if (bp__dtype_is_fp8(d)) {
+  } else if (bp__dtype_is_storage_only(d)) {
     return bp__infer_fail(x, "attrs.dtype %s is a storage-only dtype", bp_dtype_name(d));
   }
   uint32_t rank;
@@ -169,7 +169,7 @@ bp_status_t bp__infer_cumsum(bp__infer_t* x) {
   uint32_t d = a->dtype;
   if (d == BP_DTYPE_INVALID) {
     d = (bp__dtype_is_int(in->dtype) || in->dtype == BP_DTYPE_BOOL) ? BP_DTYPE_I64 : in->dtype;
-  } else if (bp__dtype_is_fp8(d)) {
+  } else if (bp__dtype_is_storage_only(d)) {
     return bp__infer_fail(x, "attrs.dtype %s is a storage-only dtype", bp_dtype_name(d));
   }
   x->compute_dtype = d;

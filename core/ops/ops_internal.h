@@ -156,7 +156,7 @@ BP__HIDDEN int bp__dtype_valid(uint32_t dtype);
 BP__HIDDEN int bp__dtype_is_float(uint32_t dtype); /* f16 bf16 f32 f64 */
 BP__HIDDEN int bp__dtype_is_int(uint32_t dtype);   /* u8 i8 i16 i32 i64 (not bool) */
 BP__HIDDEN int bp__dtype_is_complex(uint32_t dtype);
-BP__HIDDEN int bp__dtype_is_fp8(uint32_t dtype);
+BP__HIDDEN int bp__dtype_is_storage_only(uint32_t dtype); /* fp8, e8m0, fp6, fp4, sub-byte ints */
 /* A printable name, also for invalid values ("dtype(99)"); buf >= 32 bytes. */
 BP__HIDDEN const char* bp__dtype_str(uint32_t dtype, char* buf);
 
@@ -169,7 +169,7 @@ typedef struct bp__result_type {
   uint32_t dim_result;     /* tensors with rank >= 1 */
   uint32_t zero_result;    /* 0-d tensors */
   uint32_t wrapped_result; /* scalars */
-  uint32_t saw_fp8;        /* an fp8 operand took part */
+  uint32_t saw_storage_only;        /* a storage-only (fp8, sub-byte) operand took part */
   uint32_t failed;         /* two operands did not promote */
 } bp__result_type_t;
 
@@ -230,7 +230,7 @@ BP__HIDDEN bp_status_t bp__infer_fail(const bp__infer_t* x, const char* fmt, ...
     __attribute__((format(printf, 2, 3)));
 /* Rejects fp8 operands for every op but the storage ops (to_copy, copy,
  * clone, cat, fill). */
-BP__HIDDEN bp_status_t bp__infer_reject_fp8(const bp__infer_t* x);
+BP__HIDDEN bp_status_t bp__infer_reject_storage_only(const bp__infer_t* x);
 /* Broadcasts the present inputs whose bit is set in `mask` (PyTorch rules:
  * right-aligned, size 1 expands). */
 BP__HIDDEN bp_status_t bp__infer_broadcast(const bp__infer_t* x, uint32_t mask,

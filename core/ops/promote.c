@@ -5,18 +5,23 @@
 
 #include "ops/ops_internal.h"
 
-int bp__dtype_valid(uint32_t dtype) {
-  return dtype > BP_DTYPE_INVALID && dtype < BP_DTYPE_COUNT_;
-}
-int bp__dtype_is_float(uint32_t d) {
-  return d == BP_DTYPE_F16 || d == BP_DTYPE_BF16 || d == BP_DTYPE_F32 || d == BP_DTYPE_F64;
-}
+int bp__dtype_valid(uint32_t dtype) { return bp_dtype_category(dtype) != BP_DTYPE_CATEGORY_INVALID; }
+int bp__dtype_is_float(uint32_t d) { return bp_dtype_category(d) == BP_DTYPE_CATEGORY_FLOAT; }
 int bp__dtype_is_int(uint32_t d) {
   return d == BP_DTYPE_U8 || d == BP_DTYPE_I8 || d == BP_DTYPE_I16 || d == BP_DTYPE_I32 ||
          d == BP_DTYPE_I64;
 }
 int bp__dtype_is_complex(uint32_t d) { return d == BP_DTYPE_C64; }
-int bp__dtype_is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2; }
+int bp__dtype_is_storage_only(uint32_t d) {
+  switch (bp_dtype_category(d)) {
+    case BP_DTYPE_CATEGORY_FP8: case BP_DTYPE_CATEGORY_SCALE:
+    case BP_DTYPE_CATEGORY_SUB_BYTE_INT: case BP_DTYPE_CATEGORY_SUB_BYTE_UNSIGNED:
+    case BP_DTYPE_CATEGORY_SUB_BYTE_FLOAT:
+      return 1;
+    default:
+      return 0;
+  }
+}
 
 const char* bp__dtype_str(uint32_t dtype, char* buf) {
   const char* name = bp_dtype_name(dtype);
@@ -63,12 +68,17 @@ static const uint8_t bp__promote_table[10][10] = {
 #undef i8
 #undef b1
 
+static int bp__promotable(uint32_t d) {
+  return (d >= BP__PROMOTE_FIRST && d <= BP__PROMOTE_LAST) || d == BP_DTYPE_C64;
+}
+
 uint32_t bp__promote_types(uint32_t a, uint32_t b) {
   if (a == BP_DTYPE_INVALID) return b;
   if (b == BP_DTYPE_INVALID) return a;
-  if (a == b) return a; /* fp8 with itself (cat) and c64 with c64 */
-  if (bp__dtype_is_fp8(a) || bp__dtype_is_fp8(b)) return BP_DTYPE_INVALID;
-  if (!bp__dtype_valid(a) || !bp__dtype_valid(b)) return BP_DTYPE_INVALID;
+  if (a == b) return a; /* fp8 with itself (cat), c64 with c64, u32 with u32 */
+  /* Storage dtypes, u16/u32/u64 and c128 promote with nothing but themselves
+   * (as in PyTorch, which has no promotion rule for them either). */
+  if (!bp__promotable(a) || !bp__promotable(b)) return BP_DTYPE_INVALID;
   if (bp__dtype_is_complex(a) || bp__dtype_is_complex(b)) {
     /* c64 with f64 would need c128, which backplane does not have. */
     return (a == BP_DTYPE_F64 || b == BP_DTYPE_F64) ? BP_DTYPE_INVALID : BP_DTYPE_C64;
@@ -78,12 +88,12 @@ uint32_t bp__promote_types(uint32_t a, uint32_t b) {
 
 void bp__result_type_init(bp__result_type_t* rt) {
   rt->dim_result = rt->zero_result = rt->wrapped_result = BP_DTYPE_INVALID;
-  rt->saw_fp8 = 0;
+  rt->saw_storage_only = 0;
   rt->failed = 0;
 }
 
 static void bp__rt_merge(bp__result_type_t* rt, uint32_t* slot, uint32_t dtype) {
-  if (bp__dtype_is_fp8(dtype)) rt->saw_fp8 = 1;
+  if (bp__dtype_is_storage_only(dtype)) rt->saw_storage_only = 1;
   uint32_t r = bp__promote_types(*slot, dtype);
   if (r == BP_DTYPE_INVALID) rt->failed = 1;
   *slot = r;

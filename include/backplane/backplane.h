@@ -69,9 +69,14 @@ BP_API void bp_log_set_level(int32_t level);
 /* ------------------------------------------------------------------------ */
 /* dtypes                                                                    */
 /* ------------------------------------------------------------------------ */
-BP_API const char* bp_dtype_name(uint32_t dtype); /* "f32", ...; NULL if invalid */
+/* Facts from include/backplane/dtypes.def. Any uint32_t is accepted:
+ * BP_DTYPE_INVALID and unknown values give "invalid", 0 bytes, 0 bits and
+ * BP_DTYPE_CATEGORY_INVALID (never NULL, never a crash). */
+BP_API const char* bp_dtype_name(uint32_t dtype);     /* "f32", "float8_e4m3fn", ... */
 BP_API uint32_t bp_dtype_from_name(const char* name); /* BP_DTYPE_INVALID if unknown */
-BP_API size_t bp_dtype_size(uint32_t dtype);         /* bytes; 0 if invalid */
+BP_API size_t bp_dtype_size(uint32_t dtype);  /* bytes per element in the plain layout */
+BP_API uint32_t bp_dtype_bits(uint32_t dtype); /* value width: 4 for i4, 32 for f32 */
+BP_API uint32_t bp_dtype_category(uint32_t dtype); /* enum bp_dtype_category */
 
 /* ------------------------------------------------------------------------ */
 /* Context: loads plugins, owns devices.                                     */

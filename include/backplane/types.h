@@ -50,25 +50,33 @@ enum bp_status_code {
 };
 
 /* ------------------------------------------------------------------------ */
-/* Element types. Carried as uint32_t.                                      */
+/* Element types. Carried as uint32_t. The list is dtypes.def.            */
 /* ------------------------------------------------------------------------ */
 enum bp_dtype {
   BP_DTYPE_INVALID = 0,
-  BP_DTYPE_F32 = 1,
-  BP_DTYPE_F16 = 2,
-  BP_DTYPE_BF16 = 3,
-  BP_DTYPE_F64 = 4,
-  BP_DTYPE_I8 = 5,
-  BP_DTYPE_U8 = 6,
-  BP_DTYPE_I16 = 7,
-  BP_DTYPE_I32 = 8,
-  BP_DTYPE_I64 = 9,
-  BP_DTYPE_BOOL = 10, /* one byte, 0 or 1 */
-  BP_DTYPE_C64 = 11,  /* two f32: real, imaginary */
-  BP_DTYPE_F8E4M3 = 12, /* OCP fp8 e4m3fn: no inf, one NaN pattern */
-  BP_DTYPE_F8E5M2 = 13, /* OCP fp8 e5m2: IEEE-like */
-  BP_DTYPE_COUNT_ = 14
+#define BP_DTYPE_X(SUFFIX, value, name, bytes, bits, category) BP_DTYPE_##SUFFIX = value,
+#include "backplane/dtypes.def"
+  BP_DTYPE_COUNT_ = 27 /* one past the last id in dtypes.def */
 };
+
+/* What kind of value a dtype holds (the category column of dtypes.def).
+ * Sub-byte and small float formats are storage dtypes: the core accepts
+ * them in tensors, copies and views; ops take them only where a plugin
+ * declares support (docs/semantics.md, "Element types"). */
+enum bp_dtype_category {
+  BP_DTYPE_CATEGORY_INVALID = 0,
+  BP_DTYPE_CATEGORY_FLOAT = 1,             /* f16 bf16 f32 f64 */
+  BP_DTYPE_CATEGORY_INT = 2,               /* signed two's complement, whole bytes */
+  BP_DTYPE_CATEGORY_UNSIGNED = 3,          /* unsigned, whole bytes */
+  BP_DTYPE_CATEGORY_BOOL = 4,              /* one byte, 0 or 1 */
+  BP_DTYPE_CATEGORY_COMPLEX = 5,           /* real and imaginary floats */
+  BP_DTYPE_CATEGORY_FP8 = 6,               /* 8-bit floats */
+  BP_DTYPE_CATEGORY_SUB_BYTE_INT = 7,      /* signed integers narrower than a byte */
+  BP_DTYPE_CATEGORY_SUB_BYTE_UNSIGNED = 8, /* unsigned integers narrower than a byte */
+  BP_DTYPE_CATEGORY_SUB_BYTE_FLOAT = 9,    /* fp6, fp4 */
+  BP_DTYPE_CATEGORY_SCALE = 10             /* power-of-two block scales (e8m0) */
+};
+
 /* Arrays indexed by dtype in ABI structs have this many slots, so that new
  * dtypes fit without changing the struct layout. */
 #define BP_DTYPE_SLOTS 32

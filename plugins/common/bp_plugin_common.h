@@ -1,7 +1,8 @@
 /* backplane: helpers shared by plugins (not part of the ABI).
  *
- * - dtype lists as X-macros, element sizes and categories;
- * - f16 / bf16 / fp8 (OCP e4m3fn, e5m2) conversions, round to nearest even;
+ * - dtype facts (sizes, bits, categories, names) from dtypes.def;
+ * - f16 / bf16 / small float (fp8, fp6, fp4, e8m0) conversions, round to
+ *   nearest even;
  * - error reporting through the host's report callback;
  * - N-d strided iteration: dimension collapsing and a row cursor.
  *
@@ -23,31 +24,43 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 /* dtypes                                                                    */
 /* ------------------------------------------------------------------------ */
-/* X(NAME, storage C type, element bytes) for every dtype with a storage
- * type. NAME pastes into BP_DTYPE_<NAME>. */
-#define BP_PLUGIN_DTYPES(X)                                                   \
-  X(F32, float, 4) X(F16, uint16_t, 2) X(BF16, uint16_t, 2) X(F64, double, 8) \
-  X(I8, int8_t, 1) X(U8, uint8_t, 1) X(I16, int16_t, 2) X(I32, int32_t, 4)    \
-  X(I64, int64_t, 8) X(BOOL, uint8_t, 1) X(C64, float, 8) X(F8E4M3, uint8_t, 1) \
-  X(F8E5M2, uint8_t, 1)
-
-/* Element size in bytes; 0 for INVALID and unknown values. */
+/* Facts from include/backplane/dtypes.def, with the core's contract
+ * (backplane.h): every uint32_t is accepted; BP_DTYPE_INVALID and unknown
+ * values give size 0, bits 0, category BP_DTYPE_CATEGORY_INVALID and the
+ * name "invalid" (never NULL). */
 static inline uint32_t bp_dtype_size(uint32_t dtype) {
   switch (dtype) {
-#define BP__SZ(N, T, S) case BP_DTYPE_##N: return S;
-    BP_PLUGIN_DTYPES(BP__SZ)
-#undef BP__SZ
+#define BP_DTYPE_X(e, v, n, bytes, bits, cat) case BP_DTYPE_##e: return bytes;
+#include "backplane/dtypes.def"
     default: return 0;
   }
 }
-/* Short lowercase name ("f32"); "invalid" for unknown values. */
+static inline uint32_t bp_dtype_bits(uint32_t dtype) {
+  switch (dtype) {
+#define BP_DTYPE_X(e, v, n, bytes, bits, cat) case BP_DTYPE_##e: return bits;
+#include "backplane/dtypes.def"
+    default: return 0;
+  }
+}
+static inline uint32_t bp_dtype_category(uint32_t dtype) {
+  switch (dtype) {
+#define BP_DTYPE_X(e, v, n, bytes, bits, cat) case BP_DTYPE_##e: return BP_DTYPE_CATEGORY_##cat;
+#include "backplane/dtypes.def"
+    default: return BP_DTYPE_CATEGORY_INVALID;
+  }
+}
 const char* bp_dtype_name(uint32_t dtype);
 
-static inline int bp_dtype_is_valid(uint32_t d) { return d > BP_DTYPE_INVALID && d < BP_DTYPE_COUNT_; }
-static inline int bp_dtype_is_float(uint32_t d) {
-  return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
+static inline int bp_dtype_is_valid(uint32_t d) {
+  return bp_dtype_category(d) != BP_DTYPE_CATEGORY_INVALID;
 }
-static inline int bp_dtype_is_fp8(uint32_t d) { return d == BP_DTYPE_F8E4M3 || d == BP_DTYPE_F8E5M2; }
+/* f16 bf16 f32 f64 */
+static inline int bp_dtype_is_float(uint32_t d) {
+  return bp_dtype_category(d) == BP_DTYPE_CATEGORY_FLOAT;
+}
+/* Every 8-bit float format (e4m3fn, e5m2, e4m3fnuz, e5m2fnuz). */
+static inline int bp_dtype_is_fp8(uint32_t d) { return bp_dtype_category(d) == BP_DTYPE_CATEGORY_FP8; }
+/* The integer dtypes ops compute in: i8 u8 i16 i32 i64. */
 static inline int bp_dtype_is_int(uint32_t d) {
   return d == BP_DTYPE_I8 || d == BP_DTYPE_U8 || d == BP_DTYPE_I16 || d == BP_DTYPE_I32 ||
          d == BP_DTYPE_I64;
@@ -96,15 +109,33 @@ static inline uint16_t bp_f32_to_bf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
-float bp_f8e4m3_to_f32(uint8_t v);
+float bp_f8e4m3fn_to_f32(uint8_t v);
 static inline float bp_f8e5m2_to_f32(uint8_t v) { return bp_f16_to_f32((uint16_t)(v << 8)); }
 
 /* From double, single rounding (no double rounding through f32). e4m3fn has
  * no infinity: overflow and inf give NaN; e5m2 overflows to inf. */
 uint16_t bp_f64_to_f16(double v);
 uint16_t bp_f64_to_bf16(double v);
-uint8_t bp_f64_to_f8e4m3(double v);
+uint8_t bp_f64_to_f8e4m3fn(double v);
 uint8_t bp_f64_to_f8e5m2(double v);
+
+/* Every small float format by dtype: the fp8 formats, float8_e8m0fnu,
+ * float6_e2m3fn, float6_e3m2fn and float4_e2m1fn (encodings in the low bits
+ * of `code`). Decoding is exact. Encoding rounds to nearest, ties to even;
+ * what has no encoding (docs/semantics.md, "Element types"):
+ *  - e4m3fn: overflow and +-inf give NaN (sign kept); e5m2: +-inf;
+ *  - e4m3fnuz, e5m2fnuz: overflow, +-inf and NaN give the one NaN (0x80);
+ *    zero and negative underflow give +0 (there is no -0);
+ *  - e8m0fnu (powers of two 2^-127..2^127, no sign, no zero): NaN, +-inf,
+ *    negative values and overflow give NaN (0xff); zero and anything below
+ *    2^-127 give 2^-127 (0x00);
+ *  - fp6, fp4 (no infinity, no NaN): overflow and +-inf saturate to +-max;
+ *    NaN gives +0.
+ * bp_small_float_to_f64 returns NaN and bp_f64_to_small_float 0 for a dtype
+ * that is not a small float format. */
+int bp_dtype_is_small_float(uint32_t dtype);
+double bp_small_float_to_f64(uint32_t dtype, uint32_t code);
+uint32_t bp_f64_to_small_float(uint32_t dtype, double v);
 
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */

@@ -19,7 +19,7 @@
   X(K, KT, I32, int32_t, CPU_DEC_PLAIN, (int32_t))                                \
   X(K, KT, I64, int64_t, CPU_DEC_PLAIN, (int64_t))                                \
   X(K, KT, BOOL, uint8_t, CPU_DEC_PLAIN, CPU_TO_BOOL)                             \
-  X(K, KT, F8E4M3, uint8_t, bp_f8e4m3_to_f32, bp_f64_to_f8e4m3)                   \
+  X(K, KT, F8E4M3FN, uint8_t, bp_f8e4m3fn_to_f32, bp_f64_to_f8e4m3fn)                   \
   X(K, KT, F8E5M2, uint8_t, bp_f8e5m2_to_f32, bp_f64_to_f8e5m2)
 
 #define CPU_TO_BOOL(v) ((uint8_t)((v) != 0))
@@ -139,6 +139,18 @@ const uint32_t cpu_kt_size[CPU_KT_COUNT] = {
 #define CPU__KT_SZ(K, T, D) [CPU_KT_##K] = sizeof(T),
     CPU_KTYPES(CPU__KT_SZ)
 };
+
+int cpu_dtype_has_kernels(uint32_t dtype) {
+  switch (dtype) {
+#define CPU__HAS(K, KT, D, ST, DEC, ENC) case BP_DTYPE_##D:
+    CPU_STORAGE(CPU__HAS, , )
+#undef CPU__HAS
+    case BP_DTYPE_C64: /* the fft ops and data movement */
+      return 1;
+    default:
+      return 0;
+  }
+}
 
 int cpu_kt_natural(uint32_t dtype) {
   switch (dtype) {

@@ -27,6 +27,9 @@ typedef enum cpu_ktype {
 /* Storage dtype whose bytes equal kernel type kt (F32 -> BP_DTYPE_F32). */
 CPU_HIDDEN extern const uint32_t cpu_kt_dtype[CPU_KT_COUNT];
 CPU_HIDDEN extern const uint32_t cpu_kt_size[CPU_KT_COUNT];
+/* Nonzero for the dtypes the CPU kernels load and store (the others are
+ * storage the plugin holds but no op takes). */
+CPU_HIDDEN int cpu_dtype_has_kernels(uint32_t dtype);
 /* Kernel type that holds every value of dtype exactly (f16 -> F32). */
 CPU_HIDDEN int cpu_kt_natural(uint32_t dtype);
 static inline int cpu_kt_is_float(int kt) { return kt == CPU_KT_F32 || kt == CPU_KT_F64; }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "cpu_kernels.h"
 
 /* ---- tables generated from ops.def ---------------------------------- */
 /* Inputs expand to two initializers: the count (-1: a variadic list) and
@@ -174,6 +175,9 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     if (d->dtype == BP_DTYPE_INVALID) continue;
     if (!bp_dtype_is_valid(d->dtype))
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: unknown dtype %u", name, d->dtype);
+    if (!cpu_dtype_has_kernels(d->dtype))
+      return answer(out, BP_SUPPORT_DTYPE, "%s: %s is a storage dtype without CPU kernels", name,
+                    bp_dtype_name(d->dtype));
     if (d->dtype == BP_DTYPE_C64 && !(fam && fam->allow_c64)) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
     if (d->rank > BP_MAX_RANK) return answer(out, BP_SUPPORT_RANK, "%s: rank %u > %d", name, d->rank, BP_MAX_RANK);
   }

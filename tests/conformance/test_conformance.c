@@ -107,7 +107,7 @@ static void test_int_rounding_and_wrap(void** state) {
   v.f = NAN;
   assert_int_equal(bpc_convert(v, BP_DTYPE_F32, BP_DTYPE_BOOL).i, 1);
   v.f = 500.0;
-  assert_true(isnan(bpc_convert(v, BP_DTYPE_F32, BP_DTYPE_F8E4M3).f));
+  assert_true(isnan(bpc_convert(v, BP_DTYPE_F32, BP_DTYPE_F8E4M3FN).f));
 }
 
 /* ---- tolerance checker --------------------------------------------------------- */
@@ -355,7 +355,7 @@ static void test_ref_binary_promotion(void** state) {
   assert_int_equal(bpc_promote_types(BP_DTYPE_F16, BP_DTYPE_BF16), BP_DTYPE_F32);
   assert_int_equal(bpc_promote_types(BP_DTYPE_I64, BP_DTYPE_F16), BP_DTYPE_F16);
   assert_int_equal(bpc_promote_types(BP_DTYPE_BOOL, BP_DTYPE_U8), BP_DTYPE_U8);
-  assert_int_equal(bpc_promote_types(BP_DTYPE_F8E4M3, BP_DTYPE_F32), BP_DTYPE_INVALID);
+  assert_int_equal(bpc_promote_types(BP_DTYPE_F8E4M3FN, BP_DTYPE_F32), BP_DTYPE_INVALID);
 
   /* sub on bool is rejected. */
   fx_init(&f, BP_OP_sub, 2);
@@ -677,7 +677,7 @@ static void test_ref_any(void** state) {
   bpc_ref_result_free(&f.res);
   /* fp8: only != 0 matters (0x80 is -0 in e4m3fn). */
   uint8_t q[4] = {0x00, 0x80, 0x00, 0x00};
-  fx_input(&f, 0, BP_DTYPE_F8E4M3, 1, s4, q);
+  fx_input(&f, 0, BP_DTYPE_F8E4M3FN, 1, s4, q);
   assert_int_equal(fx_run(&f), BP_OK);
   assert_int_equal(f.res.out[0].i[0], 0);
   bpc_ref_result_free(&f.res);
@@ -870,7 +870,7 @@ static void test_ref_matmul_and_data(void** state) {
   fx_init(&f, BP_OP_to_copy, 1);
   f.c.has_attrs = 1;
   f.c.attrs.cast.struct_size = sizeof f.c.attrs.cast;
-  f.c.attrs.cast.dtype = BP_DTYPE_F8E4M3;
+  f.c.attrs.cast.dtype = BP_DTYPE_F8E4M3FN;
   fx_input(&f, 0, BP_DTYPE_F32, 1, s2, src);
   assert_int_equal(fx_run(&f), BP_OK);
   assert_true(isnan(f.res.out[0].f[0]) && f.res.out[0].f[1] == -3.75);

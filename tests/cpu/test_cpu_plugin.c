@@ -203,7 +203,7 @@ static void test_devices(void** state) {
     assert_true(p.peak_ops_per_s[BP_DTYPE_F32] > 0);
     assert_true(p.flags & BP_DEVICE_FLAG_UNIFIED_MEMORY);
     assert_true(p.dtype_mask & BP_DTYPE_BIT(BP_DTYPE_C64)); /* storage for the fft ops */
-    assert_true(p.dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F8E4M3));
+    assert_true(p.dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F8E4M3FN));
     C->device_close(d);
   }
   bpp_device_t d;
@@ -541,9 +541,9 @@ static void test_support(void** state) {
   assert_int_equal(s.reason, BP_SUPPORT_OP);
   call.op_id = BP_OP_add;
   /* sin on fp8: storage type only */
-  bp_tensor_desc_t f8 = desc(NULL, BP_DTYPE_F8E4M3, 1, &n, NULL, 0);
+  bp_tensor_desc_t f8 = desc(NULL, BP_DTYPE_F8E4M3FN, 1, &n, NULL, 0);
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_sin, .num_inputs = 1, .num_outputs = 1,
-                        .compute_dtype = BP_DTYPE_F8E4M3, .inputs = &f8, .outputs = &f8};
+                        .compute_dtype = BP_DTYPE_F8E4M3FN, .inputs = &f8, .outputs = &f8};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
   assert_int_equal(s.supported, 0);
   assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
@@ -555,7 +555,7 @@ static void test_support(void** state) {
   assert_int_equal(s.supported, 0);
   assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
   /* to_copy into fp8 is supported; mm on bool is not */
-  bp_cast_attrs_t ca = {.struct_size = sizeof ca, .dtype = BP_DTYPE_F8E4M3};
+  bp_cast_attrs_t ca = {.struct_size = sizeof ca, .dtype = BP_DTYPE_F8E4M3FN};
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_to_copy, .num_inputs = 1,
                         .num_outputs = 1, .inputs = &d32, .outputs = &f8, .attrs = &ca};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
@@ -1143,12 +1143,12 @@ static void test_casts(void** state) {
   bpp_buffer_t bv = buf_with(f, v, sizeof v), b8 = alloc_buf(f, 8), bo = alloc_buf(f, 64);
   int64_t n = 8;
   bp_tensor_desc_t src = desc(bv, BP_DTYPE_F32, 1, &n, NULL, 0);
-  bp_tensor_desc_t f8 = desc(b8, BP_DTYPE_F8E4M3, 1, &n, NULL, 0);
+  bp_tensor_desc_t f8 = desc(b8, BP_DTYPE_F8E4M3FN, 1, &n, NULL, 0);
   bp_tensor_desc_t back = desc(bo, BP_DTYPE_F32, 1, &n, NULL, 0);
-  bp_cast_attrs_t ca = {.struct_size = sizeof ca, .dtype = BP_DTYPE_F8E4M3};
+  bp_cast_attrs_t ca = {.struct_size = sizeof ca, .dtype = BP_DTYPE_F8E4M3FN};
   run(f, BP_OP_to_copy, BP_DTYPE_F32, 1, &src, &f8, &ca);
   ca.dtype = BP_DTYPE_F32;
-  run(f, BP_OP_to_copy, BP_DTYPE_F8E4M3, 1, &f8, &back, &ca);
+  run(f, BP_OP_to_copy, BP_DTYPE_F8E4M3FN, 1, &f8, &back, &ca);
   float* p = map(bo, 32);
   for (int i = 0; i < 7; i++) assert_true(p[i] == v[i]);
   assert_true(isnan(p[7]));

@@ -97,9 +97,9 @@ static void test_output_dtype_rules(void** state) {
   assert_desc(&o[0], BOOL, 2);
   assert_ok(INFER(where, NULL, o, T(BOOL, 2, 1), T(I32, 3), T0(F32)));
   assert_desc(&o[0], F32, 2, 3);
-  bp_cast_attrs_t cast = {.struct_size = sizeof(cast), .dtype = BP_DTYPE_F8E4M3};
+  bp_cast_attrs_t cast = {.struct_size = sizeof(cast), .dtype = BP_DTYPE_F8E4M3FN};
   assert_ok(INFER(to_copy, &cast, o, T(F32, 2, 2)));
-  assert_desc(&o[0], F8E4M3, 2, 2);
+  assert_desc(&o[0], F8E4M3FN, 2, 2);
   bp_clamp_attrs_t clamp = {.struct_size = sizeof(clamp), .min = {.kind = BP_SCALAR_FLOAT}};
   assert_ok(INFER(clamp, &clamp, o, T(I32, 4)));
   assert_desc(&o[0], F32, 4);
@@ -108,8 +108,8 @@ static void test_output_dtype_rules(void** state) {
 static void test_dtype_rejections(void** state) {
   (void)state;
   bp_tensor_desc_t o[1];
-  assert_status(INFER(add, NULL, o, T(F8E4M3, 2), T(F8E4M3, 2)), BP_INVALID_ARGUMENT,
-                "fp8 dtypes are storage only");
+  assert_status(INFER(add, NULL, o, T(F8E4M3FN, 2), T(F8E4M3FN, 2)), BP_INVALID_ARGUMENT,
+                "are storage only");
   assert_status(INFER(sub, NULL, o, T(BOOL, 2), T(BOOL, 2)), BP_INVALID_ARGUMENT,
                 "bool operand");
   assert_status(INFER(neg, NULL, o, T(BOOL, 2)), BP_INVALID_ARGUMENT, "neg is not defined");

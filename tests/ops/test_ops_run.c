@@ -220,6 +220,54 @@ static void test_generic_run_counts(void** state) {
   assert_null(outs[0]);
 }
 
+/* The dtypes added after f8e5m2 are storage dtypes: tensors, strided reads
+ * and writes and views work; ops the CPU plugin does not declare for them
+ * are refused cleanly, never run. */
+static void test_storage_dtypes(void** state) {
+  (void)state;
+  const uint32_t storage[] = {BP_DTYPE_U16,        BP_DTYPE_U32,        BP_DTYPE_U64,
+                              BP_DTYPE_C128,       BP_DTYPE_F8E4M3FNUZ, BP_DTYPE_F8E5M2FNUZ,
+                              BP_DTYPE_F8E8M0FNU,  BP_DTYPE_F6E2M3FN,   BP_DTYPE_F6E3M2FN,
+                              BP_DTYPE_F4E2M1FN,   BP_DTYPE_I4,         BP_DTYPE_U4,
+                              BP_DTYPE_I2};
+  for (size_t k = 0; k < sizeof storage / sizeof storage[0]; ++k) {
+    uint32_t dt = storage[k];
+    size_t es = bp_dtype_size(dt);
+    int64_t sizes[2] = {3, 4};
+    uint8_t src[3 * 4 * 16], got[3 * 4 * 16], want[3 * 4 * 16];
+    for (size_t i = 0; i < sizeof src; ++i) src[i] = (uint8_t)(i * 7 + k);
+    bp_tensor_t* t = ops_tensor(g_cpu, dt, 2, sizes);
+    assert_ok(bp_tensor_write(g_stream, t, src, 12 * es));
+    assert_ok(bp_tensor_read(g_stream, t, got, 12 * es));
+    assert_memory_equal(got, src, 12 * es);
+    /* A transposed view reads element (j, i) of the original at (i, j). */
+    bp_tensor_t* tt = NULL;
+    const int64_t perm[2] = {1, 0};
+    assert_ok(bp_tensor_permute(t, perm, &tt));
+    ops_track(tt);
+    assert_int_equal(bp_tensor_dtype(tt), dt);
+    assert_ok(bp_tensor_read(g_stream, tt, got, 12 * es));
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 3; ++j) memcpy(want + (i * 3 + j) * es, src + (j * 4 + i) * es, es);
+    assert_memory_equal(got, want, 12 * es);
+    /* Ops: refused with a status, the output left alone. */
+    bp_tensor_t* out = NULL;
+    bp_status_t st = bp_op_add(g_stream, t, t, NULL, &out);
+    if (st != BP_UNIMPLEMENTED && st != BP_INVALID_ARGUMENT) fail_msg("add on %s: status %d", bp_dtype_name(dt), st);
+    assert_null(out);
+    bp_cast_attrs_t cast = {.struct_size = sizeof cast, .dtype = dt};
+    st = bp_op_to_copy(g_stream, cpu_f32(NULL, 4), &cast, &out);
+    assert_int_equal(st, BP_UNIMPLEMENTED);
+    assert_null(out);
+  }
+  /* fp8 e4m3fnuz is storage only: arithmetic says so by name. */
+  int64_t n = 4;
+  bp_tensor_t* f8 = ops_tensor(g_cpu, BP_DTYPE_F8E4M3FNUZ, 1, &n);
+  bp_tensor_t* out = NULL;
+  assert_status(bp_op_add(g_stream, f8, f8, NULL, &out), BP_INVALID_ARGUMENT,
+                "has dtype float8_e4m3fnuz; fp8 and sub-byte dtypes are storage only");
+}
+
 int run_run_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_add_allocates_output, ops_release_all),
@@ -232,6 +280,7 @@ int run_run_tests(void) {
       cmocka_unit_test_teardown(test_backend_without_kernels, ops_release_all),
       cmocka_unit_test_teardown(test_cat_typed_list, ops_release_all),
       cmocka_unit_test_teardown(test_generic_run_counts, ops_release_all),
+      cmocka_unit_test_teardown(test_storage_dtypes, ops_release_all),
   };
   return cmocka_run_group_tests_name("ops_run", tests, group_setup, group_teardown);
 }

@@ -40,6 +40,7 @@ static bp_status_t to_scalar(uint32_t dtype, const unsigned char* p, bp_scalar_t
     uint16_t u16;
     int32_t i32;
     int64_t i64;
+    unsigned char raw[16]; /* the widest element (c128) */
   } u;
   memcpy(&u, p, bp_dtype_size(dtype));
   memset(out, 0, sizeof(*out));
@@ -50,7 +51,7 @@ static bp_status_t to_scalar(uint32_t dtype, const unsigned char* p, bp_scalar_t
     case BP_DTYPE_F16: out->v.f = decode_float(u.u16, 5, 10, 0); return BP_OK;
     case BP_DTYPE_BF16: out->v.f = decode_float(u.u16, 8, 7, 0); return BP_OK;
     case BP_DTYPE_F8E5M2: out->v.f = decode_float(u.u8, 5, 2, 0); return BP_OK;
-    case BP_DTYPE_F8E4M3: out->v.f = decode_float(u.u8, 4, 3, 1); return BP_OK;
+    case BP_DTYPE_F8E4M3FN: out->v.f = decode_float(u.u8, 4, 3, 1); return BP_OK;
     default: break;
   }
   out->kind = BP_SCALAR_INT;

@@ -145,10 +145,10 @@ static void test_item(void** state) {
   expect_item(BP_DTYPE_F16, 0, &(uint16_t){0x7E00}, 2, BP_SCALAR_FLOAT, NAN, 0);
   expect_item(BP_DTYPE_BF16, 0, &(uint16_t){0x4049}, 2, BP_SCALAR_FLOAT, 3.140625, 0);
   expect_item(BP_DTYPE_BF16, 0, &(uint16_t){0x0001}, 2, BP_SCALAR_FLOAT, ldexp(1, -133), 0);
-  expect_item(BP_DTYPE_F8E4M3, 0, &(uint8_t){0x7E}, 1, BP_SCALAR_FLOAT, 448.0, 0);
-  expect_item(BP_DTYPE_F8E4M3, 0, &(uint8_t){0xF8}, 1, BP_SCALAR_FLOAT, -256.0, 0);
-  expect_item(BP_DTYPE_F8E4M3, 0, &(uint8_t){0x01}, 1, BP_SCALAR_FLOAT, ldexp(1, -9), 0);
-  expect_item(BP_DTYPE_F8E4M3, 0, &(uint8_t){0x7F}, 1, BP_SCALAR_FLOAT, NAN, 0);
+  expect_item(BP_DTYPE_F8E4M3FN, 0, &(uint8_t){0x7E}, 1, BP_SCALAR_FLOAT, 448.0, 0);
+  expect_item(BP_DTYPE_F8E4M3FN, 0, &(uint8_t){0xF8}, 1, BP_SCALAR_FLOAT, -256.0, 0);
+  expect_item(BP_DTYPE_F8E4M3FN, 0, &(uint8_t){0x01}, 1, BP_SCALAR_FLOAT, ldexp(1, -9), 0);
+  expect_item(BP_DTYPE_F8E4M3FN, 0, &(uint8_t){0x7F}, 1, BP_SCALAR_FLOAT, NAN, 0);
   expect_item(BP_DTYPE_F8E5M2, 0, &(uint8_t){0x7B}, 1, BP_SCALAR_FLOAT, 57344.0, 0);
   expect_item(BP_DTYPE_F8E5M2, 0, &(uint8_t){0x7C}, 1, BP_SCALAR_FLOAT, INFINITY, 0);
   expect_item(BP_DTYPE_F8E5M2, 0, &(uint8_t){0x01}, 1, BP_SCALAR_FLOAT, ldexp(1, -16), 0);

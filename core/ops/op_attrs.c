@@ -119,6 +119,28 @@ static bp_status_t bp__check_count(const bp__op_meta_t* op, const char* field, i
   return BP_OK;
 }
 
+/* The output shape creation ops may carry: has_shape 0 or 1; with it, a
+ * rank up to BP_MAX_RANK and sizes >= 0. */
+static bp_status_t bp__check_out_shape(const bp__op_meta_t* op, uint32_t has_shape, uint32_t rank,
+                                       const int64_t* sizes) {
+  if (has_shape > 1) {
+    return bp__error(BP_INVALID_ARGUMENT, "op '%s': attrs.has_shape = %u must be 0 or 1",
+                     op->name, has_shape);
+  }
+  if (!has_shape) return BP_OK;
+  if (rank > BP_MAX_RANK) {
+    return bp__error(BP_INVALID_ARGUMENT, "op '%s': attrs.rank = %u exceeds the maximum %d",
+                     op->name, rank, BP_MAX_RANK);
+  }
+  for (uint32_t d = 0; d < rank; ++d) {
+    if (sizes[d] < 0) {
+      return bp__error(BP_INVALID_ARGUMENT, "op '%s': attrs.sizes[%u] = %lld is negative",
+                       op->name, d, (long long)sizes[d]);
+    }
+  }
+  return BP_OK;
+}
+
 #define BP__TRY(expr)                   \
   do {                                  \
     bp_status_t st_ = (expr);           \
@@ -239,19 +261,32 @@ static bp_status_t bp__attrs_validate(const bp__op_meta_t* op, const bp__attrs_s
       BP__TRY(bp__check_scalar(op, "value", &a->value));
       break;
     }
-    case BP__ATTRS_bp_fill_attrs_t:
-      BP__TRY(bp__check_scalar(op, "value", &s->m_bp_fill_attrs_t.value));
+    case BP__ATTRS_bp_fill_attrs_t: {
+      const bp_fill_attrs_t* a = &s->m_bp_fill_attrs_t;
+      BP__TRY(bp__check_scalar(op, "value", &a->value));
+      BP__TRY(bp__check_dtype(op, "dtype", a->dtype, 0));
+      BP__TRY(bp__check_out_shape(op, a->has_shape, a->rank, a->sizes));
       break;
+    }
     case BP__ATTRS_bp_arange_attrs_t:
       BP__TRY(bp__check_scalar(op, "start", &s->m_bp_arange_attrs_t.start));
       BP__TRY(bp__check_scalar(op, "end", &s->m_bp_arange_attrs_t.end));
       BP__TRY(bp__check_scalar(op, "step", &s->m_bp_arange_attrs_t.step));
+      BP__TRY(bp__check_dtype(op, "dtype", s->m_bp_arange_attrs_t.dtype, 0));
       break;
     case BP__ATTRS_bp_random_attrs_t: {
-      double p = s->m_bp_random_attrs_t.p;
-      if (!(p >= 0.0 && p <= 1.0)) {
+      const bp_random_attrs_t* a = &s->m_bp_random_attrs_t;
+      if (!(a->p >= 0.0 && a->p <= 1.0)) {
         return bp__error(BP_INVALID_ARGUMENT, "op '%s': attrs.p = %g is not in [0, 1]",
-                         op->name, p);
+                         op->name, a->p);
+      }
+      BP__TRY(bp__check_dtype(op, "dtype", a->dtype, 0));
+      BP__TRY(bp__check_out_shape(op, a->has_shape, a->rank, a->sizes));
+      if (op->id == BP_OP_dropout && (a->has_shape || a->dtype != BP_DTYPE_INVALID)) {
+        return bp__error(BP_INVALID_ARGUMENT,
+                         "op '%s': attrs.has_shape and attrs.dtype are for rand, randn and "
+                         "randperm; dropout's outputs follow its input",
+                         op->name);
       }
       break;
     }

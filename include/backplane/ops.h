@@ -318,14 +318,29 @@ typedef struct bp_pad_attrs {
   bp_scalar_t value; /* constant mode: 0 */
 } bp_pad_attrs_t;
 
+/* Creation ops (fill, arange, rand, randn, randperm) allocate their output
+ * like every other op when outputs[0] is NULL: the dtype and shape then come
+ * from the attributes below (arange's length from start, end and step). With
+ * a given output, attributes that are set must agree with it. */
+
+/* full / full_like / fill.Scalar / scalar_tensor. */
 typedef struct bp_fill_attrs {
   uint32_t struct_size; uint32_t reserved0;
   bp_scalar_t value;
+  /* For an allocated output: */
+  uint32_t dtype;     /* INVALID = from value: bool, i64 for an int, f32 for a float */
+  uint32_t has_shape; /* 1: rank and sizes give the output shape; 0: not given */
+  uint32_t rank;
+  uint32_t reserved1;
+  int64_t sizes[BP_MAX_RANK];
 } bp_fill_attrs_t;
 
 typedef struct bp_arange_attrs {
   uint32_t struct_size; uint32_t reserved0;
-  bp_scalar_t start, end, step;
+  bp_scalar_t start, end, step; /* 0, required, 1 */
+  uint32_t dtype; /* allocated output: INVALID = i64 when start, end and step
+                     are integers, else f32 (PyTorch's rule) */
+  uint32_t reserved1;
 } bp_arange_attrs_t;
 
 /* Counter-based random numbers (Philox-4x32-10): element i of a tensor uses
@@ -337,6 +352,13 @@ typedef struct bp_random_attrs {
   uint64_t seed;
   uint64_t offset;
   double p; /* dropout probability */
+  /* rand, randn, randperm with an allocated output (dropout: not used, must
+   * stay 0): */
+  uint32_t dtype;     /* INVALID = f32 (rand, randn), i64 (randperm) */
+  uint32_t has_shape; /* 1: rank and sizes give the shape (randperm: [n]) */
+  uint32_t rank;
+  uint32_t reserved0;
+  int64_t sizes[BP_MAX_RANK];
 } bp_random_attrs_t;
 
 typedef struct bp_fft_attrs {

@@ -214,7 +214,7 @@ static bp_status_t exec_random(const bp_op_call_t* call) {
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: dropout: dtypes %s -> %s, %s", bp_dtype_name(in->dtype),
                        bp_dtype_name(j.dtype), bp_dtype_name(mask->dtype));
     /* Evaluation mode: the same formula with every element kept and scale 1. */
-    static const bp_random_attrs_t keep_all = {sizeof(bp_random_attrs_t), 0, 0, 0, 0.0};
+    static const bp_random_attrs_t keep_all = {.struct_size = sizeof(bp_random_attrs_t)};
     if (!j.a->train) j.a = &keep_all;
     double p1m = 1.0 - j.a->p;
     j.scale = p1m == 0.0 ? 0.0 : 1.0 / p1m;

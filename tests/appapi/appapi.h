@@ -13,5 +13,6 @@ int run_growth_tests(void);
 int run_view_tests(void);
 int run_empty_tests(void);
 int run_status_tests(void);
+int run_creation_tests(void);
 
 #endif /* BACKPLANE_TESTS_APPAPI_H_ */

@@ -21,6 +21,7 @@ int main(void) {
   failed += run_view_tests();
   failed += run_empty_tests();
   failed += run_status_tests();
+  failed += run_creation_tests();
   bp_context_release(g_ctx);
   return failed;
 }

@@ -24,6 +24,7 @@ typedef struct op_row {
   int id;
   const char* name;
   const char* category;
+  const char* family;
   const char* inputs;  /* "BP_IN2(self, opt_other)" */
   const char* outputs; /* "BP_OUT1(out)" */
   const char* attrs;
@@ -31,8 +32,8 @@ typedef struct op_row {
   const char* aten;
 } op_row_t;
 
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten) \
-  {id, #name, #cat, #ins, #outs, #attrs_t, #rule, aten},
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten) \
+  {id, #name, #cat, #fam, #ins, #outs, #attrs_t, #rule, aten},
 static const op_row_t k_ops[] = {
 #include "backplane/ops.def"
 };
@@ -306,9 +307,9 @@ int main(int argc, char** argv) {
     }
     printf("\n\n");
   }
-  printf("| id | op | category | inputs | outputs | attributes | rule | Core ATen |");
+  printf("| id | op | category | family | inputs | outputs | attributes | rule | Core ATen |");
   cJSON_ArrayForEach(be, backends) printf(" %s | %s dtypes |", be->string, be->string);
-  printf("\n|---|---|---|---|---|---|---|---|");
+  printf("\n|---|---|---|---|---|---|---|---|---|");
   cJSON_ArrayForEach(be, backends) printf("---|---|");
   printf("\n");
   for (size_t i = 0; i < COUNT(k_ops); ++i) {
@@ -316,8 +317,8 @@ int main(int argc, char** argv) {
     char ins[256], outs[256], cell[128], dts[256];
     operand_list(r->inputs, ins, sizeof ins);
     operand_list(r->outputs, outs, sizeof outs);
-    printf("| %d | `%s` | %s | %s | %s | %s | %s | %s |", r->id, r->name, r->category, ins,
-           outs, strcmp(r->attrs, "bp_no_attrs_t") ? r->attrs : "-", r->rule, r->aten);
+    printf("| %d | `%s` | %s | %s | %s | %s | %s | %s | %s |", r->id, r->name, r->category,
+           r->family, ins, outs, strcmp(r->attrs, "bp_no_attrs_t") ? r->attrs : "-", r->rule, r->aten);
     cJSON_ArrayForEach(be, backends) {
       status_cell(be, r->name, cell, sizeof cell);
       dtypes_cell(be, r->name, dts, sizeof dts);

@@ -73,7 +73,7 @@ static int g_ready;
 static void registry_init(void) {
   if (g_ready) return;
   memset(g_table, 0, sizeof g_table);
-#define BP_OP(id, name_, cat, ins, outs, attrs, rule_, aten) \
+#define BP_OP(id, name_, cat, fam, ins, outs, attrs, rule_, aten) \
   g_table[id].op_id = id;                                    \
   g_table[id].name = #name_;                                 \
   g_table[id].category = #cat;                               \
@@ -84,7 +84,7 @@ static void registry_init(void) {
     for (uint32_t g = 0; g < k_families[f]->count; g++) {
       const bpc_ref_group_t* grp = &k_families[f]->groups[g];
       for (uint32_t i = 0; i < grp->count; i++) {
-        if (grp->ops[i] == BP_OP_INVALID || grp->ops[i] >= BP_OP_COUNT) continue;
+        if (bp_op_family(grp->ops[i]) == BP_OP_FAMILY_INVALID) continue;
         bpc_op_entry_t* e = &g_table[grp->ops[i]];
         e->reference = grp->reference;
         e->accuracy = grp->accuracy;
@@ -99,7 +99,7 @@ static void registry_init(void) {
 
 const bpc_op_entry_t* bpc_op_entry(uint32_t op_id) {
   registry_init();
-  if (op_id == BP_OP_INVALID || op_id >= BP_OP_COUNT) return NULL;
+  if (bp_op_family(op_id) == BP_OP_FAMILY_INVALID) return NULL;
   return &g_table[op_id];
 }
 

@@ -43,7 +43,7 @@
 #define BP__FNO_OUT3_(a, b, c) bp_tensor_t** const out_ptrs_[] = {a, b, c};
 #define BP__FNO_OUT4_(a, b, c, d) bp_tensor_t** const out_ptrs_[] = {a, b, c, d};
 
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten)                                  \
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten)                                  \
   bp_status_t bp_op_##name(bp_stream_t* stream, BP__SIG_P(ins) const attrs_t* attrs,         \
                            BP__SIG_P(outs)) {                                               \
     BP__FN_IN(ins)                                                                          \

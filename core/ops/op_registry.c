@@ -11,14 +11,14 @@
 #include "ops/ops_internal.h"
 
 /* Per-op name arrays. */
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten)                         \
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten)                         \
   static const char* const bp__in_names_##name[] = {BP__IN_NAMES(ins)};             \
   static const char* const bp__out_names_##name[] = {BP__OUT_NAMES(outs)};
 #include "backplane/ops.def"
 #undef BP_OP
 
 static const bp__op_meta_t bp__op_table[BP_OP_COUNT] = {
-#define BP_OP(id_, name_, cat_, ins, outs, attrs_t, rule_, aten_)                       \
+#define BP_OP(id_, name_, cat_, fam_, ins, outs, attrs_t, rule_, aten_)                       \
   [id_] = {                                                                             \
       .id = id_,                                                                        \
       .category = BP_OP_CATEGORY_##cat_,                                                \
@@ -41,7 +41,7 @@ static const bp__op_meta_t bp__op_table[BP_OP_COUNT] = {
 };
 
 /* ids must equal the enum (a gap or duplicate would leave a hole). */
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten) \
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten) \
   _Static_assert(BP_OP_##name == id, "op id of " #name);     \
   _Static_assert(BP__NUM_BEFORE(ins) + BP__NUM_AFTER(ins) <= BP__MAX_FIXED_INPUTS, #name);
 #include "backplane/ops.def"

@@ -216,7 +216,7 @@ BP__HIDDEN bp_status_t bp__op_infer_descs(bp__infer_t* x);
 
 /* Every rule named in ops.def. */
 #define BP__RULE_DECL(rule) BP__HIDDEN bp_status_t bp__infer_##rule(bp__infer_t* x);
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten) BP__RULE_DECL(rule)
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten) BP__RULE_DECL(rule)
 #include "backplane/ops.def"
 #undef BP_OP
 

@@ -431,7 +431,7 @@ BP_API bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tenso
 #define BP_OUT3(a, b, c) OUT3_, a, b, c
 #define BP_OUT4(a, b, c, d) OUT4_, a, b, c, d
 
-#define BP_OP(id, name, cat, ins, outs, attrs_t, rule, aten)                 \
+#define BP_OP(id, name, cat, fam, ins, outs, attrs_t, rule, aten)                 \
   BP_API bp_status_t bp_op_##name(bp_stream_t* stream, BP__SIG_P(ins) const attrs_t* attrs, \
                                   BP__SIG_P(outs));
 #include "backplane/ops.def"

@@ -26,7 +26,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 enum bp_op_id {
   BP_OP_INVALID = 0,
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) BP_OP_##name = id,
+#define BP_OP(id, name, cat, fam, ins, outs, attrs, rule, aten) BP_OP_##name = id,
 #include "backplane/ops.def"
 #undef BP_OP
   BP_OP_ID_END_
@@ -50,6 +50,55 @@ enum bp_op_category {
   BP_OP_CATEGORY_FFT = 12,
   BP_OP_CATEGORY_FUSED = 13
 };
+
+/* Kernel families (the family column of ops.def): ops one kernel file or
+ * one generic kernel runs. Append-only, like the ids. */
+enum bp_op_family {
+  BP_OP_FAMILY_INVALID = 0, /* not an op id */
+  BP_OP_FAMILY_UNARY_EW = 1,   /* one tensor in, elementwise */
+  BP_OP_FAMILY_BINARY_EW = 2,  /* two tensors (or a tensor and a scalar), elementwise */
+  BP_OP_FAMILY_COMPARE = 3,    /* binary comparisons, bool out */
+  BP_OP_FAMILY_TERNARY_EW = 4, /* three operands, elementwise (where, lerp, ...) */
+  BP_OP_FAMILY_REDUCE = 5,     /* one output, reduced dims */
+  BP_OP_FAMILY_REDUCE_EXT = 6, /* values and indices, variance, scans, sorting */
+  BP_OP_FAMILY_MATMUL = 7,
+  BP_OP_FAMILY_DISTANCE = 8,   /* cdist, pdist */
+  BP_OP_FAMILY_CONV = 9,
+  BP_OP_FAMILY_POOL = 10,
+  BP_OP_FAMILY_RESAMPLE = 11,  /* grid sampling, upsampling */
+  BP_OP_FAMILY_SOFTMAX = 12,
+  BP_OP_FAMILY_NORM = 13,
+  BP_OP_FAMILY_LOSS = 14,
+  BP_OP_FAMILY_INDEX = 15,     /* gathers, embedding, nonzero */
+  BP_OP_FAMILY_SCATTER = 16,
+  BP_OP_FAMILY_COPY = 17,      /* to_copy, copy, clone, cat */
+  BP_OP_FAMILY_SHAPE = 18,     /* pad, flip, repeat */
+  BP_OP_FAMILY_CREATION = 19,
+  BP_OP_FAMILY_RANDOM = 20,
+  BP_OP_FAMILY_FFT = 21,
+  BP_OP_FAMILY_ATTENTION = 22,
+  BP_OP_FAMILY_COUNT_ = 23
+};
+
+/* The family of op id `op`; BP_OP_FAMILY_INVALID for 0 and ids past the
+ * table. Pure; a switch the compiler turns into a table. */
+static inline uint32_t bp_op_family(uint32_t op) {
+  switch (op) {
+#define BP_OP(id, name, cat, fam, ins, outs, attrs, rule, aten) \
+  case id:                                                      \
+    return BP_OP_FAMILY_##fam;
+#include "backplane/ops.def"
+#undef BP_OP
+    default:
+      return BP_OP_FAMILY_INVALID;
+  }
+}
+/* Nonzero for the elementwise families (unary, binary, compare, ternary). */
+static inline int bp_op_is_elementwise(uint32_t op) {
+  uint32_t f = bp_op_family(op);
+  return f == BP_OP_FAMILY_UNARY_EW || f == BP_OP_FAMILY_BINARY_EW ||
+         f == BP_OP_FAMILY_COMPARE || f == BP_OP_FAMILY_TERNARY_EW;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Shared attribute enums (carried as uint32_t).                            */

@@ -450,10 +450,11 @@ static void job_run(ew_job_t* j) {
 
 /* ---- elementwise ops ------------------------------------------------- */
 static int ew_num_inputs(uint32_t op) {
-  if (op == BP_OP_where || op == BP_OP_clamp_tensor || op == BP_OP_addcmul || op == BP_OP_lerp)
-    return 3;
-  if (op >= BP_OP_hardswish && op <= BP_OP_mish) return 1;
-  return op >= BP_OP_add ? 2 : 1;
+  switch (bp_op_family(op)) {
+    case BP_OP_FAMILY_TERNARY_EW: return 3;
+    case BP_OP_FAMILY_BINARY_EW: case BP_OP_FAMILY_COMPARE: return 2;
+    default: return 1;
+  }
 }
 
 /* Kernel id for a call (variants by attribute). */

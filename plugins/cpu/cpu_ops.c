@@ -35,7 +35,7 @@ typedef struct cpu_op_meta {
 } cpu_op_meta_t;
 
 /* bp_no_attrs_t carries nothing: size 0 marks "no attributes expected". */
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten)                               \
+#define BP_OP(id, name, cat, fam, ins, outs, attrs, rule, aten)                               \
   [id] = {ins, outs, #name,                                                              \
           __builtin_types_compatible_p(attrs, bp_no_attrs_t) ? 0 : sizeof(attrs),        \
           BP_OP_CATEGORY_##cat},
@@ -58,9 +58,18 @@ static const cpu_op_meta_t k_ops[BP_OP_COUNT] = {
 #undef BP_OUT3
 #undef BP_OUT4
 
-/* The ops this plugin runs. */
-#define CPU_IMPLEMENTED_RANGES(X) \
-  X(1, 65) X(66, 73) X(80, 82) X(98, 99) X(120, 123) X(127, 128)
+/* The families run by the kernels of this file's dispatch (cpu_exec_op);
+ * the others' ops are listed by their family files (CPU_FAMILIES). */
+static int cpu_core_family(uint32_t op) {
+  switch (bp_op_family(op)) {
+    case BP_OP_FAMILY_UNARY_EW: case BP_OP_FAMILY_BINARY_EW: case BP_OP_FAMILY_COMPARE:
+    case BP_OP_FAMILY_TERNARY_EW: case BP_OP_FAMILY_REDUCE: case BP_OP_FAMILY_MATMUL:
+    case BP_OP_FAMILY_SOFTMAX: case BP_OP_FAMILY_COPY: case BP_OP_FAMILY_CREATION:
+      return 1;
+    default:
+      return 0;
+  }
+}
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
@@ -82,21 +91,19 @@ const cpu_family_t* cpu_op_family(uint32_t op) {
 }
 
 int cpu_op_implemented(uint32_t op) {
-#define CPU__IN_RANGE(a, b) if (op >= (a) && op <= (b)) return 1;
-  CPU_IMPLEMENTED_RANGES(CPU__IN_RANGE)
-#undef CPU__IN_RANGE
-  return cpu_op_family(op) != NULL;
+  /* A family file's ops first: it may take ops of a core family (linear,
+   * hardswish, addcmul). */
+  return cpu_op_family(op) != NULL || cpu_core_family(op);
 }
 
-int cpu_op_num_inputs(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].nin : 0; }
-int cpu_op_num_outputs(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].nout : 0; }
-size_t cpu_op_attrs_size(uint32_t op) { return op < BP_OP_COUNT ? k_ops[op].attrs_size : 0; }
-const char* cpu_op_name(uint32_t op) {
-  return op < BP_OP_COUNT && k_ops[op].name ? k_ops[op].name : "unknown";
-}
+static int known(uint32_t op) { return bp_op_family(op) != BP_OP_FAMILY_INVALID; }
+int cpu_op_num_inputs(uint32_t op) { return known(op) ? k_ops[op].nin : 0; }
+int cpu_op_num_outputs(uint32_t op) { return known(op) ? k_ops[op].nout : 0; }
+size_t cpu_op_attrs_size(uint32_t op) { return known(op) ? k_ops[op].attrs_size : 0; }
+const char* cpu_op_name(uint32_t op) { return known(op) ? k_ops[op].name : "unknown"; }
 
 int cpu_op_input_optional(uint32_t op, uint32_t i) {
-  if (op >= BP_OP_COUNT || !k_ops[op].in_names) return 0;
+  if (!known(op) || !k_ops[op].in_names) return 0;
   /* index and index_put: absent list entries are full slices. */
   if ((op == BP_OP_index || op == BP_OP_index_put) && i >= 1) return 1;
   /* Binary ops take a scalar in place of self or other (attrs flags). */
@@ -116,12 +123,14 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const cpu_family_t* fam = cpu_op_family(op);
   if (fam) return fam->exec(call);
-  if (op >= BP_OP_abs && op <= BP_OP_where) return cpu_exec_elementwise(call);
-  if (op >= BP_OP_sum && op <= BP_OP_argmin) return cpu_exec_reduce(call);
-  if (op >= BP_OP_mm && op <= BP_OP_addmm) return cpu_exec_matmul(call);
-  if (op == BP_OP_softmax || op == BP_OP_log_softmax) return cpu_exec_softmax(call);
-  if ((op >= BP_OP_to_copy && op <= BP_OP_cat) || op == BP_OP_fill || op == BP_OP_arange)
-    return cpu_exec_copy_like(call);
+  if (bp_op_is_elementwise(op)) return cpu_exec_elementwise(call);
+  switch (bp_op_family(op)) {
+    case BP_OP_FAMILY_REDUCE: return cpu_exec_reduce(call);
+    case BP_OP_FAMILY_MATMUL: return cpu_exec_matmul(call);
+    case BP_OP_FAMILY_SOFTMAX: return cpu_exec_softmax(call);
+    case BP_OP_FAMILY_COPY: case BP_OP_FAMILY_CREATION: return cpu_exec_copy_like(call);
+    default: break;
+  }
   return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s (id %u) has no CPU kernel", cpu_op_name(op), op);
 }
 
@@ -163,7 +172,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: op call struct_size %u < %u",
                      call->struct_size, BP_OP_CALL_V1_SIZE);
   uint32_t op = call->op_id;
-  if (op == 0 || op >= BP_OP_COUNT) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
+  if (!known(op)) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
   const char* name = cpu_op_name(op);
   if (!cpu_op_implemented(op)) return answer(out, BP_SUPPORT_OP, "%s has no CPU kernel", name);
   if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
@@ -183,25 +192,26 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
   }
   uint32_t in0 = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
   uint32_t o0 = call->outputs[0].dtype;
+  uint32_t family = bp_op_family(op);
   char msg[200];
   if (fam) {
     msg[0] = '\0';
     int reason = fam->supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
-  } else if (op <= BP_OP_where) {
+  } else if (bp_op_is_elementwise(op)) {
     int reason = cpu_ew_supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
-  } else if (op >= BP_OP_sum && op <= BP_OP_argmin) {
+  } else if (family == BP_OP_FAMILY_REDUCE) {
     if (bp_dtype_is_fp8(in0) || bp_dtype_is_fp8(o0))
       return answer(out, BP_SUPPORT_DTYPE, "%s: fp8 is a storage type", name);
     if (op == BP_OP_mean && !bp_dtype_is_float(o0))
       return answer(out, BP_SUPPORT_DTYPE, "mean: output %s is not floating", bp_dtype_name(o0));
-  } else if (op >= BP_OP_mm && op <= BP_OP_addmm) {
+  } else if (family == BP_OP_FAMILY_MATMUL) {
     if (!same_dtype_all(call, o0))
       return answer(out, BP_SUPPORT_DTYPE, "%s: operands must share one dtype", name);
     if (o0 == BP_DTYPE_BOOL || bp_dtype_is_fp8(o0))
       return answer(out, BP_SUPPORT_DTYPE, "%s: %s matmul is not supported", name, bp_dtype_name(o0));
-  } else if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
+  } else if (family == BP_OP_FAMILY_SOFTMAX) {
     if (!bp_dtype_is_float(in0) || !bp_dtype_is_float(o0))
       return answer(out, BP_SUPPORT_DTYPE, "%s: %s -> %s: floating dtypes only", name,
                     bp_dtype_name(in0), bp_dtype_name(o0));
@@ -214,6 +224,21 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
 }
 
 /* ---- cost ------------------------------------------------------------ */
+/* Elementwise ops that evaluate exp, log or a trigonometric function. */
+static int transcendental(uint32_t op) {
+  switch (op) {
+    case BP_OP_acos: case BP_OP_acosh: case BP_OP_asin: case BP_OP_asinh: case BP_OP_atan:
+    case BP_OP_atanh: case BP_OP_cos: case BP_OP_cosh: case BP_OP_erf: case BP_OP_exp:
+    case BP_OP_expm1: case BP_OP_log: case BP_OP_log10: case BP_OP_log1p: case BP_OP_log2:
+    case BP_OP_sigmoid: case BP_OP_sin: case BP_OP_sinh: case BP_OP_tan: case BP_OP_tanh:
+    case BP_OP_elu: case BP_OP_gelu: case BP_OP_silu: case BP_OP_pow: case BP_OP_atan2:
+    case BP_OP_softplus: case BP_OP_mish:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
 bp_status_t cpu_estimate_cost(bpp_device_t dev, const bp_op_call_t* call, bp_cost_estimate_t* out) {
   if (!dev || !call || !out || call->struct_size < BP_OP_CALL_V1_SIZE || !call->outputs ||
       (call->num_inputs && !call->inputs))
@@ -228,23 +253,20 @@ bp_status_t cpu_estimate_cost(bpp_device_t dev, const bp_op_call_t* call, bp_cos
   const bp_tensor_desc_t* o = &call->outputs[0];
   double nout = o->rank <= BP_MAX_RANK ? (double)bp_desc_numel(o) : 0;
   uint32_t dt = o->dtype;
-  if (op >= BP_OP_mm && op <= BP_OP_addmm && call->num_inputs >= 2) {
+  uint32_t family = bp_op_family(op);
+  if (family == BP_OP_FAMILY_MATMUL && call->num_inputs >= 2) {
     const bp_tensor_desc_t* a = &call->inputs[op == BP_OP_addmm ? 1 : 0];
     double k = a->rank >= 1 && a->rank <= BP_MAX_RANK ? (double)a->sizes[a->rank - 1] : 0;
     flops = 2.0 * nout * k;
     dt = a->dtype;
-  } else if (op >= BP_OP_sum && op <= BP_OP_argmin && call->num_inputs) {
+  } else if (family == BP_OP_FAMILY_REDUCE && call->num_inputs) {
     flops = call->inputs[0].rank <= BP_MAX_RANK ? (double)bp_desc_numel(&call->inputs[0]) : 0;
     dt = call->inputs[0].dtype;
-  } else if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
+  } else if (family == BP_OP_FAMILY_SOFTMAX) {
     flops = 20.0 * nout; /* exp dominates */
-  } else if (op <= BP_OP_where) {
+  } else if (bp_op_is_elementwise(op)) {
     /* transcendental ops cost ~20 flops per element, the rest ~1 */
-    int transc = (op >= BP_OP_acos && op <= BP_OP_log2 && op != BP_OP_ceil && op != BP_OP_floor) ||
-                 (op >= BP_OP_sigmoid && op <= BP_OP_tanh && op != BP_OP_sign && op != BP_OP_sqrt) ||
-                 op == BP_OP_elu || op == BP_OP_gelu || op == BP_OP_silu || op == BP_OP_pow ||
-                 op == BP_OP_atan2;
-    flops = nout * (transc ? 20.0 : 1.0);
+    flops = nout * (transcendental(op) ? 20.0 : 1.0);
   }
   double peak = dt < BP_DTYPE_SLOTS ? dev->props.peak_ops_per_s[dt] : 0;
   if (peak <= 0) peak = dev->props.peak_ops_per_s[BP_DTYPE_F32];

@@ -539,7 +539,7 @@ bp_status_t cpu_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: launch: op call struct_size %u < %u",
                      call->struct_size, BP_OP_CALL_V1_SIZE);
   uint32_t op = call->op_id;
-  if (op == 0 || op >= BP_OP_COUNT)
+  if (bp_op_family(op) == BP_OP_FAMILY_INVALID)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: launch: op id %u out of range [1, %u)", op, BP_OP_COUNT);
   if (!cpu_op_implemented(op))
     return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s (id %u) has no CPU kernel", cpu_op_name(op), op);

@@ -1,7 +1,7 @@
 /* backplane Vulkan plugin: op launches, support answers, fusion caps.
  *
- * Elementwise ops (ids 1..65, the fused unary ones, addcmul, lerp) and the
- * copy-like ops become elementwise programs (vk_ew.c); the other families
+ * Elementwise ops (the UNARY_EW, BINARY_EW, COMPARE and TERNARY_EW families)
+ * and the copy-like ops become elementwise programs (vk_ew.c); the other families
  * live in vk_kernels.c. query_support answers from the same tables the
  * launches use, so "supported" holds exactly for what runs.
  */
@@ -12,13 +12,16 @@
 
 #include "vk_ops_internal.h"
 
-/* Elementwise ops by kind. */
-static int is_ew_op(uint32_t op) {
-  return (op >= BP_OP_abs && op <= BP_OP_where) || (op >= BP_OP_hardswish && op <= BP_OP_mish) ||
-         op == BP_OP_addcmul || op == BP_OP_lerp;
-}
+/* Ops by kernel family (ops.def). */
+static int is_ew_op(uint32_t op) { return bp_op_is_elementwise(op); }
 static int is_copy_op(uint32_t op) {
-  return (op >= BP_OP_to_copy && op <= BP_OP_repeat) || op == BP_OP_fill || op == BP_OP_arange;
+  uint32_t f = bp_op_family(op);
+  return f == BP_OP_FAMILY_COPY || f == BP_OP_FAMILY_SHAPE || f == BP_OP_FAMILY_CREATION;
+}
+/* Binary ops and comparisons: `self` or `other` may be the attrs' scalar. */
+static int takes_scalar_operand(uint32_t op) {
+  uint32_t f = bp_op_family(op);
+  return f == BP_OP_FAMILY_BINARY_EW || f == BP_OP_FAMILY_COMPARE;
 }
 
 /* Ops computed with GLSL float builtins or the double-precision helpers:
@@ -129,13 +132,13 @@ static bp_status_t launch_ew_op(bpp_stream_t s, const bp_op_call_t* call) {
   vk_ew_init(&p, cd);
   uint8_t r[3] = {0, 0, 0};
   const bp_binary_attrs_t* ba = NULL;
-  int binary = (op >= BP_OP_add && op <= BP_OP_ge) || op == BP_OP_addcmul || op == BP_OP_lerp;
+  int binary = takes_scalar_operand(op) || op == BP_OP_addcmul || op == BP_OP_lerp;
   if (binary) ba = call->attrs;
   uint32_t flags = ba ? ba->flags : 0;
   uint32_t nin = call->num_inputs > 3 ? 3 : call->num_inputs;
   for (uint32_t k = 0; k < nin; k++) {
     const bp_tensor_desc_t* t = &call->inputs[k];
-    int scalar_here = (op >= BP_OP_add && op <= BP_OP_ge) &&
+    int scalar_here = takes_scalar_operand(op) &&
                       ((k == 0 && (flags & BP_BINARY_SELF_IS_SCALAR)) || (k == 1 && (flags & BP_BINARY_OTHER_IS_SCALAR)));
     if (scalar_here) {
       r[k] = vk_ew_load_const(&p, vk_ew_const_scalar(&p, &ba->scalar, 0));
@@ -496,7 +499,7 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_support: op call struct_size %u < %u", call->struct_size,
                     BP_OP_CALL_V1_SIZE);
   uint32_t op = call->op_id;
-  if (op == 0 || op >= BP_OP_COUNT) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
+  if (bp_op_family(op) == BP_OP_FAMILY_INVALID) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
   if (!vk_op_implemented(op)) return answer(out, BP_SUPPORT_OP, "op %u has no Vulkan kernel", op);
   if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_support: op %u: missing operands", op);
@@ -521,9 +524,13 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
  * registers or aux (clamp bounds in b, c; gelu's approximation and div's
  * rounding mode in aux). */
 static int fusable(uint32_t op) {
-  if (op == BP_OP_elu || op == BP_OP_hardtanh || op == BP_OP_leaky_relu) return 0;
-  return (op >= BP_OP_abs && op <= BP_OP_where) || op == BP_OP_hardswish || op == BP_OP_hardsigmoid ||
-         op == BP_OP_mish;
+  switch (op) {
+    case BP_OP_elu: case BP_OP_hardtanh: case BP_OP_leaky_relu: /* parameters in attrs */
+    case BP_OP_softplus: case BP_OP_addcmul: case BP_OP_lerp:
+      return 0;
+    default:
+      return bp_op_is_elementwise(op);
+  }
 }
 
 bp_status_t vk_query_fusion(bpp_device_t d, bp_fusion_caps_t* out) {

@@ -20,7 +20,7 @@ enum attrs_kind {
 #undef KIND
 };
 static const int g_op_attrs[BP_OP_COUNT] = {
-#define BP_OP(id, name, cat, ins, outs, attrs, rule, aten) [id] = K_##attrs,
+#define BP_OP(id, name, cat, fam, ins, outs, attrs, rule, aten) [id] = K_##attrs,
 #include "backplane/ops.def"
 #undef BP_OP
 };

@@ -67,6 +67,36 @@ static void test_info_layouts(void** state) {
   assert_string_equal(info.output_names[3], "max_indices");
 }
 
+/* Every op has one kernel family; ids outside the table have none; the
+ * elementwise families are the four elementwise ones. */
+static void test_op_families(void** state) {
+  (void)state;
+  uint32_t seen[BP_OP_FAMILY_COUNT_] = {0};
+  for (uint32_t op = 1; op < BP_OP_COUNT; ++op) {
+    uint32_t f = bp_op_family(op);
+    assert_true(f > BP_OP_FAMILY_INVALID && f < BP_OP_FAMILY_COUNT_);
+    seen[f]++;
+  }
+  for (uint32_t f = 1; f < BP_OP_FAMILY_COUNT_; ++f) assert_true(seen[f] > 0); /* none empty */
+  assert_int_equal(bp_op_family(BP_OP_INVALID), BP_OP_FAMILY_INVALID);
+  assert_int_equal(bp_op_family(BP_OP_COUNT), BP_OP_FAMILY_INVALID);
+  assert_int_equal(bp_op_family(UINT32_MAX), BP_OP_FAMILY_INVALID);
+  assert_int_equal(bp_op_family(BP_OP_abs), BP_OP_FAMILY_UNARY_EW);
+  assert_int_equal(bp_op_family(BP_OP_mish), BP_OP_FAMILY_UNARY_EW);
+  assert_int_equal(bp_op_family(BP_OP_add), BP_OP_FAMILY_BINARY_EW);
+  assert_int_equal(bp_op_family(BP_OP_ge), BP_OP_FAMILY_COMPARE);
+  assert_int_equal(bp_op_family(BP_OP_where), BP_OP_FAMILY_TERNARY_EW);
+  assert_int_equal(bp_op_family(BP_OP_lerp), BP_OP_FAMILY_TERNARY_EW);
+  assert_int_equal(bp_op_family(BP_OP_argmin), BP_OP_FAMILY_REDUCE);
+  assert_int_equal(bp_op_family(BP_OP_logsumexp), BP_OP_FAMILY_REDUCE_EXT);
+  assert_int_equal(bp_op_family(BP_OP_linear), BP_OP_FAMILY_MATMUL);
+  assert_int_equal(bp_op_family(BP_OP_cat), BP_OP_FAMILY_COPY);
+  assert_int_equal(bp_op_family(BP_OP_arange), BP_OP_FAMILY_CREATION);
+  assert_true(bp_op_is_elementwise(BP_OP_clamp_tensor));
+  assert_false(bp_op_is_elementwise(BP_OP_sum));
+  assert_false(bp_op_is_elementwise(0));
+}
+
 static void test_info_errors(void** state) {
   (void)state;
   bp_op_info_t info = {.struct_size = sizeof(info)};
@@ -84,6 +114,7 @@ int run_info_tests(void) {
       cmocka_unit_test(test_info_every_op),
       cmocka_unit_test(test_info_layouts),
       cmocka_unit_test(test_info_errors),
+      cmocka_unit_test(test_op_families),
   };
   return cmocka_run_group_tests_name("ops_info", tests, NULL, NULL);
 }

@@ -7,10 +7,10 @@
 #include <stdint.h>
 
 #include "backplane/plugin.h"
-#include "bp_plugin_common.h"
+#include "bp_kit.h"
+#include "bp_kit_host.h" /* struct bpp_buffer_s: host memory */
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
-#define CPU_MSG_CAP 256
 
 /* ------------------------------------------------------------------------ */
 /* Objects                                                                   */
@@ -24,33 +24,19 @@ struct bpp_device_s {
 struct bpp_instance_s {
   uint32_t device_count;
   struct bpp_device_s* devices;
-  /* One budget for every buffer of the instance (cpu_memory.c), bytes. */
-  uint64_t memory_budget;
-  _Atomic uint64_t memory_used; /* <= memory_budget */
+  /* One budget for every buffer of the instance (cpu_memory.c). */
+  bp_kit_host_budget_t budget;
 };
 
-struct bpp_buffer_s {
-  unsigned char* ptr; /* 64-byte aligned host memory, owned */
-  uint64_t size;      /* requested bytes */
-  uint64_t reserved;  /* bytes accounted against the instance's memory budget */
-  uint32_t kind;
-  struct bpp_device_s* device;
-};
 
 /* ------------------------------------------------------------------------ */
-/* Errors                                                                    */
+/* Errors and op metadata: the plugin kit's (bp_kit_plugin.h, bp_kit_ops.h)  */
 /* ------------------------------------------------------------------------ */
-CPU_HIDDEN extern const bp_host_services_t* cpu_host;
 /* Formats the message into the calling thread's error slot and returns
- * `status`. On threads that answer a plugin call (not stream workers) the
- * message also goes to host->report. */
-CPU_HIDDEN bp_status_t cpu_error(bp_status_t status, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-/* The calling thread's last message (stream workers copy it into the
- * stream's sticky error). */
-CPU_HIDDEN const char* cpu_last_error(void);
-/* Marks the calling thread as a stream worker: errors are not reported. */
-CPU_HIDDEN void cpu_set_worker_thread(int is_worker);
+ * `status`; on threads that answer a plugin call (not stream workers) the
+ * message also goes to the host. */
+#define cpu_error(...) bp_kit_error(__VA_ARGS__)
+#define cpu_op_name(op) bp_kit_op_name(op)
 
 /* ------------------------------------------------------------------------ */
 /* Thread pool (cpu_pool.c)                                                  */
@@ -77,63 +63,24 @@ CPU_HIDDEN int cpu_memory_parse_size(const char* text, uint64_t physical, uint64
 /* Sets the instance's budget from the "memory_budget" option (NULL: none) or
  * the default; a malformed value is logged as a warning and the default used. */
 CPU_HIDDEN void cpu_memory_init(struct bpp_instance_s* inst, const char* options);
-/* Accounts `bytes` against the budget; 0 (and the bytes still available)
- * when they do not fit. Thread-safe. */
-CPU_HIDDEN int cpu_memory_reserve(struct bpp_instance_s* inst, uint64_t bytes, uint64_t* out_available);
-CPU_HIDDEN void cpu_memory_unreserve(struct bpp_instance_s* inst, uint64_t bytes);
+/* Buffers reserve their bytes in inst->budget (bp_kit_host_buffer_allocate). */
 
 /* ------------------------------------------------------------------------ */
-/* Streams and events (cpu_stream.c)                                         */
+/* Streams and launch (cpu_stream.c); the other stream, event, buffer and   */
+/* copy slots are the kit's (BP_KIT_STREAM_SLOTS, BP_KIT_HOST_MEMORY_SLOTS). */
 /* ------------------------------------------------------------------------ */
 CPU_HIDDEN bp_status_t cpu_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out);
-CPU_HIDDEN void cpu_stream_destroy(bpp_stream_t stream);
-CPU_HIDDEN bp_status_t cpu_stream_synchronize(bpp_stream_t stream);
-CPU_HIDDEN bp_status_t cpu_stream_query(bpp_stream_t stream);
-CPU_HIDDEN bp_status_t cpu_stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user);
-CPU_HIDDEN bp_status_t cpu_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out);
-CPU_HIDDEN void cpu_event_destroy(bpp_event_t event);
-CPU_HIDDEN bp_status_t cpu_event_record(bpp_event_t event, bpp_stream_t stream);
-CPU_HIDDEN bp_status_t cpu_stream_wait_event(bpp_stream_t stream, bpp_event_t event);
-CPU_HIDDEN bp_status_t cpu_event_query(bpp_event_t event);
-CPU_HIDDEN bp_status_t cpu_event_synchronize(bpp_event_t event);
-CPU_HIDDEN bp_status_t cpu_event_elapsed_ns(bpp_event_t a, bpp_event_t b, uint64_t* out_ns);
-CPU_HIDDEN bp_status_t cpu_copy_h2d(bpp_stream_t s, const void* src, bpp_buffer_t dst,
-                                    uint64_t dst_off, uint64_t size);
-CPU_HIDDEN bp_status_t cpu_copy_d2h(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off, void* dst,
-                                    uint64_t size);
-CPU_HIDDEN bp_status_t cpu_copy_d2d(bpp_stream_t s, bpp_buffer_t src, uint64_t src_off,
-                                    bpp_buffer_t dst, uint64_t dst_off, uint64_t size);
-CPU_HIDDEN bp_status_t cpu_buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off,
-                                       uint64_t size, const void* pattern, uint32_t psize);
-/* The launch slot of every implemented op: validates, copies the call into
- * the stream's ring and returns. */
+/* The launch slot of every implemented op: checks the call, copies it into
+ * the stream's queue and returns. */
 CPU_HIDDEN bp_status_t cpu_launch_op(bpp_stream_t stream, const bp_op_call_t* call);
 /* Parallel memcpy (large sizes split over the pool). */
 CPU_HIDDEN void cpu_memcpy(void* dst, const void* src, uint64_t size);
-/* BP_OK when [off, off + size) lies inside buffer `b` (overflow-safe); else
- * INVALID_ARGUMENT (NULL b) or OUT_OF_RANGE, with a message naming `what`. */
-CPU_HIDDEN bp_status_t cpu_check_range(const char* what, bpp_buffer_t b, uint64_t off,
-                                       uint64_t size);
 
 /* ------------------------------------------------------------------------ */
 /* Op metadata and execution (cpu_ops.c and kernel files)                    */
 /* ------------------------------------------------------------------------ */
-/* Largest attribute struct: what a ring slot stores by value. */
-typedef union cpu_attrs_storage {
-#define CPU__ATTR_MEMBER(T) T T##_;
-  BP_ATTRS_TYPES(CPU__ATTR_MEMBER)
-#undef CPU__ATTR_MEMBER
-} cpu_attrs_storage_t;
-
-/* Fixed operand counts from ops.def (-1: a tensor list). */
-CPU_HIDDEN int cpu_op_num_inputs(uint32_t op);
-CPU_HIDDEN int cpu_op_num_outputs(uint32_t op);
-CPU_HIDDEN size_t cpu_op_attrs_size(uint32_t op); /* 0 for bp_no_attrs_t */
-CPU_HIDDEN const char* cpu_op_name(uint32_t op);
 /* Nonzero for ops with a launch slot. */
 CPU_HIDDEN int cpu_op_implemented(uint32_t op);
-/* Nonzero when input i of op may be absent (opt_ operand or scalar form). */
-CPU_HIDDEN int cpu_op_input_optional(uint32_t op, uint32_t i);
 
 /* Runs one op synchronously on the calling thread (a stream worker). The
  * call was validated by cpu_launch_op. */

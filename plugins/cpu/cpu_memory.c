@@ -83,36 +83,17 @@ int cpu_memory_parse_size(const char* text, uint64_t physical, uint64_t* out_byt
 void cpu_memory_init(struct bpp_instance_s* inst, const char* options) {
   uint64_t physical = cpu_memory_physical();
   char value[64];
-  inst->memory_budget = default_budget(physical);
-  atomic_init(&inst->memory_used, 0);
+  inst->budget.limit = default_budget(physical);
+  inst->budget.used = 0;
+  inst->budget.hint = "BACKPLANE_CPU_OPTIONS=memory_budget=<size> sets it";
   if (!find_option(options, "memory_budget", value, sizeof value)) return;
   uint64_t bytes = 0;
   if (cpu_memory_parse_size(value, physical, &bytes)) {
-    inst->memory_budget = bytes;
+    inst->budget.limit = bytes;
     return;
   }
-  if (cpu_host && cpu_host->log) {
-    char msg[256];
-    snprintf(msg, sizeof msg,
+  bp_kit_log(BP_LOG_WARN,
              "cpu: option memory_budget='%s' is not a size (e.g. 8GiB, 512MB, 75%%); using the "
              "default, %llu bytes",
-             value, (unsigned long long)inst->memory_budget);
-    cpu_host->log(cpu_host->host_ctx, BP_LOG_WARN, msg);
-  }
-}
-
-int cpu_memory_reserve(struct bpp_instance_s* inst, uint64_t bytes, uint64_t* out_available) {
-  uint64_t used = atomic_load(&inst->memory_used);
-  do {
-    /* used <= budget always holds, so the difference cannot wrap. */
-    if (bytes > inst->memory_budget - used) {
-      *out_available = inst->memory_budget - used;
-      return 0;
-    }
-  } while (!atomic_compare_exchange_weak(&inst->memory_used, &used, used + bytes));
-  return 1;
-}
-
-void cpu_memory_unreserve(struct bpp_instance_s* inst, uint64_t bytes) {
-  atomic_fetch_sub(&inst->memory_used, bytes);
+             value, (unsigned long long)inst->budget.limit);
 }

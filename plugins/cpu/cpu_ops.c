@@ -1,62 +1,10 @@
-/* backplane CPU plugin: op metadata (generated from ops.def), dispatch to
- * the kernel families, support answers and cost estimates. */
-#include <stdarg.h>
-#include <stdio.h>
+/* backplane CPU plugin: the ops it runs, dispatch to the kernel families,
+ * support answers and cost estimates. Op metadata (names, operand counts,
+ * attribute sizes) is the plugin kit's table generated from ops.def. */
 #include <string.h>
 
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
-
-/* ---- tables generated from ops.def ---------------------------------- */
-/* Inputs expand to two initializers: the count (-1: a variadic list) and
- * the names, "self,opt_other", to find the optional (opt_) operands. */
-#define BP_IN0() 0, ""
-#define BP_IN1(a) 1, #a
-#define BP_IN2(a, b) 2, #a "," #b
-#define BP_IN3(a, b, c) 3, #a "," #b "," #c
-#define BP_IN4(a, b, c, d) 4, #a "," #b "," #c "," #d
-#define BP_IN5(a, b, c, d, e) 5, #a "," #b "," #c "," #d "," #e
-#define BP_IN6(a, b, c, d, e, f) 6, #a "," #b "," #c "," #d "," #e "," #f
-#define BP_INV(l) -1, #l
-#define BP_IN1V(a, l) -1, #a "," #l
-#define BP_IN1V1(a, l, b) -1, #a "," #l "," #b
-#define BP_OUT1(a) 1
-#define BP_OUT2(a, b) 2
-#define BP_OUT3(a, b, c) 3
-#define BP_OUT4(a, b, c, d) 4
-
-typedef struct cpu_op_meta {
-  int8_t nin;
-  const char* in_names;
-  int8_t nout;
-  const char* name;
-  uint16_t attrs_size; /* 0: no attributes expected */
-  uint8_t category;
-} cpu_op_meta_t;
-
-/* bp_no_attrs_t carries nothing: size 0 marks "no attributes expected". */
-#define BP_OP(id, name, cat, fam, ins, outs, attrs, rule, aten)                               \
-  [id] = {ins, outs, #name,                                                              \
-          __builtin_types_compatible_p(attrs, bp_no_attrs_t) ? 0 : sizeof(attrs),        \
-          BP_OP_CATEGORY_##cat},
-static const cpu_op_meta_t k_ops[BP_OP_COUNT] = {
-#include "backplane/ops.def"
-};
-#undef BP_OP
-#undef BP_IN0
-#undef BP_IN1
-#undef BP_IN2
-#undef BP_IN3
-#undef BP_IN4
-#undef BP_IN5
-#undef BP_IN6
-#undef BP_INV
-#undef BP_IN1V
-#undef BP_IN1V1
-#undef BP_OUT1
-#undef BP_OUT2
-#undef BP_OUT3
-#undef BP_OUT4
 
 /* The families run by the kernels of this file's dispatch (cpu_exec_op);
  * the others' ops are listed by their family files (CPU_FAMILIES). */
@@ -96,28 +44,6 @@ int cpu_op_implemented(uint32_t op) {
   return cpu_op_family(op) != NULL || cpu_core_family(op);
 }
 
-static int known(uint32_t op) { return bp_op_family(op) != BP_OP_FAMILY_INVALID; }
-int cpu_op_num_inputs(uint32_t op) { return known(op) ? k_ops[op].nin : 0; }
-int cpu_op_num_outputs(uint32_t op) { return known(op) ? k_ops[op].nout : 0; }
-size_t cpu_op_attrs_size(uint32_t op) { return known(op) ? k_ops[op].attrs_size : 0; }
-const char* cpu_op_name(uint32_t op) { return known(op) ? k_ops[op].name : "unknown"; }
-
-int cpu_op_input_optional(uint32_t op, uint32_t i) {
-  if (!known(op) || !k_ops[op].in_names) return 0;
-  /* index and index_put: absent list entries are full slices. */
-  if ((op == BP_OP_index || op == BP_OP_index_put) && i >= 1) return 1;
-  /* Binary ops take a scalar in place of self or other (attrs flags). */
-  if (k_ops[op].attrs_size == sizeof(bp_binary_attrs_t) && i < 2 &&
-      (k_ops[op].category == BP_OP_CATEGORY_BINARY || k_ops[op].category == BP_OP_CATEGORY_LOGICAL))
-    return 1;
-  const char* p = k_ops[op].in_names;
-  for (uint32_t k = 0; k < i && p; k++) {
-    p = strchr(p, ',');
-    if (p) p++;
-  }
-  return p && strncmp(p, "opt_", 4) == 0;
-}
-
 /* ---- dispatch -------------------------------------------------------- */
 bp_status_t cpu_exec_op(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
@@ -135,29 +61,7 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
 }
 
 /* ---- support --------------------------------------------------------- */
-static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...) {
-  bp_support_t a;
-  a.struct_size = sizeof a;
-  a.supported = reason == BP_SUPPORT_OK;
-  a.reason = reason;
-  a.requires_contiguous = 0;
-  a.message[0] = '\0';
-  /* The "supported" answer is on every dispatch's path: no formatting. */
-  if (reason != BP_SUPPORT_OK) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(a.message, sizeof a.message, fmt, ap);
-    va_end(ap);
-  }
-  uint32_t cap = out->struct_size;
-  size_t n = cap && cap < sizeof a ? cap : sizeof a;
-  memcpy(out, &a, n);
-  out->struct_size = (uint32_t)n;
-  if (n == sizeof a) out->message[sizeof a.message - 1] = 0;
-  return BP_OK;
-}
+#define answer bp_kit_support_answer
 
 static int same_dtype_all(const bp_op_call_t* c, uint32_t dt) {
   for (uint32_t i = 0; i < c->num_inputs; i++)
@@ -172,7 +76,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: op call struct_size %u < %u",
                      call->struct_size, BP_OP_CALL_V1_SIZE);
   uint32_t op = call->op_id;
-  if (!known(op)) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
+  if (!bp_kit_op_info(op)) return answer(out, BP_SUPPORT_OP, "op id %u is unknown", op);
   const char* name = cpu_op_name(op);
   if (!cpu_op_implemented(op)) return answer(out, BP_SUPPORT_OP, "%s has no CPU kernel", name);
   if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
@@ -279,9 +183,6 @@ bp_status_t cpu_estimate_cost(bpp_device_t dev, const bp_op_call_t* call, bp_cos
       .flops = flops,
       .bytes = bytes,
   };
-  uint32_t cap = out->struct_size;
-  size_t n = cap && cap < sizeof e ? cap : sizeof e;
-  memcpy(out, &e, n);
-  out->struct_size = (uint32_t)n;
+  bp_kit_copy_out(out, &e, sizeof e);
   return BP_OK;
 }

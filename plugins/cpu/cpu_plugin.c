@@ -6,7 +6,6 @@
  * exposes N logical devices over the same cores, for placement and
  * collective tests on one machine.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,23 +21,6 @@ void openblas_set_num_threads(int num_threads);
 
 #define CPU_MAX_DEVICES 64u
 #define CPU_ALIGNMENT 64u
-
-const bp_host_services_t* cpu_host;
-
-/* ------------------------------------------------------------------------ */
-/* Errors                                                                    */
-/* ------------------------------------------------------------------------ */
-/* The thread-local error slot lives in plugins/common (bp_plugin_errorv). */
-void cpu_set_worker_thread(int is_worker) { bp_plugin_set_worker_thread(is_worker); }
-const char* cpu_last_error(void) { return bp_plugin_last_error(); }
-
-bp_status_t cpu_error(bp_status_t status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  status = bp_plugin_errorv(cpu_host, status, fmt, ap);
-  va_end(ap);
-  return status;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Device properties                                                         */
@@ -201,12 +183,10 @@ static void device_close(bpp_device_t dev) { (void)dev; /* owned by the instance
 
 static bp_status_t device_get_properties(bpp_device_t dev, bp_device_properties_t* props) {
   if (!dev || !props) return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_get_properties: NULL argument");
-  uint32_t cap = props->struct_size;
-  if (cap < sizeof(uint32_t))
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_get_properties: struct_size %u too small", cap);
-  size_t n = cap < sizeof dev->props ? cap : sizeof dev->props;
-  memcpy(props, &dev->props, n);
-  props->struct_size = (uint32_t)n;
+  if (props->struct_size < sizeof(uint32_t))
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_get_properties: struct_size %u too small",
+                     props->struct_size);
+  bp_kit_copy_out(props, &dev->props, sizeof dev->props);
   return BP_OK;
 }
 
@@ -215,7 +195,7 @@ static const uint32_t k_space_kinds[3] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNE
 
 /* Every space is the same host memory under one budget; 0 = unknown. */
 static uint64_t space_capacity(bpp_device_t dev) {
-  uint64_t budget = dev->instance->memory_budget;
+  uint64_t budget = dev->instance->budget.limit;
   return budget == UINT64_MAX ? 0 : budget;
 }
 
@@ -246,7 +226,7 @@ static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t
   if (kind > BP_MEMORY_HOST_PAGEABLE)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: unsupported memory kind %u", kind);
   /* Use and budget are the instance's: all kinds and devices share them. */
-  *out_used = atomic_load(&dev->instance->memory_used);
+  *out_used = __atomic_load_n(&dev->instance->budget.used, __ATOMIC_RELAXED);
   *out_budget = space_capacity(dev);
   return BP_OK;
 }
@@ -256,8 +236,6 @@ static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t
 /* ------------------------------------------------------------------------ */
 static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_t* info,
                                    bpp_buffer_t* out) {
-  bp_status_t st = BP_OK;
-  struct bpp_buffer_s* b = NULL;
   if (!dev || !info || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: NULL argument");
   *out = NULL;
   if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
@@ -265,66 +243,7 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
   if (info->memory_kind > BP_MEMORY_HOST_PAGEABLE)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: memory kind %u is not offered (device, pinned, pageable)",
                      info->memory_kind);
-  uint64_t align = info->alignment ? info->alignment : CPU_ALIGNMENT;
-  if (align & (align - 1))
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: alignment %llu is not a power of two",
-                     (unsigned long long)align);
-  if (align < CPU_ALIGNMENT) align = CPU_ALIGNMENT;
-  if (info->size_bytes == 0) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: size 0");
-  uint64_t rounded;
-  if (__builtin_add_overflow(info->size_bytes, align - 1, &rounded) || rounded > (uint64_t)PTRDIFF_MAX)
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: size %llu overflows",
-                     (unsigned long long)info->size_bytes);
-  rounded &= ~(align - 1);
-  uint64_t available = 0;
-  if (!cpu_memory_reserve(dev->instance, rounded, &available))
-    return cpu_error(BP_RESOURCE_EXHAUSTED,
-                     "cpu: buffer_allocate: %llu bytes requested, %llu available (memory budget "
-                     "%llu bytes, %llu in use; BACKPLANE_CPU_OPTIONS=memory_budget=<size> sets it)",
-                     (unsigned long long)info->size_bytes, (unsigned long long)available,
-                     (unsigned long long)dev->instance->memory_budget,
-                     (unsigned long long)(dev->instance->memory_budget - available));
-  b = calloc(1, sizeof *b);
-  if (b) b->ptr = aligned_alloc(align, rounded);
-  if (!b || !b->ptr) {
-    cpu_memory_unreserve(dev->instance, rounded);
-    st = cpu_error(BP_RESOURCE_EXHAUSTED,
-                   "cpu: buffer_allocate: the system refused %llu bytes (%llu of the %llu-byte "
-                   "memory budget in use)",
-                   (unsigned long long)info->size_bytes,
-                   (unsigned long long)atomic_load(&dev->instance->memory_used),
-                   (unsigned long long)dev->instance->memory_budget);
-    goto cleanup;
-  }
-  b->size = info->size_bytes;
-  b->reserved = rounded;
-  b->kind = info->memory_kind;
-  b->device = dev;
-  *out = b;
-  b = NULL;
-cleanup:
-  free(b);
-  return st;
-}
-
-static void buffer_release(bpp_buffer_t b) {
-  if (!b) return;
-  cpu_memory_unreserve(b->device->instance, b->reserved);
-  free(b->ptr);
-  free(b);
-}
-
-static bp_status_t buffer_map(bpp_buffer_t b, uint64_t off, uint64_t size, void** out) {
-  if (!b || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_map: NULL argument");
-  bp_status_t st = cpu_check_range("buffer_map", b, off, size);
-  if (st != BP_OK) return st;
-  *out = b->ptr + off;
-  return BP_OK;
-}
-
-static bp_status_t buffer_unmap(bpp_buffer_t b) {
-  if (!b) return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_unmap: NULL buffer");
-  return BP_OK;
+  return bp_kit_host_buffer_allocate(dev, info, CPU_ALIGNMENT, &dev->instance->budget, out);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -332,11 +251,8 @@ static bp_status_t buffer_unmap(bpp_buffer_t b) {
 /* ------------------------------------------------------------------------ */
 static bp_status_t query_fusion(bpp_device_t dev, bp_fusion_caps_t* out) {
   if (!dev || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_fusion: NULL argument");
-  uint32_t cap = out->struct_size;
   bp_fusion_caps_t caps = {.struct_size = sizeof caps}; /* no elementwise programs yet */
-  size_t n = cap && cap < sizeof caps ? cap : sizeof caps;
-  memcpy(out, &caps, n);
-  out->struct_size = (uint32_t)n;
+  bp_kit_copy_out(out, &caps, sizeof caps);
   return BP_OK;
 }
 
@@ -354,26 +270,10 @@ static const bpp_core_table_t k_core = {
     .device_memory_spaces = device_memory_spaces,
     .device_memory_usage = device_memory_usage,
     .buffer_allocate = buffer_allocate,
-    .buffer_release = buffer_release,
-    .buffer_map = buffer_map,
-    .buffer_unmap = buffer_unmap,
-    .copy_host_to_device = cpu_copy_h2d,
-    .copy_device_to_host = cpu_copy_d2h,
-    .copy_device_to_device = cpu_copy_d2d,
-    .copy_peer = cpu_copy_d2d,
-    .buffer_fill = cpu_buffer_fill,
+    BP_KIT_HOST_MEMORY_SLOTS,
+    .copy_peer = bp_kit_host_copy_d2d, /* every device is host memory */
     .stream_create = cpu_stream_create,
-    .stream_destroy = cpu_stream_destroy,
-    .stream_synchronize = cpu_stream_synchronize,
-    .stream_query = cpu_stream_query,
-    .stream_enqueue_host_func = cpu_stream_host_func,
-    .event_create = cpu_event_create,
-    .event_destroy = cpu_event_destroy,
-    .event_record = cpu_event_record,
-    .stream_wait_event = cpu_stream_wait_event,
-    .event_query = cpu_event_query,
-    .event_synchronize = cpu_event_synchronize,
-    .event_elapsed_ns = cpu_event_elapsed_ns,
+    BP_KIT_STREAM_SLOTS,
 };
 
 static bpp_op_launch_fn k_launch[BP_OP_COUNT];
@@ -406,27 +306,12 @@ static const bp_plugin_vtable_t k_vtable = {
     .comm = NULL,
 };
 
-BP_PLUGIN_EXPORT bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req,
-                                                 bp_negotiate_reply_t* reply) {
-  if (!req || !reply || req->struct_size < BP_NEGOTIATE_REQUEST_V1_SIZE ||
-      reply->struct_size < BP_NEGOTIATE_REPLY_V1_SIZE)
-    return BP_INVALID_ARGUMENT; /* no host services to report through */
-  if (req->host && req->host->struct_size >= BP_HOST_SERVICES_V1_SIZE) cpu_host = req->host;
-  if (req->abi_major != BP_ABI_VERSION_MAJOR)
-    return bp_plugin_report(cpu_host, BP_FAILED_PRECONDITION,
-                            "cpu: ABI major %u not supported (plugin speaks %u.%u)",
-                            req->abi_major, BP_ABI_VERSION_MAJOR, BP_ABI_VERSION_MINOR);
+static const bp_plugin_vtable_t* get_vtable(void) {
   pthread_once(&k_launch_once, init_launch);
-  bp_negotiate_reply_t r = {
-      .struct_size = BP_NEGOTIATE_REPLY_V1_SIZE,
-      .abi_major = BP_ABI_VERSION_MAJOR,
-      .abi_minor = req->abi_minor < BP_ABI_VERSION_MINOR ? req->abi_minor : BP_ABI_VERSION_MINOR,
-      .name = "cpu",
-      .version = "0.1.0",
-      .vendor = "backplane",
-      .vtable = &k_vtable,
-      .next = NULL,
-  };
-  memcpy(reply, &r, BP_NEGOTIATE_REPLY_V1_SIZE);
-  return BP_OK;
+  return &k_vtable;
 }
+
+static const bp_kit_plugin_info_t k_info = {
+    .name = "cpu", .version = "0.1.0", .vendor = "backplane", .get_vtable = get_vtable};
+
+BP_KIT_PLUGIN_ENTRY(&k_info)

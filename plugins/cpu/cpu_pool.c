@@ -56,7 +56,7 @@ static void run_chunks(cpu_pool_t* p, cpu_range_fn fn, void* ctx, int64_t n, int
 
 static void* pool_main(void* arg) {
   cpu_pool_t* p = arg;
-  cpu_set_worker_thread(1);
+  bp_plugin_set_worker_thread(1);
   pthread_mutex_lock(&p->mu);
   uint64_t seen = p->generation;
   for (;;) {

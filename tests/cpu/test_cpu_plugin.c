@@ -30,7 +30,8 @@ static void host_log(void* ctx, int32_t level, const char* msg) {
   (void)ctx;
   if (level <= BP_LOG_WARN) snprintf(g_last_log, sizeof g_last_log, "%s", msg);
 }
-static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx; (void)level; return 0; }
+/* Like the core: warnings and errors are printed, so plugins format them. */
+static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx; return level <= BP_LOG_WARN; }
 static const bp_host_services_t g_host = {
     .struct_size = sizeof(bp_host_services_t),
     .report = host_report,

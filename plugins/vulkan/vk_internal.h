@@ -24,19 +24,22 @@
 #include <vulkan/vulkan.h>
 
 #include "backplane/plugin.h"
-#include "bp_plugin_common.h"
+#include "bp_kit.h"
 
 #define VK_HIDDEN __attribute__((visibility("hidden")))
 #define VK_MSG_CAP 256
 
 /* ------------------------------------------------------------------------ */
 /* The dispatch table: every Vulkan entry point the plugin calls. It is     */
-/* filled through vkGetInstanceProcAddr / vkGetDeviceProcAddr, or by tests  */
-/* with fakes (vk_instance_create_with).                                    */
+/* filled through vkGetInstanceProcAddr / vkGetDeviceProcAddr (the kit's    */
+/* symbol tables, bp_kit_dynlib.h), or by tests with fakes                  */
+/* (vk_instance_create_with).                                               */
 /* ------------------------------------------------------------------------ */
 #define VK_GLOBAL_FUNCS(X)                                                     \
-  X(vkCreateInstance) X(vkEnumerateInstanceVersion)                            \
-  X(vkEnumerateInstanceLayerProperties) X(vkEnumerateInstanceExtensionProperties)
+  X(vkCreateInstance) X(vkEnumerateInstanceLayerProperties)                    \
+  X(vkEnumerateInstanceExtensionProperties)
+/* Optional global functions (Vulkan 1.1 loaders and later). */
+#define VK_GLOBAL_OPT_FUNCS(X) X(vkEnumerateInstanceVersion)
 #define VK_INSTANCE_FUNCS(X)                                                   \
   X(vkDestroyInstance) X(vkEnumeratePhysicalDevices)                           \
   X(vkGetPhysicalDeviceProperties) X(vkGetPhysicalDeviceProperties2)           \
@@ -71,6 +74,7 @@ typedef struct vk_dispatch {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
 #define VK__MEMBER(f) PFN_##f f;
   VK_GLOBAL_FUNCS(VK__MEMBER)
+  VK_GLOBAL_OPT_FUNCS(VK__MEMBER)
   VK_INSTANCE_FUNCS(VK__MEMBER)
   VK_INSTANCE_OPT_FUNCS(VK__MEMBER)
   VK_DEVICE_FUNCS(VK__MEMBER)
@@ -91,14 +95,12 @@ VK_HIDDEN const char* vk_result_name(VkResult r);
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
-VK_HIDDEN extern const bp_host_services_t* vk_host;
-/* Formats the message, reports it to the host (unless the calling thread is
- * a completion thread) and returns `status`. */
-VK_HIDDEN bp_status_t vk_error(bp_status_t status, const char* fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-VK_HIDDEN const char* vk_last_error(void);
-VK_HIDDEN void vk_set_worker_thread(int is_worker);
-VK_HIDDEN void vk_log(int level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The plugin kit's (bp_kit_plugin.h): vk_error formats the message,
+ * reports it to the host (unless the calling thread is a completion
+ * thread) and returns `status`; vk_log sends a log line. */
+#define vk_error(...) bp_kit_error(__VA_ARGS__)
+#define vk_log(...) bp_kit_log(__VA_ARGS__)
+#define vk_last_error() bp_plugin_last_error()
 /* Maps a VkResult to a status: OUT_OF_*_MEMORY -> RESOURCE_EXHAUSTED,
  * DEVICE_LOST -> DEVICE_LOST, others INTERNAL. */
 VK_HIDDEN bp_status_t vk_status_of(VkResult r);

@@ -6,7 +6,6 @@
  * launches use, so "supported" holds exactly for what runs.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -472,26 +471,7 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
 }
 
 /* ---- capabilities ---------------------------------------------------------- */
-static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bp_status_t answer(bp_support_t* out, uint32_t reason, const char* fmt, ...) {
-  bp_support_t a;
-  memset(&a, 0, sizeof a);
-  a.struct_size = sizeof a;
-  a.supported = reason == BP_SUPPORT_OK;
-  a.reason = reason;
-  if (reason != BP_SUPPORT_OK) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(a.message, sizeof a.message, fmt, ap);
-    va_end(ap);
-  }
-  uint32_t cap = out->struct_size;
-  size_t n = cap && cap < sizeof a ? cap : sizeof a;
-  memcpy(out, &a, n);
-  out->struct_size = (uint32_t)n;
-  return BP_OK;
-}
+#define answer bp_kit_support_answer
 
 bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_support_t* out) {
   if (!d || !call || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_support: NULL argument");
@@ -535,7 +515,6 @@ static int fusable(uint32_t op) {
 
 bp_status_t vk_query_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   if (!d || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_fusion: NULL argument");
-  uint32_t cap = out->struct_size;
   bp_fusion_caps_t c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -546,9 +525,7 @@ bp_status_t vk_query_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   c.ew_dtype_mask = d->props.dtype_mask;
   for (uint32_t op = 1; op < 256 && op < BP_OP_COUNT; op++)
     if (fusable(op)) c.ew_opcode_mask[op / 64] |= 1ull << (op % 64);
-  size_t n = cap && cap < sizeof c ? cap : sizeof c;
-  memcpy(out, &c, n);
-  out->struct_size = (uint32_t)n;
+  bp_kit_copy_out(out, &c, sizeof c);
   return BP_OK;
 }
 

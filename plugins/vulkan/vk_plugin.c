@@ -1,7 +1,7 @@
 /* backplane Vulkan plugin: negotiation, the loader and dispatch table,
  * instance and device selection, properties, memory spaces, buffers.
  *
- * libvulkan.so.1 is opened with dlopen in instance_create; every entry point
+ * libvulkan.so.1 is opened in instance_create (bp_kit_library_open); every entry point
  * is resolved through vkGetInstanceProcAddr / vkGetDeviceProcAddr into a
  * vk_dispatch_t (the fake-driver seam of the unit tests). Without the loader
  * or without a usable device, instance_create answers BP_UNAVAILABLE with
@@ -21,40 +21,12 @@
  *       atomically) when the device closes, so processes share compiled
  *       pipelines. The driver ignores data of another device or version.
  */
-#include <dlfcn.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "vk_internal.h"
-
-const bp_host_services_t* vk_host;
-
-/* ---- errors and logging -------------------------------------------- */
-/* The thread-local error slot lives in plugins/common (bp_plugin_errorv). */
-void vk_set_worker_thread(int w) { bp_plugin_set_worker_thread(w); }
-const char* vk_last_error(void) { return bp_plugin_last_error(); }
-
-bp_status_t vk_error(bp_status_t status, const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  status = bp_plugin_errorv(vk_host, status, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
-void vk_log(int level, const char* fmt, ...) {
-  if (!vk_host || !vk_host->log) return;
-  if (vk_host->log_enabled && !vk_host->log_enabled(vk_host->host_ctx, level)) return;
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  vk_host->log(vk_host->host_ctx, level, buf);
-}
 
 const char* vk_result_name(VkResult r) {
   static _Thread_local char buf[64];
@@ -88,38 +60,48 @@ bp_status_t vk_status_of(VkResult r) {
 }
 
 /* ---- dispatch table ------------------------------------------------- */
+/* Symbol lists of the kit's loader (bp_kit_symbols_load), one per level. */
+#define BP_KIT_SYMBOL_TABLE vk_dispatch_t
+#define VK__REQ(f) BP_KIT_SYMBOL_REQUIRED(PFN_##f, f)
+#define VK__OPT(f) BP_KIT_SYMBOL_OPTIONAL(PFN_##f, f)
+static const bp_kit_symbol_t k_global_syms[] = {VK_GLOBAL_FUNCS(VK__REQ) VK_GLOBAL_OPT_FUNCS(VK__OPT)};
+static const bp_kit_symbol_t k_instance_syms[] = {VK_INSTANCE_FUNCS(VK__REQ) VK_INSTANCE_OPT_FUNCS(VK__OPT)};
+static const bp_kit_symbol_t k_device_syms[] = {VK_DEVICE_FUNCS(VK__REQ) VK_DEVICE_OPT_FUNCS(VK__OPT)};
+#undef VK__REQ
+#undef VK__OPT
+#undef BP_KIT_SYMBOL_TABLE
+
+typedef struct vk_resolver {
+  const vk_dispatch_t* d;
+  VkInstance instance; /* for vkGetInstanceProcAddr (VK_NULL_HANDLE: global) */
+  VkDevice device;     /* for vkGetDeviceProcAddr when not VK_NULL_HANDLE */
+} vk_resolver_t;
+
+static void* resolve(void* ctx, const char* name) {
+  const vk_resolver_t* r = ctx;
+  PFN_vkVoidFunction f = r->device ? r->d->vkGetDeviceProcAddr(r->device, name)
+                                   : r->d->vkGetInstanceProcAddr(r->instance, name);
+  void* p;
+  memcpy(&p, &f, sizeof p); /* function and object pointers share a representation (POSIX) */
+  return p;
+}
+
 bp_status_t vk_dispatch_load_global(vk_dispatch_t* d, char* msg, size_t cap) {
-#define VK__LOAD(f)                                                      \
-  d->f = (PFN_##f)d->vkGetInstanceProcAddr(NULL, #f);                    \
-  if (!d->f && strcmp(#f, "vkEnumerateInstanceVersion") != 0)           \
-    return bp_plugin_format(msg, cap, BP_UNAVAILABLE, "the Vulkan loader lacks %s", #f);
-  VK_GLOBAL_FUNCS(VK__LOAD)
-#undef VK__LOAD
-  return BP_OK;
+  vk_resolver_t r = {d, VK_NULL_HANDLE, VK_NULL_HANDLE};
+  return bp_kit_symbols_load(d, k_global_syms, BP_KIT_COUNT(k_global_syms), resolve, &r,
+                             "the Vulkan loader", msg, cap);
 }
 
 bp_status_t vk_dispatch_load_instance(vk_dispatch_t* d, VkInstance inst, char* msg, size_t cap) {
-#define VK__LOAD(f)                                                            \
-  if (!(d->f = (PFN_##f)d->vkGetInstanceProcAddr(inst, #f)))                   \
-    return bp_plugin_format(msg, cap, BP_UNAVAILABLE, "the Vulkan instance lacks %s", #f);
-  VK_INSTANCE_FUNCS(VK__LOAD)
-#undef VK__LOAD
-#define VK__LOAD_OPT(f) d->f = (PFN_##f)d->vkGetInstanceProcAddr(inst, #f);
-  VK_INSTANCE_OPT_FUNCS(VK__LOAD_OPT)
-#undef VK__LOAD_OPT
-  return BP_OK;
+  vk_resolver_t r = {d, inst, VK_NULL_HANDLE};
+  return bp_kit_symbols_load(d, k_instance_syms, BP_KIT_COUNT(k_instance_syms), resolve, &r,
+                             "the Vulkan instance", msg, cap);
 }
 
 bp_status_t vk_dispatch_load_device(vk_dispatch_t* d, VkDevice dev, char* msg, size_t cap) {
-#define VK__LOAD(f)                                                                \
-  if (!(d->f = (PFN_##f)d->vkGetDeviceProcAddr(dev, #f)))                          \
-    return bp_plugin_format(msg, cap, BP_UNAVAILABLE, "the Vulkan device lacks %s", #f);
-  VK_DEVICE_FUNCS(VK__LOAD)
-#undef VK__LOAD
-#define VK__OPT(f) d->f = (PFN_##f)d->vkGetDeviceProcAddr(dev, #f);
-  VK_DEVICE_OPT_FUNCS(VK__OPT)
-#undef VK__OPT
-  return BP_OK;
+  vk_resolver_t r = {d, VK_NULL_HANDLE, dev};
+  return bp_kit_symbols_load(d, k_device_syms, BP_KIT_COUNT(k_device_syms), resolve, &r,
+                             "the Vulkan device", msg, cap);
 }
 
 /* ---- validation messages -------------------------------------------- */
@@ -501,7 +483,7 @@ void vk_instance_destroy(struct bpp_instance_s* inst) {
     inst->vk.vkDestroyDebugUtilsMessengerEXT(inst->instance, inst->messenger, NULL);
   if (inst->instance && inst->vk.vkDestroyInstance) inst->vk.vkDestroyInstance(inst->instance, NULL);
   pthread_mutex_destroy(&inst->lock);
-  if (inst->lib) dlclose(inst->lib);
+  bp_kit_library_close(inst->lib);
   free(inst);
 }
 
@@ -597,23 +579,24 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
   if (!out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: instance_create: NULL out_instance");
   *out = NULL;
   const char* options = info && info->struct_size >= sizeof *info ? info->options : NULL;
-  void* lib = dlopen("libvulkan.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* e = dlerror();
-    return vk_error(BP_UNAVAILABLE, "vulkan: cannot load libvulkan.so.1: %s", e ? e : "unknown error");
-  }
-  PFN_vkGetInstanceProcAddr gipa = (PFN_vkGetInstanceProcAddr)dlsym(lib, "vkGetInstanceProcAddr");
-  if (!gipa) {
-    const char* e = dlerror();
-    bp_status_t st = vk_error(BP_UNAVAILABLE, "vulkan: libvulkan.so.1 lacks vkGetInstanceProcAddr: %s",
-                              e ? e : "unknown error");
-    dlclose(lib);
-    return st;
+  static const char* const names[] = {"libvulkan.so.1", "libvulkan.so"};
+  static const bp_kit_symbol_t loader_syms[] = {
+      {"vkGetInstanceProcAddr", offsetof(vk_dispatch_t, vkGetInstanceProcAddr), 1}};
+  void* lib = NULL;
+  vk_dispatch_t loader;
+  char msg[512];
+  bp_status_t st = bp_kit_library_open(names, BP_KIT_COUNT(names), &lib, msg, sizeof msg);
+  if (st == BP_OK)
+    st = bp_kit_symbols_load(&loader, loader_syms, 1, bp_kit_dlsym, lib, "libvulkan.so.1", msg,
+                             sizeof msg);
+  if (st != BP_OK) {
+    bp_kit_library_close(lib);
+    return vk_error(st, "vulkan: %s", msg);
   }
   struct bpp_instance_s* inst = NULL;
-  bp_status_t st = vk_instance_create_with(gipa, options, &inst);
+  st = vk_instance_create_with(loader.vkGetInstanceProcAddr, options, &inst);
   if (st != BP_OK) {
-    dlclose(lib);
+    bp_kit_library_close(lib);
     return st;
   }
   inst->lib = lib;
@@ -631,12 +614,10 @@ static void device_close(bpp_device_t d) { (void)d; /* owned by the instance */ 
 
 static bp_status_t device_get_properties(bpp_device_t d, bp_device_properties_t* props) {
   if (!d || !props) return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_get_properties: NULL argument");
-  uint32_t cap = props->struct_size;
-  if (cap < sizeof(uint32_t))
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_get_properties: struct_size %u too small", cap);
-  size_t n = cap < sizeof d->props ? cap : sizeof d->props;
-  memcpy(props, &d->props, n);
-  props->struct_size = (uint32_t)n;
+  if (props->struct_size < sizeof(uint32_t))
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_get_properties: struct_size %u too small",
+                    props->struct_size);
+  bp_kit_copy_out(props, &d->props, sizeof d->props);
   return BP_OK;
 }
 

@@ -126,7 +126,7 @@ static void batch_retire(bpp_stream_t s, vk_batch_t* b) {
 static void* completion_main(void* arg) {
   bpp_stream_t s = arg;
   struct bpp_device_s* d = s->dev;
-  vk_set_worker_thread(1);
+  bp_plugin_set_worker_thread(1);
   pthread_mutex_lock(&s->mu);
   for (;;) {
     while (!s->pending_head && !s->shutdown) pthread_cond_wait(&s->cv_work, &s->mu);

@@ -228,9 +228,9 @@ static void end_cmd(struct bpp_stream_s* s) {
 bp_status_t bp_kit_stream_create(const bp_kit_queue_t* queue, bpp_device_t device,
                                  bpp_stream_t* out) {
   bp_status_t st = BP_OK;
+  if (out) *out = NULL;
   if (!queue || !queue->exec || !device || !out)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_create: NULL argument");
-  *out = NULL;
   struct bpp_stream_s* s = calloc(1, sizeof *s);
   if (!s) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "stream_create: out of host memory");
   s->ring = aligned_alloc(64, sizeof(kit_cmd_t) * KIT_RING_SLOTS);
@@ -397,8 +397,8 @@ bp_status_t bp_kit_stream_enqueue_op(bpp_stream_t s, const bp_op_call_t* call) {
 /* Events                                                                    */
 /* ------------------------------------------------------------------------ */
 bp_status_t bp_kit_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out) {
+  if (out) *out = NULL;
   if (!device || !out) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "event_create: NULL argument");
-  *out = NULL;
   struct bpp_event_s* e = calloc(1, sizeof *e);
   if (!e) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "event_create: out of host memory");
   pthread_mutex_init(&e->mu, NULL);

@@ -154,7 +154,7 @@ static void test_op_info_matches_ops_def(void** state) {
 }
 
 /* ---- call checks ------------------------------------------------------------ */
-static uint64_t g_used;
+static bp_kit_host_budget_t g_budget = {.limit = UINT64_MAX};
 
 static void desc_f32(bp_tensor_desc_t* d, bpp_buffer_t b, int64_t n) {
   memset(d, 0, sizeof *d);
@@ -168,11 +168,11 @@ static void desc_f32(bp_tensor_desc_t* d, bpp_buffer_t b, int64_t n) {
 
 static void test_call_check(void** state) {
   (void)state;
-  struct bpp_device_s* dev = (struct bpp_device_s*)&g_used; /* only its address is kept */
+  struct bpp_device_s* dev = (struct bpp_device_s*)&g_budget; /* only its address is kept */
   bp_buffer_alloc_info_t info = {.struct_size = sizeof info, .size_bytes = 64,
                                  .memory_kind = BP_MEMORY_DEVICE};
   bpp_buffer_t buf;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 0, &g_used, &buf), BP_OK);
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &g_budget, &buf), BP_OK);
   bp_tensor_desc_t in[2], out;
   desc_f32(&in[0], buf, 16);
   desc_f32(&in[1], buf, 16);
@@ -210,44 +210,53 @@ static void test_call_check(void** state) {
   assert_int_equal(bp_kit_call_check(&call, 8, bp_kit_host_buffer_size), BP_INVALID_ARGUMENT);
   assert_int_equal(bp_kit_call_check(NULL, 8, bp_kit_host_buffer_size), BP_INVALID_ARGUMENT);
   bp_kit_host_buffer_release(buf);
-  assert_int_equal(g_used, 0);
+  assert_int_equal(g_budget.used, 0);
 }
 
 /* ---- host buffers -------------------------------------------------------- */
 static void test_host_buffers(void** state) {
   (void)state;
-  uint64_t used = 0;
-  struct bpp_device_s* dev = (struct bpp_device_s*)&used;
+  bp_kit_host_budget_t budget = {.limit = 1024, .hint = "raise it with budget=N"};
+  struct bpp_device_s* dev = (struct bpp_device_s*)&budget;
   bp_buffer_alloc_info_t info = {.struct_size = sizeof info, .size_bytes = 100,
                                  .memory_kind = BP_MEMORY_DEVICE};
-  bpp_buffer_t b;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 1024, &used, &b), BP_OK);
-  assert_int_equal(used, 128);
+  bpp_buffer_t b, c, other;
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &b), BP_OK);
+  assert_int_equal(budget.used, 128);
   assert_int_equal((uintptr_t)b->ptr % 64, 0);
   void* p;
   assert_int_equal(bp_kit_host_buffer_map(b, 96, 4, &p), BP_OK);
   assert_ptr_equal(p, b->ptr + 96);
   assert_int_equal(bp_kit_host_buffer_map(b, 97, 4, &p), BP_OUT_OF_RANGE);
   assert_int_equal(bp_kit_host_buffer_map(b, UINT64_MAX, 2, &p), BP_OUT_OF_RANGE);
-  bpp_buffer_t other;
-  info.size_bytes = 2048;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 1024, &used, &other),
+  /* The budget: 896 bytes left; 897 do not fit, 896 do. */
+  info.size_bytes = 897;
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &other),
                    BP_RESOURCE_EXHAUSTED);
   assert_null(other);
+  assert_non_null(strstr(bp_plugin_last_error(), "897 bytes requested, 896 available"));
+  assert_non_null(strstr(bp_plugin_last_error(), "memory budget 1024 bytes, 128 in use; raise it"));
+  info.size_bytes = 896;
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &c), BP_OK);
+  assert_int_equal(budget.used, 1024);
+  info.size_bytes = 1;
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &other),
+                   BP_RESOURCE_EXHAUSTED);
+  bp_kit_host_buffer_release(c);
   info.size_bytes = 0;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 1024, &used, &other),
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &other),
                    BP_INVALID_ARGUMENT);
   info.size_bytes = 8;
   info.alignment = 3;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 1024, &used, &other),
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &other),
                    BP_INVALID_ARGUMENT);
   info.alignment = 0;
   info.size_bytes = UINT64_MAX - 8;
-  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, 0, &used, &other),
+  assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &other),
                    BP_INVALID_ARGUMENT);
-  assert_int_equal(used, 128); /* failures account nothing */
+  assert_int_equal(budget.used, 128); /* failures keep nothing reserved */
   bp_kit_host_buffer_release(b);
-  assert_int_equal(used, 0);
+  assert_int_equal(budget.used, 0);
 }
 
 /* ---- dlopen symbol tables ---------------------------------------------------- */

@@ -12,6 +12,7 @@
 
 #include "bp_kit.h"
 #include "bp_kit_host.h"
+#include "kit_test.h"
 
 /* ---- host services: remember the last report --------------------------- */
 static char g_last_msg[512];
@@ -156,16 +157,6 @@ static void test_op_info_matches_ops_def(void** state) {
 /* ---- call checks ------------------------------------------------------------ */
 static bp_kit_host_budget_t g_budget = {.limit = UINT64_MAX};
 
-static void desc_f32(bp_tensor_desc_t* d, bpp_buffer_t b, int64_t n) {
-  memset(d, 0, sizeof *d);
-  d->struct_size = sizeof *d;
-  d->dtype = BP_DTYPE_F32;
-  d->rank = 1;
-  d->sizes[0] = n;
-  d->strides[0] = 1;
-  d->buffer = b;
-}
-
 static void test_call_check(void** state) {
   (void)state;
   struct bpp_device_s* dev = (struct bpp_device_s*)&g_budget; /* only its address is kept */
@@ -174,9 +165,9 @@ static void test_call_check(void** state) {
   bpp_buffer_t buf;
   assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &g_budget, &buf), BP_OK);
   bp_tensor_desc_t in[2], out;
-  desc_f32(&in[0], buf, 16);
-  desc_f32(&in[1], buf, 16);
-  desc_f32(&out, buf, 16);
+  kit_test_desc_f32(&in[0], buf, 16);
+  kit_test_desc_f32(&in[1], buf, 16);
+  kit_test_desc_f32(&out, buf, 16);
   bp_binary_attrs_t attrs = {.struct_size = sizeof attrs};
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_add, .num_inputs = 2,
                        .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = in,

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "bp_kit.h"
+#include "kit_test.h"
 
 static int g_dummy_device;
 #define DEV ((bpp_device_t)&g_dummy_device)
@@ -77,15 +78,6 @@ static int setup(void** state) {
   return 0;
 }
 
-static void desc1(bp_tensor_desc_t* d, int64_t n) {
-  memset(d, 0, sizeof *d);
-  d->struct_size = sizeof *d;
-  d->dtype = BP_DTYPE_F32;
-  d->rank = 1;
-  d->sizes[0] = n;
-  d->strides[0] = 1;
-}
-
 /* ---- tests ------------------------------------------------------------------- */
 static void test_order_survives_a_full_ring(void** state) {
   (void)state;
@@ -114,8 +106,8 @@ static void test_op_calls_are_copied_by_value(void** state) {
   assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
   bp_kit_stream_enqueue_host_func(s, gate, NULL);
   bp_tensor_desc_t in[10], out;
-  for (int i = 0; i < 10; i++) desc1(&in[i], 5 + i);
-  desc1(&out, 5);
+  for (int i = 0; i < 10; i++) kit_test_desc_f32(&in[i], NULL, 5 + i);
+  kit_test_desc_f32(&out, NULL, 5);
   bp_binary_attrs_t attrs = {.struct_size = sizeof attrs,
                              .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.5}};
   bp_op_call_t add = {.struct_size = sizeof add, .op_id = BP_OP_add, .num_inputs = 2,
@@ -147,7 +139,7 @@ static void test_errors_are_sticky_until_reported(void** state) {
   bpp_stream_t s;
   assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
   bp_tensor_desc_t x;
-  desc1(&x, 4);
+  kit_test_desc_f32(&x, NULL, 4);
   bp_op_call_t relu = {.struct_size = sizeof relu, .op_id = BP_OP_relu, .num_inputs = 1,
                        .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = &x,
                        .outputs = &x};
@@ -211,7 +203,7 @@ static void test_event_elapsed_and_errors(void** state) {
   assert_int_equal(bp_kit_event_elapsed_ns(e0, never, &ns), BP_FAILED_PRECONDITION);
   /* An event recorded after a failed op carries the error. */
   bp_tensor_desc_t x;
-  desc1(&x, 1);
+  kit_test_desc_f32(&x, NULL, 1);
   bp_op_call_t relu = {.struct_size = sizeof relu, .op_id = BP_OP_relu, .num_inputs = 1,
                        .num_outputs = 1, .inputs = &x, .outputs = &x};
   bp_kit_stream_enqueue_op(s, &relu);

@@ -139,6 +139,7 @@ static void test_op_info_matches_ops_def(void** state) {
   assert_int_equal(add->num_outputs, 1);
   assert_int_equal(add->attrs_size, sizeof(bp_binary_attrs_t));
   assert_int_equal(add->category, BP_OP_CATEGORY_BINARY);
+  assert_int_equal(add->family, BP_OP_FAMILY_BINARY_EW);
   const bp_kit_op_info_t* relu = bp_kit_op_info(BP_OP_relu);
   assert_int_equal(relu->num_inputs, 1);
   assert_int_equal(relu->attrs_size, 0);

@@ -64,6 +64,10 @@ static void set_pool_attrs(bpc_case_t* c, const pool_spec_t* p) {
   a->ceil_mode = p->ceil;
   a->count_include_pad = p->cip;
   a->divisor_override = p->divisor;
+  /* A spec stride of 0 (and divisor 0) means "not given" (PyTorch's None). */
+  a->has_stride = p->st[0] != 0;
+  if (!a->has_stride) memset(a->stride, 0, sizeof a->stride);
+  a->has_divisor_override = p->divisor != 0;
 }
 
 /* The forward output shape (PyTorch's pooling_output_shape). */
@@ -358,6 +362,8 @@ static void gen_upsample(bpc_gen_t* g) {
       a->output_size[1] = v[j].o[1];
       a->scale[0] = v[j].sc[0];
       a->scale[1] = v[j].sc[1];
+      a->has_output_size = v[j].o[0] != 0 || v[j].o[1] != 0;
+      a->has_scale = v[j].sc[0] != 0.0 || v[j].sc[1] != 0.0;
       bpc_gen_keep_if_valid(g, c);
     }
   }

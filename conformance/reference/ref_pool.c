@@ -62,7 +62,7 @@ static bp_status_t pool_geo(const bpc_host_tensor_t* t, const bp_pool_attrs_t* a
   for (uint32_t k = 0; k < s; k++) {
     int j = 3 - (int)s + (int)k;
     g->k[j] = a->kernel[k];
-    g->st[j] = a->stride[k] ? a->stride[k] : a->kernel[k];
+    g->st[j] = a->has_stride ? a->stride[k] : a->kernel[k]; /* PyTorch's stride=None */
     g->pad[j] = a->padding[k];
     g->dil[j] = a->dilation[k];
     if (g->k[j] <= 0 || g->st[j] <= 0 || g->dil[j] <= 0 || (!is_max && g->dil[j] != 1)) {
@@ -133,7 +133,7 @@ static bp_status_t ref_avg_pool(const bpc_case_t* c, const bpc_host_tensor_t* in
           int64_t count = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
           int64_t oidx = p * out_plane + (od * g.out[1] + oh) * g.out[2] + ow;
           int empty = lo[0] >= hi[0] || lo[1] >= hi[1] || lo[2] >= hi[2];
-          int64_t div = a->divisor_override ? a->divisor_override
+          int64_t div = a->has_divisor_override ? a->divisor_override
                         : a->count_include_pad ? padded[0] * padded[1] * padded[2]
                                                : count;
           if (!backward) {
@@ -489,13 +489,12 @@ static bp_status_t upsample_geo(const bpc_case_t* c, const bpc_host_tensor_t* x,
   if (x->rank != 4 || x->sizes[1] == 0 || x->sizes[2] == 0 || x->sizes[3] == 0) {
     return bpc_ref_reject(res, "upsample input must be [N, C, H, W] with non-empty C, H, W");
   }
-  int have = a->output_size[0] != 0 || a->output_size[1] != 0;
+  if (!a->has_output_size && !a->has_scale) return bpc_ref_reject(res, "neither output size nor scale");
   for (int k = 0; k < 2; k++) {
-    if (!(a->scale[k] >= 0.0) || isinf(a->scale[k])) return bpc_ref_reject(res, "bad scale");
-    if (have) {
+    if (a->has_scale && (!(a->scale[k] > 0.0) || isinf(a->scale[k]))) return bpc_ref_reject(res, "bad scale");
+    if (a->has_output_size) {
       out[k] = a->output_size[k];
     } else {
-      if (a->scale[k] == 0.0) return bpc_ref_reject(res, "neither output size nor scale");
       out[k] = (int64_t)((double)x->sizes[2 + k] * a->scale[k]);
     }
     if (out[k] <= 0) return bpc_ref_reject(res, "empty upsample output");
@@ -556,12 +555,14 @@ static bp_status_t ref_upsample(const bpc_case_t* c, const bpc_host_tensor_t* in
   bpc_expected_t* e = &res->out[0];
   cdt_t cd = {d == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32};
   int fl = bpc_dtype_is_float(d);
+  /* The source-index helpers take 0 for a scale that was not given. */
+  const double sh = a->has_scale ? a->scale[0] : 0.0, sw = a->has_scale ? a->scale[1] : 0.0;
   for (int64_t pl = 0; pl < N * C; pl++) {
     for (int64_t oh = 0; oh < o[0]; oh++) {
       for (int64_t ow = 0; ow < o[1]; ow++) {
         int64_t oi = (pl * o[0] + oh) * o[1] + ow;
         if (nearest) {
-          int64_t ih = nearest_src(cd, oh, H, o[0], a->scale[0]), iw = nearest_src(cd, ow, W, o[1], a->scale[1]);
+          int64_t ih = nearest_src(cd, oh, H, o[0], sh), iw = nearest_src(cd, ow, W, o[1], sw);
           bpc_num_t v = bpc_load(d, x->data, (pl * H + ih) * W + iw);
           if (fl) e->f[oi] = v.f;
           else e->i[oi] = v.i;
@@ -569,8 +570,8 @@ static bp_status_t ref_upsample(const bpc_case_t* c, const bpc_host_tensor_t* in
         }
         int64_t h0, h1, w0, w1;
         double lh0, lh1, lw0, lw1;
-        linear_src(cd, oh, H, o[0], a->align_corners != 0, a->scale[0], &h0, &h1, &lh0, &lh1);
-        linear_src(cd, ow, W, o[1], a->align_corners != 0, a->scale[1], &w0, &w1, &lw0, &lw1);
+        linear_src(cd, oh, H, o[0], a->align_corners != 0, sh, &h0, &h1, &lh0, &lh1);
+        linear_src(cd, ow, W, o[1], a->align_corners != 0, sw, &w0, &w1, &lw0, &lw1);
         const int64_t hs[2] = {h0, h1}, ws[2] = {w0, w1};
         const double lh[2] = {lh0, lh1}, lw[2] = {lw0, lw1};
         double sum = 0.0, mag = 0.0;

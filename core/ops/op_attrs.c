@@ -141,6 +141,26 @@ static bp_status_t bp__check_out_shape(const bp__op_meta_t* op, uint32_t has_sha
   return BP_OK;
 }
 
+/* An optional field: its has_ flag is 0 or 1, and a field that is not
+ * given holds zeros (n int64 values or n doubles), so a value set without
+ * its flag is an error rather than silently ignored. */
+static bp_status_t bp__check_given(const bp__op_meta_t* op, const char* field, uint32_t has,
+                                   uint32_t n, const int64_t* ints, const double* reals) {
+  if (has > 1) {
+    return bp__error(BP_INVALID_ARGUMENT, "op '%s': attrs.has_%s = %u must be 0 or 1", op->name,
+                     field, has);
+  }
+  for (uint32_t k = 0; !has && k < n; ++k) {
+    if ((ints != NULL && ints[k] != 0) || (reals != NULL && reals[k] != 0.0)) {
+      return bp__error(BP_INVALID_ARGUMENT,
+                       "op '%s': attrs.%s is set but attrs.has_%s is 0 (set it to give the "
+                       "value)",
+                       op->name, field, field);
+    }
+  }
+  return BP_OK;
+}
+
 #define BP__TRY(expr)                   \
   do {                                  \
     bp_status_t st_ = (expr);           \
@@ -216,10 +236,34 @@ static bp_status_t bp__attrs_validate(const bp__op_meta_t* op, const bp__attrs_s
       BP__TRY(bp__check_count(op, "spatial_dims", s->m_bp_conv_attrs_t.spatial_dims,
                               BP_MAX_SPATIAL));
       break;
-    case BP__ATTRS_bp_pool_attrs_t:
-      BP__TRY(bp__check_count(op, "spatial_dims", s->m_bp_pool_attrs_t.spatial_dims,
-                              BP_MAX_SPATIAL));
+    case BP__ATTRS_bp_pool_attrs_t: {
+      const bp_pool_attrs_t* a = &s->m_bp_pool_attrs_t;
+      BP__TRY(bp__check_count(op, "spatial_dims", a->spatial_dims, BP_MAX_SPATIAL));
+      BP__TRY(bp__check_given(op, "stride", a->has_stride, 3, a->stride, NULL));
+      BP__TRY(bp__check_given(op, "divisor_override", a->has_divisor_override, 1,
+                              &a->divisor_override, NULL));
+      for (uint32_t k = 0; a->has_stride && k < a->spatial_dims; ++k) {
+        if (a->stride[k] <= 0) {
+          return bp__error(BP_INVALID_ARGUMENT,
+                           "op '%s': attrs.stride[%u] = %lld must be > 0 (leave has_stride 0 "
+                           "for a stride equal to the kernel)",
+                           op->name, k, (long long)a->stride[k]);
+        }
+      }
+      if (a->has_divisor_override && a->divisor_override == 0) {
+        return bp__error(BP_INVALID_ARGUMENT,
+                         "op '%s': attrs.divisor_override = 0 is given (has_divisor_override) "
+                         "but must not be zero",
+                         op->name);
+      }
       break;
+    }
+    case BP__ATTRS_bp_upsample_attrs_t: {
+      const bp_upsample_attrs_t* a = &s->m_bp_upsample_attrs_t;
+      BP__TRY(bp__check_given(op, "output_size", a->has_output_size, 2, a->output_size, NULL));
+      BP__TRY(bp__check_given(op, "scale", a->has_scale, 2, NULL, a->scale));
+      break;
+    }
     case BP__ATTRS_bp_adaptive_pool_attrs_t:
       BP__TRY(bp__check_count(op, "spatial_dims", s->m_bp_adaptive_pool_attrs_t.spatial_dims,
                               BP_MAX_SPATIAL));
@@ -332,6 +376,12 @@ bp_status_t bp__attrs_fill(const bp__op_meta_t* op, const void* attrs,
   memcpy(storage, &type->size, sizeof(uint32_t)); /* plugins see this header's size */
   bp_status_t st = bp__attrs_validate(op, storage);
   if (st != BP_OK) return st;
+  if (op->attrs_kind == BP__ATTRS_bp_pool_attrs_t) {
+    /* Plugins see the resolved stride: PyTorch's default is the kernel. */
+    bp_pool_attrs_t* a = &storage->m_bp_pool_attrs_t;
+    for (uint32_t k = 0; !a->has_stride && k < a->spatial_dims; ++k) a->stride[k] = a->kernel[k];
+    a->has_stride = 1;
+  }
   *out_attrs = storage;
   return BP_OK;
 }

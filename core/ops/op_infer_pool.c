@@ -84,15 +84,15 @@ static bp_status_t bp__pool_shape(bp__infer_t* x, uint32_t i, int is_max, uint32
   memcpy(out_sizes, t->sizes, sizeof(int64_t) * t->rank);
   for (uint32_t k = 0; k < s; ++k) {
     const char* ax = bp__axis(s, k);
-    int64_t kernel = a->kernel[k], stride = a->stride[k] == 0 ? kernel : a->stride[k];
+    int64_t kernel = a->kernel[k], stride = a->stride[k]; /* resolved by the core */
     int64_t pad = a->padding[k], dil = a->dilation[k];
     if (kernel <= 0 || kernel > INT32_MAX) {
       return bp__infer_fail(x, "attrs.kernel[%u] (%s) = %lld must be in 1..2^31-1", k, ax,
                             (long long)kernel);
     }
-    if (stride < 0 || stride > INT32_MAX) {
-      return bp__infer_fail(x, "attrs.stride[%u] (%s) = %lld must be in 0..2^31-1 (0 = kernel)", k,
-                            ax, (long long)a->stride[k]);
+    if (stride <= 0 || stride > INT32_MAX) {
+      return bp__infer_fail(x, "attrs.stride[%u] (%s) = %lld must be in 1..2^31-1", k, ax,
+                            (long long)a->stride[k]);
     }
     if (dil <= 0 || dil > INT32_MAX || (!is_max && dil != 1)) {
       return bp__infer_fail(x, "attrs.dilation[%u] (%s) = %lld must be %s", k, ax, (long long)dil,
@@ -120,7 +120,7 @@ static bp_status_t bp__pool_shape(bp__infer_t* x, uint32_t i, int is_max, uint32
     }
     out_sizes[t->rank - s + k] = out;
   }
-  if (!is_max && a->divisor_override != 0 &&
+  if (!is_max && a->has_divisor_override &&
       (a->divisor_override > INT32_MAX || a->divisor_override < INT32_MIN)) {
     return bp__infer_fail(x, "attrs.divisor_override = %lld is out of the int32 range",
                           (long long)a->divisor_override);
@@ -269,7 +269,7 @@ bp_status_t bp__infer_grid_sampler_2d(bp__infer_t* x) {
 }
 
 /* upsample_bilinear2d.vec / upsample_nearest2d.vec (and the overloads with
- * an output size and optional scales: both given). */
+ * an output size and optional scales: both given; flags say which). */
 bp_status_t bp__infer_upsample2d(bp__infer_t* x) {
   const bp_upsample_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
@@ -288,22 +288,22 @@ bp_status_t bp__infer_upsample2d(bp__infer_t* x) {
                           bp__shape_str(in->rank, in->sizes, s0, sizeof(s0)));
   }
   int64_t sizes[4] = {in->sizes[0], in->sizes[1], 0, 0};
-  int have_size = a->output_size[0] != 0 || a->output_size[1] != 0;
+  if (!a->has_output_size && !a->has_scale) {
+    return bp__infer_fail(x, "give attrs.output_size (has_output_size) or attrs.scale "
+                             "(has_scale)");
+  }
   for (uint32_t k = 0; k < 2; ++k) {
     double sc = a->scale[k];
-    if (!(sc >= 0.0) || isinf(sc)) {
-      return bp__infer_fail(x, "attrs.scale[%u] = %g must be finite and > 0 (0 = not given)", k, sc);
+    if (a->has_scale && (!(sc > 0.0) || isinf(sc))) {
+      return bp__infer_fail(x, "attrs.scale[%u] = %g must be finite and > 0", k, sc);
     }
-    if (have_size) {
+    if (a->has_output_size) {
       if (a->output_size[k] <= 0) {
         return bp__infer_fail(x, "attrs.output_size[%u] = %lld must be > 0", k,
                               (long long)a->output_size[k]);
       }
       sizes[2 + k] = a->output_size[k];
     } else {
-      if (sc == 0.0) {
-        return bp__infer_fail(x, "give attrs.output_size or both attrs.scale factors");
-      }
       double o = (double)in->sizes[2 + k] * sc;
       if (!(o < 0x1p62)) return bp__infer_fail(x, "attrs.scale[%u] = %g overflows the output size", k, sc);
       sizes[2 + k] = (int64_t)o; /* truncation, as PyTorch's compute_output_size */

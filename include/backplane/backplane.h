@@ -437,6 +437,13 @@ BP_API bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tenso
 #include "backplane/ops.def"
 #undef BP_OP
 
+/* aten.pow.Scalar: self ** exponent with a scalar base, stated explicitly
+ * (the generic form is bp_op_pow with a NULL self and
+ * BP_BINARY_SELF_IS_SCALAR). The scalar promotes as a PyTorch wrapped
+ * number; *out follows bp_op_run's rule. */
+BP_API bp_status_t bp_op_pow_scalar(bp_stream_t* stream, const bp_scalar_t* self,
+                                    const bp_tensor_t* exponent, bp_tensor_t** out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -164,8 +164,9 @@ typedef struct bp_softplus_attrs {
 /* Binary ops. Operands are positional: inputs[0] = self, inputs[1] = other.
  * With BP_BINARY_OTHER_IS_SCALAR the `other` descriptor is absent and
  * `scalar` is the operand (aten .Scalar overloads); with
- * BP_BINARY_SELF_IS_SCALAR `self` is absent (pow.Scalar). A scalar operand
- * takes part in type promotion as a PyTorch "wrapped number". */
+ * BP_BINARY_SELF_IS_SCALAR `self` is absent (pow.Scalar; applications
+ * state it explicitly with bp_op_pow_scalar). A scalar operand takes part in
+ * type promotion as a PyTorch "wrapped number". */
 enum bp_binary_flags {
   BP_BINARY_OTHER_IS_SCALAR = 1u << 0,
   BP_BINARY_SELF_IS_SCALAR = 1u << 1
@@ -250,16 +251,23 @@ typedef struct bp_conv_attrs {
   uint32_t output_mask; /* backward: bit0 input, bit1 weight, bit2 bias; 7 */
 } bp_conv_attrs_t;
 
+/* Optional values are explicit: a has_* flag says whether the field is
+ * given; a field that is not given must be left 0 (INVALID_ARGUMENT
+ * otherwise, so a value is never silently ignored). */
 typedef struct bp_pool_attrs {
   uint32_t struct_size;
   uint32_t spatial_dims;
   int64_t kernel[BP_MAX_SPATIAL];
-  int64_t stride[BP_MAX_SPATIAL];   /* 0 = kernel */
+  int64_t stride[BP_MAX_SPATIAL];   /* when has_stride: each > 0 */
   int64_t padding[BP_MAX_SPATIAL];  /* 0 */
   int64_t dilation[BP_MAX_SPATIAL]; /* 1 */
   uint32_t ceil_mode;               /* 0 */
   uint32_t count_include_pad;       /* 1 */
-  int64_t divisor_override;         /* 0 = none */
+  int64_t divisor_override;         /* avg: when has_divisor_override, != 0 */
+  /* 0: stride not given, it equals the kernel (PyTorch's stride=None). The
+   * core resolves it: plugins always see has_stride = 1 and the stride. */
+  uint32_t has_stride;
+  uint32_t has_divisor_override; /* 0: divide by the window (PyTorch's None) */
 } bp_pool_attrs_t;
 
 typedef struct bp_adaptive_pool_attrs {
@@ -280,11 +288,17 @@ typedef struct bp_grid_sampler_attrs {
   uint32_t align_corners;
 } bp_grid_sampler_attrs_t;
 
+/* upsample_*2d: the output size is given (has_output_size, each > 0) or
+ * computed from the scales (has_scale: floor(input * scale)); given scales
+ * (each finite and > 0) also set the source-index mapping, as PyTorch's
+ * scales_h/scales_w. At least one of the two is given. */
 typedef struct bp_upsample_attrs {
   uint32_t struct_size;
   uint32_t align_corners;
-  int64_t output_size[2]; /* 0 = from scale */
-  double scale[2];        /* 0 = not given */
+  int64_t output_size[2]; /* when has_output_size */
+  double scale[2];        /* when has_scale */
+  uint32_t has_output_size;
+  uint32_t has_scale;
 } bp_upsample_attrs_t;
 
 typedef struct bp_softmax_attrs {

@@ -149,7 +149,7 @@ static bp_status_t pool_geo(const bp_pool_attrs_t* a, const bp_tensor_desc_t* x,
   for (uint32_t k = 0; k < s; k++) {
     int j = 3 - (int)s + (int)k;
     g->k[j] = a->kernel[k];
-    g->st[j] = a->stride[k] ? a->stride[k] : a->kernel[k];
+    g->st[j] = a->stride[k]; /* resolved by the core (has_stride is always 1 here) */
     g->pad[j] = a->padding[k];
     g->dil[j] = a->dilation[k];
     if (g->k[j] <= 0 || g->k[j] > INT32_MAX || g->st[j] <= 0 || g->st[j] > INT32_MAX ||
@@ -434,7 +434,8 @@ static bp_status_t exec_pool(const bp_op_call_t* call) {
     st = cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: indices must be i64", name);
   }
   if (st != BP_OK || bp_desc_numel(y) == 0) return st;
-  pool_job_t j = {&g, NULL, NULL, NULL, NULL, a->divisor_override, a->count_include_pad != 0, 0};
+  pool_job_t j = {&g,    NULL, NULL, NULL, NULL, a->has_divisor_override ? a->divisor_override : 0,
+                  a->count_include_pad != 0, 0};
   atomic_init(&j.bad_index, 0);
   st = cpu_pool_input(src, t, &in, &in_owned);
   if (st == BP_OK) st = cpu_pool_output(y, t, backward, &out, &out_owned);

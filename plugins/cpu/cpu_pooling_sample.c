@@ -299,13 +299,15 @@ bp_status_t cpu_exec_upsample(const bp_op_call_t* call) {
   j.w0 = idx + 2 * Ho;
   j.w1 = idx + 2 * Ho + Wo;
   int ac = a->align_corners != 0;
+  /* The index helpers take 0 for a scale that was not given. */
+  const double sh = a->has_scale ? a->scale[0] : 0.0, sw = a->has_scale ? a->scale[1] : 0.0;
   if (nearest) {
     if (t == PK_F64) {
-      nearest_index_F64(H, Ho, a->scale[0], idx);
-      nearest_index_F64(W, Wo, a->scale[1], idx + 2 * Ho);
+      nearest_index_F64(H, Ho, sh, idx);
+      nearest_index_F64(W, Wo, sw, idx + 2 * Ho);
     } else {
-      nearest_index_F32(H, Ho, a->scale[0], idx);
-      nearest_index_F32(W, Wo, a->scale[1], idx + 2 * Ho);
+      nearest_index_F32(H, Ho, sh, idx);
+      nearest_index_F32(W, Wo, sw, idx + 2 * Ho);
     }
   } else {
     j.lh0 = wts;
@@ -313,11 +315,11 @@ bp_status_t cpu_exec_upsample(const bp_op_call_t* call) {
     j.lw0 = wts + es * (size_t)(2 * Ho);
     j.lw1 = wts + es * (size_t)(2 * Ho + Wo);
     if (t == PK_F64) {
-      linear_index_F64(H, Ho, ac, a->scale[0], idx, idx + Ho, (double*)j.lh0, (double*)j.lh1);
-      linear_index_F64(W, Wo, ac, a->scale[1], idx + 2 * Ho, idx + 2 * Ho + Wo, (double*)j.lw0, (double*)j.lw1);
+      linear_index_F64(H, Ho, ac, sh, idx, idx + Ho, (double*)j.lh0, (double*)j.lh1);
+      linear_index_F64(W, Wo, ac, sw, idx + 2 * Ho, idx + 2 * Ho + Wo, (double*)j.lw0, (double*)j.lw1);
     } else {
-      linear_index_F32(H, Ho, ac, a->scale[0], idx, idx + Ho, (float*)j.lh0, (float*)j.lh1);
-      linear_index_F32(W, Wo, ac, a->scale[1], idx + 2 * Ho, idx + 2 * Ho + Wo, (float*)j.lw0, (float*)j.lw1);
+      linear_index_F32(H, Ho, ac, sh, idx, idx + Ho, (float*)j.lh0, (float*)j.lh1);
+      linear_index_F32(W, Wo, ac, sw, idx + 2 * Ho, idx + 2 * Ho + Wo, (float*)j.lw0, (float*)j.lw1);
     }
   }
   int64_t planes = x->sizes[0] * x->sizes[1];

@@ -883,15 +883,15 @@ bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
     meta[14] = (uint32_t)out->sizes[1];
     meta[17] = (uint32_t)a->kernel[0];
     meta[18] = (uint32_t)a->kernel[1];
-    meta[19] = (uint32_t)(a->stride[0] ? a->stride[0] : a->kernel[0]);
-    meta[20] = (uint32_t)(a->stride[1] ? a->stride[1] : a->kernel[1]);
+    meta[19] = (uint32_t)a->stride[0]; /* resolved by the core (has_stride) */
+    meta[20] = (uint32_t)a->stride[1];
     meta[21] = (uint32_t)a->padding[0];
     meta[22] = (uint32_t)a->padding[1];
     meta[23] = (uint32_t)(a->dilation[0] ? a->dilation[0] : 1);
     meta[24] = (uint32_t)(a->dilation[1] ? a->dilation[1] : 1);
     meta[25] = 1;
     meta[26] = a->count_include_pad ? 1u : 0u;
-    meta[27] = (uint32_t)a->divisor_override;
+    meta[27] = a->has_divisor_override ? (uint32_t)a->divisor_override : 0u; /* 0: the window */
     if (kind == 2) {
       const bp_tensor_desc_t* ix = &call->outputs[1];
       vk_meta64(&meta[8], vk_desc_addr(ix));

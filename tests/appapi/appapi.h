@@ -14,5 +14,6 @@ int run_view_tests(void);
 int run_empty_tests(void);
 int run_status_tests(void);
 int run_creation_tests(void);
+int run_optional_tests(void);
 
 #endif /* BACKPLANE_TESTS_APPAPI_H_ */

@@ -22,6 +22,7 @@ int main(void) {
   failed += run_empty_tests();
   failed += run_status_tests();
   failed += run_creation_tests();
+  failed += run_optional_tests();
   bp_context_release(g_ctx);
   return failed;
 }

@@ -138,7 +138,7 @@ static void set_attrs(op_case_t* c, uint32_t op, int64_t last_dim) {
     case BP_OP_max_pool_with_indices:
     case BP_OP_avg_pool2d_backward:
     case BP_OP_max_pool2d_with_indices_backward:
-      SET(bp_pool_attrs_t, .spatial_dims = 2, .kernel = {1, 1}, .stride = {1, 1},
+      SET(bp_pool_attrs_t, .spatial_dims = 2, .kernel = {1, 1}, .stride = {1, 1}, .has_stride = 1,
           .dilation = {1, 1, 1}, .count_include_pad = 1);
       break;
     case BP_OP_adaptive_avg_pool:
@@ -157,7 +157,7 @@ static void set_attrs(op_case_t* c, uint32_t op, int64_t last_dim) {
     case BP_OP_to_copy: SET(bp_cast_attrs_t, .dtype = BP_DTYPE_F64); break;
     case BP_OP_upsample_bilinear2d:
     case BP_OP_upsample_nearest2d:
-      SET(bp_upsample_attrs_t, .output_size = {2, 2});
+      SET(bp_upsample_attrs_t, .output_size = {2, 2}, .has_output_size = 1);
       break;
     case BP_OP_fill: SET(bp_fill_attrs_t, .value = {.kind = BP_SCALAR_FLOAT, .v.f = 1}); break;
     case BP_OP_arange:

@@ -59,7 +59,8 @@ static void assert_i64s(const int64_t* got, const int64_t* want, int64_t n) {
   } while (0)
 
 static bp_pool_attrs_t pool2d(int64_t k, int64_t s, int64_t p) {
-  bp_pool_attrs_t a = {.struct_size = sizeof a, .spatial_dims = 2, .count_include_pad = 1};
+  bp_pool_attrs_t a = {.struct_size = sizeof a, .spatial_dims = 2, .count_include_pad = 1,
+                       .has_stride = 1};
   for (int i = 0; i < BP_MAX_SPATIAL; i++) {
     a.kernel[i] = k;
     a.stride[i] = s;
@@ -104,6 +105,7 @@ static void test_avg_pool2d_ceil_and_divisors(void** state) {
                              27.0f / 6, 45.0f / 6, 16.0f / 4},
                 9, 0);
   a.divisor_override = 2;
+  a.has_divisor_override = 1;
   bp_tensor_t* out3 = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out3), BP_OK);
   fx_track(out3);
@@ -296,13 +298,14 @@ static void test_upsample_nearest_index(void** state) {
   (void)state;
   const float img[3] = {1, 2, 3};
   float y[9];
-  bp_upsample_attrs_t a = {.struct_size = sizeof a, .output_size = {1, 5}};
+  bp_upsample_attrs_t a = {.struct_size = sizeof a, .output_size = {1, 5}, .has_output_size = 1};
   upsample_row(bp_op_upsample_nearest2d, img, 3, &a, y, 5);
   assert_floats(y, (float[]){1, 1, 2, 2, 3}, 5, 0);
-  bp_upsample_attrs_t b = {.struct_size = sizeof b, .scale = {1.0, 3.0}};
+  bp_upsample_attrs_t b = {.struct_size = sizeof b, .scale = {1.0, 3.0}, .has_scale = 1};
   upsample_row(bp_op_upsample_nearest2d, img, 3, &b, y, 9);
   assert_floats(y, (float[]){1, 1, 1, 2, 2, 2, 3, 3, 3}, 9, 0);
-  bp_upsample_attrs_t c = {.struct_size = sizeof c, .output_size = {1, 5}, .scale = {1.0, 3.0}};
+  bp_upsample_attrs_t c = {.struct_size = sizeof c, .output_size = {1, 5}, .scale = {1.0, 3.0},
+                           .has_output_size = 1, .has_scale = 1};
   upsample_row(bp_op_upsample_nearest2d, img, 3, &c, y, 5);
   assert_floats(y, (float[]){1, 1, 1, 2, 2}, 5, 0);
 }
@@ -313,7 +316,8 @@ static void test_upsample_bilinear_align_corners(void** state) {
   (void)state;
   const float img[2] = {0, 10};
   float y[5];
-  bp_upsample_attrs_t a = {.struct_size = sizeof a, .align_corners = 1, .output_size = {1, 5}};
+  bp_upsample_attrs_t a = {.struct_size = sizeof a, .align_corners = 1, .output_size = {1, 5},
+                           .has_output_size = 1};
   upsample_row(bp_op_upsample_bilinear2d, img, 2, &a, y, 5);
   assert_floats(y, (float[]){0, 2.5f, 5, 7.5f, 10}, 5, 0);
   a.align_corners = 0;
@@ -353,6 +357,26 @@ static void test_pool_errors(void** state) {
   bp_tensor_t* g = F32(NULL, 1, 1, 3, 2);
   assert_status(bp_op_avg_pool2d_backward(g_stream, g, x, &a, &out), BP_INVALID_ARGUMENT,
                 "expected the forward output's shape [1, 1, 2, 2]");
+  /* Optional values are explicit: a stride of 0 given is an error (it does
+   * not mean "the kernel"), as is a value set without its flag. */
+  a = pool2d(2, 0, 0);
+  assert_status(bp_op_avg_pool(g_stream, x, &a, &out), BP_INVALID_ARGUMENT,
+                "attrs.stride[0] = 0 must be > 0");
+  a.has_stride = 0;
+  a.stride[1] = 2;
+  assert_status(bp_op_avg_pool(g_stream, x, &a, &out), BP_INVALID_ARGUMENT,
+                "attrs.stride is set but attrs.has_stride is 0");
+  a = pool2d(2, 2, 0);
+  a.has_divisor_override = 1;
+  assert_status(bp_op_avg_pool(g_stream, x, &a, &out), BP_INVALID_ARGUMENT,
+                "attrs.divisor_override = 0 is given (has_divisor_override) but must not be zero");
+  a.has_divisor_override = 0;
+  a.divisor_override = 3;
+  assert_status(bp_op_avg_pool(g_stream, x, &a, &out), BP_INVALID_ARGUMENT,
+                "attrs.divisor_override is set but attrs.has_divisor_override is 0");
+  a.has_stride = 2;
+  assert_status(bp_op_avg_pool(g_stream, x, &a, &out), BP_INVALID_ARGUMENT,
+                "attrs.has_stride = 2 must be 0 or 1");
   bp_adaptive_pool_attrs_t ad = {.struct_size = sizeof ad, .spatial_dims = 2, .output_size = {-1, 2}};
   assert_status(bp_op_adaptive_avg_pool(g_stream, x, &ad, &out), BP_INVALID_ARGUMENT,
                 "attrs.output_size[0] (h) = -1 must be >= 0");
@@ -365,14 +389,24 @@ static void test_sampling_errors(void** state) {
   bp_tensor_t* out = NULL;
   bp_upsample_attrs_t u = {.struct_size = sizeof u};
   assert_status(bp_op_upsample_bilinear2d(g_stream, x, &u, &out), BP_INVALID_ARGUMENT,
-                "give attrs.output_size or both attrs.scale factors");
+                "give attrs.output_size (has_output_size) or attrs.scale (has_scale)");
   u.output_size[0] = u.output_size[1] = 8;
+  assert_status(bp_op_upsample_bilinear2d(g_stream, x, &u, &out), BP_INVALID_ARGUMENT,
+                "attrs.output_size is set but attrs.has_output_size is 0");
+  u.has_output_size = 1;
   u.align_corners = 1;
   assert_status(bp_op_upsample_nearest2d(g_stream, x, &u, &out), BP_INVALID_ARGUMENT,
                 "align_corners must be 0");
-  bp_upsample_attrs_t s = {.struct_size = sizeof s, .scale = {0.1, 2.0}};
+  bp_upsample_attrs_t s = {.struct_size = sizeof s, .scale = {0.1, 2.0}, .has_scale = 1};
   assert_status(bp_op_upsample_bilinear2d(g_stream, x, &s, &out), BP_INVALID_ARGUMENT,
                 "gives an empty output");
+  /* A scale given as 0 is an error, not "not given". */
+  s.scale[0] = 0.0;
+  assert_status(bp_op_upsample_bilinear2d(g_stream, x, &s, &out), BP_INVALID_ARGUMENT,
+                "attrs.scale[0] = 0 must be finite and > 0");
+  s.has_scale = 0;
+  assert_status(bp_op_upsample_bilinear2d(g_stream, x, &s, &out), BP_INVALID_ARGUMENT,
+                "attrs.scale is set but attrs.has_scale is 0");
   bp_tensor_t* grid = F32(NULL, 1, 3, 3, 2);
   bp_grid_sampler_attrs_t a = {sizeof a, BP_GRID_BILINEAR, BP_GRID_PAD_ZEROS, 0};
   assert_status(bp_op_grid_sampler_2d(g_stream, x, grid, &a, &out), BP_INVALID_ARGUMENT,

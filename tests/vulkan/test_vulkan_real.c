@@ -571,6 +571,7 @@ static void test_conv2d_and_pooling(void** state) {
   pa.spatial_dims = 2;
   pa.kernel[0] = pa.kernel[1] = 2;
   pa.stride[0] = pa.stride[1] = 2;
+  pa.has_stride = 1;
   pa.dilation[0] = pa.dilation[1] = 1;
   pa.count_include_pad = 1;
   bp_tensor_t *pm = NULL, *pi = NULL;

@@ -147,7 +147,7 @@ static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* ch
     snprintf(msg, msg_size, "no device for backend %s: %s", rc->backend, bp_status_message());
     goto cleanup;
   }
-  st = bp_stream_create(dev, 0, &stream);
+  st = bp_stream_create(dev, NULL, &stream);
   if (st != BP_OK) {
     snprintf(msg, msg_size, "bp_stream_create: %s: %s", bp_status_name(st), bp_status_message());
     goto cleanup;

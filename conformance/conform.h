@@ -310,6 +310,7 @@ typedef struct bpc_case {
    * sizes/offsets (meaning per check). */
   uint32_t rt_check;
   uint32_t rt_memory_kind;
+  uint32_t rt_memory_space; /* index of the space the case allocates in */
   uint64_t rt_args[4];
 } bpc_case_t;
 

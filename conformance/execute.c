@@ -248,7 +248,11 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   }
   /* 5. Support query. */
   bp_tensor_desc_t din[BPC_MAX_INPUTS], dout[BPC_MAX_OUTPUTS];
+  const bp_tensor_desc_t* din_ptr[BPC_MAX_INPUTS];
+  const bp_tensor_desc_t* dout_ptr[BPC_MAX_OUTPUTS];
   fill_descs(c, s, din, dout);
+  for (uint32_t i = 0; i < BPC_MAX_INPUTS; i++) din_ptr[i] = &din[i];
+  for (uint32_t k = 0; k < BPC_MAX_OUTPUTS; k++) dout_ptr[k] = &dout[k];
   bp_op_call_t call;
   memset(&call, 0, sizeof call);
   call.struct_size = sizeof call;
@@ -256,8 +260,8 @@ static void run_case(bp_device_t* dev, bp_stream_t* stream, const bpc_case_t* c,
   call.num_inputs = c->num_inputs;
   call.num_outputs = s->ref.num_outputs;
   call.compute_dtype = s->ref.compute_dtype;
-  call.inputs = din;
-  call.outputs = dout;
+  call.inputs = din_ptr; /* list_begin/list_count: the core fills them from ops.def */
+  call.outputs = dout_ptr;
   call.attrs = attrs;
   bp_support_t sup;
   memset(&sup, 0, sizeof sup);

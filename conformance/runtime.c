@@ -97,10 +97,8 @@ bp_status_t bpc_runtime_target_query(bp_device_t* device, bpc_runtime_target_t* 
   bp_status_t st = bp_plugin_get_info(bp_device_plugin(device), &info);
   if (st != BP_OK) return st;
   out->device_count = info.device_count;
-  for (uint32_t k = 0; k < BP_MEMORY_KIND_COUNT_; k++)
-    out->spaces[k].struct_size = sizeof out->spaces[k];
   uint32_t n = 0;
-  st = bp_device_memory_spaces(device, BP_MEMORY_KIND_COUNT_, out->spaces, &n);
+  st = bp_device_memory_spaces(device, BP_MEMORY_KIND_COUNT_, sizeof out->spaces[0], out->spaces, &n);
   if (st != BP_OK) return st;
   out->num_spaces = n < BP_MEMORY_KIND_COUNT_ ? n : BP_MEMORY_KIND_COUNT_;
   return BP_OK;
@@ -144,9 +142,17 @@ static void rt_args(bpc_case_t* c, uint64_t a0, uint64_t a1, uint64_t a2, uint64
   c->rt_args[3] = a3;
 }
 
-static void gen_memory(rt_gen_t* g, const bp_memory_space_info_t* s) {
+/* Cases of memory space `index`, named after its kind ("device"); a second
+ * space of one kind is "device1", and so on. */
+static void gen_memory(rt_gen_t* g, const bp_memory_space_info_t* spaces, uint32_t index) {
+  const bp_memory_space_info_t* s = &spaces[index];
   if (s->kind >= BP_MEMORY_KIND_COUNT_) return;
-  const char* kind = kKindNames[s->kind];
+  uint32_t same = 0;
+  for (uint32_t i = 0; i < index; i++) same += spaces[i].kind == s->kind;
+  char kind_buf[32];
+  if (same) snprintf(kind_buf, sizeof kind_buf, "%s%u", kKindNames[s->kind], same);
+  else snprintf(kind_buf, sizeof kind_buf, "%s", kKindNames[s->kind]);
+  const char* kind = kind_buf;
   uint64_t cap = s->capacity_bytes;
   uint64_t large = RT_LARGE_BYTES;
   if (cap && cap / 4 < large) large = cap / 4 > 4097 * 2 ? cap / 4 : 4097 * 2;
@@ -161,11 +167,17 @@ static void gen_memory(rt_gen_t* g, const bp_memory_space_info_t* s) {
   for (size_t k = 0; k < sizeof checks / sizeof checks[0]; k++) {
     bpc_case_t* c = rt_new(g, BPC_RT_MEMORY, checks[k], kind, "%s/%s", kind, names[k]);
     rt_args(c, arg[k], cap, 0, 0);
-    if (c) c->rt_memory_kind = s->kind;
+    if (c) {
+      c->rt_memory_kind = s->kind;
+      c->rt_memory_space = index;
+    }
   }
   if (s->flags & BP_MEMORY_FLAG_HOST_VISIBLE) {
     bpc_case_t* c = rt_new(g, BPC_RT_MEMORY, RT_MAP, kind, "%s/map_roundtrip", kind);
-    if (c) c->rt_memory_kind = s->kind;
+    if (c) {
+      c->rt_memory_kind = s->kind;
+      c->rt_memory_space = index;
+    }
   }
 }
 
@@ -173,7 +185,7 @@ bp_status_t bpc_runtime_cases_generate(const bpc_runtime_target_t* t, bpc_case_l
   if (!t || !list) return BP_INVALID_ARGUMENT;
   rt_gen_t g = {list, BP_OK};
   for (uint32_t k = 0; k < t->num_spaces && k < BP_MEMORY_KIND_COUNT_; k++)
-    gen_memory(&g, &t->spaces[k]);
+    gen_memory(&g, t->spaces, k);
 
   /* Copies: {size, offset} round trips; {size, src, dst, two buffers}. */
   static const uint64_t kRound[][2] = {{1, 0},    {1, 7},    {3, 1},     {4, 0},
@@ -299,7 +311,7 @@ static int rt_room(uint32_t used, const char* what, bpc_result_t* r) {
 static bp_stream_t* rt_stream(rt_env_t* e, bp_device_t* dev, bpc_result_t* r) {
   bp_stream_t* s = NULL;
   if (!rt_room(e->nstr, "streams", r) ||
-      rt_failed(r, bp_stream_create(dev, 0, &s), "bp_stream_create"))
+      rt_failed(r, bp_stream_create(dev, NULL, &s), "bp_stream_create"))
     return NULL;
   e->streams[e->nstr++] = s;
   return s;
@@ -307,21 +319,22 @@ static bp_stream_t* rt_stream(rt_env_t* e, bp_device_t* dev, bpc_result_t* r) {
 
 static bp_event_t* rt_event(rt_env_t* e, bp_device_t* dev, uint32_t flags, bpc_result_t* r) {
   bp_event_t* ev = NULL;
+  bp_event_create_info_t info = {.struct_size = sizeof info, .flags = flags};
   if (!rt_room(e->nev, "events", r) ||
-      rt_failed(r, bp_event_create(dev, flags, &ev), "bp_event_create"))
+      rt_failed(r, bp_event_create(dev, &info, &ev), "bp_event_create"))
     return NULL;
   e->events[e->nev++] = ev;
   return ev;
 }
 
-static bp_buffer_t* rt_buffer(rt_env_t* e, bp_device_t* dev, uint32_t kind, uint64_t size,
+/* A buffer in memory space `space` (0: the default device-local one). */
+static bp_buffer_t* rt_buffer(rt_env_t* e, bp_device_t* dev, uint32_t space, uint64_t size,
                               bpc_result_t* r) {
   bp_buffer_t* b = NULL;
   if (!rt_room(e->nbuf, "buffers", r)) return NULL;
   char what[96];
-  snprintf(what, sizeof what, "bp_buffer_allocate(%s, %llu)",
-           kKindNames[kind % BP_MEMORY_KIND_COUNT_], (unsigned long long)size);
-  if (rt_failed(r, bp_buffer_allocate(dev, kind, size, &b), what)) return NULL;
+  snprintf(what, sizeof what, "bp_buffer_allocate(space %u, %llu)", space, (unsigned long long)size);
+  if (rt_failed(r, bp_buffer_allocate(dev, space, size, &b), what)) return NULL;
   e->buffers[e->nbuf++] = b;
   return b;
 }
@@ -413,6 +426,8 @@ static int rt_add_unsupported(bp_device_t* dev, const bp_tensor_t* a, const bp_t
   bp_tensor_get_desc(a, &in[0]);
   bp_tensor_get_desc(b, &in[1]);
   bp_tensor_get_desc(out, &o);
+  const bp_tensor_desc_t* in_ptr[2] = {&in[0], &in[1]};
+  const bp_tensor_desc_t* out_ptr = &o;
   bp_op_call_t call;
   memset(&call, 0, sizeof call);
   call.struct_size = sizeof call;
@@ -420,8 +435,8 @@ static int rt_add_unsupported(bp_device_t* dev, const bp_tensor_t* a, const bp_t
   call.num_inputs = 2;
   call.num_outputs = 1;
   call.compute_dtype = BP_DTYPE_F32;
-  call.inputs = in;
-  call.outputs = &o;
+  call.inputs = in_ptr;
+  call.outputs = &out_ptr;
   call.attrs = rt_add_attrs();
   bp_support_t sup;
   memset(&sup, 0, sizeof sup);
@@ -499,7 +514,7 @@ typedef void (*rt_fn)(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r);
 /* Allocates `size` bytes of the case's kind, writes patterns at the start
  * and the end and reads them back. */
 static void rt_alloc_and_touch(rt_env_t* e, const bpc_case_t* c, uint64_t size, bpc_result_t* r) {
-  bp_buffer_t* b = rt_buffer(e, e->dev, c->rt_memory_kind, size, r);
+  bp_buffer_t* b = rt_buffer(e, e->dev, c->rt_memory_space, size, r);
   if (!b) return;
   if (bp_buffer_size(b) != size || bp_buffer_device(b) != e->dev) {
     bpc_result_set(r, BPC_FAIL, "buffer of %llu bytes reports size %llu and device %s",
@@ -546,7 +561,7 @@ static void check_over_capacity(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
   }
   static char sentinel;
   bp_buffer_t* b = (bp_buffer_t*)(void*)&sentinel; /* must stay untouched */
-  bp_status_t st = bp_buffer_allocate(e->dev, c->rt_memory_kind, want, &b);
+  bp_status_t st = bp_buffer_allocate(e->dev, c->rt_memory_space, want, &b);
   if (st == BP_OK) {
     bp_buffer_release(b);
     bpc_result_set(r, BPC_FAIL, "allocating %llu bytes succeeded although the %s space's capacity is %llu",
@@ -570,7 +585,7 @@ static void check_over_capacity(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
 static void check_size_zero(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   bp_buffer_t* b = NULL;
   uint8_t byte = 0x5a;
-  if (rt_failed(r, bp_buffer_allocate(e->dev, c->rt_memory_kind, 0, &b),
+  if (rt_failed(r, bp_buffer_allocate(e->dev, c->rt_memory_space, 0, &b),
                 "bp_buffer_allocate(0 bytes)"))
     return;
   if (bp_buffer_size(b) != 0) {
@@ -588,7 +603,7 @@ static void check_size_zero(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
 
 static void check_map(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   const uint64_t size = 4097;
-  bp_buffer_t* b = rt_buffer(e, e->dev, c->rt_memory_kind, size, r);
+  bp_buffer_t* b = rt_buffer(e, e->dev, c->rt_memory_space, size, r);
   uint8_t* a = rt_host(e, size, r);
   uint8_t* bb = rt_host(e, size, r);
   uint8_t* back = rt_host(e, size, r);
@@ -621,7 +636,7 @@ static void check_map(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
 
 static void check_copy_roundtrip(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   uint64_t size = c->rt_args[0], off = c->rt_args[1], total = off + size + RT_GUARD;
-  bp_buffer_t* b = rt_buffer(e, e->dev, BP_MEMORY_DEVICE, total, r);
+  bp_buffer_t* b = rt_buffer(e, e->dev, 0, total, r);
   uint8_t* want = rt_host(e, total, r);
   uint8_t* got = rt_host(e, total, r);
   uint8_t* data = rt_host(e, size, r);
@@ -652,8 +667,8 @@ static void check_copy_d2d(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   uint64_t size = c->rt_args[0], so = c->rt_args[1], dof = c->rt_args[2];
   int two = c->rt_args[3] != 0;
   uint64_t total = (so > dof ? so : dof) + size + RT_GUARD;
-  bp_buffer_t* src = rt_buffer(e, e->dev, BP_MEMORY_DEVICE, total, r);
-  bp_buffer_t* dst = two ? rt_buffer(e, e->dev, BP_MEMORY_DEVICE, total, r) : src;
+  bp_buffer_t* src = rt_buffer(e, e->dev, 0, total, r);
+  bp_buffer_t* dst = two ? rt_buffer(e, e->dev, 0, total, r) : src;
   uint8_t* img_src = rt_host(e, total, r);
   uint8_t* want = rt_host(e, total, r);
   uint8_t* got = rt_host(e, total, r);
@@ -681,8 +696,8 @@ static void check_copy_d2d(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
 
 static void check_copy_out_of_range(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   const uint64_t size = 4096;
-  bp_buffer_t* b = rt_buffer(e, e->dev, BP_MEMORY_DEVICE, size, r);
-  bp_buffer_t* b2 = rt_buffer(e, e->dev, BP_MEMORY_DEVICE, size, r);
+  bp_buffer_t* b = rt_buffer(e, e->dev, 0, size, r);
+  bp_buffer_t* b2 = rt_buffer(e, e->dev, 0, size, r);
   uint8_t* img = rt_host(e, size, r);
   uint8_t* got = rt_host(e, size, r);
   uint8_t* host = rt_host(e, size, r);
@@ -876,7 +891,7 @@ static void check_event_elapsed(rt_env_t* e, const bpc_case_t* c, bpc_result_t* 
 
 static void check_event_unrecorded(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   bp_event_t* ev = rt_event(e, e->dev, 0, r);
-  bp_buffer_t* b = ev ? rt_buffer(e, e->dev, BP_MEMORY_DEVICE, 257, r) : NULL;
+  bp_buffer_t* b = ev ? rt_buffer(e, e->dev, 0, 257, r) : NULL;
   uint8_t* src = rt_host(e, 257, r);
   uint8_t* back = rt_host(e, 257, r);
   if (!b || !src || !back) return;
@@ -901,8 +916,8 @@ static void check_md_copy(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r) {
   bp_stream_t* ss = sdev == e->dev ? e->stream : s1;
   bp_stream_t* ds = ddev == e->dev ? e->stream : s1;
   uint64_t stotal = so + size + RT_GUARD, dtotal = dof + size + RT_GUARD;
-  bp_buffer_t* src = rt_buffer(e, sdev, BP_MEMORY_DEVICE, stotal, r);
-  bp_buffer_t* dst = src ? rt_buffer(e, ddev, BP_MEMORY_DEVICE, dtotal, r) : NULL;
+  bp_buffer_t* src = rt_buffer(e, sdev, 0, stotal, r);
+  bp_buffer_t* dst = src ? rt_buffer(e, ddev, 0, dtotal, r) : NULL;
   uint8_t* simg = rt_host(e, stotal, r);
   uint8_t* want = rt_host(e, dtotal, r);
   uint8_t* got = rt_host(e, dtotal, r);
@@ -965,7 +980,7 @@ static void check_md_wrong_stream(rt_env_t* e, const bpc_case_t* c, bpc_result_t
   const uint64_t size = 257;
   bp_device_t* d1 = rt_second_device(e->dev, r);
   bp_stream_t* s1 = d1 ? rt_stream(e, d1, r) : NULL;
-  bp_buffer_t* b = s1 ? rt_buffer(e, d1, BP_MEMORY_DEVICE, size, r) : NULL;
+  bp_buffer_t* b = s1 ? rt_buffer(e, d1, 0, size, r) : NULL;
   uint8_t* img = rt_host(e, size, r);
   uint8_t* host = rt_host(e, size, r);
   uint8_t* got = rt_host(e, size, r);

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 
 #include "backplane/backplane.h"
+#include "backplane/plugin.h"
 
 #define BP__HIDDEN __attribute__((visibility("hidden")))
 
@@ -77,6 +78,9 @@ struct bp_plugin {
   bpp_comm_table_t comm;
   int has_caps, has_exec, has_comm;
   bp_plugin_vtable_t vtable; /* points at the copies above */
+  /* The services handed to this plugin: the core's, with host_ctx = this
+   * plugin (async_error finds the device and context through it). */
+  bp_host_services_t host;
   bpp_instance_t instance;
   uint32_t device_count;
   bp_device_t** devices;
@@ -99,6 +103,12 @@ struct bp_context {
   bp_plugin_t** plugins;
   uint32_t device_count, device_capacity;
   bp_device_t** devices;
+  /* Application hooks (bp_context_options_t); fixed after creation. */
+  bp_error_callback_t error_callback;
+  void* error_user_data;
+  bp_trace_begin_fn trace_begin;
+  bp_trace_end_fn trace_end;
+  void* trace_user_data;
 };
 
 struct bp_buffer {
@@ -106,7 +116,7 @@ struct bp_buffer {
   bp_device_t* device;
   bpp_buffer_t handle;
   uint64_t size;
-  uint32_t memory_kind;
+  uint32_t memory_space; /* index in the device's spaces */
   /* Streams that used the buffer since allocation; the final release waits
    * for them before freeing (guarded by `lock`). */
   pthread_mutex_t lock;
@@ -118,6 +128,7 @@ struct bp_stream {
   atomic_int refcount;
   bp_device_t* device;
   bpp_stream_t handle;
+  uint32_t queue; /* enum bp_queue_kind */
 };
 
 struct bp_event {

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     TRY(bp_context_find_device(ctx, argv[1], &dev));
   else
     TRY(bp_context_device(ctx, 0, &dev));
-  TRY(bp_stream_create(dev, 0, &stream));
+  TRY(bp_stream_create(dev, NULL, &stream));
   TRY(bp_tensor_create(dev, BP_DTYPE_F32, 2, shape, &a));
   TRY(bp_tensor_create(dev, BP_DTYPE_F32, 2, shape, &b));
   TRY(bp_tensor_write(stream, a, ha, sizeof ha));

@@ -21,7 +21,7 @@ static inline int fx_setup(void** state) {
   (void)state;
   if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "cpu:0", &g_dev) != BP_OK) return -1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
+  return bp_stream_create(g_dev, NULL, &g_stream) == BP_OK ? 0 : -1;
 }
 
 static inline int fx_teardown(void** state) {

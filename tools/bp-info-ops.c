@@ -21,7 +21,7 @@
  * reference (which decides them). Buffers stay NULL: support queries take
  * shapes only. Returns 0 when the reference rejects the case. */
 static int case_call(const bpc_case_t* c, bpc_ref_result_t* ref, bp_tensor_desc_t* ins,
-                     bp_tensor_desc_t* outs, bp_op_call_t* call) {
+                     bp_tensor_desc_t* outs, const bp_tensor_desc_t** ptrs, bp_op_call_t* call) {
   void* data[BPC_MAX_INPUTS] = {0};
   bpc_host_tensor_t host[BPC_MAX_INPUTS];
   int ok = 1;
@@ -70,8 +70,10 @@ static int case_call(const bpc_case_t* c, bpc_ref_result_t* ref, bp_tensor_desc_
   call->num_inputs = c->num_inputs;
   call->num_outputs = ref->num_outputs;
   call->compute_dtype = ref->compute_dtype;
-  call->inputs = ins;
-  call->outputs = outs;
+  for (uint32_t k = 0; k < c->num_inputs; k++) ptrs[k] = &ins[k];
+  for (uint32_t k = 0; k < ref->num_outputs; k++) ptrs[c->num_inputs + k] = &outs[k];
+  call->inputs = ptrs;
+  call->outputs = ptrs + c->num_inputs;
   call->attrs = c->has_attrs ? (const void*)&c->attrs : NULL;
   return 1;
 }
@@ -90,8 +92,9 @@ static int probe(bp_device_t* dev, const bpc_case_list_t* cases, cJSON* dtypes, 
     if (seen) continue;
     bpc_ref_result_t ref;
     bp_tensor_desc_t ins[BPC_MAX_INPUTS], outs[BPC_MAX_OUTPUTS];
+    const bp_tensor_desc_t* ptrs[BPC_MAX_INPUTS + BPC_MAX_OUTPUTS];
     bp_op_call_t call;
-    if (!case_call(c, &ref, ins, outs, &call)) continue;
+    if (!case_call(c, &ref, ins, outs, ptrs, &call)) continue;
     bp_support_t sup;
     memset(&sup, 0, sizeof sup);
     sup.struct_size = sizeof sup;

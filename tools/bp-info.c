@@ -9,7 +9,7 @@
  *                           runs each op (see bp-info-ops.c)
  *
  * JSON: {"abi":"1.0","plugins":[{"name","path","status":"loaded"|"skipped",
- *   "reason","reason_code","abi","version","vendor","devices":[{"name","kind",
+ *   "reason","reason_code","abi","abi_minor","version","vendor","devices":[{"name","kind",
  *   "description","vendor","driver_version","memory_bytes","compute_units",
  *   "subgroup_size","memory_bandwidth_bytes_per_s","peak_f32_flops",
  *   "host_link_bandwidth_bytes_per_s","launch_overhead_ns","dtypes":[...],
@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backplane/backplane.h"
+#include "backplane/plugin.h"
 #include "bp-info-ops.h"
 
 typedef struct options {
@@ -147,7 +148,7 @@ static cJSON* device_json(const bp_device_t* device) {
   bp_memory_space_info_t spaces[16];
   uint32_t count = 0;
   cJSON* sp = cJSON_AddArrayToObject(d, "memory_spaces");
-  if (bp_device_memory_spaces(device, 16, spaces, &count) == BP_OK) {
+  if (bp_device_memory_spaces(device, 16, sizeof(spaces[0]), spaces, &count) == BP_OK) {
     for (uint32_t i = 0; i < count && i < 16; ++i) {
       cJSON* s = cJSON_CreateObject();
       cJSON_AddStringToObject(s, "kind", memory_kind_name(spaces[i].kind));
@@ -174,7 +175,8 @@ static cJSON* plugin_json(const bp_plugin_t* plugin) {
   cJSON_AddStringToObject(o, "status", info.state == BP_PLUGIN_LOADED ? "loaded" : "skipped");
   cJSON_AddStringToObject(o, "reason", info.reason);
   cJSON_AddStringToObject(o, "reason_code", bp_status_name(info.reason_code));
-  cJSON_AddStringToObject(o, "abi", abi);
+  cJSON_AddStringToObject(o, "abi", abi); /* the negotiated major.minor */
+  if (info.abi_major != 0) cJSON_AddNumberToObject(o, "abi_minor", info.abi_minor);
   cJSON_AddStringToObject(o, "version", info.version);
   cJSON_AddStringToObject(o, "vendor", info.vendor);
   cJSON* devices = cJSON_AddArrayToObject(o, "devices");
@@ -228,7 +230,7 @@ static void print_device(const bp_device_t* device) {
   printf("\n");
   bp_memory_space_info_t spaces[16];
   uint32_t count = 0;
-  if (bp_device_memory_spaces(device, 16, spaces, &count) == BP_OK) {
+  if (bp_device_memory_spaces(device, 16, sizeof(spaces[0]), spaces, &count) == BP_OK) {
     for (uint32_t i = 0; i < count && i < 16; ++i) {
       char label[64];
       snprintf(label, sizeof(label), "memory space %s:", memory_kind_name(spaces[i].kind));

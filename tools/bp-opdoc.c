@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "backplane/backplane.h"
+#include "backplane/plugin.h"
 
 typedef struct op_row {
   int id;

@@ -24,13 +24,14 @@
 
 #include "loader.h"
 
-/* First released sizes (ABI 1.0) of the tables: readers accept >= these. */
-#define BP__VTABLE_V1_SIZE 48u
-#define BP__CORE_TABLE_V1_SIZE (offsetof(bpp_core_table_t, event_elapsed_ns) + sizeof(void*))
-#define BP__OP_TABLE_V1_SIZE (offsetof(bpp_op_table_t, launch) + sizeof(void*))
-#define BP__CAPS_TABLE_V1_SIZE (offsetof(bpp_caps_table_t, launch_ew_program) + sizeof(void*))
-#define BP__EXEC_TABLE_V1_SIZE (offsetof(bpp_exec_table_t, executable_deserialize) + sizeof(void*))
-#define BP__COMM_TABLE_V1_SIZE (offsetof(bpp_comm_table_t, group_end) + sizeof(void*))
+/* First released sizes (ABI 1.0) of the tables, from plugin.h: readers
+ * accept >= these. */
+#define BP__VTABLE_V1_SIZE BP_PLUGIN_VTABLE_V1_SIZE
+#define BP__CORE_TABLE_V1_SIZE BPP_CORE_TABLE_V1_SIZE
+#define BP__OP_TABLE_V1_SIZE BPP_OP_TABLE_V1_SIZE
+#define BP__CAPS_TABLE_V1_SIZE BPP_CAPS_TABLE_V1_SIZE
+#define BP__EXEC_TABLE_V1_SIZE BPP_EXEC_TABLE_V1_SIZE
+#define BP__COMM_TABLE_V1_SIZE BPP_COMM_TABLE_V1_SIZE
 
 /* A plugin claiming more devices than this is treated as broken. */
 #define BP__MAX_DEVICES_PER_PLUGIN 4096u
@@ -319,7 +320,9 @@ bp_status_t bp__loader_load(bp_context_t* context, const bp__load_request_t* req
   req.struct_size = sizeof(req);
   req.abi_major = BP_ABI_VERSION_MAJOR;
   req.abi_minor = BP_ABI_VERSION_MINOR;
-  req.host = bp__host_services();
+  plugin->host = *bp__host_services();
+  plugin->host.host_ctx = plugin;
+  req.host = &plugin->host;
   bp_negotiate_reply_t reply;
   memset(&reply, 0, sizeof(reply));
   reply.struct_size = sizeof(reply);

@@ -24,7 +24,11 @@ typedef struct bp__prep {
   bp__attrs_storage_t attrs;
   bp__infer_t x;
   bp_tensor_desc_t* in; /* stack_in or heap */
+  /* in_ptr[i] == &in[i]: the pointer array plugins receive. Shares in's
+   * heap block when in is on the heap. */
+  const bp_tensor_desc_t** in_ptr;
   bp_tensor_desc_t stack_in[BP__STACK_INPUTS];
+  const bp_tensor_desc_t* stack_in_ptr[BP__STACK_INPUTS];
 } bp__prep_t;
 
 static void bp__prep_free(bp__prep_t* p) {
@@ -89,14 +93,20 @@ static bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
   }
   uint32_t list_end = num_inputs - op->num_after;
 
-  p->in = num_inputs <= BP__STACK_INPUTS ? p->stack_in
-                                         : malloc(sizeof(bp_tensor_desc_t) * num_inputs);
-  if (p->in == NULL) {
-    return bp__error(BP_RESOURCE_EXHAUSTED, "op '%s': out of host memory for %u descriptors",
-                     op->name, num_inputs);
+  if (num_inputs <= BP__STACK_INPUTS) {
+    p->in = p->stack_in;
+    p->in_ptr = p->stack_in_ptr;
+  } else {
+    p->in = malloc((sizeof(bp_tensor_desc_t) + sizeof(bp_tensor_desc_t*)) * num_inputs);
+    if (p->in == NULL) {
+      return bp__error(BP_RESOURCE_EXHAUSTED, "op '%s': out of host memory for %u descriptors",
+                       op->name, num_inputs);
+    }
+    p->in_ptr = (const bp_tensor_desc_t**)(void*)(p->in + num_inputs);
   }
   for (uint32_t i = 0; i < num_inputs; ++i) {
     char nbuf[64];
+    p->in_ptr[i] = &p->in[i];
     const bp_tensor_t* t = inputs[i];
     if (t == NULL) {
       /* Position among the fixed inputs (list entries: see below). */
@@ -275,7 +285,7 @@ static bp_status_t bp__launch_copy(bp_plugin_t* plugin, bp_stream_t* stream,
                      "'copy'",
                      plugin->name, op->name);
   }
-  bp_tensor_desc_t ins[2] = {*dst, *src};
+  const bp_tensor_desc_t* ins[2] = {dst, src};
   bp_op_call_t call;
   memset(&call, 0, sizeof(call));
   call.struct_size = sizeof(call);
@@ -284,7 +294,7 @@ static bp_status_t bp__launch_copy(bp_plugin_t* plugin, bp_stream_t* stream,
   call.num_outputs = 1;
   call.compute_dtype = dst->dtype;
   call.inputs = ins;
-  call.outputs = dst;
+  call.outputs = &dst;
   bp__clear_error();
   bp_status_t st = plugin->ops.launch[BP_OP_copy](stream->handle, &call);
   if (st != BP_OK) {
@@ -303,6 +313,7 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
   bp_tensor_t* outs[BP__MAX_OUTPUTS] = {NULL};      /* given or allocated */
   bp_tensor_t* allocated[BP__MAX_OUTPUTS] = {NULL}; /* released on failure */
   bp_tensor_desc_t out_desc[BP__MAX_OUTPUTS];
+  const bp_tensor_desc_t* out_ptr[BP__MAX_OUTPUTS];
   bp_tensor_desc_t given[BP__MAX_OUTPUTS];
   /* Dense temporaries: packed inputs, and outputs computed densely then
    * copied into the caller's strided outputs. */
@@ -315,6 +326,11 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
 
   if (stream == NULL) return bp__error(BP_INVALID_ARGUMENT, "bp_op_run: stream is NULL");
   bp__clear_error();
+  if (stream->queue != BP_QUEUE_COMPUTE) {
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_op_run: op %u on a copy-only stream of %s (create a compute stream)",
+                     op_id, stream->device->name);
+  }
   st = bp__prepare(&p, "bp_op_run", op_id, inputs, num_inputs, attrs, num_outputs);
   if (st != BP_OK) goto cleanup;
   const bp__op_meta_t* op = p.op;
@@ -397,6 +413,7 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
 
   for (uint32_t k = 0; k < num_outputs; ++k) {
     out_desc[k] = outs[k] != NULL ? given[k] : p.x.out[k];
+    out_ptr[k] = &out_desc[k];
   }
   bp_op_call_t call;
   memset(&call, 0, sizeof(call));
@@ -405,11 +422,20 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
   call.num_inputs = num_inputs;
   call.num_outputs = num_outputs;
   call.compute_dtype = p.x.compute_dtype;
-  call.inputs = p.in;
-  call.outputs = out_desc;
+  bp__op_call_set_list(&call, op);
+  call.inputs = p.in_ptr;
+  call.outputs = out_ptr;
   call.attrs = p.x.attrs;
 
   int requires_contiguous = 0;
+  if (plugin->abi_minor != BP_ABI_VERSION_MINOR) { /* older: gate by minor */
+    bp_support_t refusal;
+    if (bp__abi_gate_plugin(plugin, op, &call, &refusal)) {
+      st = bp__error(BP_UNIMPLEMENTED, "backend '%s' does not support op '%s' here: %s",
+                     plugin->name, op->name, refusal.message);
+      goto cleanup;
+    }
+  }
   if (plugin->caps.query_support != NULL) {
     bp_support_t support;
     st = bp__query_support_checked(device, &call, &support);
@@ -469,9 +495,12 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
     }
   }
 
+  const bp_context_t* ctx = plugin->context;
+  if (ctx->trace_begin != NULL) ctx->trace_begin(ctx->trace_user_data, op_id, device, stream);
   bp__clear_error();
   st = plugin->ops.launch[op_id](stream->handle, &call);
   launched = 1;
+  if (ctx->trace_end != NULL) ctx->trace_end(ctx->trace_user_data, op_id, device, stream, st);
   if (st != BP_OK) {
     char what[96];
     snprintf(what, sizeof(what), "op '%s'", op->name);

@@ -264,5 +264,17 @@ BP__HIDDEN bp_status_t bp__op_call(bp_stream_t* stream, uint32_t op_id,
  * caps table answers supported = 0, reason BP_SUPPORT_OP. */
 BP__HIDDEN bp_status_t bp__query_support_checked(const bp_device_t* device,
                                                  const bp_op_call_t* call, bp_support_t* out);
+/* Refuses (1, with `out` filled: supported = 0, a reason and a message) a
+ * call the plugin's negotiated minor does not define (abi_history.h).
+ * 0 when it may be handed over. Costs one comparison for a plugin of the
+ * host's minor. */
+BP__HIDDEN int bp__abi_gate_plugin(const bp_plugin_t* plugin, const bp__op_meta_t* op,
+                                   const bp_op_call_t* call, bp_support_t* out);
+
+/* Sets list_begin / list_count of a call whose num_inputs is set. */
+static inline void bp__op_call_set_list(bp_op_call_t* call, const bp__op_meta_t* op) {
+  call->list_begin = op->has_list ? op->num_before : 0;
+  call->list_count = op->has_list ? call->num_inputs - op->num_before - op->num_after : 0;
+}
 
 #endif /* BACKPLANE_CORE_OPS_INTERNAL_H_ */

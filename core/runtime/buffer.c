@@ -14,74 +14,98 @@
  * size 0, so no copy, map or tensor element can reach these bytes. */
 #define BP__ZERO_SIZE_BACKING 1u
 
-static const char* memory_kind_name(uint32_t kind) {
-  static const char* const names[BP_MEMORY_KIND_COUNT_] = {"device", "host_pinned", "host_pageable",
-                                                           "managed"};
-  return kind < BP_MEMORY_KIND_COUNT_ ? names[kind] : "unknown";
-}
-
-static const bp_memory_space_info_t* find_space(const bp_device_t* device, uint32_t kind) {
-  for (uint32_t i = 0; i < device->num_spaces; ++i) {
-    if (device->spaces[i].kind == kind) return &device->spaces[i];
-  }
-  return NULL;
-}
-
-bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind, uint64_t size_bytes,
-                               bp_buffer_t** out_buffer) {
-  bp_status_t status = BP_OK;
-  bp_buffer_t* buffer = NULL;
-  bpp_buffer_t handle = NULL;
-  int mutex_ready = 0;
-
-  bp__clear_error();
-  BP__REQUIRE_ARG("bp_buffer_allocate", device);
-  BP__REQUIRE_ARG("bp_buffer_allocate", out_buffer);
-  if (memory_kind >= BP_MEMORY_KIND_COUNT_)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: unknown memory kind %u",
-                     memory_kind);
-  if (!find_space(device, memory_kind))
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_allocate: device %s has no %s memory",
-                     device->name, memory_kind_name(memory_kind));
+/* Wraps a plugin buffer of `size_bytes` in memory space `space`; on
+ * failure releases the handle. */
+static bp_status_t buffer_wrap(bp_device_t* device, bpp_buffer_t handle, uint64_t size_bytes,
+                               uint32_t space, const char* api, bp_buffer_t** out_buffer) {
   const bp_plugin_t* plugin = device->plugin;
-  if (!plugin->core.buffer_allocate || !plugin->core.buffer_release)
-    return bp__error(BP_UNIMPLEMENTED,
-                     "bp_buffer_allocate: plugin %s lacks buffer_allocate or buffer_release",
-                     plugin->name);
-
-  buffer = calloc(1, sizeof(*buffer));
+  bp_buffer_t* buffer = calloc(1, sizeof(*buffer));
+  if (buffer && pthread_mutex_init(&buffer->lock, NULL) != 0) {
+    free(buffer);
+    buffer = NULL;
+  }
   if (!buffer) {
-    status = bp__error(BP_RESOURCE_EXHAUSTED, "bp_buffer_allocate: out of host memory");
-    goto cleanup;
-  }
-  if (pthread_mutex_init(&buffer->lock, NULL) != 0) {
-    status = bp__error(BP_INTERNAL, "bp_buffer_allocate: pthread_mutex_init failed");
-    goto cleanup;
-  }
-  mutex_ready = 1;
-  bp_buffer_alloc_info_t info = {
-      .struct_size = sizeof(info), .memory_kind = memory_kind,
-      .size_bytes = size_bytes ? size_bytes : BP__ZERO_SIZE_BACKING};
-  status = plugin->core.buffer_allocate(device->handle, &info, &handle);
-  if (status != BP_OK) {
-    status = bp__plugin_error(plugin, status, "buffer_allocate");
-    goto cleanup;
+    plugin->core.buffer_release(handle);
+    return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of host memory", api);
   }
   atomic_init(&buffer->refcount, 1);
   buffer->device = device;
   buffer->handle = handle;
   buffer->size = size_bytes;
-  buffer->memory_kind = memory_kind;
+  buffer->memory_space = space;
   bp_context_retain(plugin->context);
   *out_buffer = buffer;
-  buffer = NULL;
+  return BP_OK;
+}
 
-cleanup:
-  if (buffer) {
-    if (mutex_ready) pthread_mutex_destroy(&buffer->lock);
-    free(buffer);
-  }
-  return status;
+bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_space, uint64_t size_bytes,
+                               bp_buffer_t** out_buffer) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_buffer_allocate", device);
+  BP__REQUIRE_ARG("bp_buffer_allocate", out_buffer);
+  if (memory_space >= device->num_spaces)
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_buffer_allocate: device %s has no memory space %u (it has %u)",
+                     device->name, memory_space, device->num_spaces);
+  const bp_plugin_t* plugin = device->plugin;
+  if (!plugin->core.buffer_allocate || !plugin->core.buffer_release)
+    return bp__error(BP_UNIMPLEMENTED,
+                     "bp_buffer_allocate: plugin %s lacks buffer_allocate or buffer_release",
+                     plugin->name);
+  bpp_buffer_t handle = NULL;
+  bp_buffer_alloc_info_t info = {.struct_size = sizeof(info),
+                                 .memory_space = memory_space,
+                                 .size_bytes = size_bytes ? size_bytes : BP__ZERO_SIZE_BACKING};
+  bp_status_t status = plugin->core.buffer_allocate(device->handle, &info, &handle);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_allocate");
+  return buffer_wrap(device, handle, size_bytes, memory_space, "bp_buffer_allocate", out_buffer);
+}
+
+bp_status_t bp_buffer_import(bp_device_t* device, const bp_external_buffer_desc_t* desc,
+                             bp_buffer_t** out_buffer) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_buffer_import", device);
+  BP__REQUIRE_ARG("bp_buffer_import", desc);
+  BP__REQUIRE_ARG("bp_buffer_import", out_buffer);
+  if (desc->struct_size < BP_EXTERNAL_BUFFER_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: desc->struct_size = %u (expected >= %u)",
+                     desc->struct_size, BP_EXTERNAL_BUFFER_DESC_V1_SIZE);
+  if (desc->kind == BP_EXTERNAL_NONE || desc->kind > BP_EXTERNAL_DMA_BUF_FD)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: kind %u is not a buffer kind",
+                     desc->kind);
+  if (desc->size_bytes == 0)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: size_bytes must be > 0");
+  if (desc->memory_space >= device->num_spaces)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: device %s has no memory space %u",
+                     device->name, desc->memory_space);
+  const bp_plugin_t* plugin = device->plugin;
+  if (!plugin->core.buffer_import || !plugin->core.buffer_release)
+    return bp__error(BP_UNIMPLEMENTED, "bp_buffer_import: backend '%s' cannot import memory",
+                     plugin->name);
+  bpp_buffer_t handle = NULL;
+  bp_status_t status = plugin->core.buffer_import(device->handle, desc, &handle);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_import");
+  return buffer_wrap(device, handle, desc->size_bytes, desc->memory_space, "bp_buffer_import",
+                     out_buffer);
+}
+
+bp_status_t bp_buffer_export(bp_buffer_t* buffer, bp_external_buffer_desc_t* out) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_buffer_export", buffer);
+  BP__REQUIRE_ARG("bp_buffer_export", out);
+  if (out->struct_size < BP_EXTERNAL_BUFFER_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_export: out->struct_size = %u (expected >= %u)",
+                     out->struct_size, BP_EXTERNAL_BUFFER_DESC_V1_SIZE);
+  if (out->kind == BP_EXTERNAL_NONE || out->kind > BP_EXTERNAL_DMA_BUF_FD)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_export: kind %u is not a buffer kind",
+                     out->kind);
+  const bp_plugin_t* plugin = buffer->device->plugin;
+  if (!plugin->core.buffer_export)
+    return bp__error(BP_UNIMPLEMENTED, "bp_buffer_export: backend '%s' cannot export memory",
+                     plugin->name);
+  bp_status_t status = plugin->core.buffer_export(buffer->handle, out);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_export");
+  return BP_OK;
 }
 
 void bp_buffer_retain(bp_buffer_t* buffer) {

@@ -49,6 +49,20 @@ BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
   context = calloc(1, sizeof(*context));
   if (!context) return bp__error(BP_RESOURCE_EXHAUSTED, "bp_context_create: out of memory");
   atomic_init(&context->refcount, 1);
+  /* Hooks appended to the options: read only when the caller's struct has
+   * them. */
+#define BP__HAS_OPTION(field) \
+  (options && options->struct_size >= offsetof(bp_context_options_t, field) + sizeof(options->field))
+  if (BP__HAS_OPTION(error_user_data)) {
+    context->error_callback = options->error_callback;
+    context->error_user_data = options->error_user_data;
+  }
+  if (BP__HAS_OPTION(trace_user_data)) {
+    context->trace_begin = options->trace_begin;
+    context->trace_end = options->trace_end;
+    context->trace_user_data = options->trace_user_data;
+  }
+#undef BP__HAS_OPTION
   if (pthread_mutex_init(&context->lock, NULL) != 0) {
     free(context);
     return bp__error(BP_INTERNAL, "bp_context_create: pthread_mutex_init failed");

@@ -136,11 +136,11 @@ bp_status_t bp_copy_buffer(bp_stream_t* stream, bp_buffer_t* src, uint64_t src_o
   if (src->device == dst->device) {
     status = copy_staged(stream, src, src_offset, stream, dst, dst_offset, size);
   } else if (stream->device == src->device) {
-    if ((status = bp_stream_create(dst->device, 0, &other)) == BP_OK)
+    if ((status = bp_stream_create(dst->device, NULL, &other)) == BP_OK)
       status = copy_staged(stream, src, src_offset, other, dst, dst_offset, size);
   } else {
     if ((status = bp_stream_synchronize(stream)) == BP_OK &&
-        (status = bp_stream_create(src->device, 0, &other)) == BP_OK)
+        (status = bp_stream_create(src->device, NULL, &other)) == BP_OK)
       status = copy_staged(other, src, src_offset, stream, dst, dst_offset, size);
   }
   bp_stream_release(other);

@@ -39,13 +39,16 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
   device->props.name[sizeof(device->props.name) - 1] = '\0';
   device->props.vendor[sizeof(device->props.vendor) - 1] = '\0';
   device->props.driver_version[sizeof(device->props.driver_version) - 1] = '\0';
+  device->props.layout_mask |= BP_LAYOUT_BIT(BP_LAYOUT_STRIDED);
 
   if (plugin->core.device_memory_spaces) {
     const uint32_t capacity = (uint32_t)(sizeof(device->spaces) / sizeof(device->spaces[0]));
     uint32_t total = 0;
     for (uint32_t i = 0; i < capacity; ++i)
       device->spaces[i].struct_size = sizeof(device->spaces[i]);
-    status = plugin->core.device_memory_spaces(device->handle, capacity, device->spaces, &total);
+    status = plugin->core.device_memory_spaces(device->handle, capacity,
+                                               (uint32_t)sizeof(device->spaces[0]), device->spaces,
+                                               &total);
     if (status != BP_OK) {
       bp__plugin_error(plugin, status, "device_memory_spaces");
       goto cleanup;
@@ -89,6 +92,7 @@ BP_API const bp_device_properties_t* bp_device_properties(const bp_device_t* dev
 }
 
 BP_API bp_status_t bp_device_memory_spaces(const bp_device_t* device, uint32_t capacity,
+                                           uint32_t element_size,
                                            bp_memory_space_info_t* out_spaces,
                                            uint32_t* out_count) {
   bp__clear_error();
@@ -97,8 +101,33 @@ BP_API bp_status_t bp_device_memory_spaces(const bp_device_t* device, uint32_t c
   if (capacity > 0 && !out_spaces)
     return bp__error(BP_INVALID_ARGUMENT,
                      "bp_device_memory_spaces: out_spaces is NULL but capacity is %u", capacity);
+  if (capacity > 0 && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_device_memory_spaces: element_size = %u (expected >= %u, the caller's "
+                     "sizeof(bp_memory_space_info_t))",
+                     element_size, BP_MEMORY_SPACE_INFO_V1_SIZE);
   uint32_t n = capacity < device->num_spaces ? capacity : device->num_spaces;
-  for (uint32_t i = 0; i < n; ++i) out_spaces[i] = device->spaces[i];
+  size_t copy = element_size < sizeof(device->spaces[0]) ? element_size : sizeof(device->spaces[0]);
+  for (uint32_t i = 0; i < n; ++i) {
+    bp_memory_space_info_t* dst =
+        (bp_memory_space_info_t*)(void*)((char*)out_spaces + (size_t)i * element_size);
+    memcpy(dst, &device->spaces[i], copy);
+    dst->struct_size = (uint32_t)copy;
+  }
   *out_count = device->num_spaces;
   return BP_OK;
+}
+
+BP_API bp_status_t bp_device_find_memory_space(const bp_device_t* device, uint32_t kind,
+                                               uint32_t* out_space) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_device_find_memory_space", device);
+  BP__REQUIRE_ARG("bp_device_find_memory_space", out_space);
+  for (uint32_t i = 0; i < device->num_spaces; ++i) {
+    if (device->spaces[i].kind == kind) {
+      *out_space = i;
+      return BP_OK;
+    }
+  }
+  return bp__error(BP_NOT_FOUND, "device %s has no memory space of kind %u", device->name, kind);
 }

@@ -4,43 +4,96 @@
 
 #include "internal.h"
 
-bp_status_t bp_event_create(bp_device_t* device, uint32_t flags, bp_event_t** out_event) {
+/* Wraps a plugin event; on failure destroys the handle. */
+static bp_status_t event_wrap(bp_device_t* device, bpp_event_t handle, uint32_t flags,
+                              int recorded, const char* api, bp_event_t** out_event) {
+  const bp_plugin_t* plugin = device->plugin;
+  bp_event_t* event = calloc(1, sizeof(*event));
+  if (!event) {
+    plugin->core.event_destroy(handle);
+    return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of host memory", api);
+  }
+  atomic_init(&event->refcount, 1);
+  atomic_init(&event->recorded, recorded);
+  event->device = device;
+  event->handle = handle;
+  event->flags = flags;
+  bp_context_retain(plugin->context);
+  *out_event = event;
+  return BP_OK;
+}
+
+bp_status_t bp_event_create(bp_device_t* device, const bp_event_create_info_t* info,
+                            bp_event_t** out_event) {
   bp_status_t status = BP_OK;
-  bp_event_t* event = NULL;
   bpp_event_t handle = NULL;
 
   bp__clear_error();
   BP__REQUIRE_ARG("bp_event_create", device);
   BP__REQUIRE_ARG("bp_event_create", out_event);
-  if (flags & ~(uint32_t)BP_EVENT_TIMING)
+  bp_event_create_info_t full = {.struct_size = sizeof(full)};
+  if (info != NULL) {
+    if (info->struct_size < BP_EVENT_CREATE_INFO_V1_SIZE)
+      return bp__error(BP_INVALID_ARGUMENT,
+                       "bp_event_create: info->struct_size = %u (expected >= %u)",
+                       info->struct_size, BP_EVENT_CREATE_INFO_V1_SIZE);
+    full.flags = info->flags;
+    full.next = info->next;
+  }
+  const uint32_t flags = full.flags;
+  if (flags & ~(uint32_t)(BP_EVENT_TIMING | BP_EVENT_EXPORTABLE))
     return bp__error(BP_INVALID_ARGUMENT, "bp_event_create: unknown flags 0x%x", flags);
   const bp_plugin_t* plugin = device->plugin;
   if (!plugin->core.event_create || !plugin->core.event_destroy)
     return bp__error(BP_UNIMPLEMENTED,
                      "bp_event_create: plugin %s lacks event_create or event_destroy",
                      plugin->name);
-  event = calloc(1, sizeof(*event));
-  if (!event) {
-    status = bp__error(BP_RESOURCE_EXHAUSTED, "bp_event_create: out of host memory");
-    goto cleanup;
-  }
-  status = plugin->core.event_create(device->handle, flags, &handle);
-  if (status != BP_OK) {
-    status = bp__plugin_error(plugin, status, "event_create");
-    goto cleanup;
-  }
-  atomic_init(&event->refcount, 1);
-  atomic_init(&event->recorded, 0);
-  event->device = device;
-  event->handle = handle;
-  event->flags = flags;
-  bp_context_retain(plugin->context);
-  *out_event = event;
-  event = NULL;
+  status = plugin->core.event_create(device->handle, &full, &handle);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "event_create");
+  return event_wrap(device, handle, flags, 0, "bp_event_create", out_event);
+}
 
-cleanup:
-  free(event);
-  return status;
+bp_status_t bp_event_import(bp_device_t* device, const bp_external_event_desc_t* desc,
+                            bp_event_t** out_event) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_event_import", device);
+  BP__REQUIRE_ARG("bp_event_import", desc);
+  BP__REQUIRE_ARG("bp_event_import", out_event);
+  if (desc->struct_size < BP_EXTERNAL_EVENT_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_event_import: desc->struct_size = %u (expected >= %u)",
+                     desc->struct_size, BP_EXTERNAL_EVENT_DESC_V1_SIZE);
+  if (desc->kind != BP_EXTERNAL_OPAQUE_FD && desc->kind != BP_EXTERNAL_SYNC_FD)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_event_import: kind %u is not an event kind",
+                     desc->kind);
+  const bp_plugin_t* plugin = device->plugin;
+  if (!plugin->core.event_import || !plugin->core.event_destroy)
+    return bp__error(BP_UNIMPLEMENTED, "bp_event_import: backend '%s' cannot import events",
+                     plugin->name);
+  bpp_event_t handle = NULL;
+  bp_status_t status = plugin->core.event_import(device->handle, desc, &handle);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "event_import");
+  /* An imported event stands for work elsewhere: waits on it must go to
+   * the plugin, so it counts as recorded. */
+  return event_wrap(device, handle, 0, 1, "bp_event_import", out_event);
+}
+
+bp_status_t bp_event_export(bp_event_t* event, bp_external_event_desc_t* out) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_event_export", event);
+  BP__REQUIRE_ARG("bp_event_export", out);
+  if (out->struct_size < BP_EXTERNAL_EVENT_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_event_export: out->struct_size = %u (expected >= %u)",
+                     out->struct_size, BP_EXTERNAL_EVENT_DESC_V1_SIZE);
+  if (!(event->flags & BP_EVENT_EXPORTABLE))
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "bp_event_export: the event was not created with BP_EVENT_EXPORTABLE");
+  const bp_plugin_t* plugin = event->device->plugin;
+  if (!plugin->core.event_export)
+    return bp__error(BP_UNIMPLEMENTED, "bp_event_export: backend '%s' cannot export events",
+                     plugin->name);
+  bp_status_t status = plugin->core.event_export(event->handle, out);
+  if (status != BP_OK) return bp__plugin_error(plugin, status, "event_export");
+  return BP_OK;
 }
 
 void bp_event_retain(bp_event_t* event) {
@@ -75,8 +128,10 @@ bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream) {
 }
 
 /* Cross-plugin wait: runs on the waiting stream's host thread and blocks it
- * until the other plugin's event completes. Owns one event reference. */
-static void wait_event_host_func(void* user_data) {
+ * until the other plugin's event completes. Owns one event reference. A
+ * failed wait poisons the waiting stream: its status becomes that stream's
+ * sticky error, so work ordered after the event does not pass silently. */
+static bp_status_t wait_event_host_func(void* user_data) {
   bp_event_t* event = user_data;
   const bp_plugin_t* plugin = event->device->plugin;
   bp_status_t status = plugin->core.event_synchronize(event->handle);
@@ -84,6 +139,7 @@ static void wait_event_host_func(void* user_data) {
     bp__log(BP_LOG_WARN, "cross-plugin wait: event of %s completed with status %d",
             event->device->name, (int)status);
   bp_event_release(event);
+  return status;
 }
 
 bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event) {

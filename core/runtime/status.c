@@ -142,6 +142,30 @@ static int32_t host_log_enabled(void* host_ctx, int32_t level) {
   return bp__log_enabled(level) ? 1 : 0;
 }
 
+/* An error outside any call: host_ctx is the plugin (bp_plugin_t.host).
+ * Forwards to the context's error callback with the device it names, or
+ * logs it when the application set none. */
+static void host_async_error(void* host_ctx, bpp_device_t handle, bp_status_t status,
+                             const char* message) {
+  const bp_plugin_t* plugin = host_ctx;
+  if (plugin == NULL) return;
+  bp_device_t* device = NULL;
+  for (uint32_t i = 0; i < plugin->device_count && handle != NULL; ++i) {
+    if (plugin->devices[i] != NULL && plugin->devices[i]->handle == handle) {
+      device = plugin->devices[i];
+    }
+  }
+  const bp_context_t* context = plugin->context;
+  char text[BP__MESSAGE_MAX];
+  snprintf(text, sizeof(text), "%s: %s", device ? device->name : plugin->name,
+           message ? message : "");
+  if (context != NULL && context->error_callback != NULL) {
+    context->error_callback(context->error_user_data, device, status, text);
+  } else {
+    bp__log(BP_LOG_ERROR, "asynchronous error %s: %s", bp_status_name(status), text);
+  }
+}
+
 static const bp_host_services_t host_services = {
     .struct_size = sizeof(bp_host_services_t),
     .reserved0 = 0,
@@ -149,6 +173,7 @@ static const bp_host_services_t host_services = {
     .report = host_report,
     .log = host_log,
     .log_enabled = host_log_enabled,
+    .async_error = host_async_error,
 };
 
 const bp_host_services_t* bp__host_services(void) { return &host_services; }

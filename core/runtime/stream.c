@@ -6,7 +6,8 @@
 
 #include "internal.h"
 
-static bp_status_t stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream) {
+static bp_status_t stream_create(bp_device_t* device, const bp_stream_create_info_t* info,
+                                 bp_stream_t** out_stream) {
   bp_status_t status = BP_OK;
   bp_stream_t* stream = NULL;
   bpp_stream_t handle = NULL;
@@ -21,7 +22,7 @@ static bp_status_t stream_create(bp_device_t* device, uint32_t flags, bp_stream_
     status = bp__error(BP_RESOURCE_EXHAUSTED, "bp_stream_create: out of host memory");
     goto cleanup;
   }
-  status = plugin->core.stream_create(device->handle, flags, &handle);
+  status = plugin->core.stream_create(device->handle, info, &handle);
   if (status != BP_OK) {
     status = bp__plugin_error(plugin, status, "stream_create");
     goto cleanup;
@@ -29,6 +30,7 @@ static bp_status_t stream_create(bp_device_t* device, uint32_t flags, bp_stream_
   atomic_init(&stream->refcount, 1);
   stream->device = device;
   stream->handle = handle;
+  stream->queue = info->queue;
   bp_context_retain(plugin->context);
   *out_stream = stream;
   stream = NULL;
@@ -38,13 +40,28 @@ cleanup:
   return status;
 }
 
-bp_status_t bp_stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream) {
+bp_status_t bp_stream_create(bp_device_t* device, const bp_stream_create_info_t* info,
+                             bp_stream_t** out_stream) {
   bp__clear_error();
   BP__REQUIRE_ARG("bp_stream_create", device);
   BP__REQUIRE_ARG("bp_stream_create", out_stream);
-  if (flags != 0)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown flags 0x%x", flags);
-  return stream_create(device, flags, out_stream);
+  /* The plugin always gets a full struct of this header's size. */
+  bp_stream_create_info_t full = {.struct_size = sizeof(full), .queue = BP_QUEUE_COMPUTE};
+  if (info != NULL) {
+    if (info->struct_size < BP_STREAM_CREATE_INFO_V1_SIZE)
+      return bp__error(BP_INVALID_ARGUMENT,
+                       "bp_stream_create: info->struct_size = %u (expected >= %u)",
+                       info->struct_size, BP_STREAM_CREATE_INFO_V1_SIZE);
+    full.queue = info->queue;
+    full.priority = info->priority;
+    full.flags = info->flags;
+    full.next = info->next;
+  }
+  if (full.queue > BP_QUEUE_COPY)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown queue kind %u", full.queue);
+  if (full.flags != 0)
+    return bp__error(BP_INVALID_ARGUMENT, "bp_stream_create: unknown flags 0x%x", full.flags);
+  return stream_create(device, &full, out_stream);
 }
 
 void bp_stream_retain(bp_stream_t* stream) {

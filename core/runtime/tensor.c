@@ -80,13 +80,13 @@ static bp_status_t create_with_buffer(bp_device_t* device, uint32_t dtype, uint3
                                       const int64_t* sizes, const int64_t* strides, uint64_t bytes,
                                       bp_tensor_t** out_tensor) {
   bp_buffer_t* buffer = NULL;
-  /* Device-local memory when the device has it, else its first space. */
-  uint32_t kind = device->num_spaces ? device->spaces[0].kind : BP_MEMORY_DEVICE;
-  for (uint32_t i = 0; i < device->num_spaces; ++i) {
-    if (device->spaces[i].kind == BP_MEMORY_DEVICE) kind = BP_MEMORY_DEVICE;
+  /* The first device-local space when the device has one, else space 0. */
+  uint32_t space = 0;
+  for (uint32_t i = device->num_spaces; i-- > 0;) {
+    if (device->spaces[i].kind == BP_MEMORY_DEVICE) space = i;
   }
   bp_status_t status =
-      bp_buffer_allocate(device, kind, bytes, &buffer);
+      bp_buffer_allocate(device, space, bytes, &buffer);
   if (status != BP_OK) return status;
   status = bp__tensor_wrap(buffer, dtype, rank, sizes, strides, 0, out_tensor);
   if (status == BP_OK) (*out_tensor)->core_allocated = 1;

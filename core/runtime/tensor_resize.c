@@ -29,7 +29,7 @@ static bp_status_t grow_buffer(const char* fn, bp_stream_t* stream, bp_tensor_t*
                      "share it (views or bp_buffer_retain)",
                      fn, (unsigned long long)old->size, (unsigned long long)bytes, refs - 1);
   bp_buffer_t* grown = NULL;
-  bp_status_t status = bp_buffer_allocate(old->device, old->memory_kind, bytes, &grown);
+  bp_status_t status = bp_buffer_allocate(old->device, old->memory_space, bytes, &grown);
   if (status != BP_OK) return status;
   status = bp_copy_buffer(stream, old, 0, grown, 0, old->size);
   if (status != BP_OK) {

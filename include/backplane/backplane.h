@@ -18,8 +18,10 @@
 #ifndef BACKPLANE_BACKPLANE_H_
 #define BACKPLANE_BACKPLANE_H_
 
+/* The application API sees only the plain types both sides share
+ * (types.h) and the op ids and attributes (ops.h). Code that needs the
+ * plugin tables (tools, tests, plugins) includes backplane/plugin.h. */
 #include "backplane/ops.h"
-#include "backplane/plugin.h"
 #include "backplane/types.h"
 
 #ifdef __cplusplus
@@ -59,7 +61,7 @@ BP_API uint32_t bp_status_support_reason(void);
 /* "op", "dtype", "rank", "layout", "attribute", "size", "device"; "ok" for
  * BP_SUPPORT_OK, "unknown" out of range. */
 BP_API const char* bp_support_reason_name(uint32_t reason);
-/* The plugin ABI version this library speaks. */
+/* The plugin ABI version this library speaks (newest it offers plugins). */
 BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor);
 
 /* Log level: BACKPLANE_LOG=error|warn|info|debug, or this call. Lines go to
@@ -87,6 +89,24 @@ enum bp_context_flags {
   BP_CONTEXT_NO_DISCOVERY = 1u << 0
 };
 
+/* Called when a plugin reports an error outside any call (a fault found
+ * while stream work ran, a lost device). `device` is NULL when a whole
+ * plugin is affected. May be called from any thread, also concurrently; it
+ * must return quickly and must not release the context. `message` is valid
+ * during the call. */
+typedef void (*bp_error_callback_t)(void* user_data, bp_device_t* device, bp_status_t status,
+                                    const char* message);
+/* Tracing hooks around every op dispatch, whatever the backend: begin is
+ * called on the calling thread right before the op is handed to the plugin
+ * (after validation), end right after the plugin's launch returns (the work
+ * may still be running: pair with events for device time). Called on the
+ * thread that called bp_op_run / bp_op_<name>, concurrently from several
+ * threads when several threads run ops. */
+typedef void (*bp_trace_begin_fn)(void* user_data, uint32_t op_id, bp_device_t* device,
+                                  bp_stream_t* stream);
+typedef void (*bp_trace_end_fn)(void* user_data, uint32_t op_id, bp_device_t* device,
+                                bp_stream_t* stream, bp_status_t status);
+
 typedef struct bp_context_options {
   uint32_t struct_size;
   uint32_t flags;          /* enum bp_context_flags */
@@ -94,6 +114,11 @@ typedef struct bp_context_options {
   const char* select;      /* comma list of backend names to load; NULL = all
                               (BACKPLANE_PLUGINS overrides when set) */
   const char* disable;     /* comma list never to load (BACKPLANE_DISABLE) */
+  bp_error_callback_t error_callback; /* NULL: errors are only logged */
+  void* error_user_data;
+  bp_trace_begin_fn trace_begin; /* NULL: no tracing */
+  bp_trace_end_fn trace_end;
+  void* trace_user_data;
 } bp_context_options_t;
 
 /* Discovers and loads plugins. Plugins that fail to load are recorded with
@@ -144,7 +169,8 @@ BP_API bp_status_t bp_context_plugin(const bp_context_t* context, uint32_t index
 BP_API bp_status_t bp_context_find_plugin(const bp_context_t* context, const char* name,
                                           bp_plugin_t** out_plugin);
 BP_API bp_status_t bp_plugin_get_info(const bp_plugin_t* plugin, bp_plugin_info_t* out_info);
-/* The plugin's tables at the agreed version (for tools and tests). */
+/* The plugin's tables at the agreed version (for tools and tests; the type
+ * is complete in backplane/plugin.h). */
 BP_API const bp_plugin_vtable_t* bp_plugin_vtable(const bp_plugin_t* plugin);
 
 /* ------------------------------------------------------------------------ */
@@ -164,9 +190,19 @@ BP_API bp_plugin_t* bp_device_plugin(const bp_device_t* device);
 BP_API const char* bp_device_name(const bp_device_t* device);
 /* Cached properties (queried once at load). */
 BP_API const bp_device_properties_t* bp_device_properties(const bp_device_t* device);
+/* Fills up to `capacity` entries, `element_size` bytes apart (the caller's
+ * sizeof(bp_memory_space_info_t)); each entry's struct_size says how much
+ * was written. *out_count is the total. The index of an entry is the
+ * `memory_space` bp_buffer_allocate takes; 0 is the default device-local
+ * space. */
 BP_API bp_status_t bp_device_memory_spaces(const bp_device_t* device, uint32_t capacity,
+                                           uint32_t element_size,
                                            bp_memory_space_info_t* out_spaces,
                                            uint32_t* out_count);
+/* Index of the first memory space of `kind` (enum bp_memory_kind);
+ * NOT_FOUND when the device has none. */
+BP_API bp_status_t bp_device_find_memory_space(const bp_device_t* device, uint32_t kind,
+                                               uint32_t* out_space);
 
 /* Support query for one op at given operand descriptors (buffers ignored).
  * Pure and cached per device. Never fails for well-formed input: an op the
@@ -178,10 +214,11 @@ BP_API bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_c
 /* ------------------------------------------------------------------------ */
 /* Buffers                                                                   */
 /* ------------------------------------------------------------------------ */
-/* A buffer of size_bytes bytes. Size 0 is valid: a zero-size buffer (no
- * byte can be copied, mapped or addressed through it), which is all an empty
- * tensor needs. */
-BP_API bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_kind,
+/* A buffer of size_bytes bytes in memory space `memory_space` (an index
+ * from bp_device_memory_spaces; 0 is the default device-local space). Size
+ * 0 is valid: a zero-size buffer (no byte can be copied, mapped or addressed
+ * through it), which is all an empty tensor needs. */
+BP_API bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_space,
                                       uint64_t size_bytes, bp_buffer_t** out_buffer);
 BP_API void bp_buffer_retain(bp_buffer_t* buffer);
 /* The device memory is freed once the last reference is gone and all work
@@ -192,11 +229,20 @@ BP_API bp_device_t* bp_buffer_device(const bp_buffer_t* buffer);
 BP_API bp_status_t bp_buffer_map(bp_buffer_t* buffer, uint64_t offset, uint64_t size,
                                  void** out_ptr);
 BP_API bp_status_t bp_buffer_unmap(bp_buffer_t* buffer);
+/* Wraps external memory (enum bp_external_kind says who owns what) in a
+ * buffer without a copy. BP_UNIMPLEMENTED when the backend lacks it. */
+BP_API bp_status_t bp_buffer_import(bp_device_t* device, const bp_external_buffer_desc_t* desc,
+                                    bp_buffer_t** out_buffer);
+/* Exports a buffer as `out->kind` (set by the caller with struct_size). */
+BP_API bp_status_t bp_buffer_export(bp_buffer_t* buffer, bp_external_buffer_desc_t* out);
 
 /* ------------------------------------------------------------------------ */
 /* Streams and events                                                        */
 /* ------------------------------------------------------------------------ */
-BP_API bp_status_t bp_stream_create(bp_device_t* device, uint32_t flags, bp_stream_t** out_stream);
+/* `info` NULL: a compute stream of normal priority. A queue kind or flag
+ * the backend cannot honour is refused with a message. */
+BP_API bp_status_t bp_stream_create(bp_device_t* device, const bp_stream_create_info_t* info,
+                                    bp_stream_t** out_stream);
 BP_API void bp_stream_retain(bp_stream_t* stream);
 BP_API void bp_stream_release(bp_stream_t* stream);
 BP_API bp_device_t* bp_stream_device(const bp_stream_t* stream);
@@ -205,8 +251,9 @@ BP_API bp_status_t bp_stream_synchronize(bp_stream_t* stream);
 /* BP_OK idle, BP_NOT_READY busy, else the error. */
 BP_API bp_status_t bp_stream_query(bp_stream_t* stream);
 
-enum bp_event_flags { BP_EVENT_TIMING = 1u << 0 };
-BP_API bp_status_t bp_event_create(bp_device_t* device, uint32_t flags, bp_event_t** out_event);
+/* `info` NULL: no timing, not exportable. */
+BP_API bp_status_t bp_event_create(bp_device_t* device, const bp_event_create_info_t* info,
+                                   bp_event_t** out_event);
 BP_API void bp_event_retain(bp_event_t* event);
 BP_API void bp_event_release(bp_event_t* event);
 BP_API bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream);
@@ -217,6 +264,12 @@ BP_API bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event);
 BP_API bp_status_t bp_event_query(bp_event_t* event);
 BP_API bp_status_t bp_event_synchronize(bp_event_t* event);
 BP_API bp_status_t bp_event_elapsed_ns(bp_event_t* start, bp_event_t* end, uint64_t* out_ns);
+/* Events shared with other processes or runtimes (semaphores, sync fds);
+ * BP_UNIMPLEMENTED when the backend lacks them. Export needs an event
+ * created with BP_EVENT_EXPORTABLE. */
+BP_API bp_status_t bp_event_import(bp_device_t* device, const bp_external_event_desc_t* desc,
+                                   bp_event_t** out_event);
+BP_API bp_status_t bp_event_export(bp_event_t* event, bp_external_event_desc_t* out);
 
 /* ------------------------------------------------------------------------ */
 /* Copies                                                                    */

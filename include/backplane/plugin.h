@@ -13,6 +13,11 @@
  *              released size and never read past struct_size. Out-structs
  *              are sized by the caller; the callee writes only within it.
  *              `next` pointers chain extensions (NULL when none).
+ *  Arrays      No array of a growable struct is indexed at the reader's
+ *              sizeof: descriptors travel as arrays of pointers (each with
+ *              its struct_size), small records with an explicit stride.
+ *  Gate        The core never hands a plugin an op, dtype or non-default
+ *              attribute field newer than the minor it negotiated.
  *  Tables      Append-only; slots are never reordered or reused. A NULL slot
  *              or one past the table's struct_size means "not implemented":
  *              the core turns it into BP_UNIMPLEMENTED, never a call.
@@ -58,34 +63,10 @@ extern "C" {
 #define BP_PLUGIN_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* Every `next` pointer in an ABI struct heads a chain of extension structs,
- * each starting with this header. A reader walks the chain and ignores the
- * types it does not know (type values are append-only, assigned in this
- * header). No extension types exist in ABI 1.0. */
-typedef struct bp_chain_header {
-  uint32_t struct_size;
-  uint32_t type;
-  const void* next;
-} bp_chain_header_t;
-
-/* Opaque plugin-owned handles. */
-typedef struct bpp_instance_s* bpp_instance_t;
-typedef struct bpp_device_s* bpp_device_t;
-typedef struct bpp_buffer_s* bpp_buffer_t;
-typedef struct bpp_stream_s* bpp_stream_t;
-typedef struct bpp_event_s* bpp_event_t;
-typedef struct bpp_executable_s* bpp_executable_t;
-typedef struct bpp_comm_s* bpp_comm_t;
 
 /* ======================================================================== */
 /* Host services: what the core gives every plugin.                         */
 /* ======================================================================== */
-enum bp_log_level {
-  BP_LOG_ERROR = 0,
-  BP_LOG_WARN = 1,
-  BP_LOG_INFO = 2,
-  BP_LOG_DEBUG = 3
-};
 
 typedef struct bp_host_services {
   uint32_t struct_size;
@@ -98,13 +79,18 @@ typedef struct bp_host_services {
   void (*log)(void* host_ctx, int32_t level, const char* message);
   /* Nonzero when `level` would be printed; lets plugins skip formatting. */
   int32_t (*log_enabled)(void* host_ctx, int32_t level);
+  /* Reports an error found outside any call (a fault in stream work, a lost
+   * device) as soon as the plugin sees it, in addition to the sticky stream
+   * error. `device` may be NULL when the whole instance is affected. Any
+   * thread; the host copies `message` and returns quickly. */
+  void (*async_error)(void* host_ctx, bpp_device_t device, bp_status_t status,
+                      const char* message);
 } bp_host_services_t;
-#define BP_HOST_SERVICES_V1_SIZE 40u
+#define BP_HOST_SERVICES_V1_SIZE 48u
 
 /* ======================================================================== */
 /* Negotiation: the single exported entry point.                            */
 /* ======================================================================== */
-typedef struct bp_plugin_vtable bp_plugin_vtable_t;
 
 typedef struct bp_negotiate_request {
   uint32_t struct_size;
@@ -137,64 +123,15 @@ typedef bp_status_t (*bp_plugin_negotiate_fn)(const bp_negotiate_request_t* requ
 /* Plain data shared by the tables.                                         */
 /* ======================================================================== */
 
-/* A tensor as a plugin sees it: no ownership, no reference counts. */
-typedef struct bp_tensor_desc {
-  uint32_t struct_size;
-  uint32_t dtype; /* enum bp_dtype; INVALID marks an absent optional operand */
-  uint32_t rank;  /* 0..BP_MAX_RANK */
-  uint32_t flags; /* reserved, 0 */
-  bpp_buffer_t buffer; /* NULL in support/cost queries and when absent */
-  uint64_t byte_offset; /* of element [0,...,0] from the buffer start */
-  int64_t sizes[BP_MAX_RANK];
-  int64_t strides[BP_MAX_RANK]; /* in elements; may be 0 (broadcast) */
-} bp_tensor_desc_t;
-#define BP_TENSOR_DESC_V1_SIZE 160u
-
-/* Device flags (bp_device_properties_t.flags). */
-enum bp_device_flags {
-  BP_DEVICE_FLAG_DENORMALS_PRESERVED = 1u << 0, /* no flush-to-zero */
-  BP_DEVICE_FLAG_CORRECTLY_ROUNDED = 1u << 1,   /* div and sqrt, f32 */
-  BP_DEVICE_FLAG_UNIFIED_MEMORY = 1u << 2,      /* device memory is host memory */
-  BP_DEVICE_FLAG_TIMESTAMPS = 1u << 3,          /* event elapsed time works */
-  BP_DEVICE_FLAG_PEER_COPY = 1u << 4            /* copy_peer to same-plugin devices */
-};
-
-typedef struct bp_device_properties {
-  uint32_t struct_size;
-  uint32_t kind; /* enum bp_device_kind */
-  char name[BP_MAX_NAME];
-  char vendor[64];
-  char driver_version[64];
-  uint8_t uuid[16]; /* stable fingerprint of the physical device; 0 unknown */
-  uint64_t memory_bytes;
-  uint32_t compute_units;
-  uint32_t subgroup_size; /* SIMD width / warp / wavefront; 1 for scalar CPU */
-  uint32_t dtype_mask;    /* BP_DTYPE_BIT(d) for dtypes with native storage */
-  uint32_t flags;         /* enum bp_device_flags */
-  /* Throughput figures; 0 means unknown (the compiler then assumes a low
-   * default and says so in its placement report). */
-  double peak_ops_per_s[BP_DTYPE_SLOTS]; /* FLOP/s (integer ops/s) per dtype */
-  double memory_bandwidth_bytes_per_s;
-  double host_link_bandwidth_bytes_per_s; /* host <-> device */
-  double launch_overhead_ns;              /* per op, submission to start */
-} bp_device_properties_t;
-
-typedef struct bp_memory_space_info {
-  uint32_t struct_size;
-  uint32_t kind;  /* enum bp_memory_kind */
-  uint32_t flags; /* enum bp_memory_flags */
-  uint32_t reserved0;
-  uint64_t capacity_bytes;
-  uint64_t alignment_bytes; /* of every buffer start */
-} bp_memory_space_info_t;
 
 typedef struct bp_buffer_alloc_info {
   uint32_t struct_size;
-  uint32_t memory_kind; /* enum bp_memory_kind */
-  uint64_t size_bytes;  /* > 0 */
-  uint64_t alignment;   /* 0 = the space's default; else a power of two */
+  uint32_t memory_space; /* index in device_memory_spaces' list */
+  uint64_t size_bytes;   /* > 0 */
+  uint64_t alignment;    /* 0 = the space's default; else a power of two */
   const void* next;
 } bp_buffer_alloc_info_t;
+#define BP_BUFFER_ALLOC_INFO_V1_SIZE 32u
 
 typedef struct bpp_instance_create_info {
   uint32_t struct_size;
@@ -202,11 +139,15 @@ typedef struct bpp_instance_create_info {
   const char* options; /* "key=value;key=value" from BACKPLANE_<NAME>_OPTIONS, or NULL */
   const void* next;
 } bpp_instance_create_info_t;
+#define BPP_INSTANCE_CREATE_INFO_V1_SIZE 24u
 
 /* ======================================================================== */
 /* Core table: instance, devices, memory, copies, streams, events.          */
 /* ======================================================================== */
-typedef void (*bp_host_func_t)(void* user_data);
+/* A host function enqueued on a stream. A status other than BP_OK poisons
+ * the stream: it becomes the stream's sticky error (as a failed kernel's
+ * would), returned by the next synchronize or query. */
+typedef bp_status_t (*bp_host_func_t)(void* user_data);
 
 typedef struct bpp_core_table {
   uint32_t struct_size;
@@ -225,11 +166,16 @@ typedef struct bpp_core_table {
   void (*device_close)(bpp_device_t device);
   /* `props->struct_size` is set by the caller. */
   bp_status_t (*device_get_properties)(bpp_device_t device, bp_device_properties_t* props);
-  /* Fills up to `capacity` entries; *out_count is the total available. */
+  /* Fills up to `capacity` entries, `element_size` bytes apart (the
+   * caller's sizeof(bp_memory_space_info_t), >= its V1 size); writes at
+   * most element_size bytes of each and sets each entry's struct_size to
+   * what it wrote. *out_count is the total available. Space 0 is the
+   * default device-local space. */
   bp_status_t (*device_memory_spaces)(bpp_device_t device, uint32_t capacity,
-                                      bp_memory_space_info_t* out_spaces, uint32_t* out_count);
-  /* Current use and budget of one memory kind, in bytes. */
-  bp_status_t (*device_memory_usage)(bpp_device_t device, uint32_t memory_kind,
+                                      uint32_t element_size, bp_memory_space_info_t* out_spaces,
+                                      uint32_t* out_count);
+  /* Current use and budget of one memory space (index as above), bytes. */
+  bp_status_t (*device_memory_usage)(bpp_device_t device, uint32_t memory_space,
                                      uint64_t* out_used, uint64_t* out_budget);
 
   /* Buffers. Allocation failing for lack of memory is BP_RESOURCE_EXHAUSTED
@@ -262,8 +208,11 @@ typedef struct bpp_core_table {
   bp_status_t (*buffer_fill)(bpp_stream_t stream, bpp_buffer_t buffer, uint64_t offset,
                              uint64_t size, const void* pattern, uint32_t pattern_size);
 
-  /* Streams: in-order queues. */
-  bp_status_t (*stream_create)(bpp_device_t device, uint32_t flags, bpp_stream_t* out_stream);
+  /* Streams: in-order queues. A request the device cannot honour (a queue
+   * kind it lacks, unknown flags) is refused with BP_UNIMPLEMENTED or
+   * BP_INVALID_ARGUMENT and a message; priority is a hint. */
+  bp_status_t (*stream_create)(bpp_device_t device, const bp_stream_create_info_t* info,
+                               bpp_stream_t* out_stream);
   /* Waits for pending work, then frees. */
   void (*stream_destroy)(bpp_stream_t stream);
   /* Blocks until all work enqueued so far finished; returns the first error
@@ -273,13 +222,15 @@ typedef struct bpp_core_table {
   bp_status_t (*stream_query)(bpp_stream_t stream);
   /* Calls fn(user_data) on some host thread once the stream reaches this
    * point; later work on the stream waits until fn returns. fn must not call
-   * into this stream. Equivalent to cuLaunchHostFunc. The core bridges
-   * cross-plugin event waits with it. */
+   * into this stream. A failed fn poisons the stream (bp_host_func_t).
+   * Equivalent to cuLaunchHostFunc. The core bridges cross-plugin event
+   * waits with it. */
   bp_status_t (*stream_enqueue_host_func)(bpp_stream_t stream, bp_host_func_t fn, void* user_data);
 
   /* Events: recorded on a stream, waited on by another stream of the same
    * plugin. Equivalent to cuEventRecord / cuStreamWaitEvent. */
-  bp_status_t (*event_create)(bpp_device_t device, uint32_t flags, bpp_event_t* out_event);
+  bp_status_t (*event_create)(bpp_device_t device, const bp_event_create_info_t* info,
+                              bpp_event_t* out_event);
   void (*event_destroy)(bpp_event_t event);
   bp_status_t (*event_record)(bpp_event_t event, bpp_stream_t stream);
   bp_status_t (*stream_wait_event)(bpp_stream_t stream, bpp_event_t event);
@@ -289,32 +240,23 @@ typedef struct bpp_core_table {
   bp_status_t (*event_synchronize)(bpp_event_t event);
   /* Time between two completed events recorded with timing, nanoseconds. */
   bp_status_t (*event_elapsed_ns)(bpp_event_t start, bpp_event_t end, uint64_t* out_ns);
+
+  /* External memory and events (enum bp_external_kind says who owns what).
+   * NULL slots, and kinds a plugin lacks, are BP_UNIMPLEMENTED. */
+  bp_status_t (*buffer_import)(bpp_device_t device, const bp_external_buffer_desc_t* desc,
+                               bpp_buffer_t* out_buffer);
+  /* `out->struct_size` and `out->kind` are set by the caller. */
+  bp_status_t (*buffer_export)(bpp_buffer_t buffer, bp_external_buffer_desc_t* out);
+  bp_status_t (*event_import)(bpp_device_t device, const bp_external_event_desc_t* desc,
+                              bpp_event_t* out_event);
+  bp_status_t (*event_export)(bpp_event_t event, bp_external_event_desc_t* out);
 } bpp_core_table_t;
+#define BPP_CORE_TABLE_V1_SIZE 272u
 
 /* ======================================================================== */
 /* Op table: one launch slot per op id.                                     */
 /* ======================================================================== */
 
-/* One operator call. Inputs and outputs are positional as listed in ops.def
- * (a list operand expands in place: cat's inputs are its tensors). The core
- * has already validated shapes, dtypes, aliasing and the attributes against
- * the op's rules, and allocated outputs; the plugin only computes. */
-typedef struct bp_op_call {
-  uint32_t struct_size;
-  uint32_t op_id; /* enum bp_op_id */
-  uint32_t num_inputs;
-  uint32_t num_outputs;
-  /* Elementwise and reduction ops: the dtype the math is done in (PyTorch's
-   * common dtype after type promotion, or the accumulation dtype). Inputs
-   * are converted to it on load, results to the output dtype on store. */
-  uint32_t compute_dtype;
-  uint32_t reserved0;
-  const bp_tensor_desc_t* inputs;
-  const bp_tensor_desc_t* outputs;
-  const void* attrs; /* the op's attribute struct, or NULL (bp_no_attrs_t) */
-  const void* next;
-} bp_op_call_t;
-#define BP_OP_CALL_V1_SIZE 56u
 
 /* Enqueues the op on `stream` (externally synchronized). Returns after
  * enqueueing; errors found while running surface at the next synchronize.
@@ -328,28 +270,11 @@ typedef struct bpp_op_table {
   uint32_t launch_count; /* entries in `launch`; ids >= launch_count: not implemented */
   const bpp_op_launch_fn* launch; /* indexed by op id; NULL = not implemented */
 } bpp_op_table_t;
+#define BPP_OP_TABLE_V1_SIZE 16u
 
 /* ======================================================================== */
 /* Capabilities: support, cost, fusion.                                     */
 /* ======================================================================== */
-enum bp_support_reason {
-  BP_SUPPORT_OK = 0,
-  BP_SUPPORT_OP = 1,        /* the op is not implemented at all */
-  BP_SUPPORT_DTYPE = 2,
-  BP_SUPPORT_RANK = 3,
-  BP_SUPPORT_LAYOUT = 4,    /* strides/offset (see requires_contiguous) */
-  BP_SUPPORT_ATTRIBUTE = 5, /* an attribute value (mode, flag) */
-  BP_SUPPORT_SIZE = 6,      /* a dimension or total size over a limit */
-  BP_SUPPORT_DEVICE = 7     /* this device lacks a feature (e.g. fp64) */
-};
-
-typedef struct bp_support {
-  uint32_t struct_size;
-  uint32_t supported;           /* 1 or 0 */
-  uint32_t reason;              /* enum bp_support_reason */
-  uint32_t requires_contiguous; /* supported only if the core packs inputs densely */
-  char message[256];
-} bp_support_t;
 
 typedef struct bp_cost_estimate {
   uint32_t struct_size;
@@ -358,6 +283,7 @@ typedef struct bp_cost_estimate {
   double flops;
   double bytes; /* memory traffic */
 } bp_cost_estimate_t;
+#define BP_COST_ESTIMATE_V1_SIZE 32u
 
 /* Elementwise programs: a register bytecode run by one generic kernel. */
 enum bp_ew_opcode {
@@ -369,11 +295,14 @@ enum bp_ew_opcode {
    * categories, where, clamp): r[dst] = op(r[a], r[b], r[c]). */
 };
 
+/* A plain record: programs are arrays of them, read at `instr_stride`, so
+ * fields may be appended in a later minor. */
 typedef struct bp_ew_instr {
   uint32_t opcode; /* enum bp_ew_opcode or an op id */
   uint8_t dst, a, b, c; /* register / input / output / constant indices */
   uint32_t aux;    /* CAST: dtype; ops: rounding mode etc. */
 } bp_ew_instr_t;
+#define BP_EW_INSTR_V1_SIZE 12u
 
 typedef struct bp_ew_program {
   uint32_t struct_size;
@@ -383,44 +312,17 @@ typedef struct bp_ew_program {
   uint32_t num_outputs;
   uint32_t num_constants;
   uint32_t compute_dtype; /* dtype of registers */
-  uint32_t reserved0;
-  const bp_ew_instr_t* instrs;
+  uint32_t instr_stride;  /* bytes from one instruction to the next (>= 12) */
+  const bp_ew_instr_t* instrs; /* instruction k at (const char*)instrs + k * instr_stride */
   const bp_scalar_t* constants;
   const void* next;
 } bp_ew_program_t;
+#define BP_EW_PROGRAM_V1_SIZE 56u
+/* Instruction k of `program`, whatever the writer's instruction size. */
+#define BP_EW_INSTR_AT(program, k) \
+  ((const bp_ew_instr_t*)(const void*)((const char*)(program)->instrs + \
+                                       (size_t)(k) * (program)->instr_stride))
 
-/* Epilogues a plugin fuses onto matmul / convolution, and prologues onto
- * reductions (bit flags). */
-enum bp_epilogue_flags {
-  BP_EPILOGUE_BIAS = 1u << 0,
-  BP_EPILOGUE_RELU = 1u << 1,
-  BP_EPILOGUE_GELU = 1u << 2,
-  BP_EPILOGUE_SILU = 1u << 3,
-  BP_EPILOGUE_RESIDUAL_ADD = 1u << 4,
-  BP_EPILOGUE_CAST = 1u << 5,
-  BP_EPILOGUE_EW_PROGRAM = 1u << 6 /* any elementwise program */
-};
-
-typedef struct bp_fused_pattern {
-  uint32_t op_id;      /* a FUSED-category op, e.g. BP_OP_layer_norm */
-  uint32_t dtype_mask; /* dtypes it runs fused */
-} bp_fused_pattern_t;
-
-typedef struct bp_fusion_caps {
-  uint32_t struct_size;
-  /* Elementwise programs (0 in max_instrs: none). */
-  uint32_t ew_max_inputs;
-  uint32_t ew_max_outputs;
-  uint32_t ew_max_instrs;
-  uint32_t ew_max_registers;
-  uint32_t ew_dtype_mask;       /* compute dtypes */
-  uint64_t ew_opcode_mask[4];   /* bit i = op id i usable in programs (ids < 256) */
-  uint32_t matmul_epilogues;    /* enum bp_epilogue_flags */
-  uint32_t conv_epilogues;
-  uint32_t reduction_prologues; /* BP_EPILOGUE_EW_PROGRAM etc. on the input */
-  uint32_t num_patterns;        /* entries in `patterns` */
-  const bp_fused_pattern_t* patterns; /* static */
-} bp_fusion_caps_t;
 
 typedef struct bpp_caps_table {
   uint32_t struct_size;
@@ -432,13 +334,16 @@ typedef struct bpp_caps_table {
   /* Optional (NULL: the compiler uses a roofline from the properties). */
   bp_status_t (*estimate_cost)(bpp_device_t device, const bp_op_call_t* call,
                                bp_cost_estimate_t* out);
+  /* `out->struct_size` is set by the caller. */
   bp_status_t (*query_fusion)(bpp_device_t device, bp_fusion_caps_t* out);
   /* Runs an elementwise program: output[k][i] from inputs broadcast to the
-   * outputs' shape. Stream externally synchronized. */
+   * outputs' shape. Operands are arrays of descriptor pointers. Stream
+   * externally synchronized. */
   bp_status_t (*launch_ew_program)(bpp_stream_t stream, const bp_ew_program_t* program,
-                                   uint32_t num_inputs, const bp_tensor_desc_t* inputs,
-                                   uint32_t num_outputs, const bp_tensor_desc_t* outputs);
+                                   uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
+                                   uint32_t num_outputs, const bp_tensor_desc_t* const* outputs);
 } bpp_caps_table_t;
+#define BPP_CAPS_TABLE_V1_SIZE 40u
 
 /* ======================================================================== */
 /* Compiled regions (executables).                                          */
@@ -457,7 +362,10 @@ typedef struct bp_region_node {
   const uint32_t* inputs;  /* value ids */
   const uint32_t* outputs; /* value ids */
   const void* attrs;
+  uint32_t list_begin, list_count; /* as in bp_op_call_t */
+  const void* next;
 } bp_region_node_t;
+#define BP_REGION_NODE_V1_SIZE 56u
 
 /* Values 0..num_args-1 are the region's arguments (inputs then outputs, in
  * the order launch passes them); higher ids are internal temporaries. */
@@ -468,11 +376,12 @@ typedef struct bp_region_desc {
   uint32_t num_args;
   uint32_t num_inputs; /* first num_inputs args are inputs */
   uint32_t num_nodes;
-  const bp_tensor_desc_t* values; /* shapes and dtypes; buffers NULL */
-  const bp_region_node_t* nodes;  /* topological order */
+  const bp_tensor_desc_t* const* values; /* shapes and dtypes; buffers NULL */
+  const bp_region_node_t* const* nodes;  /* topological order */
   const bp_ew_program_t* program; /* EW_PROGRAM / EPILOGUE */
   const void* next;
 } bp_region_desc_t;
+#define BP_REGION_DESC_V1_SIZE 56u
 
 typedef struct bpp_exec_table {
   uint32_t struct_size;
@@ -482,7 +391,7 @@ typedef struct bpp_exec_table {
   bp_status_t (*region_compile)(bpp_device_t device, const bp_region_desc_t* region,
                                 bp_support_t* out_refusal, bpp_executable_t* out_executable);
   bp_status_t (*executable_launch)(bpp_stream_t stream, bpp_executable_t executable,
-                                   uint32_t num_args, const bp_tensor_desc_t* args);
+                                   uint32_t num_args, const bp_tensor_desc_t* const* args);
   void (*executable_release)(bpp_executable_t executable);
   /* Two-call pattern: data NULL returns the size in *out_size. */
   bp_status_t (*executable_serialize)(bpp_executable_t executable, void* data,
@@ -491,6 +400,7 @@ typedef struct bpp_exec_table {
   bp_status_t (*executable_deserialize)(bpp_device_t device, const void* data, uint64_t size,
                                         bpp_executable_t* out_executable);
 } bpp_exec_table_t;
+#define BPP_EXEC_TABLE_V1_SIZE 48u
 
 /* ======================================================================== */
 /* Collectives.                                                             */
@@ -511,11 +421,11 @@ typedef struct bp_bootstrap {
   bp_status_t (*send)(void* ctx, int32_t peer, const void* data, uint64_t bytes, int32_t tag);
   bp_status_t (*recv)(void* ctx, int32_t peer, void* data, uint64_t bytes, int32_t tag);
 } bp_bootstrap_t;
+#define BP_BOOTSTRAP_V1_SIZE 64u
 
 enum bp_reduce_op {
   BP_REDUCE_SUM = 0, BP_REDUCE_PROD = 1, BP_REDUCE_MIN = 2, BP_REDUCE_MAX = 3, BP_REDUCE_AVG = 4
 };
-enum bp_comm_tier { BP_COMM_TIER_NATIVE = 1, BP_COMM_TIER_HOST_STAGED = 2 };
 
 typedef struct bp_collective_options {
   uint32_t struct_size;
@@ -523,6 +433,7 @@ typedef struct bp_collective_options {
   int32_t root;         /* broadcast, reduce */
   int32_t peer;         /* send, recv */
 } bp_collective_options_t;
+#define BP_COLLECTIVE_OPTIONS_V1_SIZE 16u
 
 /* All collective calls are stream-ordered on `stream` (externally
  * synchronized) and match across ranks by call order. Buffers are dense
@@ -561,6 +472,7 @@ typedef struct bpp_comm_table {
   bp_status_t (*group_begin)(bpp_comm_t comm);
   bp_status_t (*group_end)(bpp_comm_t comm);
 } bpp_comm_table_t;
+#define BPP_COMM_TABLE_V1_SIZE 120u
 
 /* ======================================================================== */
 /* The root table returned by negotiation.                                  */
@@ -574,28 +486,36 @@ struct bp_plugin_vtable {
   const bpp_exec_table_t* exec; /* NULL: no compiled regions */
   const bpp_comm_table_t* comm; /* NULL: host-staged collectives only */
 };
+#define BP_PLUGIN_VTABLE_V1_SIZE 48u
 
 /* ======================================================================== */
-/* Layout pins: these sizes and offsets are frozen for ABI 1.0.             */
+/* Layout pins: these sizes and offsets are frozen for ABI 1.0 (C11 and     */
+/* C++11, 64-bit; see types.h for the plain data).                          */
 /* ======================================================================== */
-#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L && UINTPTR_MAX == 0xFFFFFFFFFFFFFFFFu
-_Static_assert(sizeof(bp_scalar_t) == 16, "bp_scalar_t layout");
-_Static_assert(sizeof(bp_host_services_t) == BP_HOST_SERVICES_V1_SIZE, "host services layout");
-_Static_assert(sizeof(bp_negotiate_request_t) == BP_NEGOTIATE_REQUEST_V1_SIZE, "request layout");
-_Static_assert(sizeof(bp_negotiate_reply_t) == BP_NEGOTIATE_REPLY_V1_SIZE, "reply layout");
-_Static_assert(sizeof(bp_tensor_desc_t) == BP_TENSOR_DESC_V1_SIZE, "tensor desc layout");
-_Static_assert(offsetof(bp_tensor_desc_t, sizes) == 32, "tensor desc sizes offset");
-_Static_assert(sizeof(bp_op_call_t) == BP_OP_CALL_V1_SIZE, "op call layout");
-_Static_assert(offsetof(bpp_core_table_t, instance_create) == 8, "core table head");
-_Static_assert(offsetof(bpp_core_table_t, event_elapsed_ns) == 8 + 28 * sizeof(void*), "core table slots");
-_Static_assert(sizeof(bpp_op_table_t) == 16, "op table layout");
-_Static_assert(offsetof(bpp_caps_table_t, launch_ew_program) == 32, "caps table layout");
-_Static_assert(offsetof(bpp_exec_table_t, executable_deserialize) == 40, "exec table layout");
-_Static_assert(offsetof(bpp_comm_table_t, group_end) == 8 + 13 * sizeof(void*), "comm table layout");
-_Static_assert(sizeof(bp_plugin_vtable_t) == 48, "vtable layout");
-_Static_assert(offsetof(bp_device_properties_t, peak_ops_per_s) == 304, "device properties layout");
-_Static_assert(sizeof(bp_device_properties_t) == 584, "device properties size");
-_Static_assert(sizeof(bp_ew_instr_t) == 12, "ew instr layout");
+#if BP_ABI_PINNED
+BP_STATIC_ASSERT(sizeof(bp_host_services_t) == BP_HOST_SERVICES_V1_SIZE, "host services layout");
+BP_STATIC_ASSERT(sizeof(bp_negotiate_request_t) == BP_NEGOTIATE_REQUEST_V1_SIZE, "request layout");
+BP_STATIC_ASSERT(sizeof(bp_negotiate_reply_t) == BP_NEGOTIATE_REPLY_V1_SIZE, "reply layout");
+BP_STATIC_ASSERT(sizeof(bp_buffer_alloc_info_t) == BP_BUFFER_ALLOC_INFO_V1_SIZE, "alloc info");
+BP_STATIC_ASSERT(sizeof(bpp_instance_create_info_t) == BPP_INSTANCE_CREATE_INFO_V1_SIZE,
+                 "instance create info");
+BP_STATIC_ASSERT(offsetof(bpp_core_table_t, instance_create) == 8, "core table head");
+BP_STATIC_ASSERT(offsetof(bpp_core_table_t, event_elapsed_ns) == 8 + 28 * sizeof(void*),
+                 "core table slots");
+BP_STATIC_ASSERT(sizeof(bpp_core_table_t) == BPP_CORE_TABLE_V1_SIZE, "core table size");
+BP_STATIC_ASSERT(sizeof(bpp_op_table_t) == BPP_OP_TABLE_V1_SIZE, "op table layout");
+BP_STATIC_ASSERT(sizeof(bpp_caps_table_t) == BPP_CAPS_TABLE_V1_SIZE, "caps table layout");
+BP_STATIC_ASSERT(sizeof(bpp_exec_table_t) == BPP_EXEC_TABLE_V1_SIZE, "exec table layout");
+BP_STATIC_ASSERT(sizeof(bpp_comm_table_t) == BPP_COMM_TABLE_V1_SIZE, "comm table layout");
+BP_STATIC_ASSERT(sizeof(bp_plugin_vtable_t) == BP_PLUGIN_VTABLE_V1_SIZE, "vtable layout");
+BP_STATIC_ASSERT(sizeof(bp_cost_estimate_t) == BP_COST_ESTIMATE_V1_SIZE, "cost layout");
+BP_STATIC_ASSERT(sizeof(bp_ew_instr_t) == BP_EW_INSTR_V1_SIZE, "ew instr layout");
+BP_STATIC_ASSERT(sizeof(bp_ew_program_t) == BP_EW_PROGRAM_V1_SIZE, "ew program layout");
+BP_STATIC_ASSERT(sizeof(bp_region_node_t) == BP_REGION_NODE_V1_SIZE, "region node layout");
+BP_STATIC_ASSERT(sizeof(bp_region_desc_t) == BP_REGION_DESC_V1_SIZE, "region desc layout");
+BP_STATIC_ASSERT(sizeof(bp_collective_options_t) == BP_COLLECTIVE_OPTIONS_V1_SIZE,
+                 "collective options layout");
+BP_STATIC_ASSERT(sizeof(bp_bootstrap_t) == BP_BOOTSTRAP_V1_SIZE, "bootstrap layout");
 #endif
 
 #ifdef __cplusplus

@@ -295,11 +295,11 @@ static bp_status_t sdpa_exec(const bp_op_call_t* call) {
   const bp_sdpa_attrs_t* a = call->attrs;
   sdpa_job_t j;
   memset(&j, 0, sizeof j);
-  j.q = &call->inputs[0];
-  j.k = &call->inputs[1];
-  j.v = &call->inputs[2];
-  j.m = call->num_inputs > 3 && call->inputs[3].dtype != BP_DTYPE_INVALID ? &call->inputs[3] : NULL;
-  j.o = &call->outputs[0];
+  j.q = call->inputs[0];
+  j.k = call->inputs[1];
+  j.v = call->inputs[2];
+  j.m = call->num_inputs > 3 && call->inputs[3]->dtype != BP_DTYPE_INVALID ? call->inputs[3] : NULL;
+  j.o = call->outputs[0];
   const bp_tensor_desc_t *q = j.q, *k = j.k, *v = j.v, *m = j.m, *o = j.o;
   if (!a) return cpu_error(BP_INVALID_ARGUMENT, "cpu: scaled_dot_product_attention: no attrs");
   if (q->rank < 2 || k->rank < 2 || v->rank < 2 || o->rank < 2)
@@ -374,11 +374,11 @@ static bp_status_t exec_attention(const bp_op_call_t* call) {
 
 static int supported_attention(const bp_op_call_t* call, char* msg, size_t cap) {
   uint32_t op = call->op_id;
-  uint32_t d = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
-  uint32_t o = call->outputs[0].dtype;
+  uint32_t d = call->num_inputs ? call->inputs[0]->dtype : BP_DTYPE_INVALID;
+  uint32_t o = call->outputs[0]->dtype;
   const char* why = NULL;
   for (uint32_t i = 0; i < call->num_inputs && !why; i++) {
-    uint32_t di = call->inputs[i].dtype;
+    uint32_t di = call->inputs[i]->dtype;
     if (di == BP_DTYPE_INVALID) continue;
     int mask = op == BP_OP_scaled_dot_product_attention && i == 3;
     if (di != d && !(mask && di == BP_DTYPE_BOOL)) why = "operands of different dtypes";

@@ -132,9 +132,9 @@ static bp_status_t att_dense(const bp_tensor_desc_t* t, uint32_t dtype, void** o
 }
 
 bp_status_t cpu_att_linear(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *in = &call->inputs[0], *w = &call->inputs[1], *o = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *w = call->inputs[1], *o = call->outputs[0];
   const bp_tensor_desc_t* bias =
-      call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID ? &call->inputs[2] : NULL;
+      call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID ? call->inputs[2] : NULL;
   const bp_linear_attrs_t* a = call->attrs;
   bp_status_t st = BP_OK;
   void *pa = NULL, *pw = NULL, *pc = NULL;
@@ -264,10 +264,10 @@ ATT_ROT_KERNEL(f64, double, CPU_KT_F64)
 bp_status_t cpu_att_rotary(const bp_op_call_t* call) {
   rot_job_t j;
   memset(&j, 0, sizeof j);
-  j.x = &call->inputs[0];
-  j.cs = &call->inputs[1];
-  j.sn = &call->inputs[2];
-  j.o = &call->outputs[0];
+  j.x = call->inputs[0];
+  j.cs = call->inputs[1];
+  j.sn = call->inputs[2];
+  j.o = call->outputs[0];
   const bp_rotary_attrs_t* a = call->attrs;
   const bp_tensor_desc_t* x = j.x;
   if (!a || x->rank < 1 || j.o->rank != x->rank || j.cs->rank < 1 || j.sn->rank != j.cs->rank)
@@ -416,9 +416,9 @@ bp_status_t cpu_att_cdist(const bp_op_call_t* call) {
   const bp_cdist_attrs_t* a = call->attrs;
   dist_job_t j;
   memset(&j, 0, sizeof j);
-  j.x1 = &call->inputs[0];
-  j.x2 = &call->inputs[1];
-  j.o = &call->outputs[0];
+  j.x1 = call->inputs[0];
+  j.x2 = call->inputs[1];
+  j.o = call->outputs[0];
   if (!a || j.x1->rank < 2 || j.x2->rank < 2 || j.o->rank < 2)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: cdist: operands need rank >= 2");
   att_batch_of(j.o, 2, &j.batch);
@@ -467,8 +467,8 @@ bp_status_t cpu_att_pdist(const bp_op_call_t* call) {
   const bp_cdist_attrs_t* a = call->attrs;
   dist_job_t j;
   memset(&j, 0, sizeof j);
-  j.x1 = &call->inputs[0];
-  j.o = &call->outputs[0];
+  j.x1 = call->inputs[0];
+  j.o = call->outputs[0];
   if (!a || j.x1->rank != 2 || j.o->rank != 1 || !(a->p >= 0))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: pdist: self must be 2-d, out 1-d, p >= 0");
   j.P = j.x1->sizes[0];

@@ -544,8 +544,8 @@ static bp_status_t conv_forward_transposed(const conv_call_t* cc, const conv_vie
 
 static bp_status_t conv_forward(const bp_op_call_t* call) {
   const bp_conv_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *in = &call->inputs[0], *w = &call->inputs[1], *out = &call->outputs[0];
-  const bp_tensor_desc_t* b = call->num_inputs > 2 ? &call->inputs[2] : NULL;
+  const bp_tensor_desc_t *in = call->inputs[0], *w = call->inputs[1], *out = call->outputs[0];
+  const bp_tensor_desc_t* b = call->num_inputs > 2 ? call->inputs[2] : NULL;
   conv_call_t cc;
   conv_call_make(&cc, a, in, w, out);
   const conv_kernels_t* K = cc.K;
@@ -603,8 +603,8 @@ static void conv_bias_sum_range(void* ctx, int64_t ob, int64_t oe) {
 
 static bp_status_t conv_backward(const bp_op_call_t* call) {
   const bp_conv_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *dy = &call->inputs[0], *in = &call->inputs[1], *w = &call->inputs[2];
-  const bp_tensor_desc_t *dx = &call->outputs[0], *dw = &call->outputs[1], *db = &call->outputs[2];
+  const bp_tensor_desc_t *dy = call->inputs[0], *in = call->inputs[1], *w = call->inputs[2];
+  const bp_tensor_desc_t *dx = call->outputs[0], *dw = call->outputs[1], *db = call->outputs[2];
   int want_dx = (a->output_mask & 1u) != 0, want_dw = (a->output_mask & 2u) != 0,
       want_db = (a->output_mask & 4u) != 0;
   conv_call_t cc;
@@ -714,7 +714,7 @@ cleanup:
 /* ---- col2im -------------------------------------------------------------- */
 static bp_status_t conv_col2im_op(const bp_op_call_t* call) {
   const bp_col2im_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *in = &call->inputs[0], *out = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
   int batched = in->rank == 3;
   const conv_kernels_t* K = conv_kernels_for(in->dtype);
   int64_t batch = batched ? in->sizes[0] : 1;
@@ -766,14 +766,14 @@ static bp_status_t conv_check(const bp_op_call_t* call) {
   const char* name = cpu_op_name(call->op_id);
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
     const bp_tensor_desc_t* d =
-        k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+        k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (d->dtype != BP_DTYPE_INVALID && !conv_dtype_ok(d->dtype))
       return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: %s is not supported", name,
                        bp_dtype_name(d->dtype));
   }
   if (call->op_id == BP_OP_col2im) {
     const bp_col2im_attrs_t* a = call->attrs;
-    const bp_tensor_desc_t *in = &call->inputs[0], *out = &call->outputs[0];
+    const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
     int ok = (in->rank == 2 || in->rank == 3) && out->rank == in->rank + 1;
     int b = in->rank == 3;
     int64_t blocks = 1;
@@ -794,8 +794,8 @@ static bp_status_t conv_check(const bp_op_call_t* call) {
   }
   const bp_conv_attrs_t* a = call->attrs;
   int fwd = call->op_id == BP_OP_convolution;
-  const bp_tensor_desc_t *in = &call->inputs[fwd ? 0 : 1], *w = &call->inputs[fwd ? 1 : 2];
-  const bp_tensor_desc_t* y = fwd ? &call->outputs[0] : &call->inputs[0];
+  const bp_tensor_desc_t *in = call->inputs[fwd ? 0 : 1], *w = call->inputs[fwd ? 1 : 2];
+  const bp_tensor_desc_t* y = fwd ? call->outputs[0] : call->inputs[0];
   uint32_t nsp = w->rank - 2;
   int ok = w->rank >= 3 && w->rank <= 5 && in->rank == w->rank && y->rank == w->rank &&
            a->groups > 0 && in->sizes[0] == y->sizes[0];
@@ -816,13 +816,13 @@ static bp_status_t conv_check(const bp_op_call_t* call) {
            (x - 1) * a->stride[i] - 2 * a->padding[i] + ext + a->output_padding[i];
   }
   if (ok && !fwd) { /* requested gradients have the operands' shapes */
-    const bp_tensor_desc_t* o = call->outputs;
-    ok = (!(a->output_mask & 1u) || o[0].rank == in->rank) &&
-         (!(a->output_mask & 2u) || o[1].rank == w->rank) &&
-         (!(a->output_mask & 4u) || (o[2].rank == 1 && o[2].sizes[0] == y->sizes[1]));
+    const bp_tensor_desc_t* const* o = call->outputs;
+    ok = (!(a->output_mask & 1u) || o[0]->rank == in->rank) &&
+         (!(a->output_mask & 2u) || o[1]->rank == w->rank) &&
+         (!(a->output_mask & 4u) || (o[2]->rank == 1 && o[2]->sizes[0] == y->sizes[1]));
     for (uint32_t i = 0; ok && i < in->rank; i++)
-      ok = (!(a->output_mask & 1u) || o[0].sizes[i] == in->sizes[i]) &&
-           (!(a->output_mask & 2u) || o[1].sizes[i] == w->sizes[i]);
+      ok = (!(a->output_mask & 1u) || o[0]->sizes[i] == in->sizes[i]) &&
+           (!(a->output_mask & 2u) || o[1]->sizes[i] == w->sizes[i]);
   }
   if (!ok)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: shapes do not match the attributes", name);
@@ -848,7 +848,7 @@ static bp_status_t exec_conv(const bp_op_call_t* call) {
 static int supported_conv(const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
     const bp_tensor_desc_t* d =
-        k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+        k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (d->dtype == BP_DTYPE_INVALID) continue;
     if (!conv_dtype_ok(d->dtype)) {
       snprintf(msg, cap, "%s operands are not supported (f32, f64, f16, bf16)",

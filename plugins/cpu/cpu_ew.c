@@ -477,12 +477,12 @@ static int ew_kernel_type(const bp_op_call_t* call, int kid) {
   uint32_t cd = call->compute_dtype;
   if (!bp_dtype_is_valid(cd) || cd == BP_DTYPE_C64 || bp_dtype_is_fp8(cd)) {
     cd = BP_DTYPE_INVALID; /* not given: the first present input's dtype */
-    for (uint32_t i = 0; i < call->num_inputs && !cd; i++) cd = call->inputs[i].dtype;
-    if (!cd) cd = call->outputs[0].dtype;
+    for (uint32_t i = 0; i < call->num_inputs && !cd; i++) cd = call->inputs[i]->dtype;
+    if (!cd) cd = call->outputs[0]->dtype;
   }
   int kt = cpu_kt_natural(cd);
-  if (!k_kernels[kid][kt] && bp_dtype_is_float(call->outputs[0].dtype))
-    kt = cpu_kt_natural(call->outputs[0].dtype);
+  if (!k_kernels[kid][kt] && bp_dtype_is_float(call->outputs[0]->dtype))
+    kt = cpu_kt_natural(call->outputs[0]->dtype);
   if (!k_kernels[kid][kt] && kernel_result_is_bool(kid)) kt = CPU_KT_F64;
   return kt;
 }
@@ -491,11 +491,11 @@ int cpu_ew_supported(const bp_op_call_t* call, char* msg, size_t cap) {
   uint32_t op = call->op_id;
   int kid = ew_kernel_id(call);
   for (uint32_t i = 0; i < call->num_inputs; i++)
-    if (bp_dtype_is_fp8(call->inputs[i].dtype)) {
+    if (bp_dtype_is_fp8(call->inputs[i]->dtype)) {
       bp_plugin_format(msg, cap, 0, "fp8 is a storage type (no arithmetic)");
       return BP_SUPPORT_DTYPE;
     }
-  if (bp_dtype_is_fp8(call->outputs[0].dtype)) {
+  if (bp_dtype_is_fp8(call->outputs[0]->dtype)) {
     bp_plugin_format(msg, cap, 0, "fp8 output is a storage type (no arithmetic)");
     return BP_SUPPORT_DTYPE;
   }
@@ -514,7 +514,7 @@ int cpu_ew_supported(const bp_op_call_t* call, char* msg, size_t cap) {
 
 bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   ew_job_t j;
   memset(&j, 0, sizeof j);
   char msg[160];
@@ -536,7 +536,7 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
   }
   static const char* const what[3] = {"input 0", "input 1", "input 2"};
   for (int k = 0; k < j.nin; k++) {
-    const bp_tensor_desc_t* in = &call->inputs[k];
+    const bp_tensor_desc_t* in = call->inputs[k];
     int scalar_here = (k == 0 && (flags & BP_BINARY_SELF_IS_SCALAR)) ||
                       (k == 1 && (flags & BP_BINARY_OTHER_IS_SCALAR));
     bp_status_t st;
@@ -569,8 +569,8 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
       break;
     }
     case BP_OP_clamp_tensor:
-      j.params.i[0] = call->inputs[1].dtype != BP_DTYPE_INVALID;
-      j.params.i[1] = call->inputs[2].dtype != BP_DTYPE_INVALID;
+      j.params.i[0] = call->inputs[1]->dtype != BP_DTYPE_INVALID;
+      j.params.i[1] = call->inputs[2]->dtype != BP_DTYPE_INVALID;
       break;
     case BP_OP_elu: {
       const bp_elu_attrs_t* a = call->attrs;
@@ -675,16 +675,16 @@ static void arange_range(void* ctx, int64_t b, int64_t e) {
 }
 
 bp_status_t cpu_exec_copy_like(const bp_op_call_t* call) {
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   switch (call->op_id) {
     case BP_OP_to_copy:
     case BP_OP_clone:
-      if (call->inputs[0].rank != out->rank)
+      if (call->inputs[0]->rank != out->rank)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: input rank %u != output rank %u",
-                         cpu_op_name(call->op_id), call->inputs[0].rank, out->rank);
-      return cpu_cast_copy(out, &call->inputs[0]);
+                         cpu_op_name(call->op_id), call->inputs[0]->rank, out->rank);
+      return cpu_cast_copy(out, call->inputs[0]);
     case BP_OP_copy:
-      return cpu_cast_copy(out, &call->inputs[1]);
+      return cpu_cast_copy(out, call->inputs[1]);
     case BP_OP_fill: {
       const bp_fill_attrs_t* a = call->attrs;
       ew_job_t j;
@@ -703,8 +703,8 @@ bp_status_t cpu_exec_copy_like(const bp_op_call_t* call) {
       if (out->rank == 0 || dim < 0 || dim >= (int64_t)out->rank)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: cat: dim %d out of range for rank %u", a->dim, out->rank);
       int64_t at = 0;
-      for (uint32_t i = 0; i < call->num_inputs; i++) {
-        const bp_tensor_desc_t* in = &call->inputs[i];
+      for (uint32_t i = call->list_begin; i < call->list_begin + call->list_count; i++) {
+        const bp_tensor_desc_t* in = call->inputs[i];
         if (in->rank == 1 && in->sizes[0] == 0 && out->rank != 1) continue; /* legacy skip */
         if (in->rank != out->rank)
           return cpu_error(BP_INVALID_ARGUMENT, "cpu: cat: input %u has rank %u, output %u", i, in->rank, out->rank);

@@ -308,7 +308,7 @@ static bp_status_t fft_passes(fft_c* work, uint32_t rank, const int64_t* sizes, 
 
 static bp_status_t fft_r2c(const bp_op_call_t* call) {
   const bp_fft_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *in = &call->inputs[0], *o = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *o = call->outputs[0];
   uint32_t dims[BP_MAX_RANK], r = in->rank;
   if (in->dtype != BP_DTYPE_F32 || o->dtype != BP_DTYPE_C64 || o->rank != r || !fft_dims(a, r, dims))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: fft_r2c: bad operands or dims");
@@ -347,7 +347,7 @@ static bp_status_t fft_r2c(const bp_op_call_t* call) {
 
 static bp_status_t fft_c2r(const bp_op_call_t* call) {
   const bp_fft_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *in = &call->inputs[0], *o = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *o = call->outputs[0];
   uint32_t dims[BP_MAX_RANK], r = in->rank;
   if (in->dtype != BP_DTYPE_C64 || o->dtype != BP_DTYPE_F32 || o->rank != r || !fft_dims(a, r, dims))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: fft_c2r: bad operands or dims");
@@ -411,11 +411,11 @@ static bp_status_t exec_fft(const bp_op_call_t* call) {
 
 static int supported_fft(const bp_op_call_t* call, char* msg, size_t cap) {
   int r2c = call->op_id == BP_OP_fft_r2c;
-  uint32_t in = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
+  uint32_t in = call->num_inputs ? call->inputs[0]->dtype : BP_DTYPE_INVALID;
   uint32_t want_in = r2c ? BP_DTYPE_F32 : BP_DTYPE_C64, want_out = r2c ? BP_DTYPE_C64 : BP_DTYPE_F32;
-  if (in == want_in && call->outputs[0].dtype == want_out) return 0;
+  if (in == want_in && call->outputs[0]->dtype == want_out) return 0;
   snprintf(msg, cap, "%s -> %s (takes %s -> %s)", bp_dtype_name(in) ? bp_dtype_name(in) : "?",
-           bp_dtype_name(call->outputs[0].dtype) ? bp_dtype_name(call->outputs[0].dtype) : "?",
+           bp_dtype_name(call->outputs[0]->dtype) ? bp_dtype_name(call->outputs[0]->dtype) : "?",
            bp_dtype_name(want_in), bp_dtype_name(want_out));
   return BP_SUPPORT_DTYPE;
 }

@@ -475,16 +475,16 @@ bp_status_t cpu_gemm(uint32_t dtype, int64_t m, int64_t n, int64_t k, double alp
 bp_status_t cpu_exec_matmul(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const char* name = cpu_op_name(op);
-  const bp_tensor_desc_t* out = &call->outputs[0];
-  const bp_tensor_desc_t* a = &call->inputs[op == BP_OP_addmm ? 1 : 0];
-  const bp_tensor_desc_t* b = &call->inputs[op == BP_OP_addmm ? 2 : 1];
+  const bp_tensor_desc_t* out = call->outputs[0];
+  const bp_tensor_desc_t* a = call->inputs[op == BP_OP_addmm ? 1 : 0];
+  const bp_tensor_desc_t* b = call->inputs[op == BP_OP_addmm ? 2 : 1];
   int batched = op == BP_OP_bmm;
   uint32_t r = batched ? 3 : 2;
   if (a->rank != r || b->rank != r || out->rank != r)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: ranks %u, %u -> %u, expected %u", name, a->rank,
                      b->rank, out->rank, r);
   if (a->dtype != out->dtype || b->dtype != out->dtype ||
-      (op == BP_OP_addmm && call->inputs[0].dtype != out->dtype))
+      (op == BP_OP_addmm && call->inputs[0]->dtype != out->dtype))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: operands must share one dtype", name);
   if (out->dtype == BP_DTYPE_BOOL || bp_dtype_is_fp8(out->dtype) || out->dtype == BP_DTYPE_C64)
     return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: %s is not supported", name, bp_dtype_name(out->dtype));
@@ -501,17 +501,18 @@ bp_status_t cpu_exec_matmul(const bp_op_call_t* call) {
     if (beta != 0) {
       /* out = beta * self (broadcast), computed through the elementwise path. */
       mat_t c = mat_of(out, 0, 0);
-      bp_status_t st = fill_from(&c, &call->inputs[0]);
+      bp_status_t st = fill_from(&c, call->inputs[0]);
       if (st) return st;
       if (beta != 1) {
         bp_binary_attrs_t ma = {.struct_size = sizeof ma, .flags = BP_BINARY_OTHER_IS_SCALAR,
                                 .scalar = at->beta};
-        bp_tensor_desc_t ins[2] = {*out, *out};
-        ins[1].dtype = BP_DTYPE_INVALID;
-        ins[1].buffer = NULL;
+        bp_tensor_desc_t absent = *out;
+        absent.dtype = BP_DTYPE_INVALID;
+        absent.buffer = NULL;
+        const bp_tensor_desc_t* ins[2] = {out, &absent};
         bp_op_call_t mc = {.struct_size = sizeof mc, .op_id = BP_OP_mul, .num_inputs = 2,
                            .num_outputs = 1, .compute_dtype = out->dtype, .inputs = ins,
-                           .outputs = out, .attrs = &ma};
+                           .outputs = &out, .attrs = &ma};
         if ((st = cpu_exec_elementwise(&mc))) return st;
       }
       has_beta = 1;

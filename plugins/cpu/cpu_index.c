@@ -189,7 +189,8 @@ typedef struct adv {
 /* Inputs [1, 1 + count) of the call are the list; sizes were validated by
  * the core, so this only recomputes the geometry. */
 static bp_status_t adv_init(adv_t* g, const bp_op_call_t* call, uint32_t count) {
-  const bp_tensor_desc_t* self = &call->inputs[0];
+  const bp_tensor_desc_t* self = call->inputs[0];
+  const uint32_t list = call->list_begin; /* the indices: inputs[list .. list + count) */
   memset(g, 0, sizeof *g);
   g->self_rank = self->rank;
   memcpy(g->self_sizes, self->sizes, sizeof(int64_t) * self->rank);
@@ -199,7 +200,7 @@ static bp_status_t adv_init(adv_t* g, const bp_op_call_t* call, uint32_t count) 
   uint32_t nidx = 0, first = 0, last = 0;
   int adjacent = 1;
   for (uint32_t k = 0; k < count; k++) {
-    const bp_tensor_desc_t* t = &call->inputs[1 + k];
+    const bp_tensor_desc_t* t = call->inputs[list + k];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     if (nidx == 0) first = k;
     else if (k != last + 1) adjacent = 0;
@@ -224,7 +225,7 @@ static bp_status_t adv_init(adv_t* g, const bp_op_call_t* call, uint32_t count) 
   }
   for (uint32_t k = 0; k < count; k++) {
     if (!g->indexed[k]) continue;
-    const bp_tensor_desc_t* t = &call->inputs[1 + k];
+    const bp_tensor_desc_t* t = call->inputs[1 + k];
     for (uint32_t b = 0; b < g->brank; b++) {
       int td = (int)b - (int)(g->brank - t->rank);
       g->istr[k][b] = td < 0 || t->sizes[td] == 1 ? 0 : t->strides[td];
@@ -338,9 +339,9 @@ static bp_status_t exec_gather(const bp_op_call_t* call) {
   map_job_t j;
   memset(&j, 0, sizeof j);
   j.kind = MAP_GATHER;
-  nd_from(&j.src, &call->inputs[0]);
-  nd_from(&j.index, &call->inputs[1]);
-  nd_from(&j.out, &call->outputs[0]);
+  nd_from(&j.src, call->inputs[0]);
+  nd_from(&j.index, call->inputs[1]);
+  nd_from(&j.out, call->outputs[0]);
   int64_t dim = a->dim < 0 ? a->dim + (int64_t)j.src.rank : a->dim;
   if (dim < 0 || dim >= (int64_t)j.src.rank || j.index.rank != j.src.rank || j.out.rank != j.src.rank)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: gather: bad dim %d or ranks", a->dim);
@@ -356,9 +357,9 @@ static bp_status_t exec_index_select(const bp_op_call_t* call) {
   map_job_t j;
   memset(&j, 0, sizeof j);
   j.kind = MAP_INDEX_SELECT;
-  nd_from(&j.src, &call->inputs[0]);
-  nd_from(&j.index, &call->inputs[1]);
-  nd_from(&j.out, &call->outputs[0]);
+  nd_from(&j.src, call->inputs[0]);
+  nd_from(&j.index, call->inputs[1]);
+  nd_from(&j.out, call->outputs[0]);
   int64_t dim = a->dim < 0 ? a->dim + (int64_t)j.src.rank : a->dim;
   if (dim < 0 || dim >= (int64_t)j.src.rank || j.index.rank != 1 || j.out.rank != j.src.rank)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: index_select: bad dim %d or ranks", a->dim);
@@ -394,17 +395,17 @@ static bp_status_t exec_embedding(const bp_op_call_t* call) {
   map_job_t j;
   memset(&j, 0, sizeof j);
   j.kind = MAP_EMBEDDING;
-  nd_from(&j.src, &call->inputs[0]);
-  j.index.base = cpu_desc_ptr(&call->inputs[1]);
-  j.index.dtype = call->inputs[1].dtype;
-  j.index.rank = call->inputs[1].rank; /* 0-d indices stay rank 0 here */
-  memcpy(j.index.sizes, call->inputs[1].sizes, sizeof(int64_t) * j.index.rank);
-  memcpy(j.index.strides, call->inputs[1].strides, sizeof(int64_t) * j.index.rank);
-  nd_from(&j.out, &call->outputs[0]);
+  nd_from(&j.src, call->inputs[0]);
+  j.index.base = cpu_desc_ptr(call->inputs[1]);
+  j.index.dtype = call->inputs[1]->dtype;
+  j.index.rank = call->inputs[1]->rank; /* 0-d indices stay rank 0 here */
+  memcpy(j.index.sizes, call->inputs[1]->sizes, sizeof(int64_t) * j.index.rank);
+  memcpy(j.index.strides, call->inputs[1]->strides, sizeof(int64_t) * j.index.rank);
+  nd_from(&j.out, call->outputs[0]);
   if (j.src.rank != 2 || j.out.rank != j.index.rank + 1)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: embedding: bad ranks");
   nd_t idx;
-  nd_from(&idx, &call->inputs[1]);
+  nd_from(&idx, call->inputs[1]);
   bp_status_t st = check_indices(call, &idx, j.src.sizes[0], 0, 0, "indices");
   if (st) return st;
   int64_t dim = j.src.sizes[1];
@@ -421,18 +422,18 @@ static bp_status_t exec_embedding(const bp_op_call_t* call) {
 static bp_status_t exec_index_op(const bp_op_call_t* call) {
   adv_t* g = malloc(sizeof *g);
   if (!g) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: index: out of host memory");
-  bp_status_t st = adv_init(g, call, call->num_inputs - 1);
+  bp_status_t st = adv_init(g, call, call->list_count);
   if (st == BP_OK) st = adv_check(call, g);
   if (st == BP_OK) {
     map_job_t j;
     memset(&j, 0, sizeof j);
     j.kind = MAP_INDEX;
     j.adv = g;
-    nd_from(&j.src, &call->inputs[0]);
-    nd_from(&j.out, &call->outputs[0]);
+    nd_from(&j.src, call->inputs[0]);
+    nd_from(&j.out, call->outputs[0]);
     j.out.rank = g->out_rank;
     memcpy(j.out.sizes, g->out_sizes, sizeof(int64_t) * g->out_rank);
-    memcpy(j.out.strides, call->outputs[0].strides, sizeof(int64_t) * g->out_rank);
+    memcpy(j.out.strides, call->outputs[0]->strides, sizeof(int64_t) * g->out_rank);
     map_run(&j);
   }
   free(g);
@@ -443,15 +444,19 @@ static bp_status_t exec_index_op(const bp_op_call_t* call) {
 
 static bp_status_t exec_index_put(const bp_op_call_t* call) {
   const bp_index_put_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t* self = &call->inputs[0];
-  const bp_tensor_desc_t* values = &call->inputs[call->num_inputs - 1];
-  const bp_tensor_desc_t* out = &call->outputs[0];
-  if (call->num_inputs < 2 || values->dtype != out->dtype)
+  const bp_tensor_desc_t* self = call->inputs[0];
+  /* values: the fixed operand right after the index list. */
+  const uint32_t vi = call->list_begin + call->list_count;
+  if (vi >= call->num_inputs)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: index_put: 'values' is absent");
+  const bp_tensor_desc_t* values = call->inputs[vi];
+  const bp_tensor_desc_t* out = call->outputs[0];
+  if (values->dtype != out->dtype)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: index_put: 'values' is absent or not of %s",
                      bp_dtype_name(out->dtype));
   adv_t* g = malloc(sizeof *g);
   if (!g) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: index_put: out of host memory");
-  bp_status_t st = adv_init(g, call, call->num_inputs - 2);
+  bp_status_t st = adv_init(g, call, call->list_count);
   if (st == BP_OK) st = adv_check(call, g);
   if (st == BP_OK) st = cpu_cast_copy(out, self); /* a no-op when run in place */
   if (st == BP_OK) {
@@ -482,8 +487,8 @@ static bp_status_t exec_index_put(const bp_op_call_t* call) {
 /* ---- masked_scatter ---------------------------------------------------------------------- */
 
 static bp_status_t exec_masked_scatter(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *self = &call->inputs[0], *mask = &call->inputs[1],
-                         *source = &call->inputs[2], *out = &call->outputs[0];
+  const bp_tensor_desc_t *self = call->inputs[0], *mask = call->inputs[1],
+                         *source = call->inputs[2], *out = call->outputs[0];
   uint32_t rank = out->rank;
   int64_t mstr[BP_MAX_RANK];
   for (uint32_t k = 0; k < rank; k++) {
@@ -536,7 +541,7 @@ static int elem_nonzero(const unsigned char* p, uint32_t dtype, uint32_t es) {
 }
 
 static bp_status_t exec_nonzero(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *self = &call->inputs[0], *out = &call->outputs[0], *cnt = &call->outputs[1];
+  const bp_tensor_desc_t *self = call->inputs[0], *out = call->outputs[0], *cnt = call->outputs[1];
   uint32_t rank = self->rank, es = bp_dtype_size(self->dtype);
   const unsigned char* sb = cpu_desc_ptr(self);
   unsigned char* ob = cpu_desc_ptr(out);
@@ -624,19 +629,19 @@ static bp_status_t exec_embedding_bag(const bp_op_call_t* call) {
   bag_job_t j;
   memset(&j, 0, sizeof j);
   j.a = call->attrs;
-  nd_from(&j.w, &call->inputs[0]);
-  nd_from(&j.idx, &call->inputs[1]);
-  nd_from(&j.off, &call->inputs[2]);
-  j.has_psw = call->inputs[3].dtype != BP_DTYPE_INVALID;
-  if (j.has_psw) nd_from(&j.psw, &call->inputs[3]);
-  nd_from(&j.out, &call->outputs[0]);
-  nd_from(&j.o2b, &call->outputs[1]);
-  nd_from(&j.bsz, &call->outputs[2]);
-  nd_from(&j.maxi, &call->outputs[3]);
-  j.n = call->inputs[1].sizes[0];
-  j.bags = call->outputs[0].sizes[0];
-  j.dim = call->inputs[0].sizes[1];
-  int64_t noff = call->inputs[2].sizes[0];
+  nd_from(&j.w, call->inputs[0]);
+  nd_from(&j.idx, call->inputs[1]);
+  nd_from(&j.off, call->inputs[2]);
+  j.has_psw = call->inputs[3]->dtype != BP_DTYPE_INVALID;
+  if (j.has_psw) nd_from(&j.psw, call->inputs[3]);
+  nd_from(&j.out, call->outputs[0]);
+  nd_from(&j.o2b, call->outputs[1]);
+  nd_from(&j.bsz, call->outputs[2]);
+  nd_from(&j.maxi, call->outputs[3]);
+  j.n = call->inputs[1]->sizes[0];
+  j.bags = call->outputs[0]->sizes[0];
+  j.dim = call->inputs[0]->sizes[1];
+  int64_t noff = call->inputs[2]->sizes[0];
   /* Offsets: start at 0, never decrease, never pass n; with
    * include_last_offset the last one is n (CSR form). */
   int64_t prev = 0;
@@ -704,7 +709,7 @@ static void ebw_range(void* ctx, int64_t begin, int64_t end) {
 
 static bp_status_t exec_embedding_dense_backward(const bp_op_call_t* call) {
   const bp_embedding_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *grad = &call->inputs[0], *ind = &call->inputs[1];
+  const bp_tensor_desc_t *grad = call->inputs[0], *ind = call->inputs[1];
   nd_t idx;
   nd_from(&idx, ind);
   int64_t nw = a->num_weights, n = numel_of(ind->rank, ind->sizes);
@@ -737,7 +742,7 @@ static bp_status_t exec_embedding_dense_backward(const bp_op_call_t* call) {
   j.grad.dtype = grad->dtype;
   j.grad.es = bp_dtype_size(grad->dtype);
   memcpy(j.grad.strides, grad->strides, sizeof(int64_t) * grad->rank);
-  nd_from(&j.out, &call->outputs[0]);
+  nd_from(&j.out, call->outputs[0]);
   j.start = start;
   j.pos = pos;
   j.dim = grad->sizes[grad->rank - 1];
@@ -774,7 +779,7 @@ static int is_index_dtype(uint32_t d) { return d == BP_DTYPE_I32 || d == BP_DTYP
  * and fp8 (storage only, refused by the core); the reductions take floats. */
 static int supported_index(const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* d = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (bp_dtype_is_fp8(d->dtype)) {
       snprintf(msg, cap, "fp8 operands are storage only");
       return BP_SUPPORT_DTYPE;
@@ -782,16 +787,16 @@ static int supported_index(const bp_op_call_t* call, char* msg, size_t cap) {
   }
   uint32_t op = call->op_id;
   if (op == BP_OP_embedding_bag || op == BP_OP_embedding_dense_backward) {
-    uint32_t d = call->outputs[0].dtype;
+    uint32_t d = call->outputs[0]->dtype;
     if (!bp_dtype_is_float(d)) {
       snprintf(msg, cap, "%s output: floating dtypes only", bp_dtype_name(d));
       return BP_SUPPORT_DTYPE;
     }
   }
   if (op == BP_OP_index || op == BP_OP_index_put) {
-    uint32_t end = call->num_inputs - (op == BP_OP_index_put ? 1 : 0);
-    for (uint32_t k = 1; k < end; k++) {
-      uint32_t d = call->inputs[k].dtype;
+    uint32_t end = call->list_begin + call->list_count;
+    for (uint32_t k = call->list_begin; k < end && k < call->num_inputs; k++) {
+      uint32_t d = call->inputs[k]->dtype;
       if (d != BP_DTYPE_INVALID && !is_index_dtype(d)) {
         snprintf(msg, cap, "index %u has dtype %s; i32 or i64 only", k - 1, bp_dtype_name(d));
         return BP_SUPPORT_DTYPE;

@@ -69,7 +69,8 @@ CPU_HIDDEN void cpu_memory_init(struct bpp_instance_s* inst, const char* options
 /* Streams and launch (cpu_stream.c); the other stream, event, buffer and   */
 /* copy slots are the kit's (BP_KIT_STREAM_SLOTS, BP_KIT_HOST_MEMORY_SLOTS). */
 /* ------------------------------------------------------------------------ */
-CPU_HIDDEN bp_status_t cpu_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out);
+CPU_HIDDEN bp_status_t cpu_stream_create(bpp_device_t device, const bp_stream_create_info_t* info,
+                                         bpp_stream_t* out);
 /* The launch slot of every implemented op: checks the call, copies it into
  * the stream's queue and returns. */
 CPU_HIDDEN bp_status_t cpu_launch_op(bpp_stream_t stream, const bp_op_call_t* call);

@@ -102,8 +102,8 @@ static void* load_all(int kt, const bp_tensor_desc_t* d, int64_t n, double fill)
 }
 
 static const bp_tensor_desc_t* opt_in(const bp_op_call_t* call, uint32_t i) {
-  if (i >= call->num_inputs || call->inputs[i].dtype == BP_DTYPE_INVALID) return NULL;
-  return &call->inputs[i];
+  if (i >= call->num_inputs || call->inputs[i]->dtype == BP_DTYPE_INVALID) return NULL;
+  return call->inputs[i];
 }
 
 /* ---- row kernels (layer_norm, rms_norm) ---------------------------------------- */
@@ -205,7 +205,7 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
   }
   bp_nd_cursor_t c;
   bp_nd_cursor_init(&c, &j->R, begin);
-  const bp_tensor_desc_t *in = &call->inputs[0], *out = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
   size_t ks = cpu_kt_size[j->kt];
   for (int64_t r = begin; r < end; r++) {
     /* rows already dense in the compute type are read and written in place */
@@ -240,7 +240,7 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
     }
     if (!j->direct) scatter(j->kt, out, c.off[0], &j->I, 0, buf, j->n);
     if (!j->rms) {
-      const bp_tensor_desc_t *m = &call->outputs[1], *rs = &call->outputs[2];
+      const bp_tensor_desc_t *m = call->outputs[1], *rs = call->outputs[2];
       cpu_store[j->kt](cpu_desc_ptr(m) + c.off[2] * (int64_t)bp_dtype_size(m->dtype), 1, st, 1, m->dtype);
       cpu_store[j->kt](cpu_desc_ptr(rs) + c.off[3] * (int64_t)bp_dtype_size(rs->dtype), 1, st + ks, 1,
                        rs->dtype);
@@ -264,7 +264,7 @@ static double dtype_eps(uint32_t d) {
 }
 
 static bp_status_t exec_rows(const bp_op_call_t* call) {
-  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
   int rms = call->op_id == BP_OP_rms_norm;
   uint32_t nr = rms ? ((const bp_rms_norm_attrs_t*)call->attrs)->normalized_rank
                     : ((const bp_layer_norm_attrs_t*)call->attrs)->normalized_rank;
@@ -287,11 +287,11 @@ static bp_status_t exec_rows(const bp_op_call_t* call) {
     j.eps = ((const bp_layer_norm_attrs_t*)call->attrs)->eps;
   }
   if (rows == 0) return BP_OK;
-  const bp_tensor_desc_t* rd[4] = {&call->outputs[0], in, rms ? NULL : &call->outputs[1],
-                                   rms ? NULL : &call->outputs[2]};
+  const bp_tensor_desc_t* rd[4] = {call->outputs[0], in, rms ? NULL : call->outputs[1],
+                                   rms ? NULL : call->outputs[2]};
   sub_layout(&j.R, rd, 4, in->sizes, 0, lead);
   sub_layout(&j.I, rd, 2, in->sizes, lead, in->rank);
-  j.direct = in->dtype == cpu_kt_dtype[j.kt] && call->outputs[0].dtype == cpu_kt_dtype[j.kt] &&
+  j.direct = in->dtype == cpu_kt_dtype[j.kt] && call->outputs[0]->dtype == cpu_kt_dtype[j.kt] &&
              j.I.ndim == 1 && j.I.strides[0][0] == 1 && j.I.strides[1][0] == 1;
   /* past a few MiB the output will not stay in cache anyway */
   j.stream = NORM_HAVE_STREAM && j.direct && j.kt == CPU_KT_F32 && rows * j.n >= ((int64_t)1 << 21);
@@ -436,7 +436,7 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
   j.call = call;
   j.batch = op == BP_OP_batch_norm;
   j.backward = op == BP_OP_group_norm_backward;
-  const bp_tensor_desc_t* x = &call->inputs[j.backward ? 1 : 0];
+  const bp_tensor_desc_t* x = call->inputs[j.backward ? 1 : 0];
   j.x = x;
   j.N = x->sizes[0];
   j.C = x->sizes[1];
@@ -461,10 +461,10 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
     nstat = j.N * j.G;
     if (j.backward) mask = a->output_mask;
   }
-  j.y = (mask & 1u) ? &call->outputs[0] : NULL;
-  j.dy = j.backward ? &call->inputs[0] : x;
-  j.smean = &call->outputs[1];
-  j.srstd = &call->outputs[2];
+  j.y = (mask & 1u) ? call->outputs[0] : NULL;
+  j.dy = j.backward ? call->inputs[0] : x;
+  j.smean = call->outputs[1];
+  j.srstd = call->outputs[2];
   const bp_tensor_desc_t* ld[3] = {j.y ? j.y : x, x, j.dy};
   sub_layout(&j.L, ld, 3, x->sizes, 2, x->rank);
   bp_status_t st = BP_OK;
@@ -479,8 +479,8 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
     if (!rm || !rv) goto oom;
   }
   if (j.backward) {
-    mean = load_all(CPU_KT_F64, &call->inputs[2], nstat, 0.0);
-    rstd = load_all(CPU_KT_F64, &call->inputs[3], nstat, 0.0);
+    mean = load_all(CPU_KT_F64, call->inputs[2], nstat, 0.0);
+    rstd = load_all(CPU_KT_F64, call->inputs[3], nstat, 0.0);
     size_t np = (size_t)(j.N * j.C > 0 ? j.N * j.C : 1);
     pdw = calloc(np, sizeof(double));
     pdb = calloc(np, sizeof(double));
@@ -503,7 +503,7 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
         for (int64_t n = 0; n < j.N; n++) s += src[n * j.C + c];
         red[c] = s;
       }
-      const bp_tensor_desc_t* o = &call->outputs[k];
+      const bp_tensor_desc_t* o = call->outputs[k];
       bp_nd_layout_t l;
       const bp_tensor_desc_t* od[1] = {o};
       sub_layout(&l, od, 1, o->sizes, 0, o->rank);
@@ -543,8 +543,8 @@ static void lnb_run(void* ctx, int64_t begin, int64_t end) {
   bp_nd_cursor_t c;
   bp_nd_cursor_init(&c, &j->R, begin);
   for (int64_t r = begin; r < end; r++) {
-    gather(CPU_KT_F64, x, &call->inputs[1], c.off[1], &j->I, 1, j->n);
-    gather(CPU_KT_F64, g, &call->inputs[0], c.off[2], &j->I, 2, j->n);
+    gather(CPU_KT_F64, x, call->inputs[1], c.off[1], &j->I, 1, j->n);
+    gather(CPU_KT_F64, g, call->inputs[0], c.off[2], &j->I, 2, j->n);
     double mu = j->mean[r], rs = j->rstd[r], s1 = 0.0, s2 = 0.0;
     double* dw = j->dw + (r / j->chunk) * j->n;
     double* db = j->db + (r / j->chunk) * j->n;
@@ -559,7 +559,7 @@ static void lnb_run(void* ctx, int64_t begin, int64_t end) {
     s2 /= (double)j->n;
     if (j->mask & 1u) {
       for (int64_t i = 0; i < j->n; i++) x[i] = rs * (g[i] * j->w[i] - s1 - (x[i] - mu) * rs * s2);
-      scatter(CPU_KT_F64, &call->outputs[0], c.off[0], &j->I, 0, x, j->n);
+      scatter(CPU_KT_F64, call->outputs[0], c.off[0], &j->I, 0, x, j->n);
     }
     bp_nd_cursor_advance(&c, &j->R, 1);
   }
@@ -576,7 +576,7 @@ static void lnb_chunks(void* ctx, int64_t begin, int64_t end) {
 
 static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
   const bp_layer_norm_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t* x = &call->inputs[1];
+  const bp_tensor_desc_t* x = call->inputs[1];
   uint32_t nr = a->normalized_rank;
   if (nr == 0 || nr > x->rank) {
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: layer_norm_backward: normalized rank %u for rank %u",
@@ -589,8 +589,8 @@ static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
   j.mask = a->output_mask;
   j.n = numel_range(x->sizes, lead, x->rank);
   int64_t rows = numel_range(x->sizes, 0, lead);
-  const bp_tensor_desc_t* dx = (j.mask & 1u) ? &call->outputs[0] : x;
-  const bp_tensor_desc_t* rd[3] = {dx, x, &call->inputs[0]};
+  const bp_tensor_desc_t* dx = (j.mask & 1u) ? call->outputs[0] : x;
+  const bp_tensor_desc_t* rd[3] = {dx, x, call->inputs[0]};
   sub_layout(&j.R, rd, 3, x->sizes, 0, lead);
   sub_layout(&j.I, rd, 3, x->sizes, lead, x->rank);
   int64_t grain = j.n > 0 ? NORM_GRAIN / j.n : 1;
@@ -598,8 +598,8 @@ static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
   int64_t chunks = rows > 0 ? (rows + j.chunk - 1) / j.chunk : 0;
   bp_status_t st = BP_OK;
   double* w = load_all(CPU_KT_F64, opt_in(call, 4), j.n, 1.0);
-  double* mean = load_all(CPU_KT_F64, &call->inputs[2], rows, 0.0);
-  double* rstd = load_all(CPU_KT_F64, &call->inputs[3], rows, 0.0);
+  double* mean = load_all(CPU_KT_F64, call->inputs[2], rows, 0.0);
+  double* rstd = load_all(CPU_KT_F64, call->inputs[3], rows, 0.0);
   /* at least one partial row: with no rows dw and db are zeros */
   size_t part = (size_t)((chunks > 0 ? chunks : 1) * (j.n > 0 ? j.n : 1));
   double* pdw = calloc(part, sizeof(double));
@@ -612,7 +612,7 @@ static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
     if (atomic_load(&j.failed)) goto oom;
   }
   for (int k = 1; k <= 2; k++) { /* dw[i] = sum over chunks, db likewise */
-    const bp_tensor_desc_t* o = &call->outputs[k];
+    const bp_tensor_desc_t* o = call->outputs[k];
     if (!(j.mask & (1u << k)) || j.n == 0) continue;
     double* acc = k == 1 ? pdw : pdb;
     for (int64_t q = 1; q < chunks; q++) {
@@ -651,7 +651,7 @@ typedef struct ce_job {
 static void ce_run(void* ctx, int64_t begin, int64_t end) {
   ce_job_t* j = ctx;
   const bp_op_call_t* call = j->call;
-  const bp_tensor_desc_t *x = &call->inputs[0], *t = &call->inputs[1];
+  const bp_tensor_desc_t *x = call->inputs[0], *t = call->inputs[1];
   double* buf = malloc((size_t)j->C * sizeof(double));
   if (!buf) {
     atomic_store(&j->failed, 1);
@@ -699,7 +699,7 @@ static void ce_run(void* ctx, int64_t begin, int64_t end) {
 
 static bp_status_t exec_cross_entropy(const bp_op_call_t* call) {
   const bp_cross_entropy_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *x = &call->inputs[0], *out = &call->outputs[0];
+  const bp_tensor_desc_t *x = call->inputs[0], *out = call->outputs[0];
   uint32_t cdim = x->rank == 1 ? 0 : 1;
   ce_job_t j;
   memset(&j, 0, sizeof j);
@@ -720,7 +720,7 @@ static bp_status_t exec_cross_entropy(const bp_op_call_t* call) {
     pr++;
   }
   int none = a->reduction == BP_LOSS_NONE;
-  const bp_tensor_desc_t* pd[3] = {none ? out : NULL, &xs, &call->inputs[1]};
+  const bp_tensor_desc_t* pd[3] = {none ? out : NULL, &xs, call->inputs[1]};
   sub_layout(&j.P, pd, 3, psz, 0, pr);
   int64_t npos = numel_range(psz, 0, pr);
   bp_status_t st = BP_OK;

@@ -65,8 +65,8 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
 
 static int same_dtype_all(const bp_op_call_t* c, uint32_t dt) {
   for (uint32_t i = 0; i < c->num_inputs; i++)
-    if (c->inputs[i].dtype != BP_DTYPE_INVALID && c->inputs[i].dtype != dt) return 0;
-  return c->outputs[0].dtype == dt;
+    if (c->inputs[i]->dtype != BP_DTYPE_INVALID && c->inputs[i]->dtype != dt) return 0;
+  return c->outputs[0]->dtype == dt;
 }
 
 bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_support_t* out) {
@@ -84,7 +84,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
   const cpu_family_t* fam = cpu_op_family(op);
   uint32_t n = call->num_inputs + call->num_outputs;
   for (uint32_t k = 0; k < n; k++) {
-    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* d = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (d->dtype == BP_DTYPE_INVALID) continue;
     if (!bp_dtype_is_valid(d->dtype))
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: unknown dtype %u", name, d->dtype);
@@ -94,8 +94,8 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     if (d->dtype == BP_DTYPE_C64 && !(fam && fam->allow_c64)) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
     if (d->rank > BP_MAX_RANK) return answer(out, BP_SUPPORT_RANK, "%s: rank %u > %d", name, d->rank, BP_MAX_RANK);
   }
-  uint32_t in0 = call->num_inputs ? call->inputs[0].dtype : BP_DTYPE_INVALID;
-  uint32_t o0 = call->outputs[0].dtype;
+  uint32_t in0 = call->num_inputs ? call->inputs[0]->dtype : BP_DTYPE_INVALID;
+  uint32_t o0 = call->outputs[0]->dtype;
   uint32_t family = bp_op_family(op);
   char msg[200];
   if (fam) {
@@ -149,23 +149,23 @@ bp_status_t cpu_estimate_cost(bpp_device_t dev, const bp_op_call_t* call, bp_cos
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: estimate_cost: NULL or short argument");
   double bytes = 0, flops = 0;
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* d = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (d->dtype == BP_DTYPE_INVALID || d->rank > BP_MAX_RANK) continue;
     bytes += (double)bp_desc_numel(d) * bp_dtype_size(d->dtype);
   }
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* o = &call->outputs[0];
+  const bp_tensor_desc_t* o = call->outputs[0];
   double nout = o->rank <= BP_MAX_RANK ? (double)bp_desc_numel(o) : 0;
   uint32_t dt = o->dtype;
   uint32_t family = bp_op_family(op);
   if (family == BP_OP_FAMILY_MATMUL && call->num_inputs >= 2) {
-    const bp_tensor_desc_t* a = &call->inputs[op == BP_OP_addmm ? 1 : 0];
+    const bp_tensor_desc_t* a = call->inputs[op == BP_OP_addmm ? 1 : 0];
     double k = a->rank >= 1 && a->rank <= BP_MAX_RANK ? (double)a->sizes[a->rank - 1] : 0;
     flops = 2.0 * nout * k;
     dt = a->dtype;
   } else if (family == BP_OP_FAMILY_REDUCE && call->num_inputs) {
-    flops = call->inputs[0].rank <= BP_MAX_RANK ? (double)bp_desc_numel(&call->inputs[0]) : 0;
-    dt = call->inputs[0].dtype;
+    flops = call->inputs[0]->rank <= BP_MAX_RANK ? (double)bp_desc_numel(call->inputs[0]) : 0;
+    dt = call->inputs[0]->dtype;
   } else if (family == BP_OP_FAMILY_SOFTMAX) {
     flops = 20.0 * nout; /* exp dominates */
   } else if (bp_op_is_elementwise(op)) {

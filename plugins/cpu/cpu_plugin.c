@@ -199,10 +199,13 @@ static uint64_t space_capacity(bpp_device_t dev) {
   return budget == UINT64_MAX ? 0 : budget;
 }
 
-static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
+static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity, uint32_t element_size,
                                         bp_memory_space_info_t* out, uint32_t* out_count) {
   if (!dev || !out_count || (capacity && !out))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_spaces: NULL argument");
+  if (capacity && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_spaces: element_size %u too small",
+                     element_size);
   *out_count = 3;
   for (uint32_t i = 0; i < 3 && i < capacity; i++) {
     bp_memory_space_info_t info = {
@@ -213,19 +216,19 @@ static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
         .capacity_bytes = space_capacity(dev),
         .alignment_bytes = CPU_ALIGNMENT,
     };
-    uint32_t cap = out[i].struct_size ? out[i].struct_size : sizeof info;
-    memcpy(&out[i], &info, cap < sizeof info ? cap : sizeof info);
+    bp_kit_put_entry(out, element_size, i, &info, sizeof info);
   }
   return BP_OK;
 }
 
-static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t* out_used,
+static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t space, uint64_t* out_used,
                                        uint64_t* out_budget) {
   if (!dev || !out_used || !out_budget)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: NULL argument");
-  if (kind > BP_MEMORY_HOST_PAGEABLE)
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: unsupported memory kind %u", kind);
-  /* Use and budget are the instance's: all kinds and devices share them. */
+  if (space >= 3)
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: no memory space %u (the device has 3)",
+                     space);
+  /* Use and budget are the instance's: all spaces and devices share them. */
   *out_used = __atomic_load_n(&dev->instance->budget.used, __ATOMIC_RELAXED);
   *out_budget = space_capacity(dev);
   return BP_OK;
@@ -240,9 +243,10 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
   *out = NULL;
   if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: info struct_size %u too small", info->struct_size);
-  if (info->memory_kind > BP_MEMORY_HOST_PAGEABLE)
-    return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: memory kind %u is not offered (device, pinned, pageable)",
-                     info->memory_kind);
+  if (info->memory_space >= 3)
+    return cpu_error(BP_INVALID_ARGUMENT,
+                     "cpu: buffer_allocate: no memory space %u (0 device, 1 pinned, 2 pageable)",
+                     info->memory_space);
   return bp_kit_host_buffer_allocate(dev, info, CPU_ALIGNMENT, &dev->instance->budget, out);
 }
 

@@ -409,12 +409,12 @@ static bp_status_t exec_pool(const bp_op_call_t* call) {
   const bp_pool_attrs_t* a = call->attrs;
   int is_max = op == BP_OP_max_pool_with_indices || op == BP_OP_max_pool2d_with_indices_backward;
   int backward = op == BP_OP_avg_pool2d_backward || op == BP_OP_max_pool2d_with_indices_backward;
-  const bp_tensor_desc_t* x = &call->inputs[backward ? 1 : 0];
-  const bp_tensor_desc_t* y = &call->outputs[0];
+  const bp_tensor_desc_t* x = call->inputs[backward ? 1 : 0];
+  const bp_tensor_desc_t* y = call->outputs[0];
   /* forward: src = self, aux = indices output; backward: src = grad_output,
    * aux = indices input */
-  const bp_tensor_desc_t* src = backward ? &call->inputs[0] : x;
-  const bp_tensor_desc_t* aux = is_max ? (backward ? &call->inputs[2] : &call->outputs[1]) : NULL;
+  const bp_tensor_desc_t* src = backward ? call->inputs[0] : x;
+  const bp_tensor_desc_t* aux = is_max ? (backward ? call->inputs[2] : call->outputs[1]) : NULL;
   void *in_owned = NULL, *out_owned = NULL, *aux_owned = NULL, *out = NULL, *auxp = NULL;
   const void* in = NULL;
   pgeo_t g;
@@ -466,8 +466,8 @@ static bp_status_t exec_adaptive(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const char* name = cpu_op_name(op);
   int backward = op == BP_OP_adaptive_avg_pool2d_backward;
-  const bp_tensor_desc_t* x = &call->inputs[backward ? 1 : 0];
-  const bp_tensor_desc_t* y = &call->outputs[0];
+  const bp_tensor_desc_t* x = call->inputs[backward ? 1 : 0];
+  const bp_tensor_desc_t* y = call->outputs[0];
   uint32_t s = backward ? 2 : ((const bp_adaptive_pool_attrs_t*)call->attrs)->spatial_dims;
   void *in_owned = NULL, *out_owned = NULL, *out = NULL;
   const void* in = NULL;
@@ -480,7 +480,7 @@ static bp_status_t exec_adaptive(const bp_op_call_t* call) {
   memcpy(osz, x->sizes, sizeof(int64_t) * x->rank);
   const bp_tensor_desc_t* src = x;
   if (backward) {
-    const bp_tensor_desc_t* go = &call->inputs[0];
+    const bp_tensor_desc_t* go = call->inputs[0];
     if (go->rank != x->rank) return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: grad_output rank", name);
     for (uint32_t k = 0; k < 2; k++) osz[x->rank - 2 + k] = go->sizes[x->rank - 2 + k];
     st = cpu_pool_expect(go, x->rank, osz, name, "grad_output");
@@ -535,7 +535,7 @@ static int supported_pooling(const bp_op_call_t* call, char* msg, size_t cap) {
     snprintf(msg, cap, "missing operands");
     return BP_SUPPORT_OP;
   }
-  uint32_t d = call->inputs[xi].dtype;
+  uint32_t d = call->inputs[xi]->dtype;
   int fl = bp_dtype_is_float(d);
   int ok;
   switch (op) {
@@ -550,7 +550,7 @@ static int supported_pooling(const bp_op_call_t* call, char* msg, size_t cap) {
     return BP_SUPPORT_DTYPE;
   }
   for (uint32_t i = 0; i < call->num_inputs; i++) {
-    uint32_t di = call->inputs[i].dtype;
+    uint32_t di = call->inputs[i]->dtype;
     int is_index = op == BP_OP_max_pool2d_with_indices_backward && i == 2;
     if (di != (is_index ? BP_DTYPE_I64 : d)) {
       snprintf(msg, cap, "operand %u has dtype %s; expected %s", i, bp_dtype_name(di),
@@ -558,9 +558,9 @@ static int supported_pooling(const bp_op_call_t* call, char* msg, size_t cap) {
       return BP_SUPPORT_DTYPE;
     }
   }
-  if (call->outputs[0].dtype != d) {
+  if (call->outputs[0]->dtype != d) {
     snprintf(msg, cap, "output dtype %s differs from the input's %s",
-             bp_dtype_name(call->outputs[0].dtype), bp_dtype_name(d));
+             bp_dtype_name(call->outputs[0]->dtype), bp_dtype_name(d));
     return BP_SUPPORT_DTYPE;
   }
   return BP_SUPPORT_OK;

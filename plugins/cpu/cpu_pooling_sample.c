@@ -214,7 +214,7 @@ static int64_t row_grain(int64_t row_elems) {
 
 bp_status_t cpu_exec_grid_sampler(const bp_op_call_t* call) {
   const bp_grid_sampler_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *x = &call->inputs[0], *grid = &call->inputs[1], *y = &call->outputs[0];
+  const bp_tensor_desc_t *x = call->inputs[0], *grid = call->inputs[1], *y = call->outputs[0];
   const char* name = "grid_sampler_2d";
   if (x->rank != 4 || grid->rank != 4 || grid->sizes[3] != 2 || grid->sizes[0] != x->sizes[0] ||
       x->sizes[2] <= 0 || x->sizes[3] <= 0 || grid->dtype != x->dtype) {
@@ -259,7 +259,7 @@ cleanup:
 
 bp_status_t cpu_exec_upsample(const bp_op_call_t* call) {
   const bp_upsample_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t *x = &call->inputs[0], *y = &call->outputs[0];
+  const bp_tensor_desc_t *x = call->inputs[0], *y = call->outputs[0];
   int nearest = call->op_id == BP_OP_upsample_nearest2d;
   const char* name = cpu_op_name(call->op_id);
   if (x->rank != 4 || y->rank != 4 || x->sizes[2] <= 0 || x->sizes[3] <= 0 || y->sizes[2] <= 0 ||

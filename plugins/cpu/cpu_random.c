@@ -141,7 +141,7 @@ static int64_t perm_limit(uint32_t d) {
 }
 
 static bp_status_t exec_randperm(const bp_op_call_t* call) {
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_random_attrs_t* a = call->attrs;
   if (out->rank != 1)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: randperm: output rank %u, expected 1", out->rank);
@@ -193,7 +193,7 @@ static int mant_bits(uint32_t d) {
 
 static bp_status_t exec_random(const bp_op_call_t* call) {
   if (call->op_id == BP_OP_randperm) return exec_randperm(call);
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   rand_job_t j;
   memset(&j, 0, sizeof j);
   j.op = call->op_id;
@@ -208,8 +208,8 @@ static bp_status_t exec_random(const bp_op_call_t* call) {
   const bp_tensor_desc_t* ops[3] = {out, NULL, NULL};
   j.L.nops = 1;
   if (j.op == BP_OP_dropout) {
-    const bp_tensor_desc_t* in = &call->inputs[0];
-    const bp_tensor_desc_t* mask = &call->outputs[1];
+    const bp_tensor_desc_t* in = call->inputs[0];
+    const bp_tensor_desc_t* mask = call->outputs[1];
     if (in->dtype != j.dtype || mask->dtype != BP_DTYPE_BOOL)
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: dropout: dtypes %s -> %s, %s", bp_dtype_name(in->dtype),
                        bp_dtype_name(j.dtype), bp_dtype_name(mask->dtype));
@@ -236,7 +236,7 @@ static bp_status_t exec_random(const bp_op_call_t* call) {
 }
 
 static int supported_random(const bp_op_call_t* call, char* msg, size_t cap) {
-  uint32_t d = call->outputs[0].dtype;
+  uint32_t d = call->outputs[0]->dtype;
   if (call->op_id == BP_OP_randperm ? !(bp_dtype_is_float(d) || bp_dtype_is_int(d))
                                     : !bp_dtype_is_float(d)) {
     bp_plugin_format(msg, cap, 0, "output dtype %s", bp_dtype_name(d));

@@ -580,8 +580,8 @@ static int reduce_columns_f32(const red_job_t* j) {
 
 bp_status_t cpu_exec_reduce(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_reduce_attrs_t* a = call->attrs;
   if (bp_dtype_is_fp8(in->dtype) || bp_dtype_is_fp8(out->dtype) || in->dtype == BP_DTYPE_C64)
     return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: %s input is not supported", cpu_op_name(op),
@@ -884,8 +884,8 @@ static void sm_rows(void* ctx, int64_t b, int64_t e) {
 }
 
 bp_status_t cpu_exec_softmax(const bp_op_call_t* call) {
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_softmax_attrs_t* a = call->attrs;
   const char* name = cpu_op_name(call->op_id);
   if (!bp_dtype_is_float(in->dtype) || !bp_dtype_is_float(out->dtype))

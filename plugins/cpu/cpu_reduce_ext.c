@@ -223,9 +223,9 @@ cleanup:
 static bp_status_t exec_rows(const bp_op_call_t* call, int64_t dim_attr, int64_t olen_attr) {
   uint32_t op = call->op_id;
   const char* name = cpu_op_name(op);
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* o0 = &call->outputs[0];
-  const bp_tensor_desc_t* o1 = call->num_outputs > 1 ? &call->outputs[1] : NULL;
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* o0 = call->outputs[0];
+  const bp_tensor_desc_t* o1 = call->num_outputs > 1 ? call->outputs[1] : NULL;
   int reduce = op == BP_OP_max_dim || op == BP_OP_min_dim;
   int keep = reduce && (((const bp_reduce_attrs_t*)call->attrs)->flags & BP_REDUCE_KEEPDIM);
   int64_t rank = in->rank ? in->rank : 1;
@@ -240,7 +240,7 @@ static bp_status_t exec_rows(const bp_op_call_t* call, int64_t dim_attr, int64_t
                      (long long)olen, (long long)len);
   uint32_t orank = reduce && !keep && in->rank ? in->rank - 1 : in->rank;
   for (uint32_t k = 0; k < call->num_outputs; k++) {
-    const bp_tensor_desc_t* o = &call->outputs[k];
+    const bp_tensor_desc_t* o = call->outputs[k];
     int bad = o->rank != orank;
     for (uint32_t d = 0, od = 0; d < in->rank && !bad; d++) {
       if (d == dim && reduce && !keep) continue;
@@ -412,8 +412,8 @@ static void red_outputs(void* ctx, int64_t b, int64_t e) {
 static bp_status_t exec_var_lse(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const char* name = cpu_op_name(op);
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_reduce_attrs_t* a = call->attrs;
   uint32_t mask = 0;
   if ((a->flags & BP_REDUCE_ALL_DIMS) || a->num_dims == 0) {
@@ -483,9 +483,9 @@ static bp_status_t exec_var_lse(const bp_op_call_t* call) {
 /* ---- family entry points ---------------------------------------------------- */
 static bp_status_t exec_reduce_ext(const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
   for (uint32_t k = 0; k < call->num_outputs; k++)
-    if (bp_dtype_is_fp8(call->outputs[k].dtype))
+    if (bp_dtype_is_fp8(call->outputs[k]->dtype))
       return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: fp8 output", cpu_op_name(op));
   if (bp_dtype_is_fp8(in->dtype))
     return cpu_error(BP_UNIMPLEMENTED, "cpu: %s: fp8 input", cpu_op_name(op));
@@ -495,26 +495,26 @@ static bp_status_t exec_reduce_ext(const bp_op_call_t* call) {
       const bp_reduce_attrs_t* a = call->attrs;
       if ((a->flags & BP_REDUCE_ALL_DIMS) || a->num_dims != 1)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: needs exactly one dim", cpu_op_name(op));
-      if (in->dtype != call->outputs[0].dtype)
+      if (in->dtype != call->outputs[0]->dtype)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: values dtype %s differs from the input's %s",
-                         cpu_op_name(op), bp_dtype_name(call->outputs[0].dtype), bp_dtype_name(in->dtype));
+                         cpu_op_name(op), bp_dtype_name(call->outputs[0]->dtype), bp_dtype_name(in->dtype));
       return exec_rows(call, a->dims[0], 0);
     }
     case BP_OP_cumsum: return exec_rows(call, ((const bp_dim_attrs_t*)call->attrs)->dim, 0);
     case BP_OP_sort:
     case BP_OP_topk: {
-      if (in->dtype != call->outputs[0].dtype)
+      if (in->dtype != call->outputs[0]->dtype)
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: values dtype %s differs from the input's %s",
-                         cpu_op_name(op), bp_dtype_name(call->outputs[0].dtype), bp_dtype_name(in->dtype));
+                         cpu_op_name(op), bp_dtype_name(call->outputs[0]->dtype), bp_dtype_name(in->dtype));
       if (op == BP_OP_sort) return exec_rows(call, ((const bp_sort_attrs_t*)call->attrs)->dim, 0);
       const bp_topk_attrs_t* a = call->attrs;
       return exec_rows(call, a->dim, a->k);
     }
     case BP_OP_var:
     case BP_OP_logsumexp:
-      if (!bp_dtype_is_float(call->outputs[0].dtype))
+      if (!bp_dtype_is_float(call->outputs[0]->dtype))
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: output %s is not floating", cpu_op_name(op),
-                         bp_dtype_name(call->outputs[0].dtype));
+                         bp_dtype_name(call->outputs[0]->dtype));
       if (op == BP_OP_var && !bp_dtype_is_float(in->dtype))
         return cpu_error(BP_INVALID_ARGUMENT, "cpu: var: input %s is not floating", bp_dtype_name(in->dtype));
       return exec_var_lse(call);
@@ -525,15 +525,15 @@ static bp_status_t exec_reduce_ext(const bp_op_call_t* call) {
 
 static int supported_reduce_ext(const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* d = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* d = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (bp_dtype_is_fp8(d->dtype)) {
       snprintf(msg, cap, "fp8 is a storage type");
       return BP_SUPPORT_DTYPE;
     }
   }
   uint32_t op = call->op_id;
-  if ((op == BP_OP_var || op == BP_OP_logsumexp) && !bp_dtype_is_float(call->outputs[0].dtype)) {
-    snprintf(msg, cap, "output %s is not floating", bp_dtype_name(call->outputs[0].dtype));
+  if ((op == BP_OP_var || op == BP_OP_logsumexp) && !bp_dtype_is_float(call->outputs[0]->dtype)) {
+    snprintf(msg, cap, "output %s is not floating", bp_dtype_name(call->outputs[0]->dtype));
     return BP_SUPPORT_DTYPE;
   }
   return BP_SUPPORT_OK;

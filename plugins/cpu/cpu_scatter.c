@@ -162,10 +162,10 @@ static bp_status_t check_indices(const sc_job_t* j, const char* op, int64_t size
 }
 
 static bp_status_t exec_scatter_reduce(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *self = &call->inputs[0], *index = &call->inputs[1];
-  const bp_tensor_desc_t* src = call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID
-                                    ? &call->inputs[2] : NULL;
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t *self = call->inputs[0], *index = call->inputs[1];
+  const bp_tensor_desc_t* src = call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID
+                                    ? call->inputs[2] : NULL;
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_scatter_attrs_t* a = call->attrs;
   const char* name = cpu_op_name(call->op_id);
   bp_status_t st = BP_OK;
@@ -270,8 +270,8 @@ cleanup:
 /* select_scatter / slice_scatter: out = self, then the selection or slice
  * of out = src (converted to self's dtype). */
 static bp_status_t exec_slice_scatter(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *self = &call->inputs[0], *src = &call->inputs[1];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t *self = call->inputs[0], *src = call->inputs[1];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_slice_attrs_t* a = call->attrs;
   const char* name = cpu_op_name(call->op_id);
   if (out->rank == 0 || out->rank != self->rank)
@@ -319,7 +319,7 @@ static bp_status_t exec_scatter(const bp_op_call_t* call) {
 
 static int supported_scatter(const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs; k++) {
-    if (bp_dtype_is_fp8(call->inputs[k].dtype)) {
+    if (bp_dtype_is_fp8(call->inputs[k]->dtype)) {
       bp_plugin_format(msg, cap, 0, "fp8 is a storage type");
       return BP_SUPPORT_DTYPE;
     }

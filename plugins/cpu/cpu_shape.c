@@ -155,7 +155,7 @@ static int64_t pad_source(uint32_t mode, int64_t j, int64_t s, int64_t before, i
 }
 
 static bp_status_t exec_shape(const bp_op_call_t* call) {
-  const bp_tensor_desc_t *in = &call->inputs[0], *out = &call->outputs[0];
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
   shape_job_t j;
   memset(&j, 0, sizeof j);
   bp_status_t st = BP_OK;
@@ -231,7 +231,7 @@ cleanup:
 }
 
 static int supported_shape(const bp_op_call_t* call, char* msg, size_t cap) {
-  uint32_t d = call->inputs[0].dtype;
+  uint32_t d = call->inputs[0]->dtype;
   if (bp_dtype_is_fp8(d)) {
     bp_plugin_format(msg, cap, 0, "fp8 is a storage type");
     return BP_SUPPORT_DTYPE;

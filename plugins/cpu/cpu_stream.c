@@ -40,9 +40,9 @@ static bp_status_t exec_op(bpp_device_t device, const bp_op_call_t* call) {
 
 static const bp_kit_queue_t k_queue = {.exec = exec_op, .copy = cpu_memcpy};
 
-bp_status_t cpu_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out) {
-  (void)flags;
-  return bp_kit_stream_create(&k_queue, device, out);
+bp_status_t cpu_stream_create(bpp_device_t device, const bp_stream_create_info_t* info,
+                              bpp_stream_t* out) {
+  return bp_kit_stream_create(&k_queue, device, info, out);
 }
 
 /* ------------------------------------------------------------------------ */

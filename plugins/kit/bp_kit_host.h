@@ -36,7 +36,7 @@ struct bpp_buffer_s {
   unsigned char* ptr;            /* aligned host memory, owned */
   uint64_t size;                 /* bytes requested */
   uint64_t reserved;             /* bytes accounted in the budget (rounded to the alignment) */
-  uint32_t kind;                 /* enum bp_memory_kind it was allocated as */
+  uint32_t space;                /* memory space index it was allocated in */
   struct bpp_device_s* device;   /* the allocating device */
   bp_kit_host_budget_t* budget;  /* where `reserved` is accounted */
 };
@@ -44,7 +44,7 @@ struct bpp_buffer_s {
 /* Allocates info->size_bytes of host memory aligned to max(info->alignment,
  * min_alignment) (powers of two), reserving the rounded size in `budget`
  * atomically (no two threads overrun it). The plugin checks
- * info->memory_kind first. INVALID_ARGUMENT for a short info, size 0, a bad
+ * info->memory_space first. INVALID_ARGUMENT for a short info, size 0, a bad
  * alignment or an overflowing size; RESOURCE_EXHAUSTED naming the requested
  * and available bytes (and the budget's hint) past the budget, or when the
  * system refuses the memory. */

@@ -81,6 +81,13 @@ void bp_kit_log(int level, const char* fmt, ...) __attribute__((format(printf, 2
  * the whole struct. Never reads or writes past either size. Returns the
  * bytes written. */
 size_t bp_kit_copy_out(void* out, const void* src, size_t size);
+/* Writes entry `index` of an out-array whose entries the caller spaces
+ * `element_size` bytes apart (its sizeof, larger or smaller than ours, e.g.
+ * device_memory_spaces): copies at most element_size bytes of `src` (`size`
+ * bytes, a struct starting with struct_size) and sets that entry's
+ * struct_size to the bytes written. */
+void bp_kit_put_entry(void* array, uint32_t element_size, uint32_t index, const void* src,
+                      size_t size);
 
 /* Fills `out` (caller-sized, see bp_kit_copy_out) with a support answer:
  * supported when reason == BP_SUPPORT_OK (no formatting then: it is on every

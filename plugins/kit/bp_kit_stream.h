@@ -20,7 +20,9 @@
  *
  * Threading: the ABI's rule (enqueues on one stream are externally
  * synchronized); synchronize/query and every event call are thread-safe.
- * The executor and host functions run on the stream's worker thread, which
+ * A host function that returns an error poisons the stream (its status is
+ * the sticky error). The executor and host functions run on the stream's
+ * worker thread, which
  * is marked with bp_plugin_set_worker_thread(1).
  */
 #ifndef BACKPLANE_KIT_STREAM_H_
@@ -46,9 +48,12 @@ typedef struct bp_kit_queue {
   void (*copy)(void* dst, const void* src, uint64_t size);
 } bp_kit_queue_t;
 
-/* Creates a stream of `device` served by a new worker thread. */
+/* Creates a stream of `device` served by a new worker thread. Takes both
+ * queue kinds (a copy stream is the same queue; the core sends it no ops)
+ * and any priority (a hint a host thread has no use for); refuses unknown
+ * queue kinds and flags with INVALID_ARGUMENT. */
 bp_status_t bp_kit_stream_create(const bp_kit_queue_t* queue, bpp_device_t device,
-                                 bpp_stream_t* out_stream);
+                                 const bp_stream_create_info_t* info, bpp_stream_t* out_stream);
 /* The device the stream was created for. */
 bpp_device_t bp_kit_stream_device(bpp_stream_t stream);
 
@@ -57,7 +62,10 @@ void bp_kit_stream_destroy(bpp_stream_t stream); /* drains the queue first */
 bp_status_t bp_kit_stream_synchronize(bpp_stream_t stream);
 bp_status_t bp_kit_stream_query(bpp_stream_t stream);
 bp_status_t bp_kit_stream_enqueue_host_func(bpp_stream_t stream, bp_host_func_t fn, void* user);
-bp_status_t bp_kit_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out_event);
+/* Timing events work; exportable ones are UNIMPLEMENTED (host queues have
+ * no semaphore to share). */
+bp_status_t bp_kit_event_create(bpp_device_t device, const bp_event_create_info_t* info,
+                                bpp_event_t* out_event);
 void bp_kit_event_destroy(bpp_event_t event);
 bp_status_t bp_kit_event_record(bpp_event_t event, bpp_stream_t stream);
 bp_status_t bp_kit_stream_wait_event(bpp_stream_t stream, bpp_event_t event);

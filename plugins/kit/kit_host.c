@@ -66,7 +66,7 @@ bp_status_t bp_kit_host_buffer_allocate(bpp_device_t device, const bp_buffer_all
   }
   b->size = info->size_bytes;
   b->reserved = rounded;
-  b->kind = info->memory_kind;
+  b->space = info->memory_space;
   b->device = device;
   b->budget = budget;
   *out = b;

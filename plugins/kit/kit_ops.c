@@ -61,6 +61,9 @@ int bp_kit_op_input_optional(uint32_t op, uint32_t i) {
 static bp_status_t check_operand(uint32_t op, const bp_tensor_desc_t* d,
                                  int is_input, uint32_t i, bp_kit_buffer_size_fn buffer_size) {
   /* Cheap checks first; the operand's name is formatted only on failure. */
+  if (!d)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: %s %u: NULL descriptor pointer",
+                        bp_kit_op_name(op), is_input ? "input" : "output", i);
   if (d->struct_size >= BP_TENSOR_DESC_V1_SIZE && d->dtype == BP_DTYPE_INVALID && is_input &&
       bp_kit_op_input_optional(op, i))
     return BP_OK;
@@ -109,9 +112,9 @@ bp_status_t bp_kit_call_check(const bp_op_call_t* call, uint32_t max_operands,
   if ((call->num_inputs && !call->inputs) || !call->outputs)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: NULL operand array", m->name);
   for (uint32_t i = 0; i < call->num_inputs; i++)
-    if ((st = check_operand(op, &call->inputs[i], 1, i, buffer_size))) return st;
+    if ((st = check_operand(op, call->inputs[i], 1, i, buffer_size))) return st;
   for (uint32_t i = 0; i < call->num_outputs; i++)
-    if ((st = check_operand(op, &call->outputs[i], 0, i, buffer_size))) return st;
+    if ((st = check_operand(op, call->outputs[i], 0, i, buffer_size))) return st;
   if (m->attrs_size) {
     if (!call->attrs)
       return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: NULL attributes", m->name);

@@ -76,6 +76,14 @@ size_t bp_kit_copy_out(void* out, const void* src, size_t size) {
   return n;
 }
 
+void bp_kit_put_entry(void* array, uint32_t element_size, uint32_t index, const void* src,
+                      size_t size) {
+  char* dst = (char*)array + (size_t)index * element_size;
+  uint32_t n = element_size < size ? element_size : (uint32_t)size;
+  memcpy(dst, src, n);
+  memcpy(dst, &n, sizeof n);
+}
+
 bp_status_t bp_kit_support_answer(bp_support_t* out, uint32_t reason, const char* fmt, ...) {
   bp_support_t a;
   memset(&a, 0, sizeof a);

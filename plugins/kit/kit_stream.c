@@ -49,8 +49,11 @@ typedef struct kit_cmd {
     struct { struct bpp_event_s* ev; uint64_t gen; } event;
   } u;
   bp_op_call_t call;            /* pointers retargeted to the slot */
-  bp_tensor_desc_t* heap_descs; /* only for long tensor lists; freed by the worker */
+  /* Long tensor lists: descriptors then their pointers, one block freed by
+   * the worker. */
+  bp_tensor_desc_t* heap_descs;
   bp_tensor_desc_t descs[BP_KIT_CMD_INLINE_DESCS];
+  const bp_tensor_desc_t* desc_ptrs[BP_KIT_CMD_INLINE_DESCS]; /* call.inputs/outputs */
   kit_attrs_storage_t attrs;
 } kit_cmd_t;
 
@@ -125,7 +128,12 @@ static bp_status_t run_cmd(struct bpp_stream_s* s, kit_cmd_t* c) {
       }
       return BP_OK;
     }
-    case CMD_HOST_FUNC: c->u.host.fn(c->u.host.user); return BP_OK;
+    case CMD_HOST_FUNC: {
+      /* A failed host function poisons the stream like a failed kernel. */
+      bp_status_t st = c->u.host.fn(c->u.host.user);
+      if (st != BP_OK) return BP_KIT_ERROR(st, "host function failed with status %d", (int)st);
+      return BP_OK;
+    }
     case CMD_RECORD: complete_record(s, c->u.event.ev, c->u.event.gen); return BP_OK;
     case CMD_WAIT: {
       struct bpp_event_s* ev = c->u.event.ev;
@@ -226,11 +234,18 @@ static void end_cmd(struct bpp_stream_s* s) {
 /* Streams                                                                   */
 /* ------------------------------------------------------------------------ */
 bp_status_t bp_kit_stream_create(const bp_kit_queue_t* queue, bpp_device_t device,
-                                 bpp_stream_t* out) {
+                                 const bp_stream_create_info_t* info, bpp_stream_t* out) {
   bp_status_t st = BP_OK;
   if (out) *out = NULL;
-  if (!queue || !queue->exec || !device || !out)
+  if (!queue || !queue->exec || !device || !info || !out)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_create: NULL argument");
+  if (info->struct_size < BP_STREAM_CREATE_INFO_V1_SIZE)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_create: info struct_size %u < %u",
+                        info->struct_size, BP_STREAM_CREATE_INFO_V1_SIZE);
+  if (info->queue > BP_QUEUE_COPY)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_create: unknown queue kind %u", info->queue);
+  if (info->flags != 0)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_create: unknown flags 0x%x", info->flags);
   struct bpp_stream_s* s = calloc(1, sizeof *s);
   if (!s) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "stream_create: out of host memory");
   s->ring = aligned_alloc(64, sizeof(kit_cmd_t) * KIT_RING_SLOTS);
@@ -358,6 +373,7 @@ static void copy_desc(bp_tensor_desc_t* dst, const bp_tensor_desc_t* src) {
   memcpy(dst, src, n);
   if (n < sizeof *dst) memset((char*)dst + n, 0, sizeof *dst - n);
   dst->struct_size = sizeof *dst;
+  dst->next = NULL; /* the caller's chain lives only during the launch */
 }
 
 bp_status_t bp_kit_stream_enqueue_op(bpp_stream_t s, const bp_op_call_t* call) {
@@ -365,19 +381,25 @@ bp_status_t bp_kit_stream_enqueue_op(bpp_stream_t s, const bp_op_call_t* call) {
   const bp_kit_op_info_t* m = bp_kit_op_info(call->op_id);
   size_t asz = m && call->attrs ? m->attrs_size : 0;
   uint32_t total = call->num_inputs + call->num_outputs;
+  if (call->list_begin > call->num_inputs || call->list_count > call->num_inputs - call->list_begin)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: list operand [%u, +%u) outside the %u inputs",
+                        bp_kit_op_name(call->op_id), call->list_begin, call->list_count,
+                        call->num_inputs);
   bp_tensor_desc_t* heap = NULL;
   if (total > BP_KIT_CMD_INLINE_DESCS) {
-    heap = malloc(sizeof(bp_tensor_desc_t) * total);
+    heap = malloc((sizeof(bp_tensor_desc_t) + sizeof(bp_tensor_desc_t*)) * total);
     if (!heap)
       return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "%s: out of host memory for %u descriptors",
                           bp_kit_op_name(call->op_id), total);
   }
   kit_cmd_t* c = begin_cmd(s, CMD_OP);
   bp_tensor_desc_t* d = heap ? heap : c->descs;
+  const bp_tensor_desc_t** p = heap ? (const bp_tensor_desc_t**)(void*)(heap + total) : c->desc_ptrs;
   c->heap_descs = heap;
-  for (uint32_t i = 0; i < call->num_inputs; i++) copy_desc(&d[i], &call->inputs[i]);
+  for (uint32_t i = 0; i < call->num_inputs; i++) copy_desc(&d[i], call->inputs[i]);
   for (uint32_t i = 0; i < call->num_outputs; i++)
-    copy_desc(&d[call->num_inputs + i], &call->outputs[i]);
+    copy_desc(&d[call->num_inputs + i], call->outputs[i]);
+  for (uint32_t i = 0; i < total; i++) p[i] = &d[i];
   if (asz) memcpy(&c->attrs, call->attrs, asz);
   c->call = (bp_op_call_t){
       .struct_size = sizeof(bp_op_call_t),
@@ -385,8 +407,10 @@ bp_status_t bp_kit_stream_enqueue_op(bpp_stream_t s, const bp_op_call_t* call) {
       .num_inputs = call->num_inputs,
       .num_outputs = call->num_outputs,
       .compute_dtype = call->compute_dtype,
-      .inputs = d,
-      .outputs = d + call->num_inputs,
+      .list_begin = call->list_begin,
+      .list_count = call->list_count,
+      .inputs = p,
+      .outputs = p + call->num_inputs,
       .attrs = asz ? (const void*)&c->attrs : NULL,
   };
   end_cmd(s);
@@ -396,9 +420,18 @@ bp_status_t bp_kit_stream_enqueue_op(bpp_stream_t s, const bp_op_call_t* call) {
 /* ------------------------------------------------------------------------ */
 /* Events                                                                    */
 /* ------------------------------------------------------------------------ */
-bp_status_t bp_kit_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out) {
+bp_status_t bp_kit_event_create(bpp_device_t device, const bp_event_create_info_t* info,
+                                bpp_event_t* out) {
   if (out) *out = NULL;
-  if (!device || !out) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "event_create: NULL argument");
+  if (!device || !info || !out)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "event_create: NULL argument");
+  if (info->struct_size < BP_EVENT_CREATE_INFO_V1_SIZE)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "event_create: info struct_size %u < %u",
+                        info->struct_size, BP_EVENT_CREATE_INFO_V1_SIZE);
+  if (info->flags & BP_EVENT_EXPORTABLE)
+    return BP_KIT_ERROR(BP_UNIMPLEMENTED, "event_create: exportable events are not supported");
+  if (info->flags & ~(uint32_t)BP_EVENT_TIMING)
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "event_create: unknown flags 0x%x", info->flags);
   struct bpp_event_s* e = calloc(1, sizeof *e);
   if (!e) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "event_create: out of host memory");
   pthread_mutex_init(&e->mu, NULL);

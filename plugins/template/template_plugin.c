@@ -83,10 +83,10 @@ static bp_status_t device_get_properties(bpp_device_t device, bp_device_properti
   return BP_OK;
 }
 
-static bp_status_t device_memory_spaces(bpp_device_t device, uint32_t capacity,
+static bp_status_t device_memory_spaces(bpp_device_t device, uint32_t capacity, uint32_t elem_size,
                                         bp_memory_space_info_t* out, uint32_t* out_count) {
-  if (!out_count || (capacity && !out))
-    return bp_kit_error(BP_INVALID_ARGUMENT, "template: device_memory_spaces: NULL argument");
+  if (!out_count || (capacity && (!out || elem_size < BP_MEMORY_SPACE_INFO_V1_SIZE)))
+    return bp_kit_error(BP_INVALID_ARGUMENT, "template: device_memory_spaces: bad argument");
   *out_count = 1;
   bp_memory_space_info_t info = {
       .struct_size = sizeof info,
@@ -95,13 +95,13 @@ static bp_status_t device_memory_spaces(bpp_device_t device, uint32_t capacity,
                BP_MEMORY_FLAG_DEVICE_LOCAL,
       .capacity_bytes = TEMPLATE_CAPACITY,
       .alignment_bytes = TEMPLATE_ALIGN};
-  if (capacity) bp_kit_copy_out(&out[0], &info, sizeof info);
+  if (capacity) bp_kit_put_entry(out, elem_size, 0, &info, sizeof info);
   return BP_OK;
 }
 
-static bp_status_t device_memory_usage(bpp_device_t device, uint32_t kind, uint64_t* out_used,
+static bp_status_t device_memory_usage(bpp_device_t device, uint32_t space, uint64_t* out_used,
                                        uint64_t* out_budget) {
-  if (!out_used || !out_budget || kind != BP_MEMORY_DEVICE)
+  if (!out_used || !out_budget || space != 0)
     return bp_kit_error(BP_INVALID_ARGUMENT, "template: device_memory_usage: bad argument");
   *out_used = __atomic_load_n(&device->memory.used, __ATOMIC_RELAXED);
   *out_budget = TEMPLATE_CAPACITY;
@@ -111,9 +111,9 @@ static bp_status_t device_memory_usage(bpp_device_t device, uint32_t kind, uint6
 /* ---- buffers: host memory, copies on the stream (bp_kit_host.h) ------- */
 static bp_status_t buffer_allocate(bpp_device_t device, const bp_buffer_alloc_info_t* info,
                                    bpp_buffer_t* out) {
-  if (info && info->memory_kind != BP_MEMORY_DEVICE)
-    return bp_kit_error(BP_INVALID_ARGUMENT, "template: buffer_allocate: memory kind %u not offered",
-                        info->memory_kind);
+  if (info && info->memory_space != 0)
+    return bp_kit_error(BP_INVALID_ARGUMENT, "template: buffer_allocate: no memory space %u",
+                        info->memory_space);
   return bp_kit_host_buffer_allocate(device, info, TEMPLATE_ALIGN, &device->memory, out);
 }
 
@@ -126,9 +126,9 @@ static uint32_t support_reason(const bp_op_call_t* call, const char** why) {
     return BP_SUPPORT_OP;
   }
   for (uint32_t i = 0; i < call->num_inputs; ++i)
-    if (call->inputs[i].dtype != BP_DTYPE_INVALID && call->inputs[i].dtype != BP_DTYPE_F32)
+    if (call->inputs[i]->dtype != BP_DTYPE_INVALID && call->inputs[i]->dtype != BP_DTYPE_F32)
       return BP_SUPPORT_DTYPE;
-  if (call->num_outputs != 1 || call->outputs[0].dtype != BP_DTYPE_F32 ||
+  if (call->num_outputs != 1 || call->outputs[0]->dtype != BP_DTYPE_F32 ||
       call->compute_dtype != BP_DTYPE_F32)
     return BP_SUPPORT_DTYPE;
   const bp_binary_attrs_t* a = call->attrs;
@@ -144,11 +144,11 @@ static float* at(const bp_tensor_desc_t* d, int64_t off) {
 
 /* Runs on the stream's worker thread, in stream order. */
 static bp_status_t exec(bpp_device_t device, const bp_op_call_t* call) {
-  const bp_tensor_desc_t *out = &call->outputs[0], *a = &call->inputs[0], *b = NULL;
+  const bp_tensor_desc_t *out = call->outputs[0], *a = call->inputs[0], *b = NULL;
   float alpha = 1.0f, other = 0.0f;
   if (call->op_id == BP_OP_add) {
     const bp_binary_attrs_t* attrs = call->attrs;
-    if (call->inputs[1].dtype != BP_DTYPE_INVALID) b = &call->inputs[1];
+    if (call->inputs[1]->dtype != BP_DTYPE_INVALID) b = call->inputs[1];
     alpha = (float)bp_kit_scalar_f64(&attrs->alpha, 1.0);
     other = (float)bp_kit_scalar_f64(&attrs->scalar, 0.0);
   }
@@ -175,8 +175,9 @@ static bp_status_t exec(bpp_device_t device, const bp_op_call_t* call) {
 
 static const bp_kit_queue_t k_queue = {.exec = exec};
 
-static bp_status_t stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out) {
-  return bp_kit_stream_create(&k_queue, device, out);
+static bp_status_t stream_create(bpp_device_t device, const bp_stream_create_info_t* info,
+                                 bpp_stream_t* out) {
+  return bp_kit_stream_create(&k_queue, device, info, out);
 }
 
 static bp_status_t launch(bpp_stream_t s, const bp_op_call_t* call) {

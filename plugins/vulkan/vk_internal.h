@@ -337,7 +337,8 @@ struct bpp_stream_s {
   struct bpp_buffer_s* workspace;
 };
 
-VK_HIDDEN bp_status_t vk_stream_create(bpp_device_t device, uint32_t flags, bpp_stream_t* out);
+VK_HIDDEN bp_status_t vk_stream_create(bpp_device_t device, const bp_stream_create_info_t* info,
+                                       bpp_stream_t* out);
 VK_HIDDEN void vk_stream_destroy(bpp_stream_t stream);
 /* The stream's workspace, grown to at least `bytes` (device-local, the
  * usual buffer usages). Commands of the stream may write and read it; they
@@ -350,7 +351,8 @@ VK_HIDDEN bp_status_t vk_stream_synchronize(bpp_stream_t stream);
 VK_HIDDEN bp_status_t vk_stream_query(bpp_stream_t stream);
 VK_HIDDEN bp_status_t vk_stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user);
 VK_HIDDEN bp_status_t vk_stream_flush(bpp_stream_t s);
-VK_HIDDEN bp_status_t vk_event_create(bpp_device_t device, uint32_t flags, bpp_event_t* out);
+VK_HIDDEN bp_status_t vk_event_create(bpp_device_t device, const bp_event_create_info_t* info,
+                                      bpp_event_t* out);
 VK_HIDDEN void vk_event_destroy(bpp_event_t event);
 VK_HIDDEN bp_status_t vk_event_record(bpp_event_t event, bpp_stream_t stream);
 VK_HIDDEN bp_status_t vk_stream_wait_event(bpp_stream_t stream, bpp_event_t event);
@@ -442,7 +444,7 @@ VK_HIDDEN bp_status_t vk_query_support(bpp_device_t device, const bp_op_call_t* 
                                        bp_support_t* out);
 VK_HIDDEN bp_status_t vk_query_fusion(bpp_device_t device, bp_fusion_caps_t* out);
 VK_HIDDEN bp_status_t vk_launch_ew_program(bpp_stream_t stream, const bp_ew_program_t* program,
-                                           uint32_t num_inputs, const bp_tensor_desc_t* inputs,
-                                           uint32_t num_outputs, const bp_tensor_desc_t* outputs);
+                                           uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
+                                           uint32_t num_outputs, const bp_tensor_desc_t* const* outputs);
 
 #endif /* BP_VK_INTERNAL_H_ */

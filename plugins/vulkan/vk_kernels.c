@@ -10,12 +10,12 @@
 #include "vk_ops_internal.h"
 
 static int dev_dtype(struct bpp_device_s* d, uint32_t dt) {
-  return dt < 32 && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
+  return dt < BP_DTYPE_SLOTS && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
 }
 
 static int all_dtypes_ok(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     if (!dev_dtype(d, t->dtype)) {
       bp_plugin_format(msg, cap, 0, "%s is not supported on this device", bp_dtype_name(t->dtype));
@@ -68,8 +68,8 @@ static uint32_t reduce_mask(const bp_tensor_desc_t* in, const bp_reduce_attrs_t*
 }
 
 bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   const bp_reduce_attrs_t* a = call->attrs;
   uint32_t mask = reduce_mask(in, a);
   int keep = a && (a->flags & BP_REDUCE_KEEPDIM);
@@ -97,7 +97,7 @@ bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
       put_i64(&meta[20 + 2 * kr], in->strides[d]);
       put_i64(&meta[36 + 2 * kr], ostride);
       if (call->num_outputs > 1) {
-        const bp_tensor_desc_t* ix = &call->outputs[1];
+        const bp_tensor_desc_t* ix = call->outputs[1];
         put_i64(&meta[78 + 2 * kr], od - 1 < ix->rank ? ix->strides[od - 1] : 0);
       }
       nout *= (uint64_t)in->sizes[d];
@@ -117,7 +117,7 @@ bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
   int fl = bp_dtype_is_float(cd) || call->op_id == BP_OP_mean || code == 8;
   if (code == 3 || code == 4 || code == 5 || code == 6 || code == 7 || code == 9 || code == 10)
     fl = bp_dtype_is_float(in->dtype);
-  if (code >= 9) vk_meta64(&meta[76], vk_desc_addr(&call->outputs[1]));
+  if (code >= 9) vk_meta64(&meta[76], vk_desc_addr(call->outputs[1]));
   uint32_t spec[3] = {(uint32_t)code, in->dtype, out->dtype};
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, fl ? VK_SHADER_reduce_f64 : VK_SHADER_reduce_i64, spec, 3, &pipe);
@@ -125,13 +125,13 @@ bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_t acc[3];
   vk_access_of(in, 0, &acc[0]);
   vk_access_of(out, 1, &acc[1]);
-  if (code >= 9) vk_access_of(&call->outputs[1], 1, &acc[2]);
+  if (code >= 9) vk_access_of(call->outputs[1], 1, &acc[2]);
   return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, nout), 1, 1, acc, code >= 9 ? 3 : 2);
 }
 
 static int reduce_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  uint32_t o = call->outputs[0].dtype;
+  const bp_tensor_desc_t* in = call->inputs[0];
+  uint32_t o = call->outputs[0]->dtype;
   if (call->op_id == BP_OP_mean && !bp_dtype_is_float(o)) {
     bp_plugin_format(msg, cap, 0, "mean: output %s is not floating", bp_dtype_name(o));
     return BP_SUPPORT_DTYPE;
@@ -141,7 +141,7 @@ static int reduce_supported(struct bpp_device_s* d, const bp_op_call_t* call, ch
     return BP_SUPPORT_DTYPE;
   }
   if ((call->op_id == BP_OP_max_dim || call->op_id == BP_OP_min_dim) &&
-      (call->num_outputs < 2 || call->outputs[1].dtype != BP_DTYPE_I64 || o != in->dtype)) {
+      (call->num_outputs < 2 || call->outputs[1]->dtype != BP_DTYPE_I64 || o != in->dtype)) {
     bp_plugin_format(msg, cap, 0, "values must keep the input dtype and indices be i64");
     return BP_SUPPORT_DTYPE;
   }
@@ -470,10 +470,10 @@ static bp_status_t matmul_epilogue(bpp_stream_t s, const bp_tensor_desc_t* C, co
 
 bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* A = &call->inputs[op == BP_OP_addmm ? 1 : 0];
-  const bp_tensor_desc_t* B = &call->inputs[op == BP_OP_addmm ? 2 : 1];
-  const bp_tensor_desc_t* C = &call->outputs[0];
-  const bp_tensor_desc_t* bias = op == BP_OP_addmm ? &call->inputs[0] : NULL;
+  const bp_tensor_desc_t* A = call->inputs[op == BP_OP_addmm ? 1 : 0];
+  const bp_tensor_desc_t* B = call->inputs[op == BP_OP_addmm ? 2 : 1];
+  const bp_tensor_desc_t* C = call->outputs[0];
+  const bp_tensor_desc_t* bias = op == BP_OP_addmm ? call->inputs[0] : NULL;
   int batched = op == BP_OP_bmm;
   uint32_t ar = batched ? 1 : 0;
   if (A->rank != 2 + ar || B->rank != 2 + ar || C->rank != 2 + ar)
@@ -565,9 +565,9 @@ bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call) {
 
 static int matmul_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   (void)d;
-  uint32_t o = call->outputs[0].dtype;
+  uint32_t o = call->outputs[0]->dtype;
   for (uint32_t i = 0; i < call->num_inputs; i++)
-    if (call->inputs[i].dtype != BP_DTYPE_INVALID && call->inputs[i].dtype != o) {
+    if (call->inputs[i]->dtype != BP_DTYPE_INVALID && call->inputs[i]->dtype != o) {
       bp_plugin_format(msg, cap, 0, "operands must share one dtype");
       return BP_SUPPORT_DTYPE;
     }
@@ -576,7 +576,7 @@ static int matmul_supported(struct bpp_device_s* d, const bp_op_call_t* call, ch
     return BP_SUPPORT_DTYPE;
   }
   int batched = call->op_id == BP_OP_bmm;
-  if (batched && call->inputs[0].rank == 3 && call->inputs[0].sizes[0] > 65535) {
+  if (batched && call->inputs[0]->rank == 3 && call->inputs[0]->sizes[0] > 65535) {
     bp_plugin_format(msg, cap, 0, "batch over 65535");
     return BP_SUPPORT_SIZE;
   }
@@ -597,8 +597,8 @@ static double dtype_eps(uint32_t dt) {
 
 bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   uint32_t meta[154];
   memset(meta, 0, sizeof meta);
   uint32_t rowmask = 0, code = 0, flags = 0;
@@ -619,16 +619,16 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
       nrank = a->normalized_rank;
       eps = a->eps;
       code = 2;
-      if (call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID) b = &call->inputs[2];
-      if (call->num_outputs > 1 && call->outputs[1].dtype != BP_DTYPE_INVALID) mean = &call->outputs[1];
-      if (call->num_outputs > 2 && call->outputs[2].dtype != BP_DTYPE_INVALID) rstd = &call->outputs[2];
+      if (call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID) b = call->inputs[2];
+      if (call->num_outputs > 1 && call->outputs[1]->dtype != BP_DTYPE_INVALID) mean = call->outputs[1];
+      if (call->num_outputs > 2 && call->outputs[2]->dtype != BP_DTYPE_INVALID) rstd = call->outputs[2];
     } else {
       const bp_rms_norm_attrs_t* a = call->attrs;
       nrank = a->normalized_rank ? a->normalized_rank : 1;
       eps = a->eps > 0 ? a->eps : dtype_eps(in->dtype);
       code = 3;
     }
-    if (call->num_inputs > 1 && call->inputs[1].dtype != BP_DTYPE_INVALID) w = &call->inputs[1];
+    if (call->num_inputs > 1 && call->inputs[1]->dtype != BP_DTYPE_INVALID) w = call->inputs[1];
     if (nrank > in->rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: normalized rank %u > input rank %u", nrank, in->rank);
     for (uint32_t d = in->rank - nrank; d < in->rank; d++) rowmask |= 1u << d;
   }
@@ -695,7 +695,7 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
 static int norm_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   (void)d;
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype != BP_DTYPE_INVALID && !bp_dtype_is_float(t->dtype)) {
       bp_plugin_format(msg, cap, 0, "%s: floating dtypes only", bp_dtype_name(t->dtype));
       return BP_SUPPORT_DTYPE;
@@ -709,9 +709,9 @@ static int norm_supported(struct bpp_device_s* d, const bp_op_call_t* call, char
 /* ======================================================================== */
 bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* src = &call->inputs[0];
-  const bp_tensor_desc_t* idx = &call->inputs[1];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* src = call->inputs[0];
+  const bp_tensor_desc_t* idx = call->inputs[1];
+  const bp_tensor_desc_t* out = call->outputs[0];
   uint32_t meta[70];
   memset(meta, 0, sizeof meta);
   vk_meta64(&meta[0], vk_desc_addr(src));
@@ -769,12 +769,12 @@ bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call) {
 
 static int index_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   (void)d;
-  uint32_t it = call->inputs[1].dtype;
+  uint32_t it = call->inputs[1]->dtype;
   if (it != BP_DTYPE_I32 && it != BP_DTYPE_I64) {
     bp_plugin_format(msg, cap, 0, "indices must be i32 or i64, got %s", bp_dtype_name(it));
     return BP_SUPPORT_DTYPE;
   }
-  if (call->inputs[0].dtype != call->outputs[0].dtype) {
+  if (call->inputs[0]->dtype != call->outputs[0]->dtype) {
     bp_plugin_format(msg, cap, 0, "source and output dtypes differ");
     return BP_SUPPORT_DTYPE;
   }
@@ -831,8 +831,8 @@ static void put4(uint32_t* w, const bp_tensor_desc_t* t) {
 
 bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   if (in->rank != 4 || out->rank != 4)
     return vk_error(BP_UNIMPLEMENTED, "vulkan: op %u: only 2-d NCHW operands", op);
   uint32_t meta[64];
@@ -854,8 +854,8 @@ bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(in, 0, &acc[na++]);
   if (op == BP_OP_convolution) {
     const bp_conv_attrs_t* a = call->attrs;
-    const bp_tensor_desc_t* w = &call->inputs[1];
-    const bp_tensor_desc_t* b = call->num_inputs > 2 && call->inputs[2].dtype != BP_DTYPE_INVALID ? &call->inputs[2] : NULL;
+    const bp_tensor_desc_t* w = call->inputs[1];
+    const bp_tensor_desc_t* b = call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID ? call->inputs[2] : NULL;
     if (w->rank != 4) return vk_error(BP_INVALID_ARGUMENT, "vulkan: convolution: weight rank %u", w->rank);
     kind = 0;
     wdt = w->dtype;
@@ -893,7 +893,7 @@ bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
     meta[26] = a->count_include_pad ? 1u : 0u;
     meta[27] = a->has_divisor_override ? (uint32_t)a->divisor_override : 0u; /* 0: the window */
     if (kind == 2) {
-      const bp_tensor_desc_t* ix = &call->outputs[1];
+      const bp_tensor_desc_t* ix = call->outputs[1];
       vk_meta64(&meta[8], vk_desc_addr(ix));
       put4(&meta[54], ix);
       vk_access_of(ix, 1, &acc[na++]);
@@ -914,15 +914,15 @@ bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
 static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   (void)d;
   uint32_t op = call->op_id;
-  const bp_tensor_desc_t* in = &call->inputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
   for (uint32_t k = 0; k < call->num_inputs + 1; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[0];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[0];
     if (t->dtype != BP_DTYPE_INVALID && !bp_dtype_is_float(t->dtype)) {
       bp_plugin_format(msg, cap, 0, "%s: floating dtypes only", bp_dtype_name(t->dtype));
       return BP_SUPPORT_DTYPE;
     }
   }
-  if (op == BP_OP_max_pool_with_indices && call->num_outputs > 1 && call->outputs[1].dtype != BP_DTYPE_I64) {
+  if (op == BP_OP_max_pool_with_indices && call->num_outputs > 1 && call->outputs[1]->dtype != BP_DTYPE_I64) {
     bp_plugin_format(msg, cap, 0, "indices must be i64");
     return BP_SUPPORT_DTYPE;
   }
@@ -936,7 +936,7 @@ static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call,
       bp_plugin_format(msg, cap, 0, "only non-transposed 2-d convolution");
       return BP_SUPPORT_ATTRIBUTE;
     }
-    if (call->inputs[1].dtype != in->dtype) {
+    if (call->inputs[1]->dtype != in->dtype) {
       bp_plugin_format(msg, cap, 0, "input and weight dtypes differ");
       return BP_SUPPORT_DTYPE;
     }

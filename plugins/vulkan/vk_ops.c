@@ -61,7 +61,7 @@ static int int_only(uint32_t op) {
 }
 
 static int dtype_ok(struct bpp_device_s* d, uint32_t dt) {
-  return dt < 32 && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
+  return dt < BP_DTYPE_SLOTS && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
 }
 
 /* The compute dtype of an elementwise call (the core sets it; fall back to
@@ -70,15 +70,15 @@ static uint32_t ew_cdt(const bp_op_call_t* call) {
   uint32_t cd = call->compute_dtype;
   if (bp_dtype_is_valid(cd) && cd != BP_DTYPE_C64 && !bp_dtype_is_fp8(cd)) return cd;
   for (uint32_t i = 0; i < call->num_inputs; i++)
-    if (call->inputs[i].dtype != BP_DTYPE_INVALID) return call->inputs[i].dtype;
-  return call->outputs[0].dtype;
+    if (call->inputs[i]->dtype != BP_DTYPE_INVALID) return call->inputs[i]->dtype;
+  return call->outputs[0]->dtype;
 }
 
 static int ew_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   uint32_t op = call->op_id;
   uint32_t cd = ew_cdt(call);
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     if (!dtype_ok(d, t->dtype)) {
       bp_plugin_format(msg, cap, 0, "%s is not supported on this device", bp_dtype_name(t->dtype));
@@ -106,7 +106,7 @@ static int ew_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* 
     /* The argument reduction is exact for |x| < 2^32: inputs whose dtype
      * bounds them (f16, integers up to 32 bits) only. */
     for (uint32_t k = 0; k < call->num_inputs; k++) {
-      uint32_t dt = call->inputs[k].dtype;
+      uint32_t dt = call->inputs[k]->dtype;
       if (dt == BP_DTYPE_F32 || dt == BP_DTYPE_BF16 || dt == BP_DTYPE_F64 || dt == BP_DTYPE_I64) {
         bp_plugin_format(msg, cap, 0, "%s inputs may exceed the |x| < 2^32 range of the argument reduction",
                          bp_dtype_name(dt));
@@ -136,7 +136,7 @@ static bp_status_t launch_ew_op(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t flags = ba ? ba->flags : 0;
   uint32_t nin = call->num_inputs > 3 ? 3 : call->num_inputs;
   for (uint32_t k = 0; k < nin; k++) {
-    const bp_tensor_desc_t* t = &call->inputs[k];
+    const bp_tensor_desc_t* t = call->inputs[k];
     int scalar_here = takes_scalar_operand(op) &&
                       ((k == 0 && (flags & BP_BINARY_SELF_IS_SCALAR)) || (k == 1 && (flags & BP_BINARY_OTHER_IS_SCALAR)));
     if (scalar_here) {
@@ -248,7 +248,7 @@ static bp_status_t launch_ew_op(bpp_stream_t s, const bp_op_call_t* call) {
       res = vk_ew_op(&p, op, r[0], r[1], r[2], 0);
       break;
   }
-  vk_ew_store(&p, vk_ew_output(&p, &call->outputs[0]), res);
+  vk_ew_store(&p, vk_ew_output(&p, call->outputs[0]), res);
   return vk_ew_launch(s, &p);
 }
 
@@ -258,8 +258,8 @@ static bp_status_t launch_ew_op(bpp_stream_t s, const bp_op_call_t* call) {
  * dims. Nonzero when that needs more than BP_MAX_RANK dims. */
 static int repeat_views(const bp_op_call_t* call, bp_tensor_desc_t* dst, bp_tensor_desc_t* src) {
   const bp_dims_attrs_t* a = call->attrs;
-  const bp_tensor_desc_t* in = &call->inputs[0];
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* in = call->inputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   *dst = *out;
   *src = *in;
   uint32_t r = a->num_dims, lead = r > in->rank ? r - in->rank : 0, n = 0;
@@ -288,13 +288,13 @@ static int repeat_views(const bp_op_call_t* call, bp_tensor_desc_t* dst, bp_tens
 }
 
 static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   switch (call->op_id) {
     case BP_OP_to_copy:
     case BP_OP_clone:
-      return vk_ew_copy(s, out, &call->inputs[0]);
+      return vk_ew_copy(s, out, call->inputs[0]);
     case BP_OP_copy:
-      return vk_ew_copy(s, out, &call->inputs[1]);
+      return vk_ew_copy(s, out, call->inputs[1]);
     case BP_OP_fill: {
       const bp_fill_attrs_t* a = call->attrs;
       uint32_t cd = a->value.kind == BP_SCALAR_FLOAT ? BP_DTYPE_F64 : BP_DTYPE_I64;
@@ -324,8 +324,8 @@ static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
       if (out->rank == 0 || dim < 0 || dim >= (int64_t)out->rank)
         return vk_error(BP_INVALID_ARGUMENT, "vulkan: cat: dim %d out of range for rank %u", a->dim, out->rank);
       int64_t at = 0;
-      for (uint32_t i = 0; i < call->num_inputs; i++) {
-        const bp_tensor_desc_t* in = &call->inputs[i];
+      for (uint32_t i = call->list_begin; i < call->list_begin + call->list_count; i++) {
+        const bp_tensor_desc_t* in = call->inputs[i];
         if (in->rank == 1 && in->sizes[0] == 0 && out->rank != 1) continue;
         if (in->rank != out->rank)
           return vk_error(BP_INVALID_ARGUMENT, "vulkan: cat: input %u has rank %u, output %u", i, in->rank, out->rank);
@@ -344,7 +344,7 @@ static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
     case BP_OP_flip: {
       /* A view with the flipped dims' strides negated, copied densely. */
       const bp_dims_attrs_t* a = call->attrs;
-      bp_tensor_desc_t v = call->inputs[0];
+      bp_tensor_desc_t v = *call->inputs[0];
       uint32_t flipped = 0;
       /* A 0-d tensor takes dims 0 and -1, as one of one element (a copy). */
       int64_t wrap = v.rank ? (int64_t)v.rank : 1;
@@ -370,7 +370,7 @@ static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
     }
     case BP_OP_pad: {
       const bp_pad_attrs_t* a = call->attrs;
-      const bp_tensor_desc_t* in = &call->inputs[0];
+      const bp_tensor_desc_t* in = call->inputs[0];
       vk_ew_t p;
       vk_ew_init(&p, a->value.kind == BP_SCALAR_FLOAT ? BP_DTYPE_F64 : BP_DTYPE_I64);
       vk_ew_store(&p, vk_ew_output(&p, out), vk_ew_load_const(&p, vk_ew_const_scalar(&p, &a->value, 0)));
@@ -396,7 +396,7 @@ static bp_status_t launch_copy_op(bpp_stream_t s, const bp_op_call_t* call) {
 
 static int copy_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     if (!dtype_ok(d, t->dtype)) {
       bp_plugin_format(msg, cap, 0, "%s is not supported on this device", bp_dtype_name(t->dtype));
@@ -407,18 +407,18 @@ static int copy_supported(struct bpp_device_s* d, const bp_op_call_t* call, char
     bp_plugin_format(msg, cap, 0, "only constant padding (reflect, replicate, circular are not implemented)");
     return BP_SUPPORT_ATTRIBUTE;
   }
-  if (call->op_id == BP_OP_pad && call->attrs && ((const bp_pad_attrs_t*)call->attrs)->num_pads / 2 > call->inputs[0].rank) {
+  if (call->op_id == BP_OP_pad && call->attrs && ((const bp_pad_attrs_t*)call->attrs)->num_pads / 2 > call->inputs[0]->rank) {
     bp_plugin_format(msg, cap, 0, "more pad pairs than dims");
     return BP_SUPPORT_ATTRIBUTE;
   }
   if (call->op_id == BP_OP_repeat && call->attrs) {
     bp_tensor_desc_t dv, sv;
-    if (call->inputs[0].rank > BP_MAX_RANK || repeat_views(call, &dv, &sv)) {
+    if (call->inputs[0]->rank > BP_MAX_RANK || repeat_views(call, &dv, &sv)) {
       bp_plugin_format(msg, cap, 0, "needs more than %d dims once split into (repeat, size) pairs", BP_MAX_RANK);
       return BP_SUPPORT_RANK;
     }
   }
-  if (call->op_id == BP_OP_arange && call->outputs[0].dtype == BP_DTYPE_BOOL) {
+  if (call->op_id == BP_OP_arange && call->outputs[0]->dtype == BP_DTYPE_BOOL) {
     bp_plugin_format(msg, cap, 0, "bool output");
     return BP_SUPPORT_DTYPE;
   }
@@ -433,7 +433,8 @@ int vk_op_implemented(uint32_t op) {
 bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
   if (!s || !call) return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch: NULL argument");
   if (call->struct_size < BP_OP_CALL_V1_SIZE || !call->outputs || call->num_outputs < 1 ||
-      (call->num_inputs && !call->inputs))
+      (call->num_inputs && !call->inputs) || call->list_begin > call->num_inputs ||
+      call->list_count > call->num_inputs - call->list_begin)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch: malformed op call");
   uint32_t op = call->op_id;
   char msg[200];
@@ -445,7 +446,7 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
   else return vk_error(BP_UNIMPLEMENTED, "vulkan: op %u has no Vulkan kernel", op);
   if (reason) return vk_error(BP_UNIMPLEMENTED, "vulkan: op %u: %s", op, msg);
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     bp_status_t st = vk_check_desc(t, k < call->num_inputs ? "input" : "output");
     if (st) return st;
@@ -484,7 +485,7 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
   if (call->num_outputs < 1 || !call->outputs || (call->num_inputs && !call->inputs))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_support: op %u: missing operands", op);
   for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
-    const bp_tensor_desc_t* t = k < call->num_inputs ? &call->inputs[k] : &call->outputs[k - call->num_inputs];
+    const bp_tensor_desc_t* t = k < call->num_inputs ? call->inputs[k] : call->outputs[k - call->num_inputs];
     if (t->dtype == BP_DTYPE_INVALID) continue;
     if (!bp_dtype_is_valid(t->dtype))
       return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_support: op %u: unknown dtype %u", op, t->dtype);
@@ -513,8 +514,18 @@ static int fusable(uint32_t op) {
   }
 }
 
+/* Op ids usable in elementwise programs, bit per id; filled once. */
+#define VK_EW_OPCODE_WORDS ((BP_OP_COUNT + 63u) / 64u)
+static uint64_t k_ew_opcode_mask[VK_EW_OPCODE_WORDS];
+static pthread_once_t k_ew_opcode_once = PTHREAD_ONCE_INIT;
+static void ew_opcode_mask_init(void) {
+  for (uint32_t op = 1; op < BP_OP_COUNT; op++)
+    if (fusable(op)) k_ew_opcode_mask[op / 64] |= 1ull << (op % 64);
+}
+
 bp_status_t vk_query_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   if (!d || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: query_fusion: NULL argument");
+  pthread_once(&k_ew_opcode_once, ew_opcode_mask_init);
   bp_fusion_caps_t c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
@@ -523,18 +534,27 @@ bp_status_t vk_query_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   c.ew_max_instrs = VK_EW_MAX_INSTR;
   c.ew_max_registers = VK_EW_MAX_REGS;
   c.ew_dtype_mask = d->props.dtype_mask;
-  for (uint32_t op = 1; op < 256 && op < BP_OP_COUNT; op++)
-    if (fusable(op)) c.ew_opcode_mask[op / 64] |= 1ull << (op % 64);
+  c.ew_opcode_words = VK_EW_OPCODE_WORDS;
+  c.ew_opcode_mask = k_ew_opcode_mask;
+  c.pattern_stride = sizeof(bp_fused_pattern_t);
   bp_kit_copy_out(out, &c, sizeof c);
   return BP_OK;
 }
 
 bp_status_t vk_launch_ew_program(bpp_stream_t s, const bp_ew_program_t* prog, uint32_t num_inputs,
-                                 const bp_tensor_desc_t* inputs, uint32_t num_outputs, const bp_tensor_desc_t* outputs) {
+                                 const bp_tensor_desc_t* const* inputs, uint32_t num_outputs,
+                                 const bp_tensor_desc_t* const* outputs) {
   if (!s || !prog || (num_inputs && !inputs) || !outputs || num_outputs == 0)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch_ew_program: NULL argument");
-  if (prog->struct_size < offsetof(bp_ew_program_t, next))
+  if (prog->struct_size < BP_EW_PROGRAM_V1_SIZE)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch_ew_program: struct_size %u too small", prog->struct_size);
+  if (prog->num_instrs && prog->instr_stride < BP_EW_INSTR_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch_ew_program: instr_stride %u < %u", prog->instr_stride,
+                    BP_EW_INSTR_V1_SIZE);
+  for (uint32_t k = 0; k < num_inputs; k++)
+    if (!inputs[k]) return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch_ew_program: input %u is NULL", k);
+  for (uint32_t k = 0; k < num_outputs; k++)
+    if (!outputs[k]) return vk_error(BP_INVALID_ARGUMENT, "vulkan: launch_ew_program: output %u is NULL", k);
   if (num_inputs != prog->num_inputs || num_outputs != prog->num_outputs || num_inputs > VK_EW_MAX_INPUTS ||
       num_outputs > VK_EW_MAX_OPERANDS - VK_EW_MAX_INPUTS || prog->num_instrs > VK_EW_MAX_INSTR ||
       prog->num_registers > VK_EW_MAX_REGS || prog->num_constants > VK_EW_MAX_CONST ||
@@ -549,8 +569,8 @@ bp_status_t vk_launch_ew_program(bpp_stream_t s, const bp_ew_program_t* prog, ui
     return vk_error(BP_UNIMPLEMENTED, "vulkan: launch_ew_program: compute dtype %s", bp_dtype_name(prog->compute_dtype));
   vk_ew_t p;
   vk_ew_init(&p, prog->compute_dtype);
-  for (uint32_t k = 0; k < num_inputs; k++) vk_ew_input(&p, &inputs[k]);
-  for (uint32_t k = 0; k < num_outputs; k++) vk_ew_output(&p, &outputs[k]);
+  for (uint32_t k = 0; k < num_inputs; k++) vk_ew_input(&p, inputs[k]);
+  for (uint32_t k = 0; k < num_outputs; k++) vk_ew_output(&p, outputs[k]);
   int fl = bp_dtype_is_float(prog->compute_dtype);
   for (uint32_t j = 0; j < prog->num_constants; j++) {
     const bp_scalar_t* c = &prog->constants[j];
@@ -558,7 +578,7 @@ bp_status_t vk_launch_ew_program(bpp_stream_t s, const bp_ew_program_t* prog, ui
     else vk_ew_const_i(&p, c->kind == BP_SCALAR_FLOAT ? (int64_t)c->v.f : c->kind == BP_SCALAR_BOOL ? (int64_t)c->v.b : c->v.i);
   }
   for (uint32_t i = 0; i < prog->num_instrs; i++) {
-    const bp_ew_instr_t* in = &prog->instrs[i];
+    const bp_ew_instr_t* in = BP_EW_INSTR_AT(prog, i);
     uint32_t o = in->opcode;
     int bad = in->dst >= prog->num_registers;
     switch (o) {
@@ -567,7 +587,7 @@ bp_status_t vk_launch_ew_program(bpp_stream_t s, const bp_ew_program_t* prog, ui
       case BP_EW_STORE: bad = in->a >= num_outputs || in->b >= prog->num_registers; break;
       case BP_EW_CAST: bad |= in->a >= prog->num_registers || !dtype_ok(s->dev, in->aux); break;
       default:
-        if (o >= 256 || !fusable(o))
+        if (o >= BP_OP_COUNT || !fusable(o))
           return vk_error(BP_UNIMPLEMENTED, "vulkan: launch_ew_program: instruction %u: opcode 0x%x is not fusable here", i, o);
         if ((float_only(o) && !fl) || (int_only(o) && fl) ||
             (prog->compute_dtype == BP_DTYPE_F64 && (f32_only(o, NULL) || (o == BP_OP_div && in->aux == BP_ROUNDING_FLOOR))))

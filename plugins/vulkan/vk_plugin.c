@@ -641,11 +641,16 @@ static uint32_t space_flags(const vk_pool_t* p) {
   return f;
 }
 
-static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, bp_memory_space_info_t* out,
-                                        uint32_t* out_count) {
+/* Memory spaces by index: 0 device-local, 1 host-pinned. */
+static const uint32_t k_space_kinds[2] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED};
+
+static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, uint32_t element_size,
+                                        bp_memory_space_info_t* out, uint32_t* out_count) {
   if (!d || !out_count || (capacity && !out))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_spaces: NULL argument");
-  static const uint32_t kinds[2] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED};
+  if (capacity && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_spaces: element_size %u too small", element_size);
+  const uint32_t* kinds = k_space_kinds;
   *out_count = 2;
   for (uint32_t i = 0; i < 2 && i < capacity; i++) {
     vk_pool_t* p = pool_of(d, kinds[i]);
@@ -656,17 +661,17 @@ static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, bp_me
         .capacity_bytes = budget_locked(p),
         .alignment_bytes = 256,
     };
-    uint32_t cap = out[i].struct_size ? out[i].struct_size : sizeof info;
-    memcpy(&out[i], &info, cap < sizeof info ? cap : sizeof info);
+    bp_kit_put_entry(out, element_size, i, &info, sizeof info);
   }
   return BP_OK;
 }
 
-static bp_status_t device_memory_usage(bpp_device_t d, uint32_t kind, uint64_t* used, uint64_t* budget) {
+static bp_status_t device_memory_usage(bpp_device_t d, uint32_t space, uint64_t* used, uint64_t* budget) {
   if (!d || !used || !budget) return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: NULL argument");
-  if (kind != BP_MEMORY_DEVICE && kind != BP_MEMORY_HOST_PINNED)
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: memory kind %u is not offered", kind);
-  vk_pool_t* p = pool_of(d, kind);
+  if (space >= 2)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: no memory space %u (0 device, 1 host_pinned)",
+                    space);
+  vk_pool_t* p = pool_of(d, k_space_kinds[space]);
   pthread_mutex_lock(&p->lock);
   *used = p->used_bytes;
   *budget = vk_pool_budget(p);
@@ -679,9 +684,10 @@ static bp_status_t buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t*
   *out = NULL;
   if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: info struct_size %u too small", info->struct_size);
-  if (info->memory_kind != BP_MEMORY_DEVICE && info->memory_kind != BP_MEMORY_HOST_PINNED)
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: memory kind %u is not offered (device, host_pinned)",
-                    info->memory_kind);
+  if (info->memory_space >= 2)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: no memory space %u (0 device, 1 host_pinned)",
+                    info->memory_space);
+  const uint32_t kind = k_space_kinds[info->memory_space];
   if (info->size_bytes == 0) return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: size 0");
   if (info->alignment & (info->alignment - 1))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: alignment %llu is not a power of two",
@@ -689,12 +695,12 @@ static bp_status_t buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t*
   if (info->alignment > 256)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: alignment %llu > 256 is not offered",
                     (unsigned long long)info->alignment);
-  vk_pool_t* p = pool_of(d, info->memory_kind);
+  vk_pool_t* p = pool_of(d, kind);
   uint64_t budget = budget_locked(p);
   if (info->size_bytes > budget || info->size_bytes > (1ull << 62))
     return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: buffer_allocate: %llu bytes requested, the budget is %llu",
                     (unsigned long long)info->size_bytes, (unsigned long long)budget);
-  return vk_buffer_create(d, p, info->size_bytes, info->memory_kind, out);
+  return vk_buffer_create(d, p, info->size_bytes, kind, out);
 }
 
 static void buffer_release(bpp_buffer_t b) { vk_buffer_destroy(b); }
@@ -750,7 +756,7 @@ VK_SERIALIZED(ser_wait_event, vk_stream_wait_event, s, (bpp_stream_t s, bpp_even
 VK_SERIALIZED(ser_launch_op, vk_launch_op, s, (bpp_stream_t s, const bp_op_call_t* call), (s, call))
 VK_SERIALIZED(ser_launch_ew_program, vk_launch_ew_program, s,
               (bpp_stream_t s, const bp_ew_program_t* program, uint32_t nin,
-               const bp_tensor_desc_t* in, uint32_t nout, const bp_tensor_desc_t* out),
+               const bp_tensor_desc_t* const* in, uint32_t nout, const bp_tensor_desc_t* const* out),
               (s, program, nin, in, nout, out))
 #undef VK_SERIALIZED
 

@@ -159,8 +159,19 @@ static void* completion_main(void* arg) {
     pthread_mutex_unlock(&s->mu);
     for (uint32_t i = 0; i < b->nactions; i++) {
       vk_action_t* a = &b->actions[i];
-      if (a->kind == ACT_MEMCPY) memcpy(a->dst, a->src, a->size);
-      else a->fn(a->user);
+      if (a->kind == ACT_MEMCPY) {
+        memcpy(a->dst, a->src, a->size);
+      } else {
+        /* A failed host function poisons the stream like a failed batch. */
+        bp_status_t hs = a->fn(a->user);
+        if (hs != BP_OK) {
+          char m[VK_MSG_CAP];
+          snprintf(m, sizeof m, "vulkan: host function failed with status %d", (int)hs);
+          pthread_mutex_lock(&s->mu);
+          set_error(s, hs, m);
+          pthread_mutex_unlock(&s->mu);
+        }
+      }
     }
     if (b->host_tail) {
       VkSemaphoreSignalInfo si = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
@@ -397,10 +408,18 @@ static bp_status_t after_command(bpp_stream_t s, vk_batch_t* b) {
 }
 
 /* ---- streams ------------------------------------------------------------ */
-bp_status_t vk_stream_create(bpp_device_t d, uint32_t flags, bpp_stream_t* out) {
-  (void)flags;
-  if (!d || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: stream_create: NULL argument");
+bp_status_t vk_stream_create(bpp_device_t d, const bp_stream_create_info_t* info, bpp_stream_t* out) {
+  if (!d || !info || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: stream_create: NULL argument");
   *out = NULL;
+  if (info->struct_size < BP_STREAM_CREATE_INFO_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: stream_create: info struct_size %u too small", info->struct_size);
+  /* A copy stream runs on a compute queue (which copies too); queue
+   * priorities are fixed when the VkDevice is made, so priority is a hint
+   * this plugin cannot act on. */
+  if (info->queue > BP_QUEUE_COPY)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: stream_create: unknown queue kind %u", info->queue);
+  if (info->flags != 0)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: stream_create: unknown flags 0x%x", info->flags);
   bp_status_t st = BP_OK;
   bpp_stream_t s = calloc(1, sizeof *s);
   if (!s) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
@@ -728,9 +747,16 @@ bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void*
 }
 
 /* ---- events -------------------------------------------------------------- */
-bp_status_t vk_event_create(bpp_device_t d, uint32_t flags, bpp_event_t* out) {
-  if (!d || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: NULL argument");
+bp_status_t vk_event_create(bpp_device_t d, const bp_event_create_info_t* info, bpp_event_t* out) {
+  if (!d || !info || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: NULL argument");
   *out = NULL;
+  if (info->struct_size < BP_EVENT_CREATE_INFO_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: info struct_size %u too small", info->struct_size);
+  const uint32_t flags = info->flags;
+  if (flags & BP_EVENT_EXPORTABLE)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: event_create: exportable events are not supported yet");
+  if (flags & ~(uint32_t)BP_EVENT_TIMING)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: unknown flags 0x%x", flags);
   struct bpp_event_s* e = calloc(1, sizeof *e);
   if (!e) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   e->dev = d;
@@ -743,7 +769,7 @@ bp_status_t vk_event_create(bpp_device_t d, uint32_t flags, bpp_event_t* out) {
     free(e);
     return vk_error(vk_status_of(r), "vulkan: vkCreateSemaphore failed: %s", vk_result_name(r));
   }
-  if ((flags & 1u) && d->feat.timestamp_bits) { /* BP_EVENT_TIMING */
+  if ((flags & BP_EVENT_TIMING) && d->feat.timestamp_bits) {
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
                                 .queryCount = 1};

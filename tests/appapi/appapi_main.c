@@ -4,7 +4,7 @@ bp_stream_t* g_stream;
 
 int appapi_stream_setup(void** state) {
   (void)state;
-  return bp_stream_create(g_cpu, 0, &g_stream) == BP_OK ? 0 : -1;
+  return bp_stream_create(g_cpu, NULL, &g_stream) == BP_OK ? 0 : -1;
 }
 
 int appapi_stream_teardown(void** state) {

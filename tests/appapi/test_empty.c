@@ -6,7 +6,7 @@
 static void test_zero_size_buffer(void** state) {
   (void)state;
   bp_buffer_t* buf = NULL;
-  assert_ok(bp_buffer_allocate(g_cpu, BP_MEMORY_DEVICE, 0, &buf));
+  assert_ok(bp_buffer_allocate(g_cpu, 0, 0, &buf));
   assert_int_equal(bp_buffer_size(buf), 0);
   unsigned char byte = 7;
   assert_ok(bp_copy_host_to_buffer(g_stream, &byte, buf, 0, 0));

@@ -22,8 +22,9 @@ static bp_status_t fill_support(void* out) {
   bp_tensor_desc_t ins[2] = {d, d};
   bp_binary_attrs_t attrs = {.struct_size = sizeof(attrs)};
   bp_op_call_t call = {.struct_size = sizeof(call), .op_id = BP_OP_add, .num_inputs = 2,
-                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = ins,
-                       .outputs = &d, .attrs = &attrs};
+                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32,
+                       .inputs = (const bp_tensor_desc_t* const[]){&ins[0], &ins[1]},
+                       .outputs = (const bp_tensor_desc_t* const[]){&d}, .attrs = &attrs};
   return bp_device_query_support(g_cpu, &call, out);
 }
 

@@ -42,7 +42,7 @@ static void fixture_open(fixture_t* f, const char* dir, const char* file, const 
   if (bp_context_register_plugin(f->ctx, path, NULL) != BP_OK)
     fail_msg("cannot load %s: %s", path, bp_status_message());
   assert_int_equal(bp_context_find_device(f->ctx, backend, &f->dev), BP_OK);
-  assert_int_equal(bp_stream_create(f->dev, 0, &f->stream), BP_OK);
+  assert_int_equal(bp_stream_create(f->dev, NULL, &f->stream), BP_OK);
   bpc_runtime_target_t t;
   assert_int_equal(bpc_runtime_target_query(f->dev, &t), BP_OK);
   assert_true(t.num_spaces >= 1);
@@ -146,10 +146,10 @@ static void test_forged_memory_cases(void** state) {
   bpc_execute_case(f.dev, f.stream, &c, &r);
   assert_int_equal(r.status, BPC_SKIPPED);
   assert_non_null(strstr(r.message, "capacity"));
-  /* A memory kind the device lacks: allocation is refused with
+  /* A memory space the device lacks: allocation is refused with
    * INVALID_ARGUMENT, not RESOURCE_EXHAUSTED: FAIL naming both. */
   c = *find_case(&f, "runtime/memory/device/over_capacity");
-  c.rt_memory_kind = BP_MEMORY_MANAGED;
+  c.rt_memory_space = 7;
   bpc_execute_case(f.dev, f.stream, &c, &r);
   assert_int_equal(r.status, BPC_FAIL);
   assert_non_null(strstr(r.message, "expected RESOURCE_EXHAUSTED"));

@@ -42,6 +42,10 @@ static const bp_host_services_t g_host = {
 static void* g_lib;
 static bp_plugin_negotiate_fn g_negotiate;
 static const bp_plugin_vtable_t* g_vt;
+static const bp_stream_create_info_t k_stream_info = {.struct_size = sizeof(bp_stream_create_info_t)};
+static const bp_event_create_info_t k_event_info = {.struct_size = sizeof(bp_event_create_info_t),
+                                                    .flags = BP_EVENT_TIMING};
+
 static const bpp_core_table_t* C;
 
 typedef struct fx {
@@ -81,7 +85,7 @@ static int setup(void** state) {
   fx_t* f = calloc(1, sizeof *f);
   bpp_instance_create_info_t info = {.struct_size = sizeof info};
   if (!f || C->instance_create(&info, &f->inst) || C->device_open(f->inst, 0, &f->dev) ||
-      C->stream_create(f->dev, 0, &f->s))
+      C->stream_create(f->dev, &k_stream_info, &f->s))
     return -1;
   *state = f;
   return 0;
@@ -98,7 +102,7 @@ static int teardown(void** state) {
 
 /* ---- helpers ----------------------------------------------------------- */
 static bpp_buffer_t alloc_buf(fx_t* f, uint64_t bytes) {
-  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = bytes};
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0, .size_bytes = bytes};
   bpp_buffer_t b = NULL;
   assert_int_equal(C->buffer_allocate(f->dev, &ai, &b), BP_OK);
   return b;
@@ -131,10 +135,23 @@ static bp_tensor_desc_t absent(void) {
   return d;
 }
 
+/* Descriptor pointer arrays of one and two entries (bp_op_call_t). */
+#define P1(x) ((const bp_tensor_desc_t* const[]){&(x)})
+#define P2(a) ((const bp_tensor_desc_t* const[]){&(a)[0], &(a)[1]})
+
 static bp_status_t launch(fx_t* f, uint32_t op, uint32_t cd, uint32_t nin, const bp_tensor_desc_t* in,
                           const bp_tensor_desc_t* out, const void* attrs) {
+  const bp_tensor_desc_t* ins[16];
+  assert_true(nin <= 16);
+  for (uint32_t i = 0; i < nin; i++) ins[i] = &in[i];
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = op, .num_inputs = nin, .num_outputs = 1,
-                       .compute_dtype = cd, .inputs = in, .outputs = out, .attrs = attrs};
+                       .compute_dtype = cd, .inputs = ins, .outputs = &out, .attrs = attrs};
+  /* The list operand's place, as the core sets it from ops.def. */
+  if (op == BP_OP_cat) call.list_count = nin;
+  if (op == BP_OP_index || op == BP_OP_index_put) {
+    call.list_begin = 1;
+    call.list_count = nin - (op == BP_OP_index_put ? 2 : 1);
+  }
   return g_vt->ops->launch[op](f->s, &call);
 }
 static void run(fx_t* f, uint32_t op, uint32_t cd, uint32_t nin, const bp_tensor_desc_t* in,
@@ -215,7 +232,7 @@ static void test_devices(void** state) {
 /* ---- memory and copies ---------------------------------------------------- */
 static void test_memory(void** state) {
   fx_t* f = *state;
-  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = 0};
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0, .size_bytes = 0};
   bpp_buffer_t b = NULL;
   g_last_msg[0] = 0;
   assert_int_equal(C->buffer_allocate(f->dev, &ai, &b), BP_INVALID_ARGUMENT);
@@ -252,7 +269,7 @@ static void test_memory(void** state) {
   bp_memory_space_info_t spaces[4];
   for (int i = 0; i < 4; i++) spaces[i].struct_size = sizeof spaces[i];
   uint32_t ns = 0;
-  assert_int_equal(C->device_memory_spaces(f->dev, 4, spaces, &ns), BP_OK);
+  assert_int_equal(C->device_memory_spaces(f->dev, 4, sizeof spaces[0], spaces, &ns), BP_OK);
   assert_int_equal(ns, 3);
   assert_int_equal(spaces[0].alignment_bytes, 64);
   assert_true(spaces[0].flags & BP_MEMORY_FLAG_HOST_VISIBLE);
@@ -277,7 +294,7 @@ static uint64_t budget_with(const char* options) {
   assert_int_equal(C->device_open(inst, 0, &dev), BP_OK);
   bp_memory_space_info_t space = {.struct_size = sizeof space};
   uint32_t n = 0;
-  assert_int_equal(C->device_memory_spaces(dev, 1, &space, &n), BP_OK);
+  assert_int_equal(C->device_memory_spaces(dev, 1, sizeof space, &space, &n), BP_OK);
   C->instance_destroy(inst);
   return space.capacity_bytes;
 }
@@ -295,13 +312,13 @@ static void test_memory_budget(void** state) {
   bpp_device_t d0 = NULL, d1 = NULL;
   assert_int_equal(C->device_open(inst, 0, &d0), BP_OK);
   assert_int_equal(C->device_open(inst, 1, &d1), BP_OK);
-  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = 512 << 10};
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0, .size_bytes = 512 << 10};
   bpp_buffer_t a = NULL, b = NULL, c = NULL;
   assert_int_equal(C->buffer_allocate(d0, &ai, &a), BP_OK);
-  ai.memory_kind = BP_MEMORY_HOST_PINNED; /* the same host memory, the same budget */
+  ai.memory_space = 1; /* host pinned: the same host memory, the same budget */
   assert_int_equal(C->buffer_allocate(d1, &ai, &b), BP_OK);
   uint64_t used = 0, budget = 0;
-  assert_int_equal(C->device_memory_usage(d0, BP_MEMORY_HOST_PAGEABLE, &used, &budget), BP_OK);
+  assert_int_equal(C->device_memory_usage(d0, 2 /* host pageable */, &used, &budget), BP_OK);
   assert_int_equal(used, 1 << 20);
   assert_int_equal(budget, 1 << 20);
   ai.size_bytes = 1;
@@ -353,7 +370,7 @@ static void test_memory_exhaustion(void** state) {
   assert_int_equal(C->device_open(inst, 0, &dev), BP_OK);
   enum { MAX_TRIES = 100000 };
   static bpp_buffer_t held[MAX_TRIES];
-  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = 1ull << 30};
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0, .size_bytes = 1ull << 30};
   uint32_t n = 0;
   bp_status_t st = BP_OK;
   while (n < MAX_TRIES && (st = C->buffer_allocate(dev, &ai, &held[n])) == BP_OK) n++;
@@ -414,21 +431,68 @@ static void sleep_ms(int ms) {
 }
 typedef struct hf_state { int order[8]; int count; pthread_mutex_t mu; } hf_state_t;
 typedef struct hf_arg { hf_state_t* st; int id; int sleep_ms; } hf_arg_t;
-static void host_fn(void* user) {
+static bp_status_t host_fn(void* user) {
   hf_arg_t* a = user;
   if (a->sleep_ms) sleep_ms(a->sleep_ms);
   pthread_mutex_lock(&a->st->mu);
   a->st->order[a->st->count++] = a->id;
   pthread_mutex_unlock(&a->st->mu);
+  return BP_OK;
+}
+
+static bp_status_t host_fn_fails(void* user) {
+  (void)user;
+  return BP_DATA_LOSS;
+}
+
+/* A host function that fails poisons the stream: its status is the next
+ * synchronize's, once; what follows it still runs. */
+static void test_host_func_poisons(void** state) {
+  fx_t* f = *state;
+  hf_state_t st = {.count = 0};
+  pthread_mutex_init(&st.mu, NULL);
+  hf_arg_t after = {&st, 7, 0};
+  assert_int_equal(C->stream_enqueue_host_func(f->s, host_fn_fails, NULL), BP_OK);
+  assert_int_equal(C->stream_enqueue_host_func(f->s, host_fn, &after), BP_OK);
+  g_last_msg[0] = 0;
+  assert_int_equal(C->stream_synchronize(f->s), BP_DATA_LOSS);
+  assert_non_null(strstr(g_last_msg, "host function failed"));
+  assert_int_equal(C->stream_synchronize(f->s), BP_OK);
+  assert_int_equal(st.count, 1);
+  pthread_mutex_destroy(&st.mu);
+}
+
+/* Create-info: what the CPU can honour it takes, the rest it refuses. */
+static void test_create_info(void** state) {
+  fx_t* f = *state;
+  bpp_stream_t s = NULL;
+  bp_stream_create_info_t si = {.struct_size = sizeof si, .queue = BP_QUEUE_COPY, .priority = -3};
+  assert_int_equal(C->stream_create(f->dev, &si, &s), BP_OK);
+  C->stream_destroy(s);
+  si.queue = 9;
+  assert_int_equal(C->stream_create(f->dev, &si, &s), BP_INVALID_ARGUMENT);
+  si.queue = BP_QUEUE_COMPUTE;
+  si.struct_size = 4;
+  assert_int_equal(C->stream_create(f->dev, &si, &s), BP_INVALID_ARGUMENT);
+  bpp_event_t e = NULL;
+  bp_event_create_info_t ei = {.struct_size = sizeof ei, .flags = BP_EVENT_EXPORTABLE};
+  g_last_msg[0] = 0;
+  assert_int_equal(C->event_create(f->dev, &ei, &e), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(g_last_msg, "exportable"));
+  ei.flags = 1u << 9;
+  assert_int_equal(C->event_create(f->dev, &ei, &e), BP_INVALID_ARGUMENT);
+  ei.flags = BP_EVENT_TIMING;
+  assert_int_equal(C->event_create(f->dev, &ei, &e), BP_OK);
+  C->event_destroy(e);
 }
 
 static void test_events(void** state) {
   fx_t* f = *state;
   bpp_stream_t s2;
-  assert_int_equal(C->stream_create(f->dev, 0, &s2), BP_OK);
+  assert_int_equal(C->stream_create(f->dev, &k_stream_info, &s2), BP_OK);
   bpp_event_t e0, e1;
-  assert_int_equal(C->event_create(f->dev, 0, &e0), BP_OK);
-  assert_int_equal(C->event_create(f->dev, 0, &e1), BP_OK);
+  assert_int_equal(C->event_create(f->dev, &k_event_info, &e0), BP_OK);
+  assert_int_equal(C->event_create(f->dev, &k_event_info, &e1), BP_OK);
   assert_int_equal(C->event_query(e1), BP_OK); /* never recorded: complete */
   hf_state_t st = {.count = 0};
   pthread_mutex_init(&st.mu, NULL);
@@ -488,7 +552,7 @@ static void test_bad_input(void** state) {
   bp_tensor_desc_t in[2] = {good, good};
   bp_binary_attrs_t a = battrs();
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_add, .num_inputs = 2, .num_outputs = 1,
-                       .compute_dtype = BP_DTYPE_F32, .inputs = in, .outputs = &good, .attrs = &a};
+                       .compute_dtype = BP_DTYPE_F32, .inputs = P2(in), .outputs = P1(good), .attrs = &a};
   bpp_op_launch_fn add = g_vt->ops->launch[BP_OP_add];
   in[1].dtype = 99;
   g_last_msg[0] = 0;
@@ -530,7 +594,7 @@ static void test_support(void** state) {
   bp_tensor_desc_t in[2] = {d32, d32};
   bp_binary_attrs_t a = battrs();
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_add, .num_inputs = 2, .num_outputs = 1,
-                       .compute_dtype = BP_DTYPE_F32, .inputs = in, .outputs = &d32, .attrs = &a};
+                       .compute_dtype = BP_DTYPE_F32, .inputs = P2(in), .outputs = P1(d32), .attrs = &a};
   bp_support_t s = {.struct_size = sizeof s};
   const bpp_caps_table_t* caps = g_vt->caps;
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
@@ -544,27 +608,27 @@ static void test_support(void** state) {
   /* sin on fp8: storage type only */
   bp_tensor_desc_t f8 = desc(NULL, BP_DTYPE_F8E4M3FN, 1, &n, NULL, 0);
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_sin, .num_inputs = 1, .num_outputs = 1,
-                        .compute_dtype = BP_DTYPE_F8E4M3FN, .inputs = &f8, .outputs = &f8};
+                        .compute_dtype = BP_DTYPE_F8E4M3FN, .inputs = P1(f8), .outputs = P1(f8)};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
   assert_int_equal(s.supported, 0);
   assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
   assert_true(strlen(s.message) > 0);
   /* bitwise_and on f32: no kernel */
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_bitwise_and, .num_inputs = 2,
-                        .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = in, .outputs = &d32, .attrs = &a};
+                        .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = P2(in), .outputs = P1(d32), .attrs = &a};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
   assert_int_equal(s.supported, 0);
   assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
   /* to_copy into fp8 is supported; mm on bool is not */
   bp_cast_attrs_t ca = {.struct_size = sizeof ca, .dtype = BP_DTYPE_F8E4M3FN};
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_to_copy, .num_inputs = 1,
-                        .num_outputs = 1, .inputs = &d32, .outputs = &f8, .attrs = &ca};
+                        .num_outputs = 1, .inputs = P1(d32), .outputs = P1(f8), .attrs = &ca};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
   assert_int_equal(s.supported, 1);
   int64_t mk[2] = {2, 2};
   bp_tensor_desc_t mb[2] = {desc(NULL, BP_DTYPE_BOOL, 2, mk, NULL, 0), desc(NULL, BP_DTYPE_BOOL, 2, mk, NULL, 0)};
   call = (bp_op_call_t){.struct_size = sizeof call, .op_id = BP_OP_mm, .num_inputs = 2,
-                        .num_outputs = 1, .inputs = mb, .outputs = &mb[0]};
+                        .num_outputs = 1, .inputs = P2(mb), .outputs = P1(mb[0])};
   assert_int_equal(caps->query_support(f->dev, &call, &s), BP_OK);
   assert_int_equal(s.supported, 0);
   assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
@@ -1285,6 +1349,8 @@ int main(void) {
       cmocka_unit_test(test_negotiate),
       cmocka_unit_test(test_devices),
       cmocka_unit_test_setup_teardown(test_memory, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_func_poisons, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_create_info, setup, teardown),
       cmocka_unit_test_setup_teardown(test_copies, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_ordering, setup, teardown),
       cmocka_unit_test_setup_teardown(test_events, setup, teardown),

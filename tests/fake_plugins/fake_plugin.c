@@ -101,6 +101,7 @@ static const bp_memory_space_info_t* find_space(uint32_t kind) {
 /* ---- objects ------------------------------------------------------------ */
 struct bpp_instance_s {
   uint32_t device_count;
+  int lost_events; /* option lost_events=1: every recorded event fails as on a lost device */
   struct bpp_device_s* devices[FAKE_MAX_DEVICES]; /* open devices by index */
 };
 struct bpp_device_s {
@@ -117,6 +118,7 @@ struct bpp_buffer_s {
 };
 struct bpp_stream_s {
   bpp_device_t device;
+  bp_status_t error; /* sticky: a failed host function; reported once */
 };
 struct bpp_event_s {
   bpp_device_t device;
@@ -162,6 +164,7 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
   bpp_instance_t inst = calloc(1, sizeof(*inst));
   if (!inst) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
   inst->device_count = count;
+  inst->lost_events = info && info->options && strstr(info->options, "lost_events=1") != NULL;
   *out = inst;
   return BP_OK;
 #endif
@@ -219,17 +222,26 @@ static bp_status_t device_get_properties(bpp_device_t device, bp_device_properti
 }
 
 static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity,
-                                        bp_memory_space_info_t* out, uint32_t* out_count) {
+                                        uint32_t element_size, bp_memory_space_info_t* out,
+                                        uint32_t* out_count) {
   (void)dev;
-  for (uint32_t i = 0; i < FAKE_SPACE_COUNT && i < capacity; ++i) out[i] = k_spaces[i];
+  if (capacity && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
+    return fail(BP_INVALID_ARGUMENT, "element_size %u too small", element_size);
+  for (uint32_t i = 0; i < FAKE_SPACE_COUNT && i < capacity; ++i) {
+    bp_memory_space_info_t* dst =
+        (bp_memory_space_info_t*)(void*)((char*)out + (size_t)i * element_size);
+    uint32_t n = element_size < sizeof(k_spaces[i]) ? element_size : (uint32_t)sizeof(k_spaces[i]);
+    memcpy(dst, &k_spaces[i], n);
+    dst->struct_size = n;
+  }
   *out_count = FAKE_SPACE_COUNT;
   return BP_OK;
 }
 
-static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t* out_used,
+static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t space, uint64_t* out_used,
                                        uint64_t* out_budget) {
-  if (!find_space(kind)) return fail(BP_INVALID_ARGUMENT, "memory kind %u not offered", kind);
-  *out_used = __atomic_load_n(&dev->used[kind], __ATOMIC_RELAXED);
+  if (space >= FAKE_SPACE_COUNT) return fail(BP_INVALID_ARGUMENT, "no memory space %u", space);
+  *out_used = __atomic_load_n(&dev->used[k_spaces[space].kind], __ATOMIC_RELAXED);
   *out_budget = FAKE_DEVICE_BYTES;
   return BP_OK;
 }
@@ -237,9 +249,10 @@ static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t kind, uint64_t
 /* ---- buffers ------------------------------------------------------------ */
 static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_t* info,
                                    bpp_buffer_t* out) {
-  if (!find_space(info->memory_kind))
-    return fail(BP_INVALID_ARGUMENT, "memory kind %u not offered", info->memory_kind);
-  uint64_t used = __atomic_load_n(&dev->used[info->memory_kind], __ATOMIC_RELAXED);
+  if (info->memory_space >= FAKE_SPACE_COUNT)
+    return fail(BP_INVALID_ARGUMENT, "no memory space %u", info->memory_space);
+  const uint32_t kind = k_spaces[info->memory_space].kind;
+  uint64_t used = __atomic_load_n(&dev->used[kind], __ATOMIC_RELAXED);
   if (info->size_bytes > FAKE_DEVICE_BYTES - used)
     return fail(BP_RESOURCE_EXHAUSTED, "requested %llu bytes, %llu available",
                 (unsigned long long)info->size_bytes,
@@ -255,10 +268,10 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
   /* A recognisable pattern instead of zeros, so tests see untouched bytes. */
   memset(data, 0xA5, (size_t)info->size_bytes);
   buf->device = dev;
-  buf->kind = info->memory_kind;
+  buf->kind = kind;
   buf->size = info->size_bytes;
   buf->data = data;
-  __atomic_fetch_add(&dev->used[info->memory_kind], info->size_bytes, __ATOMIC_RELAXED);
+  __atomic_fetch_add(&dev->used[kind], info->size_bytes, __ATOMIC_RELAXED);
   *out = buf;
   return BP_OK;
 }
@@ -343,8 +356,11 @@ static bp_status_t buffer_fill(bpp_stream_t s, bpp_buffer_t buf, uint64_t off, u
 }
 
 /* ---- streams and events ------------------------------------------------ */
-static bp_status_t stream_create(bpp_device_t dev, uint32_t flags, bpp_stream_t* out) {
-  (void)flags;
+static bp_status_t stream_create(bpp_device_t dev, const bp_stream_create_info_t* info,
+                                 bpp_stream_t* out) {
+  if (!info || info->struct_size < BP_STREAM_CREATE_INFO_V1_SIZE)
+    return fail(BP_INVALID_ARGUMENT, "stream create info missing or too small");
+  if (info->priority != 0) return fail(BP_UNIMPLEMENTED, "stream priorities are not supported");
   bpp_stream_t s = calloc(1, sizeof(*s));
   if (!s) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
   s->device = dev;
@@ -354,23 +370,31 @@ static bp_status_t stream_create(bpp_device_t dev, uint32_t flags, bpp_stream_t*
 
 static void stream_destroy(bpp_stream_t s) { free(s); }
 
-/* Work ran at enqueue: a stream is always idle. */
+/* Work ran at enqueue: a stream is always idle; it returns (and clears)
+ * the error of a failed host function. */
 static bp_status_t stream_idle(bpp_stream_t s) {
-  (void)s;
+  bp_status_t st = s->error;
+  s->error = BP_OK;
+  if (st != BP_OK) return fail(st, "a host function on the stream failed with status %d", (int)st);
   return BP_OK;
 }
 
 static bp_status_t stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user_data) {
-  (void)s;
-  fn(user_data);
+  bp_status_t st = fn(user_data);
+  if (st != BP_OK && s->error == BP_OK) s->error = st; /* poisons the stream */
   return BP_OK;
 }
 
-static bp_status_t event_create(bpp_device_t dev, uint32_t flags, bpp_event_t* out) {
+static bp_status_t event_create(bpp_device_t dev, const bp_event_create_info_t* info,
+                                bpp_event_t* out) {
+  if (!info || info->struct_size < BP_EVENT_CREATE_INFO_V1_SIZE)
+    return fail(BP_INVALID_ARGUMENT, "event create info missing or too small");
+  if (info->flags & BP_EVENT_EXPORTABLE)
+    return fail(BP_UNIMPLEMENTED, "exportable events are not supported");
   bpp_event_t e = calloc(1, sizeof(*e));
   if (!e) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
   e->device = dev;
-  e->flags = flags;
+  e->flags = info->flags;
   *out = e;
   return BP_OK;
 }
@@ -381,6 +405,9 @@ static bp_status_t event_record(bpp_event_t e, bpp_stream_t s) {
   if (s->device != e->device) return fail(BP_INVALID_ARGUMENT, "stream of another device");
   e->recorded = 1;
   e->timestamp_ns = now_ns();
+  if (e->device->instance->lost_events && g_host->struct_size >= BP_HOST_SERVICES_V1_SIZE &&
+      g_host->async_error)
+    g_host->async_error(g_host->host_ctx, e->device, BP_DEVICE_LOST, "fake: device lost");
   return BP_OK;
 }
 
@@ -390,9 +417,10 @@ static bp_status_t stream_wait_event(bpp_stream_t s, bpp_event_t e) {
   return BP_OK; /* recorded events are complete */
 }
 
-/* Events complete when recorded. */
+/* Events complete when recorded (or fail, with option lost_events=1). */
 static bp_status_t event_idle(bpp_event_t e) {
-  (void)e;
+  if (e->recorded && e->device->instance->lost_events)
+    return fail(BP_DEVICE_LOST, "fake: the device was lost before the event completed");
   return BP_OK;
 }
 

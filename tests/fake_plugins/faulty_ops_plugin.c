@@ -33,7 +33,7 @@ typedef struct corrupt_job {
 } corrupt_job_t;
 
 /* Runs on the template's stream worker after the real add completed. */
-static void corrupt_first(void* user) {
+static bp_status_t corrupt_first(void* user) {
   corrupt_job_t* job = user;
   void* p = NULL;
   if (g_core->buffer_map(job->buffer, job->offset, sizeof(float), &p) == BP_OK) {
@@ -41,6 +41,7 @@ static void corrupt_first(void* user) {
     g_core->buffer_unmap(job->buffer);
   }
   free(job);
+  return BP_OK;
 }
 
 static bp_status_t faulty_add(bpp_stream_t s, const bp_op_call_t* call) {
@@ -49,7 +50,7 @@ static bp_status_t faulty_add(bpp_stream_t s, const bp_op_call_t* call) {
     for (;;) pause();
   bp_status_t st = g_real_add(s, call);
   if (st != BP_OK || call->num_outputs != 1) return st;
-  const bp_tensor_desc_t* out = &call->outputs[0];
+  const bp_tensor_desc_t* out = call->outputs[0];
   for (uint32_t d = 0; d < out->rank; ++d)
     if (out->sizes[d] == 0) return BP_OK; /* nothing to corrupt */
   corrupt_job_t* job = malloc(sizeof *job);

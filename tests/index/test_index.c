@@ -39,7 +39,7 @@ static void test_gather_out_of_range_fails_stream(void** state) {
   assert_non_null(strstr(bp_status_message(), "index 3 is out of bounds for dimension 1 with size 3"));
   /* gather does not wrap negative indices. */
   bp_stream_release(g_stream);
-  assert_ok(bp_stream_create(g_cpu, 0, &g_stream));
+  assert_ok(bp_stream_create(g_cpu, NULL, &g_stream));
   int64_t neg[2] = {-1, 0};
   index = MK(I64, neg, 2, 1);
   out = NULL;
@@ -77,7 +77,7 @@ static void test_index_wraps_negative_and_rejects_out_of_range(void** state) {
   assert_int_equal(st, BP_OUT_OF_RANGE);
   assert_non_null(strstr(bp_status_message(), "index -5 is out of bounds for dimension 0 with size 4"));
   bp_stream_release(g_stream);
-  assert_ok(bp_stream_create(g_cpu, 0, &g_stream));
+  assert_ok(bp_stream_create(g_cpu, NULL, &g_stream));
 }
 
 /* x[:, [2, 0]] and x[[1], :, [0]] (separated: the index dims go first). */
@@ -150,7 +150,7 @@ static void test_masked_scatter_source_too_small(void** state) {
   assert_int_equal(st, BP_OUT_OF_RANGE);
   assert_non_null(strstr(bp_status_message(), "2 true elements"));
   bp_stream_release(g_stream);
-  assert_ok(bp_stream_create(g_cpu, 0, &g_stream));
+  assert_ok(bp_stream_create(g_cpu, NULL, &g_stream));
 }
 
 static void test_nonzero_pads_with_minus_one(void** state) {
@@ -214,7 +214,7 @@ static void test_embedding_dense_backward_freq(void** state) {
 
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
-  if (bp_stream_create(g_cpu, 0, &g_stream) != BP_OK) return 1;
+  if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_gather_out_of_range_fails_stream, ops_release_all),
       cmocka_unit_test_teardown(test_index_wraps_negative_and_rejects_out_of_range, ops_release_all),

@@ -162,7 +162,7 @@ static void test_call_check(void** state) {
   (void)state;
   struct bpp_device_s* dev = (struct bpp_device_s*)&g_budget; /* only its address is kept */
   bp_buffer_alloc_info_t info = {.struct_size = sizeof info, .size_bytes = 64,
-                                 .memory_kind = BP_MEMORY_DEVICE};
+                                 .memory_space = 0};
   bpp_buffer_t buf;
   assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &g_budget, &buf), BP_OK);
   bp_tensor_desc_t in[2], out;
@@ -170,9 +170,11 @@ static void test_call_check(void** state) {
   kit_test_desc_f32(&in[1], buf, 16);
   kit_test_desc_f32(&out, buf, 16);
   bp_binary_attrs_t attrs = {.struct_size = sizeof attrs};
+  const bp_tensor_desc_t* inp[2] = {&in[0], &in[1]};
+  const bp_tensor_desc_t* outp = &out;
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_add, .num_inputs = 2,
-                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = in,
-                       .outputs = &out, .attrs = &attrs};
+                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = inp,
+                       .outputs = &outp, .attrs = &attrs};
   assert_int_equal(bp_kit_call_check(&call, 8, bp_kit_host_buffer_size), BP_OK);
   in[1].dtype = BP_DTYPE_INVALID; /* the Scalar form: other absent */
   assert_int_equal(bp_kit_call_check(&call, 8, bp_kit_host_buffer_size), BP_OK);
@@ -211,7 +213,7 @@ static void test_host_buffers(void** state) {
   bp_kit_host_budget_t budget = {.limit = 1024, .hint = "raise it with budget=N"};
   struct bpp_device_s* dev = (struct bpp_device_s*)&budget;
   bp_buffer_alloc_info_t info = {.struct_size = sizeof info, .size_bytes = 100,
-                                 .memory_kind = BP_MEMORY_DEVICE};
+                                 .memory_space = 0};
   bpp_buffer_t b, c, other;
   assert_int_equal(bp_kit_host_buffer_allocate(dev, &info, 64, &budget, &b), BP_OK);
   assert_int_equal(budget.used, 128);

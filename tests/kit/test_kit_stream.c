@@ -26,7 +26,7 @@ static void sleep_ms(int ms) {
 
 /* ---- the executor: records what it ran; relu fails ----------------------- */
 typedef struct seen {
-  uint32_t op, num_inputs;
+  uint32_t op, num_inputs, list_count;
   int64_t size0, last_size0;
   double alpha;
 } seen_t;
@@ -41,8 +41,9 @@ static bp_status_t exec(bpp_device_t device, const bp_op_call_t* call) {
   if (k >= 16) return BP_OK;
   g_seen[k].op = call->op_id;
   g_seen[k].num_inputs = call->num_inputs;
-  g_seen[k].size0 = call->inputs[0].sizes[0];
-  g_seen[k].last_size0 = call->inputs[call->num_inputs - 1].sizes[0];
+  g_seen[k].size0 = call->inputs[0]->sizes[0];
+  g_seen[k].last_size0 = call->inputs[call->num_inputs - 1]->sizes[0];
+  g_seen[k].list_count = call->list_count;
   if (call->op_id == BP_OP_add)
     g_seen[k].alpha = bp_kit_scalar_f64(&((const bp_binary_attrs_t*)call->attrs)->alpha, 1.0);
   return BP_OK;
@@ -51,9 +52,10 @@ static const bp_kit_queue_t k_queue = {.exec = exec};
 
 /* ---- host functions --------------------------------------------------------- */
 static atomic_int g_gate_open;
-static void gate(void* user) {
+static bp_status_t gate(void* user) {
   (void)user;
   while (!atomic_load(&g_gate_open)) sleep_ms(1);
+  return BP_OK;
 }
 static void* open_gate_later(void* ms) {
   sleep_ms(*(int*)ms);
@@ -63,11 +65,29 @@ static void* open_gate_later(void* ms) {
 
 static int g_order[1000];
 static atomic_int g_norder;
-static void append(void* user) { g_order[atomic_fetch_add(&g_norder, 1)] = (int)(intptr_t)user; }
+static bp_status_t append(void* user) {
+  g_order[atomic_fetch_add(&g_norder, 1)] = (int)(intptr_t)user;
+  return BP_OK;
+}
 
 static atomic_int g_count;
-static void count(void* user) { (void)user; atomic_fetch_add(&g_count, 1); }
-static void nap(void* user) { sleep_ms((int)(intptr_t)user); }
+static bp_status_t count(void* user) {
+  (void)user;
+  atomic_fetch_add(&g_count, 1);
+  return BP_OK;
+}
+static bp_status_t nap(void* user) {
+  sleep_ms((int)(intptr_t)user);
+  return BP_OK;
+}
+static bp_status_t refuse(void* user) {
+  (void)user;
+  return BP_DATA_LOSS;
+}
+
+static const bp_stream_create_info_t k_info = {.struct_size = sizeof(bp_stream_create_info_t)};
+static const bp_event_create_info_t k_timing = {.struct_size = sizeof(bp_event_create_info_t),
+                                                .flags = BP_EVENT_TIMING};
 
 static int setup(void** state) {
   (void)state;
@@ -82,7 +102,7 @@ static int setup(void** state) {
 static void test_order_survives_a_full_ring(void** state) {
   (void)state;
   bpp_stream_t s;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
   assert_ptr_equal(bp_kit_stream_device(s), DEV);
   assert_int_equal(bp_kit_stream_enqueue_host_func(s, gate, NULL), BP_OK);
   /* 1000 commands behind a closed gate: the producer blocks on the full
@@ -103,21 +123,25 @@ static void test_order_survives_a_full_ring(void** state) {
 static void test_op_calls_are_copied_by_value(void** state) {
   (void)state;
   bpp_stream_t s;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
   bp_kit_stream_enqueue_host_func(s, gate, NULL);
   bp_tensor_desc_t in[10], out;
   for (int i = 0; i < 10; i++) kit_test_desc_f32(&in[i], NULL, 5 + i);
   kit_test_desc_f32(&out, NULL, 5);
   bp_binary_attrs_t attrs = {.struct_size = sizeof attrs,
                              .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.5}};
+  const bp_tensor_desc_t* inp[10];
+  for (int i = 0; i < 10; i++) inp[i] = &in[i];
+  const bp_tensor_desc_t* outp = &out;
   bp_op_call_t add = {.struct_size = sizeof add, .op_id = BP_OP_add, .num_inputs = 2,
-                      .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = in,
-                      .outputs = &out, .attrs = &attrs};
+                      .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = inp,
+                      .outputs = &outp, .attrs = &attrs};
   assert_int_equal(bp_kit_stream_enqueue_op(s, &add), BP_OK);
   bp_dim_attrs_t dim = {.struct_size = sizeof dim};
   bp_op_call_t cat = {.struct_size = sizeof cat, .op_id = BP_OP_cat, .num_inputs = 10,
-                      .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = in,
-                      .outputs = &out, .attrs = &dim}; /* 11 descriptors: past the inline ones */
+                      .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .list_count = 10,
+                      .inputs = inp, .outputs = &outp,
+                      .attrs = &dim}; /* 11 descriptors: past the inline ones */
   assert_int_equal(bp_kit_stream_enqueue_op(s, &cat), BP_OK);
   /* The caller's memory changes before the worker runs: the queue kept copies. */
   for (int i = 0; i < 10; i++) in[i].sizes[0] = 99;
@@ -131,18 +155,19 @@ static void test_op_calls_are_copied_by_value(void** state) {
   assert_int_equal(g_seen[1].op, BP_OP_cat);
   assert_int_equal(g_seen[1].num_inputs, 10);
   assert_int_equal(g_seen[1].last_size0, 14);
+  assert_int_equal(g_seen[1].list_count, 10); /* the list's place travels with the copy */
   bp_kit_stream_destroy(s);
 }
 
 static void test_errors_are_sticky_until_reported(void** state) {
   (void)state;
   bpp_stream_t s;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
   bp_tensor_desc_t x;
   kit_test_desc_f32(&x, NULL, 4);
   bp_op_call_t relu = {.struct_size = sizeof relu, .op_id = BP_OP_relu, .num_inputs = 1,
-                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = &x,
-                       .outputs = &x};
+                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = (const bp_tensor_desc_t* const[]){&x},
+                       .outputs = (const bp_tensor_desc_t* const[]){&x}};
   assert_int_equal(bp_kit_stream_enqueue_op(s, &relu), BP_OK); /* fails on the worker */
   assert_int_equal(bp_kit_stream_enqueue_op(s, &relu), BP_OK); /* a second error is dropped */
   bp_kit_stream_enqueue_host_func(s, count, NULL);
@@ -158,13 +183,49 @@ static void test_errors_are_sticky_until_reported(void** state) {
   bp_kit_stream_destroy(s);
 }
 
+/* A host function that fails poisons the stream once; later work runs. */
+static void test_failed_host_func_poisons(void** state) {
+  (void)state;
+  bpp_stream_t s;
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_enqueue_host_func(s, refuse, NULL), BP_OK);
+  assert_int_equal(bp_kit_stream_enqueue_host_func(s, count, NULL), BP_OK);
+  assert_int_equal(bp_kit_stream_synchronize(s), BP_DATA_LOSS);
+  assert_non_null(strstr(bp_plugin_last_error(), "host function failed"));
+  assert_int_equal(atomic_load(&g_count), 1);
+  assert_int_equal(bp_kit_stream_synchronize(s), BP_OK);
+  bp_kit_stream_destroy(s);
+}
+
+/* Create-info: what a host queue can honour it takes, the rest it refuses. */
+static void test_create_info(void** state) {
+  (void)state;
+  bpp_stream_t s = NULL;
+  bp_stream_create_info_t si = {.struct_size = sizeof si, .queue = BP_QUEUE_COPY, .priority = 5};
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &si, &s), BP_OK);
+  bp_kit_stream_destroy(s);
+  si.queue = 3;
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &si, &s), BP_INVALID_ARGUMENT);
+  si.queue = BP_QUEUE_COMPUTE;
+  si.flags = 1;
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &si, &s), BP_INVALID_ARGUMENT);
+  assert_null(s);
+  bpp_event_t e = NULL;
+  bp_event_create_info_t ei = {.struct_size = sizeof ei, .flags = BP_EVENT_EXPORTABLE};
+  assert_int_equal(bp_kit_event_create(DEV, &ei, &e), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(bp_plugin_last_error(), "exportable"));
+  ei.flags = 1u << 7;
+  assert_int_equal(bp_kit_event_create(DEV, &ei, &e), BP_INVALID_ARGUMENT);
+  assert_null(e);
+}
+
 static void test_events_order_two_streams(void** state) {
   (void)state;
   bpp_stream_t a, b;
   bpp_event_t ev;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &a), BP_OK);
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &b), BP_OK);
-  assert_int_equal(bp_kit_event_create(DEV, 0, &ev), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &a), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &b), BP_OK);
+  assert_int_equal(bp_kit_event_create(DEV, &k_timing, &ev), BP_OK);
   assert_int_equal(bp_kit_event_query(ev), BP_OK); /* never recorded: complete */
   bp_kit_stream_enqueue_host_func(a, gate, NULL);
   bp_kit_stream_enqueue_host_func(a, append, (void*)(intptr_t)1);
@@ -190,10 +251,10 @@ static void test_event_elapsed_and_errors(void** state) {
   bpp_stream_t s;
   bpp_event_t e0, e1, never;
   uint64_t ns = 0;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
-  bp_kit_event_create(DEV, 0, &e0);
-  bp_kit_event_create(DEV, 0, &e1);
-  bp_kit_event_create(DEV, 0, &never);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
+  bp_kit_event_create(DEV, &k_timing, &e0);
+  bp_kit_event_create(DEV, &k_timing, &e1);
+  bp_kit_event_create(DEV, &k_timing, &never);
   bp_kit_event_record(e0, s);
   bp_kit_stream_enqueue_host_func(s, nap, (void*)(intptr_t)20);
   bp_kit_event_record(e1, s);
@@ -205,7 +266,9 @@ static void test_event_elapsed_and_errors(void** state) {
   bp_tensor_desc_t x;
   kit_test_desc_f32(&x, NULL, 1);
   bp_op_call_t relu = {.struct_size = sizeof relu, .op_id = BP_OP_relu, .num_inputs = 1,
-                       .num_outputs = 1, .inputs = &x, .outputs = &x};
+                       .num_outputs = 1,
+                       .inputs = (const bp_tensor_desc_t* const[]){&x},
+                       .outputs = (const bp_tensor_desc_t* const[]){&x}};
   bp_kit_stream_enqueue_op(s, &relu);
   bp_kit_event_record(e1, s);
   assert_int_equal(bp_kit_event_synchronize(e1), BP_INTERNAL);
@@ -220,7 +283,7 @@ static void test_event_elapsed_and_errors(void** state) {
 static void test_copies_and_fills(void** state) {
   (void)state;
   bpp_stream_t s;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
   uint32_t a[16], b[16];
   memset(b, 0, sizeof b);
   uint32_t pattern = 0xdeadbeefu;
@@ -237,14 +300,15 @@ static void test_copies_and_fills(void** state) {
   assert_int_equal(bp_kit_stream_enqueue_host_func(s, NULL, NULL), BP_INVALID_ARGUMENT);
   assert_int_equal(bp_kit_stream_enqueue_host_func(NULL, count, NULL), BP_INVALID_ARGUMENT);
   bp_kit_stream_destroy(s);
-  assert_int_equal(bp_kit_stream_create(&k_queue, NULL, &s), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_kit_stream_create(&k_queue, NULL, &k_info, &s), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, NULL, &s), BP_INVALID_ARGUMENT);
   assert_null(s);
 }
 
 static void test_destroy_drains_the_queue(void** state) {
   (void)state;
   bpp_stream_t s;
-  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &s), BP_OK);
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
   for (int k = 0; k < 300; k++) bp_kit_stream_enqueue_host_func(s, count, NULL);
   bp_kit_stream_destroy(s);
   assert_int_equal(atomic_load(&g_count), 300);
@@ -255,6 +319,8 @@ int main(void) {
       cmocka_unit_test_setup(test_order_survives_a_full_ring, setup),
       cmocka_unit_test_setup(test_op_calls_are_copied_by_value, setup),
       cmocka_unit_test_setup(test_errors_are_sticky_until_reported, setup),
+      cmocka_unit_test_setup(test_failed_host_func_poisons, setup),
+      cmocka_unit_test_setup(test_create_info, setup),
       cmocka_unit_test_setup(test_events_order_two_streams, setup),
       cmocka_unit_test_setup(test_event_elapsed_and_errors, setup),
       cmocka_unit_test_setup(test_copies_and_fills, setup),

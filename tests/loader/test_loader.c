@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backplane/backplane.h"
+#include "backplane/plugin.h"
 #include "dtype_expect.h"
 #include "test_util.h"
 
@@ -186,12 +187,12 @@ static void test_good_plugin_loads(void** state) {
     assert_true(p->dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F32));
     bp_memory_space_info_t spaces[4];
     uint32_t count = 0;
-    assert_int_equal(bp_device_memory_spaces(dev, 4, spaces, &count), BP_OK);
+    assert_int_equal(bp_device_memory_spaces(dev, 4, sizeof(spaces[0]), spaces, &count), BP_OK);
     assert_int_equal(count, 1);
     assert_int_equal(spaces[0].kind, BP_MEMORY_DEVICE);
     assert_int_equal(spaces[0].alignment_bytes, 64);
     count = 0;
-    assert_int_equal(bp_device_memory_spaces(dev, 0, NULL, &count), BP_OK);
+    assert_int_equal(bp_device_memory_spaces(dev, 0, sizeof(bp_memory_space_info_t), NULL, &count), BP_OK);
     assert_int_equal(count, 1);
     bp_device_t* same = NULL;
     assert_int_equal(bp_plugin_device(plugin, i, &same), BP_OK);
@@ -360,7 +361,7 @@ static void test_older_table_missing_slots_read_null(void** state) {
   bp_device_t* dev = NULL;
   assert_int_equal(bp_context_device(ctx, 0, &dev), BP_OK);
   uint32_t count = 99;
-  assert_int_equal(bp_device_memory_spaces(dev, 0, NULL, &count), BP_OK);
+  assert_int_equal(bp_device_memory_spaces(dev, 0, sizeof(bp_memory_space_info_t), NULL, &count), BP_OK);
   assert_int_equal(count, 0);
   bp_context_release(ctx);
 }
@@ -765,9 +766,9 @@ static void test_null_arguments(void** state) {
   assert_int_equal(bp_plugin_device(NULL, 0, &dev), BP_INVALID_ARGUMENT);
   assert_int_equal(bp_plugin_device(plugin, 0, &dev), BP_OK);
   uint32_t count = 0;
-  assert_int_equal(bp_device_memory_spaces(NULL, 0, NULL, &count), BP_INVALID_ARGUMENT);
-  assert_int_equal(bp_device_memory_spaces(dev, 2, NULL, &count), BP_INVALID_ARGUMENT);
-  assert_int_equal(bp_device_memory_spaces(dev, 0, NULL, NULL), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_device_memory_spaces(NULL, 0, sizeof(bp_memory_space_info_t), NULL, &count), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_device_memory_spaces(dev, 2, sizeof(bp_memory_space_info_t), NULL, &count), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_device_memory_spaces(dev, 0, sizeof(bp_memory_space_info_t), NULL, NULL), BP_INVALID_ARGUMENT);
   assert_null(bp_device_plugin(NULL));
   assert_null(bp_device_properties(NULL));
   assert_string_equal(bp_device_name(NULL), "");

@@ -232,15 +232,15 @@ static int pool_setup(void** state) {
   }
   for (uint32_t d = 0; d < pool.num_devices; d++) {
     bp_device_t* dev = pool.devices[d];
-    if (bp_stream_create(dev, 0, &pool.setup[d]) != BP_OK) return -1;
+    if (bp_stream_create(dev, NULL, &pool.setup[d]) != BP_OK) return -1;
     for (uint32_t k = 0; k < MAX_POOL_STREAMS; k++)
-      if (bp_stream_create(dev, 0, &pool.streams[d][k]) != BP_OK) return -1;
+      if (bp_stream_create(dev, NULL, &pool.streams[d][k]) != BP_OK) return -1;
     for (uint32_t k = 0; k < MAX_POOL_EVENTS; k++)
-      if (bp_event_create(dev, 0, &pool.events[d][k]) != BP_OK) return -1;
+      if (bp_event_create(dev, NULL, &pool.events[d][k]) != BP_OK) return -1;
     for (uint32_t k = 0; k < MODEL_BUFS_PER_DEVICE; k++) {
       uint32_t b = d * MODEL_BUFS_PER_DEVICE + k;
       int64_t size = MODEL_ELEMS;
-      if (bp_buffer_allocate(dev, BP_MEMORY_DEVICE, MODEL_ELEMS * sizeof(float), &pool.buffers[b]) != BP_OK ||
+      if (bp_buffer_allocate(dev, 0, MODEL_ELEMS * sizeof(float), &pool.buffers[b]) != BP_OK ||
           bp_tensor_from_buffer(pool.buffers[b], BP_DTYPE_F32, 1, &size, NULL, 0, &pool.tensors[b]) != BP_OK) {
         fprintf(stderr, "buffer on %s: %s\n", pool.names[d], bp_status_message());
         return -1;

@@ -168,7 +168,7 @@ static void test_group_norm_bad_group(void** state) {
 static void test_cross_entropy_target_out_of_range(void** state) {
   (void)state;
   bp_stream_t* s = NULL;
-  assert_ok(bp_stream_create(g_cpu, 0, &s));
+  assert_ok(bp_stream_create(g_cpu, NULL, &s));
   int64_t xs[2] = {2, 5}, ts[1] = {2};
   int64_t tgt[2] = {1, 7};
   bp_tensor_t* x = cpu_f32(2, xs, (float[10]){0});
@@ -239,7 +239,7 @@ static void test_layer_norm_backward_mask_and_mixed(void** state) {
 
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
-  if (bp_stream_create(g_cpu, 0, &g_stream) != BP_OK) return 1;
+  if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_layer_norm_large_rows, ops_release_all),
       cmocka_unit_test_teardown(test_layer_norm_small_rows, ops_release_all),

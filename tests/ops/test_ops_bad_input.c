@@ -44,7 +44,7 @@ static int group_setup(void** state) {
   (void)state;
   g_dev = g_cpu != NULL ? g_cpu : g_fake;
   g_other = g_cpu != NULL ? g_fake : g_fake1;
-  return bp_stream_create(g_dev, 0, &g_stream) == BP_OK ? 0 : -1;
+  return bp_stream_create(g_dev, NULL, &g_stream) == BP_OK ? 0 : -1;
 }
 
 static int group_teardown(void** state) {
@@ -65,7 +65,7 @@ static void fill_buffer(bp_buffer_t* buf, uint8_t fill) {
   bp_stream_t* s = g_stream;
   bp_stream_t* own = NULL;
   if (dev != g_dev) {
-    assert_ok(bp_stream_create(dev, 0, &own));
+    assert_ok(bp_stream_create(dev, NULL, &own));
     s = own;
   }
   assert_ok(bp_copy_host_to_buffer(s, host, buf, 0, n));
@@ -225,7 +225,7 @@ static void read_buffer(bp_buffer_t* buf, uint8_t** out, uint64_t* size) {
   bp_stream_t* s = g_stream;
   bp_stream_t* own = NULL;
   if (dev != g_dev) {
-    assert_ok(bp_stream_create(dev, 0, &own));
+    assert_ok(bp_stream_create(dev, NULL, &own));
     s = own;
   }
   assert_ok(bp_copy_buffer_to_host(s, buf, 0, *out, *size));

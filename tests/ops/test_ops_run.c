@@ -10,7 +10,7 @@ static int group_setup(void** state) {
     print_error("the CPU plugin did not load: dispatch tests cannot run\n");
     return -1;
   }
-  return bp_stream_create(g_cpu, 0, &g_stream) == BP_OK ? 0 : -1;
+  return bp_stream_create(g_cpu, NULL, &g_stream) == BP_OK ? 0 : -1;
 }
 
 static int group_teardown(void** state) {
@@ -139,8 +139,9 @@ static void test_unsupported_dtype(void** state) {
   in[1] = in[0];
   o = in[0];
   bp_op_call_t call = {.struct_size = sizeof(call), .op_id = BP_OP_add, .num_inputs = 2,
-                       .num_outputs = 1, .compute_dtype = BP_DTYPE_C64, .inputs = in,
-                       .outputs = &o};
+                       .num_outputs = 1, .compute_dtype = BP_DTYPE_C64,
+                       .inputs = (const bp_tensor_desc_t* const[]){&in[0], &in[1]},
+                       .outputs = (const bp_tensor_desc_t* const[]){&o}};
   bp_binary_attrs_t attrs = {.struct_size = sizeof(attrs)};
   call.attrs = &attrs;
   bp_support_t s = {.struct_size = sizeof(s)};
@@ -159,7 +160,7 @@ static void test_unsupported_dtype(void** state) {
 static void test_backend_without_kernels(void** state) {
   (void)state;
   bp_stream_t* fs = NULL;
-  assert_ok(bp_stream_create(g_fake, 0, &fs));
+  assert_ok(bp_stream_create(g_fake, NULL, &fs));
   int64_t n = 4;
   bp_tensor_t* a = ops_tensor(g_fake, BP_DTYPE_F32, 1, &n);
   bp_tensor_t* out = NULL;
@@ -176,8 +177,9 @@ static void test_backend_without_kernels(void** state) {
   bp_tensor_get_desc(a, &d);
   d.buffer = NULL;
   bp_op_call_t call = {.struct_size = sizeof(call), .op_id = BP_OP_neg, .num_inputs = 1,
-                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .inputs = &d,
-                       .outputs = &d};
+                       .num_outputs = 1, .compute_dtype = BP_DTYPE_F32,
+                       .inputs = (const bp_tensor_desc_t* const[]){&d},
+                       .outputs = (const bp_tensor_desc_t* const[]){&d}};
   bp_support_t s = {.struct_size = sizeof(s), .supported = 1};
   assert_ok(bp_device_query_support(g_fake, &call, &s));
   assert_int_equal(s.supported, 0);

@@ -198,7 +198,7 @@ static void test_max_pool_backward_accumulates(void** state) {
 static void test_max_pool_backward_bad_index(void** state) {
   (void)state;
   bp_stream_t* s = NULL;
-  assert_int_equal(bp_stream_create(g_dev, 0, &s), BP_OK);
+  assert_int_equal(bp_stream_create(g_dev, NULL, &s), BP_OK);
   float go[2] = {1, 1}, zeros[8] = {0};
   int64_t idx[2] = {0, 8};
   bp_tensor_t* g = F32(go, 1, 1, 1, 2);

@@ -159,7 +159,7 @@ static void test_randperm_is_deterministic_permutation(void** state) {
   assert_int_equal(st, BP_INVALID_ARGUMENT);
   assert_non_null(strstr(bp_status_message(), "too large"));
   bp_stream_release(g_stream);
-  assert_ok(bp_stream_create(g_cpu, 0, &g_stream));
+  assert_ok(bp_stream_create(g_cpu, NULL, &g_stream));
   free(a);
   free(b);
   free(seen);
@@ -227,7 +227,7 @@ static void test_dropout_deterministic_and_eval_identity(void** state) {
 
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
-  if (bp_stream_create(g_cpu, 0, &g_stream) != BP_OK) return 1;
+  if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_philox_known_answers),
       cmocka_unit_test_teardown(test_rand_follows_the_documented_mapping, ops_release_all),

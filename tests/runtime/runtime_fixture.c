@@ -27,9 +27,9 @@ int fixture_setup(void** state) {
   assert_ok(bp_plugin_device(f->pa, 1, &f->a1));
   assert_ok(bp_plugin_device(f->pb, 0, &f->b0));
   assert_ok(bp_plugin_device(f->pb, 1, &f->b1));
-  assert_ok(bp_stream_create(f->a0, 0, &f->sa0));
-  assert_ok(bp_stream_create(f->a1, 0, &f->sa1));
-  assert_ok(bp_stream_create(f->b0, 0, &f->sb0));
+  assert_ok(bp_stream_create(f->a0, NULL, &f->sa0));
+  assert_ok(bp_stream_create(f->a1, NULL, &f->sa1));
+  assert_ok(bp_stream_create(f->b0, NULL, &f->sb0));
   *state = f;
   return 0;
 }
@@ -59,10 +59,10 @@ int fixture_teardown_keep(void* state) {
   return 0;
 }
 
-uint64_t fake_used_bytes(bp_device_t* device, uint32_t memory_kind) {
+uint64_t fake_used_bytes(bp_device_t* device, uint32_t memory_space) {
   const bp_plugin_vtable_t* vt = bp_plugin_vtable(bp_device_plugin(device));
   uint64_t used = 0, budget = 0;
-  assert_int_equal(vt->core->device_memory_usage(device->handle, memory_kind, &used, &budget),
+  assert_int_equal(vt->core->device_memory_usage(device->handle, memory_space, &used, &budget),
                    BP_OK);
   return used;
 }

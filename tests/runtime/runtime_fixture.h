@@ -34,7 +34,7 @@ int fixture_teardown(void** state);
 int fixture_teardown_keep(void* state);
 
 /* Bytes the fake plugin has allocated on a device in one memory kind. */
-uint64_t fake_used_bytes(bp_device_t* device, uint32_t memory_kind);
+uint64_t fake_used_bytes(bp_device_t* device, uint32_t memory_space);
 
 /* Asserts the status and that the thread's message contains `needle`. */
 #define assert_status_msg(expr, code, needle)                                                  \

@@ -7,10 +7,14 @@
 #include "internal.h"
 
 int run_tensor_tests(void);
+int run_abi_runtime_tests(void);
 
 static void fill_pattern(unsigned char* p, size_t n, unsigned seed) {
   for (size_t i = 0; i < n; ++i) p[i] = (unsigned char)(i * 131u + seed * 7u + (i >> 8));
 }
+
+static const bp_event_create_info_t k_timing = {.struct_size = sizeof(bp_event_create_info_t),
+                                                .flags = BP_EVENT_TIMING};
 
 /* ---- buffers ------------------------------------------------------------- */
 static void test_buffer_allocate(void** state) {
@@ -31,10 +35,13 @@ static void test_buffer_allocate(void** state) {
 static void test_buffer_allocate_errors(void** state) {
   fixture_t* f = *state;
   bp_buffer_t* buf = NULL;
-  assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_KIND_COUNT_, 16, &buf), BP_INVALID_ARGUMENT,
-                    "unknown memory kind 4");
-  assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_MANAGED, 16, &buf), BP_INVALID_ARGUMENT,
-                    "has no managed memory");
+  assert_status_msg(bp_buffer_allocate(f->a0, 2, 16, &buf), BP_INVALID_ARGUMENT,
+                    "has no memory space 2 (it has 2)");
+  assert_status_msg(bp_buffer_allocate(f->a0, UINT32_MAX, 16, &buf), BP_INVALID_ARGUMENT,
+                    "has no memory space 4294967295");
+  uint32_t space = 0;
+  assert_status_msg(bp_device_find_memory_space(f->a0, BP_MEMORY_MANAGED, &space), BP_NOT_FOUND,
+                    "has no memory space of kind 3");
   /* The plugin refuses: its message comes through, prefixed. */
   assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, UINT64_C(1) << 50, &buf),
                     BP_RESOURCE_EXHAUSTED, "requested 1125899906842624 bytes");
@@ -54,7 +61,10 @@ static void test_buffer_map(void** state) {
   void* ptr = NULL;
   unsigned char out[8];
   assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 64, &dev));
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_HOST_PINNED, 64, &pinned));
+  uint32_t pinned_space = 0;
+  assert_ok(bp_device_find_memory_space(f->a0, BP_MEMORY_HOST_PINNED, &pinned_space));
+  assert_int_equal(pinned_space, 1);
+  assert_ok(bp_buffer_allocate(f->a0, pinned_space, 64, &pinned));
   assert_status_msg(bp_buffer_map(dev, 0, 64, &ptr), BP_FAILED_PRECONDITION, "not host visible");
   assert_status_msg(bp_buffer_map(pinned, 60, 8, &ptr), BP_OUT_OF_RANGE,
                     "exceeds the buffer size 64");
@@ -116,8 +126,8 @@ static void check_copy(fixture_t* f, bp_stream_t* stream, bp_device_t* src_dev,
   assert_non_null(in);
   assert_non_null(out);
   fill_pattern(in, n, (unsigned)n);
-  assert_ok(bp_stream_create(src_dev, 0, &src_stream));
-  assert_ok(bp_stream_create(dst_dev, 0, &dst_stream));
+  assert_ok(bp_stream_create(src_dev, NULL, &src_stream));
+  assert_ok(bp_stream_create(dst_dev, NULL, &dst_stream));
   assert_ok(bp_buffer_allocate(src_dev, BP_MEMORY_DEVICE, n + 8, &src));
   assert_ok(bp_buffer_allocate(dst_dev, BP_MEMORY_DEVICE, n + 16, &dst));
   assert_ok(bp_copy_host_to_buffer(src_stream, in, src, 8, n));
@@ -165,11 +175,24 @@ static void test_copy_cross_plugin_chunked(void** state) {
 static void test_stream_basics(void** state) {
   fixture_t* f = *state;
   bp_stream_t* s = NULL;
-  assert_status_msg(bp_stream_create(f->a0, 0x40, &s), BP_INVALID_ARGUMENT, "unknown flags 0x40");
-  assert_status_msg(bp_stream_create(NULL, 0, &s), BP_INVALID_ARGUMENT,
+  bp_stream_create_info_t info = {.struct_size = sizeof(info), .flags = 0x40};
+  assert_status_msg(bp_stream_create(f->a0, &info, &s), BP_INVALID_ARGUMENT, "unknown flags 0x40");
+  info.flags = 0;
+  info.queue = 7;
+  assert_status_msg(bp_stream_create(f->a0, &info, &s), BP_INVALID_ARGUMENT, "unknown queue kind 7");
+  info.queue = BP_QUEUE_COMPUTE;
+  info.struct_size = 8;
+  assert_status_msg(bp_stream_create(f->a0, &info, &s), BP_INVALID_ARGUMENT,
+                    "info->struct_size = 8");
+  /* What the backend cannot honour it refuses, with its reason. */
+  info.struct_size = sizeof(info);
+  info.priority = 2;
+  assert_status_msg(bp_stream_create(f->a0, &info, &s), BP_UNIMPLEMENTED,
+                    "stream priorities are not supported");
+  assert_status_msg(bp_stream_create(NULL, NULL, &s), BP_INVALID_ARGUMENT,
                     "bp_stream_create: argument 'device' is NULL");
   assert_null(s);
-  assert_ok(bp_stream_create(f->b1, 0, &s));
+  assert_ok(bp_stream_create(f->b1, NULL, &s));
   assert_ptr_equal(bp_stream_device(s), f->b1);
   assert_int_equal(bp_stream_query(s), BP_OK);
   assert_ok(bp_stream_synchronize(s));
@@ -188,11 +211,16 @@ static void test_event_basics(void** state) {
   bp_event_t* t1 = NULL;
   bp_event_t* tb = NULL;
   uint64_t ns = 12345;
-  assert_status_msg(bp_event_create(f->a0, 0x80, &plain), BP_INVALID_ARGUMENT, "unknown flags");
-  assert_ok(bp_event_create(f->a0, 0, &plain));
-  assert_ok(bp_event_create(f->a0, BP_EVENT_TIMING, &t0));
-  assert_ok(bp_event_create(f->a0, BP_EVENT_TIMING, &t1));
-  assert_ok(bp_event_create(f->b0, BP_EVENT_TIMING, &tb));
+  bp_event_create_info_t bad = {.struct_size = sizeof(bad), .flags = 0x80};
+  assert_status_msg(bp_event_create(f->a0, &bad, &plain), BP_INVALID_ARGUMENT, "unknown flags");
+  bad.flags = BP_EVENT_EXPORTABLE;
+  assert_status_msg(bp_event_create(f->a0, &bad, &plain), BP_UNIMPLEMENTED,
+                    "exportable events are not supported");
+  assert_null(plain);
+  assert_ok(bp_event_create(f->a0, NULL, &plain));
+  assert_ok(bp_event_create(f->a0, &k_timing, &t0));
+  assert_ok(bp_event_create(f->a0, &k_timing, &t1));
+  assert_ok(bp_event_create(f->b0, &k_timing, &tb));
   /* Never recorded: complete, as cuEventQuery. */
   assert_int_equal(bp_event_query(plain), BP_OK);
   assert_ok(bp_event_synchronize(plain));
@@ -219,8 +247,8 @@ static void test_stream_wait_event(void** state) {
   fixture_t* f = *state;
   bp_event_t* ev = NULL;
   bp_event_t* unrecorded = NULL;
-  assert_ok(bp_event_create(f->a0, 0, &ev));
-  assert_ok(bp_event_create(f->a0, 0, &unrecorded));
+  assert_ok(bp_event_create(f->a0, NULL, &ev));
+  assert_ok(bp_event_create(f->a0, NULL, &unrecorded));
   assert_ok(bp_stream_wait_event(f->sb0, unrecorded)); /* nothing to wait for */
   assert_ok(bp_event_record(ev, f->sa0));
   assert_ok(bp_stream_wait_event(f->sa1, ev)); /* same plugin: the plugin's wait */
@@ -253,8 +281,8 @@ static void test_objects_outlive_context(void** state) {
   f = st;
   bp_context_t* ctx = f->ctx;
   assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 64, &buf));
-  assert_ok(bp_event_create(f->a0, 0, &ev));
-  assert_ok(bp_stream_create(f->a0, 0, &s));
+  assert_ok(bp_event_create(f->a0, NULL, &ev));
+  assert_ok(bp_stream_create(f->a0, NULL, &s));
   assert_ok(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, &t));
   assert_int_equal(atomic_load(&ctx->refcount), 8); /* fixture: 1 + 3 streams; 4 here */
   /* Drop the application's context reference first: objects keep it alive. */
@@ -277,7 +305,7 @@ static void test_buffer_users(void** state) {
   unsigned char host[4] = {1, 2, 3, 4};
   assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, &buf));
   for (int i = 0; i < 10; ++i) {
-    assert_ok(bp_stream_create(f->a0, 0, &streams[i]));
+    assert_ok(bp_stream_create(f->a0, NULL, &streams[i]));
     assert_ok(bp_copy_host_to_buffer(streams[i], host, buf, 0, 4));
     assert_ok(bp_copy_host_to_buffer(streams[i], host, buf, 4, 4)); /* noted once */
   }
@@ -303,7 +331,7 @@ static void* worker_main(void* arg) {
   worker_t* w = arg;
   bp_stream_t* s = NULL;
   const int64_t sizes[2] = {8, 8};
-  if (bp_stream_create(w->f->a0, 0, &s) != BP_OK) return (void*)(w->failures = 1, NULL);
+  if (bp_stream_create(w->f->a0, NULL, &s) != BP_OK) return (void*)(w->failures = 1, NULL);
   for (int iter = 0; iter < 50; ++iter) {
     bp_tensor_t* t = NULL;
     bp_tensor_t* p = NULL;
@@ -373,7 +401,7 @@ static void test_null_arguments_named(void** state) {
   const int64_t strides[1] = {1};
   const int64_t dims[1] = {0};
   assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, &buf));
-  assert_ok(bp_event_create(f->a0, BP_EVENT_TIMING, &ev));
+  assert_ok(bp_event_create(f->a0, &k_timing, &ev));
   assert_ok(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, &t));
 
   assert_null_arg(bp_context_create(NULL, NULL), "bp_context_create", "out_context");
@@ -395,19 +423,19 @@ static void test_null_arguments_named(void** state) {
   assert_null_arg(bp_plugin_get_info(f->pa, NULL), "bp_plugin_get_info", "out_info");
   assert_null_arg(bp_plugin_device(NULL, 0, &device), "bp_plugin_device", "plugin");
   assert_null_arg(bp_plugin_device(f->pa, 0, NULL), "bp_plugin_device", "out_device");
-  assert_null_arg(bp_device_memory_spaces(NULL, 0, NULL, &count), "bp_device_memory_spaces",
+  assert_null_arg(bp_device_memory_spaces(NULL, 0, 0, NULL, &count), "bp_device_memory_spaces",
                   "device");
-  assert_null_arg(bp_device_memory_spaces(f->a0, 0, NULL, NULL), "bp_device_memory_spaces",
+  assert_null_arg(bp_device_memory_spaces(f->a0, 0, 0, NULL, NULL), "bp_device_memory_spaces",
                   "out_count");
 
   assert_null_arg(bp_buffer_map(NULL, 0, 1, &ptr), "bp_buffer_map", "buffer");
   assert_null_arg(bp_buffer_map(buf, 0, 1, NULL), "bp_buffer_map", "out_ptr");
   assert_null_arg(bp_buffer_unmap(NULL), "bp_buffer_unmap", "buffer");
 
-  assert_null_arg(bp_stream_create(f->a0, 0, NULL), "bp_stream_create", "out_stream");
+  assert_null_arg(bp_stream_create(f->a0, NULL, NULL), "bp_stream_create", "out_stream");
   assert_null_arg(bp_stream_query(NULL), "bp_stream_query", "stream");
-  assert_null_arg(bp_event_create(NULL, 0, &ev2), "bp_event_create", "device");
-  assert_null_arg(bp_event_create(f->a0, 0, NULL), "bp_event_create", "out_event");
+  assert_null_arg(bp_event_create(NULL, NULL, &ev2), "bp_event_create", "device");
+  assert_null_arg(bp_event_create(f->a0, NULL, NULL), "bp_event_create", "out_event");
   assert_null_arg(bp_event_record(NULL, f->sa0), "bp_event_record", "event");
   assert_null_arg(bp_event_record(ev, NULL), "bp_event_record", "stream");
   assert_null_arg(bp_event_query(NULL), "bp_event_query", "event");
@@ -480,5 +508,5 @@ int main(void) {
       FIXTURE_TEST(test_null_arguments_named),
   };
   int failed = cmocka_run_group_tests_name("runtime", tests, NULL, NULL);
-  return failed | run_tensor_tests();
+  return failed | run_tensor_tests() | run_abi_runtime_tests();
 }

@@ -31,7 +31,7 @@ static void read_back(const bp_tensor_t* t, void* dst, size_t bytes) {
 /* A fresh stream after a test left the current one failed. */
 static void reset_stream(void) {
   bp_stream_release(g_stream);
-  assert_ok(bp_stream_create(g_cpu, 0, &g_stream));
+  assert_ok(bp_stream_create(g_cpu, NULL, &g_stream));
 }
 
 static void test_scatter_reduce_pytorch_examples(void** state) {
@@ -261,7 +261,7 @@ static void test_flip_and_repeat(void** state) {
 
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
-  if (bp_stream_create(g_cpu, 0, &g_stream) != BP_OK) return 1;
+  if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_scatter_reduce_pytorch_examples, ops_release_all),
       cmocka_unit_test_teardown(test_scatter_reduce_integer_mean_floors, ops_release_all),

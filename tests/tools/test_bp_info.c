@@ -11,6 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backplane/plugin.h"
+
 /* Runs bp-info with `env` (e.g. "BP_CPU_DEVICES=4 ") and parses its JSON. */
 static cJSON* run_bp_info(const char* env, const char* args) {
   char cmd[1024];
@@ -48,6 +50,11 @@ static void check_cpu_devices(const char* env, int expected) {
   for (size_t i = 0; i < sizeof keys / sizeof *keys; ++i)
     assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cpu, keys[i])));
   assert_string_equal(cJSON_GetObjectItemCaseSensitive(cpu, "status")->valuestring, "loaded");
+  /* The negotiated version: the host's minor for a plugin of this tree. */
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(cpu, "abi")->valuestring, abi->valuestring);
+  const cJSON* minor = cJSON_GetObjectItemCaseSensitive(cpu, "abi_minor");
+  assert_true(cJSON_IsNumber(minor));
+  assert_int_equal(minor->valueint, BP_ABI_VERSION_MINOR);
   const cJSON* devices = cJSON_GetObjectItemCaseSensitive(cpu, "devices");
   assert_true(cJSON_IsArray(devices));
   assert_int_equal(cJSON_GetArraySize(devices), expected);

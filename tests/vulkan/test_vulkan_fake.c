@@ -556,7 +556,12 @@ static void test_pool_suballocates_and_respects_budget(void** state) {
 
 /* ---- streams: staging and batching --------------------------------------- */
 static int g_host_calls;
-static void host_fn(void* user) { g_host_calls += *(int*)user; }
+static bp_status_t host_fn(void* user) {
+  g_host_calls += *(int*)user;
+  return BP_OK;
+}
+static const bp_stream_create_info_t k_stream_info = {.struct_size = sizeof(bp_stream_create_info_t)};
+static const bp_event_create_info_t k_event_info = {.struct_size = sizeof(bp_event_create_info_t)};
 
 static void test_staging_roundtrip_and_batching(void** state) {
   (void)state;
@@ -564,7 +569,7 @@ static void test_staging_roundtrip_and_batching(void** state) {
   struct bpp_device_s* d = open_fake("flush=4", &inst);
   assert_int_equal(d->pool_device.host_visible, 0); /* type 0 is device-only: staging */
   bpp_stream_t s = NULL;
-  assert_int_equal(vk_stream_create(d, 0, &s), BP_OK);
+  assert_int_equal(vk_stream_create(d, &k_stream_info, &s), BP_OK);
   struct bpp_buffer_s* b = NULL;
   assert_int_equal(vk_buffer_create(d, &d->pool_device, 4096, BP_MEMORY_DEVICE, &b), BP_OK);
   unsigned char src[4096], dst[4096];
@@ -602,8 +607,8 @@ static void test_staging_roundtrip_and_batching(void** state) {
   /* Event record submits; a wait on another stream adds a semaphore wait. */
   bpp_event_t e = NULL;
   bpp_stream_t s2 = NULL;
-  assert_int_equal(vk_event_create(d, 0, &e), BP_OK);
-  assert_int_equal(vk_stream_create(d, 0, &s2), BP_OK);
+  assert_int_equal(vk_event_create(d, &k_event_info, &e), BP_OK);
+  assert_int_equal(vk_stream_create(d, &k_stream_info, &s2), BP_OK);
   sub0 = g_submits;
   assert_int_equal(vk_event_record(e, s), BP_OK);
   assert_int_equal(g_submits, sub0 + 1);
@@ -642,21 +647,23 @@ static void test_matmul_pipeline_failure_records_nothing(void** state) {
   assert_true(d->feat.cpu);
   assert_true(vk_pipeline_has_push_descriptors(d));
   bpp_stream_t s = NULL;
-  assert_int_equal(vk_stream_create(d, 0, &s), BP_OK);
+  assert_int_equal(vk_stream_create(d, &k_stream_info, &s), BP_OK);
   struct bpp_buffer_s *ba, *bb, *bc;
   bp_tensor_desc_t in[3], out = f32_matrix(d, 8, 8, &bc);
   in[0] = (bp_tensor_desc_t){.struct_size = sizeof in[0], .dtype = BP_DTYPE_INVALID}; /* addmm's absent bias */
   in[1] = f32_matrix(d, 8, 6, &ba);
   in[2] = f32_matrix(d, 6, 8, &bb);
+  const bp_tensor_desc_t* in_ptr[3] = {&in[0], &in[1], &in[2]};
+  const bp_tensor_desc_t* out_ptr = &out;
   bp_op_call_t mm = {.struct_size = sizeof mm, .op_id = BP_OP_mm, .num_inputs = 2, .num_outputs = 1,
-                     .inputs = &in[1], .outputs = &out};
+                     .inputs = &in_ptr[1], .outputs = &out_ptr};
   g_dispatches = 0;
   assert_int_equal(vk_launch_op(s, &mm), BP_OK);
   assert_int_equal(g_dispatches, 3); /* pack A, pack B, multiply */
   /* addmm with alpha 2 takes another kernel pipeline; the packs' are built. */
   bp_addmm_attrs_t at = {.struct_size = sizeof at, .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.0}};
   bp_op_call_t addmm = {.struct_size = sizeof addmm, .op_id = BP_OP_addmm, .num_inputs = 3, .num_outputs = 1,
-                        .inputs = in, .outputs = &out, .attrs = &at};
+                        .inputs = in_ptr, .outputs = &out_ptr, .attrs = &at};
   g_fail_pipelines = 1;
   assert_int_equal(vk_launch_op(s, &addmm), BP_RESOURCE_EXHAUSTED);
   assert_int_equal(g_dispatches, 3);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backplane/backplane.h"
+#include "backplane/plugin.h"
 
 typedef struct env {
   bp_context_t* ctx;
@@ -34,7 +35,7 @@ static int setup(void** state) {
     free(e);
     return -1;
   }
-  if (bp_context_find_device(e->ctx, "vulkan:0", &e->dev) != BP_OK || bp_stream_create(e->dev, 0, &e->s) != BP_OK) {
+  if (bp_context_find_device(e->ctx, "vulkan:0", &e->dev) != BP_OK || bp_stream_create(e->dev, NULL, &e->s) != BP_OK) {
     bp_context_release(e->ctx);
     free(e);
     return -1;
@@ -88,7 +89,7 @@ static void test_device_properties(void** state) {
   bp_memory_space_info_t spaces[4];
   memset(spaces, 0, sizeof spaces);
   uint32_t n = 0;
-  assert_int_equal(bp_device_memory_spaces(e->dev, 4, spaces, &n), BP_OK);
+  assert_int_equal(bp_device_memory_spaces(e->dev, 4, sizeof(spaces[0]), spaces, &n), BP_OK);
   assert_int_equal(n, 2);
   assert_int_equal(spaces[0].kind, BP_MEMORY_DEVICE);
   const char* staged = getenv("BP_VULKAN_FORCE_STAGING");
@@ -649,7 +650,7 @@ static void test_fused_program(void** state) {
   bpp_stream_t s = NULL;
   assert_int_equal(vt->core->instance_create(&ci, &inst), BP_OK);
   assert_int_equal(vt->core->device_open(inst, 0, &dev), BP_OK);
-  assert_int_equal(vt->core->stream_create(dev, 0, &s), BP_OK);
+  assert_int_equal(vt->core->stream_create(dev, &(bp_stream_create_info_t){.struct_size = sizeof(bp_stream_create_info_t)}, &s), BP_OK);
   enum { N = 777 };
   float a[N], b[N], o0[N];
   uint8_t o1[N];
@@ -658,7 +659,7 @@ static void test_fused_program(void** state) {
   bpp_buffer_t buf[4];
   uint64_t bytes[4] = {N * 4, N * 4, N * 4, N};
   for (int k = 0; k < 4; k++) {
-    bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_kind = BP_MEMORY_DEVICE, .size_bytes = bytes[k]};
+    bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0, .size_bytes = bytes[k]};
     assert_int_equal(vt->core->buffer_allocate(dev, &ai, &buf[k]), BP_OK);
   }
   assert_int_equal(vt->core->copy_host_to_device(s, a, buf[0], 0, N * 4), BP_OK);
@@ -682,8 +683,9 @@ static void test_fused_program(void** state) {
   bp_scalar_t consts[2] = {{.kind = BP_SCALAR_FLOAT, .v.f = 1.5}, {.kind = BP_SCALAR_FLOAT, .v.f = 0.0}};
   bp_ew_program_t prog = {.struct_size = sizeof prog, .num_instrs = 10, .num_registers = 8, .num_inputs = 2,
                           .num_outputs = 2, .num_constants = 2, .compute_dtype = BP_DTYPE_F32,
-                          .instrs = ins, .constants = consts};
-  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, d, 2, d + 2), BP_OK);
+                          .instr_stride = sizeof ins[0], .instrs = ins, .constants = consts};
+  const bp_tensor_desc_t* dp[4] = {&d[0], &d[1], &d[2], &d[3]};
+  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, dp, 2, dp + 2), BP_OK);
   assert_int_equal(vt->core->copy_device_to_host(s, buf[2], 0, o0, N * 4), BP_OK);
   assert_int_equal(vt->core->copy_device_to_host(s, buf[3], 0, o1, N), BP_OK);
   assert_int_equal(vt->core->stream_synchronize(s), BP_OK);
@@ -695,7 +697,7 @@ static void test_fused_program(void** state) {
   }
   /* A bad program is refused with a reason, nothing launched. */
   ins[2].a = 9; /* register out of range */
-  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, d, 2, d + 2), BP_INVALID_ARGUMENT);
+  assert_int_equal(vt->caps->launch_ew_program(s, &prog, 2, dp, 2, dp + 2), BP_INVALID_ARGUMENT);
   for (int k = 0; k < 4; k++) vt->core->buffer_release(buf[k]);
   vt->core->stream_destroy(s);
   vt->core->device_close(dev);
@@ -715,7 +717,8 @@ static void test_support_answers(void** state) {
     d[k].strides[0] = 1;
   }
   bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_sin, .num_inputs = 1, .num_outputs = 1,
-                       .compute_dtype = BP_DTYPE_F32, .inputs = d, .outputs = d + 1};
+                       .compute_dtype = BP_DTYPE_F32, .inputs = (const bp_tensor_desc_t* const[]){&d[0]},
+                       .outputs = (const bp_tensor_desc_t* const[]){&d[1]}};
   bp_support_t sup = {.struct_size = sizeof sup};
   assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
   assert_int_equal(sup.supported, 0); /* f32 sin: argument range not covered */

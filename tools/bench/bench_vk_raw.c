@@ -900,7 +900,7 @@ static void figure_fma(bpb_ctx_t* ctx, vr_t* vr, const char* dev) {
   if (bp_context_find_device(ctx->context, "cpu:0", &cpu.device) != BP_OK)
     VR_REFUSE(BP_UNAVAILABLE, "no cpu:0 device for the CPU plugin baseline (%s)",
               bp_status_message());
-  BPB_CHECK(bp_stream_create(cpu.device, 0, &cpu.stream));
+  BPB_CHECK(bp_stream_create(cpu.device, NULL, &cpu.stream));
   cpu.is_cpu = 1;
 
   st = vr_buffer_create(vr, invocations * 16, VK_BUFFER_USAGE_STORAGE_BUFFER_BIT, 0, &o);

@@ -69,7 +69,7 @@ void bpb_suite_vs_cpu(bpb_ctx_t* ctx) {
   }
   bpb_ctx_t cpu = *ctx;
   BPB_CHECK(bp_context_find_device(ctx->context, "cpu:0", &cpu.device));
-  BPB_CHECK(bp_stream_create(cpu.device, 0, &cpu.stream));
+  BPB_CHECK(bp_stream_create(cpu.device, NULL, &cpu.stream));
   cpu.is_cpu = 1;
   const char* dev = bp_device_name(ctx->device);
 

@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
   bp_device_t* dev = NULL;
   BPB_CHECK(bp_context_find_device(ctx, spec, &dev));
   bp_stream_t* stream = NULL;
-  BPB_CHECK(bp_stream_create(dev, 0, &stream));
+  BPB_CHECK(bp_stream_create(dev, NULL, &stream));
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
   bpb_ctx_t bctx = {ctx, dev, stream, quick, reps, cores > 0 ? cores : 1,
                     strncmp(bp_device_name(dev), "cpu:", 4) == 0};

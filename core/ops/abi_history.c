@@ -1,0 +1,116 @@
+/* backplane core: the per-minor tables of ABI 1 and the minor gate.
+ *
+ * Extending the ABI in minor N: append N's counts to k_op_count and
+ * k_dtype_count (and raise BP_ABI_VERSION_MINOR); for every attribute
+ * struct that grew, add {kind, minor it was released in, size then} for
+ * its first-released size (when it has no entry yet) and {kind, N, new
+ * size}. The gate then refuses, for plugins of older minors, what they
+ * cannot know about.
+ */
+#include "ops/abi_history.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+/* Op ids and dtype values of each minor, frozen when the minor is
+ * released. The newest entry must match the headers. */
+#define BP__OP_COUNT_1_0 145u
+#define BP__DTYPE_COUNT_1_0 27u
+_Static_assert(BP__OP_COUNT_1_0 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
+_Static_assert(BP__DTYPE_COUNT_1_0 == BP_DTYPE_COUNT_,
+               "dtypes grew: add their minor to abi_history.c");
+static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {BP__OP_COUNT_1_0};
+static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {BP__DTYPE_COUNT_1_0};
+/* No attribute struct has grown since 1.0 (the sentinel entry matches no
+ * kind). */
+static const bp__attr_growth_t k_attr_growth[] = {{UINT32_MAX, 0, 0, ""}};
+
+static const bp__abi_history_t k_history = {
+    BP_ABI_VERSION_MINOR + 1, k_op_count, k_dtype_count,
+    (uint32_t)(sizeof(k_attr_growth) / sizeof(k_attr_growth[0])), k_attr_growth};
+
+const bp__abi_history_t* bp__abi_history(void) { return &k_history; }
+
+/* The size the attribute struct of `kind` had at `minor`; 0 when it has
+ * not grown (nothing to check). */
+static uint32_t bp__attrs_size_at(const bp__abi_history_t* h, uint32_t kind, uint32_t minor) {
+  uint32_t size = 0, best_minor = 0;
+  int found = 0;
+  for (uint32_t i = 0; i < h->num_attr_growth; ++i) {
+    const bp__attr_growth_t* g = &h->attr_growth[i];
+    if (g->attrs_kind != kind || g->minor > minor) continue;
+    if (!found || g->minor >= best_minor) {
+      size = g->size;
+      best_minor = g->minor;
+      found = 1;
+    }
+  }
+  return size;
+}
+
+static int bp__gate_dtype(const bp__abi_history_t* h, uint32_t plugin_minor, const char* op_name,
+                          const char* kind, uint32_t index, const bp_tensor_desc_t* d,
+                          char* msg, size_t cap) {
+  if (d == NULL || d->dtype < h->dtype_count[plugin_minor]) return 0;
+  const char* name = bp_dtype_name(d->dtype);
+  snprintf(msg, cap,
+           "op '%s': %s %u has dtype %s (%u), newer than the backend's ABI 1.%u (the host "
+           "speaks 1.%u)",
+           op_name, kind, index, name ? name : "?", d->dtype, plugin_minor, h->num_minors - 1);
+  return 1;
+}
+
+int bp__abi_gate(const bp__abi_history_t* h, uint32_t plugin_minor, uint32_t attrs_kind,
+                 const char* op_name, const bp_op_call_t* call, uint32_t* out_reason, char* msg,
+                 size_t cap) {
+  uint32_t host_minor = h->num_minors - 1;
+  if (plugin_minor >= host_minor) return 0;
+  if (call->op_id >= h->op_count[plugin_minor]) {
+    uint32_t since = plugin_minor + 1;
+    while (since < host_minor && call->op_id >= h->op_count[since]) ++since;
+    *out_reason = BP_SUPPORT_OP;
+    snprintf(msg, cap,
+             "op '%s' (id %u) was added in ABI 1.%u; the backend negotiated ABI 1.%u (the host "
+             "speaks 1.%u)",
+             op_name, call->op_id, since, plugin_minor, host_minor);
+    return 1;
+  }
+  for (uint32_t i = 0; i < call->num_inputs; ++i) {
+    if (bp__gate_dtype(h, plugin_minor, op_name, "input", i, call->inputs[i], msg, cap)) {
+      *out_reason = BP_SUPPORT_DTYPE;
+      return 1;
+    }
+  }
+  for (uint32_t k = 0; k < call->num_outputs; ++k) {
+    if (bp__gate_dtype(h, plugin_minor, op_name, "output", k, call->outputs[k], msg, cap)) {
+      *out_reason = BP_SUPPORT_DTYPE;
+      return 1;
+    }
+  }
+  uint32_t old_size = bp__attrs_size_at(h, attrs_kind, plugin_minor);
+  if (old_size == 0 || call->attrs == NULL) return 0;
+  uint32_t size;
+  memcpy(&size, call->attrs, sizeof(size));
+  const unsigned char* bytes = (const unsigned char*)call->attrs;
+  for (uint32_t b = old_size; b < size; ++b) {
+    if (bytes[b] == 0) continue;
+    /* The minor that appended byte b: the first growth past plugin_minor
+     * whose size covers it. */
+    const bp__attr_growth_t* added = NULL;
+    for (uint32_t i = 0; i < h->num_attr_growth; ++i) {
+      const bp__attr_growth_t* g = &h->attr_growth[i];
+      if (g->attrs_kind != attrs_kind || g->minor <= plugin_minor || b >= g->size) continue;
+      if (added == NULL || g->minor < added->minor) added = g;
+    }
+    *out_reason = BP_SUPPORT_ATTRIBUTE;
+    snprintf(msg, cap,
+             "op '%s': attribute field '%s' (added in ABI 1.%u) has a non-default value; the "
+             "backend negotiated ABI 1.%u (the host speaks 1.%u)",
+             op_name, added ? added->fields : "?", added ? added->minor : host_minor,
+             plugin_minor, host_minor);
+    return 1;
+  }
+  return 0;
+}

@@ -431,8 +431,10 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
   if (plugin->abi_minor != BP_ABI_VERSION_MINOR) { /* older: gate by minor */
     bp_support_t refusal;
     if (bp__abi_gate_plugin(plugin, op, &call, &refusal)) {
-      st = bp__error(BP_UNIMPLEMENTED, "backend '%s' does not support op '%s' here: %s",
-                     plugin->name, op->name, refusal.message);
+      st = bp__error(BP_UNSUPPORTED, "backend '%s' does not support op '%s' here (%s): %s",
+                     plugin->name, op->name, bp_support_reason_name(refusal.reason),
+                     refusal.message);
+      bp__set_support_reason(refusal.reason);
       goto cleanup;
     }
   }

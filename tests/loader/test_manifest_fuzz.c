@@ -532,7 +532,7 @@ static void test_still_works(void** state) {
   bp_device_t* dev = NULL;
   assert_int_equal(bp_context_find_device(ctx, "good:1", &dev), BP_OK);
   bp_buffer_t* buf = NULL;
-  assert_int_equal(bp_buffer_allocate(dev, BP_MEMORY_DEVICE, 64, &buf), BP_OK);
+  assert_int_equal(bp_buffer_allocate(dev, 0, 64, &buf), BP_OK);
   assert_int_equal(bp_buffer_size(buf), 64);
   bp_buffer_release(buf);
   bp_context_release(ctx);

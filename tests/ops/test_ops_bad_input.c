@@ -649,7 +649,7 @@ static void test_wrong_outputs_and_shapes(void** state) {
 static void test_overflowing_views(void** state) {
   (void)state;
   bp_buffer_t* buf = NULL;
-  assert_ok(bp_buffer_allocate(g_dev, BP_MEMORY_DEVICE, 64, &buf));
+  assert_ok(bp_buffer_allocate(g_dev, 0, 64, &buf));
   static const struct {
     uint32_t rank;
     int64_t sizes[3], strides[3];

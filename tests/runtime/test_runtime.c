@@ -21,7 +21,7 @@ static void test_buffer_allocate(void** state) {
   fixture_t* f = *state;
   bp_buffer_t* buf = NULL;
   assert_int_equal(fake_used_bytes(f->a0, BP_MEMORY_DEVICE), 0);
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 1000, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 1000, &buf));
   assert_int_equal(bp_buffer_size(buf), 1000);
   assert_ptr_equal(bp_buffer_device(buf), f->a0);
   assert_int_equal(fake_used_bytes(f->a0, BP_MEMORY_DEVICE), 1000);
@@ -43,12 +43,12 @@ static void test_buffer_allocate_errors(void** state) {
   assert_status_msg(bp_device_find_memory_space(f->a0, BP_MEMORY_MANAGED, &space), BP_NOT_FOUND,
                     "has no memory space of kind 3");
   /* The plugin refuses: its message comes through, prefixed. */
-  assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, UINT64_C(1) << 50, &buf),
+  assert_status_msg(bp_buffer_allocate(f->a0, 0, UINT64_C(1) << 50, &buf),
                     BP_RESOURCE_EXHAUSTED, "requested 1125899906842624 bytes");
   assert_non_null(strstr(bp_status_message(), "fake_host_a"));
-  assert_status_msg(bp_buffer_allocate(NULL, BP_MEMORY_DEVICE, 16, &buf), BP_INVALID_ARGUMENT,
+  assert_status_msg(bp_buffer_allocate(NULL, 0, 16, &buf), BP_INVALID_ARGUMENT,
                     "bp_buffer_allocate: argument 'device' is NULL");
-  assert_status_msg(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, NULL), BP_INVALID_ARGUMENT,
+  assert_status_msg(bp_buffer_allocate(f->a0, 0, 16, NULL), BP_INVALID_ARGUMENT,
                     "bp_buffer_allocate: argument 'out_buffer' is NULL");
   assert_null(buf);
   assert_int_equal(fake_used_bytes(f->a0, BP_MEMORY_DEVICE), 0);
@@ -60,7 +60,7 @@ static void test_buffer_map(void** state) {
   bp_buffer_t* pinned = NULL;
   void* ptr = NULL;
   unsigned char out[8];
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 64, &dev));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 64, &dev));
   uint32_t pinned_space = 0;
   assert_ok(bp_device_find_memory_space(f->a0, BP_MEMORY_HOST_PINNED, &pinned_space));
   assert_int_equal(pinned_space, 1);
@@ -85,8 +85,8 @@ static void test_copy_bounds(void** state) {
   bp_buffer_t* buf = NULL;
   bp_buffer_t* other = NULL;
   unsigned char host[64] = {0};
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 32, &buf));
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 32, &other));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 32, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 32, &other));
   assert_status_msg(bp_copy_host_to_buffer(f->sa0, host, buf, 28, 8), BP_OUT_OF_RANGE,
                     "exceeds the buffer size 32");
   assert_status_msg(bp_copy_host_to_buffer(f->sa0, host, buf, 0, 33), BP_OUT_OF_RANGE, "32");
@@ -128,8 +128,8 @@ static void check_copy(fixture_t* f, bp_stream_t* stream, bp_device_t* src_dev,
   fill_pattern(in, n, (unsigned)n);
   assert_ok(bp_stream_create(src_dev, NULL, &src_stream));
   assert_ok(bp_stream_create(dst_dev, NULL, &dst_stream));
-  assert_ok(bp_buffer_allocate(src_dev, BP_MEMORY_DEVICE, n + 8, &src));
-  assert_ok(bp_buffer_allocate(dst_dev, BP_MEMORY_DEVICE, n + 16, &dst));
+  assert_ok(bp_buffer_allocate(src_dev, 0, n + 8, &src));
+  assert_ok(bp_buffer_allocate(dst_dev, 0, n + 16, &dst));
   assert_ok(bp_copy_host_to_buffer(src_stream, in, src, 8, n));
   assert_ok(bp_stream_synchronize(src_stream));
   assert_ok(bp_copy_buffer(stream, src, 8, dst, 4, n));
@@ -280,7 +280,7 @@ static void test_objects_outlive_context(void** state) {
   assert_int_equal(fixture_setup(&st), 0);
   f = st;
   bp_context_t* ctx = f->ctx;
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 64, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 64, &buf));
   assert_ok(bp_event_create(f->a0, NULL, &ev));
   assert_ok(bp_stream_create(f->a0, NULL, &s));
   assert_ok(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, &t));
@@ -303,7 +303,7 @@ static void test_buffer_users(void** state) {
   bp_buffer_t* buf = NULL;
   bp_stream_t* streams[10] = {0};
   unsigned char host[4] = {1, 2, 3, 4};
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 16, &buf));
   for (int i = 0; i < 10; ++i) {
     assert_ok(bp_stream_create(f->a0, NULL, &streams[i]));
     assert_ok(bp_copy_host_to_buffer(streams[i], host, buf, 0, 4));
@@ -358,7 +358,7 @@ static void test_threads(void** state) {
   worker_t workers[N];
   bp_buffer_t* shared = NULL;
   unsigned char tags[N];
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, N, &shared));
+  assert_ok(bp_buffer_allocate(f->a0, 0, N, &shared));
   for (int i = 0; i < N; ++i) {
     workers[i] = (worker_t){.f = f, .shared = shared, .index = i};
     assert_int_equal(pthread_create(&threads[i], NULL, worker_main, &workers[i]), 0);
@@ -400,7 +400,7 @@ static void test_null_arguments_named(void** state) {
   const int64_t sizes[1] = {4};
   const int64_t strides[1] = {1};
   const int64_t dims[1] = {0};
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 16, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 16, &buf));
   assert_ok(bp_event_create(f->a0, &k_timing, &ev));
   assert_ok(bp_tensor_create(f->a0, BP_DTYPE_F32, 1, sizes, &t));
 

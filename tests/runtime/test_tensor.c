@@ -134,7 +134,7 @@ static void test_tensor_from_buffer(void** state) {
   const int64_t overflow_strides[2] = {INT64_MAX, 1};
   const int64_t neg_strides[2] = {-4, 1};
   const int64_t empty[2] = {0, 4};
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, 64, &buf));
+  assert_ok(bp_buffer_allocate(f->a0, 0, 64, &buf));
   assert_ok(bp_tensor_from_buffer(buf, BP_DTYPE_F32, 2, sizes, NULL, 0, &t)); /* exact fit */
   assert_ptr_equal(bp_tensor_buffer(t), buf);
   assert_int_equal(atomic_load(&buf->refcount), 2);

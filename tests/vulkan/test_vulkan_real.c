@@ -96,7 +96,7 @@ static void test_device_properties(void** state) {
   if (staged && *staged == '1') assert_false(spaces[0].flags & BP_MEMORY_FLAG_HOST_VISIBLE);
   /* More than the budget: RESOURCE_EXHAUSTED naming the sizes. */
   bp_buffer_t* b = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, spaces[0].capacity_bytes + 1, &b), BP_RESOURCE_EXHAUSTED);
+  assert_int_equal(bp_buffer_allocate(e->dev, 0, spaces[0].capacity_bytes + 1, &b), BP_RESOURCE_EXHAUSTED);
   assert_non_null(strstr(bp_status_message(), "requested"));
 }
 
@@ -107,8 +107,8 @@ static void test_copies_and_fill(void** state) {
   unsigned char* dst = malloc(N);
   for (int i = 0; i < N; i++) src[i] = (unsigned char)(i * 13 + 5);
   bp_buffer_t *a = NULL, *b = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, N, &a), BP_OK);
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, N, &b), BP_OK);
+  assert_int_equal(bp_buffer_allocate(e->dev, 0, N, &a), BP_OK);
+  assert_int_equal(bp_buffer_allocate(e->dev, 0, N, &b), BP_OK);
   assert_int_equal(bp_copy_host_to_buffer(e->s, src, a, 0, N), BP_OK);
   assert_int_equal(bp_copy_buffer(e->s, a, 1, b, 3, N - 7), BP_OK); /* unaligned offsets */
   memset(dst, 0, N);
@@ -181,7 +181,7 @@ static void check_matmul(env_t* e, int64_t batch, int64_t m, int64_t k, int64_t 
   fill(x, (int)na, 11);
   fill(y, (int)nb, 12);
   bp_buffer_t* abuf = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, a_offset + (uint64_t)na * 4, &abuf), BP_OK);
+  assert_int_equal(bp_buffer_allocate(e->dev, 0, a_offset + (uint64_t)na * 4, &abuf), BP_OK);
   int64_t asz[3] = {batch, m, k}, bsz[3] = {batch, k, n};
   uint32_t rank = batch > 1 ? 3 : 2;
   bp_tensor_t* a = NULL;
@@ -232,7 +232,7 @@ static void mm_inputs_make(env_t* e, int64_t batch, int64_t m, int64_t k, int64_
   in->a = tensor_f32(e, rank, batch > 1 ? asz : asz + 1, in->x);
   in->b = NULL;
   in->bbuf = NULL;
-  assert_int_equal(bp_buffer_allocate(e->dev, BP_MEMORY_DEVICE, (uint64_t)nb * 4, &in->bbuf), BP_OK);
+  assert_int_equal(bp_buffer_allocate(e->dev, 0, (uint64_t)nb * 4, &in->bbuf), BP_OK);
   assert_int_equal(bp_tensor_from_buffer(in->bbuf, BP_DTYPE_F32, rank, batch > 1 ? bsz : bsz + 1,
                                          batch > 1 ? bst : bst + 1, 0, &in->b),
                    BP_OK);

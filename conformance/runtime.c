@@ -831,8 +831,8 @@ static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
   if (!ev) return;
   bp_status_t st = bp_event_query(fresh);
   if (st != BP_OK) {
-    bpc_result_set(r, BPC_FAIL, "bp_event_query of a never-recorded event: %s (expected OK)",
-        bp_status_name(st));
+    bpc_result_set(r, BPC_FAIL, "bp_event_query of a never-recorded event: %s (expected OK): %.150s",
+        bp_status_name(st), bp_status_message());
     return;
   }
   if (rt_chain(r, e->stream, x, ones, c->rt_args[1])) return;
@@ -847,8 +847,8 @@ static void check_event_query(rt_env_t* e, const bpc_case_t* c, bpc_result_t* r)
   if (rt_failed(r, bp_stream_synchronize(e->stream), "bp_stream_synchronize")) return;
   st = bp_event_query(ev);
   if (st != BP_OK) {
-    bpc_result_set(r, BPC_FAIL, "bp_event_query after bp_stream_synchronize: %s (expected OK)",
-        bp_status_name(st));
+    bpc_result_set(r, BPC_FAIL, "bp_event_query after bp_stream_synchronize: %s (expected OK): %.150s",
+        bp_status_name(st), bp_status_message());
     return;
   }
   if (rt_failed(r, bp_event_synchronize(ev), "bp_event_synchronize of a completed event")) return;

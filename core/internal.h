@@ -157,6 +157,11 @@ struct bp_tensor {
 /* ------------------------------------------------------------------------ */
 /* Records that `stream` uses `buffer` (core/runtime/buffer.c). */
 BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
+/* After a blocking helper failed while stream work may still use host memory
+ * it is about to free or return: waits until the stream is idle (retrying a
+ * synchronize that reports a sticky error), keeping the thread's message.
+ * 1 when drained; 0 when not, and then the memory must not be freed. */
+BP__HIDDEN int bp__stream_drain(bp_stream_t* stream);
 /* Checked arithmetic (core/runtime/arith.c): nonzero on overflow. */
 BP__HIDDEN int bp__mul_overflow_i64(int64_t a, int64_t b, int64_t* out);
 BP__HIDDEN int bp__add_overflow_i64(int64_t a, int64_t b, int64_t* out);

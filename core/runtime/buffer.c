@@ -122,9 +122,12 @@ void bp_buffer_release(bp_buffer_t* buffer) {
     bp_stream_t* stream = buffer->users[i];
     if (stream->device->plugin->core.stream_synchronize) {
       bp_status_t status = stream->device->plugin->core.stream_synchronize(stream->handle);
-      if (status != BP_OK)
-        bp__log(BP_LOG_WARN, "buffer release: stream of %s reported %d while draining",
-                stream->device->name, (int)status);
+      if (status != BP_OK) {
+        /* Release has no status to return: the plugin's error goes to the log. */
+        bp__plugin_error(stream->device->plugin, status, "stream_synchronize");
+        bp__log(BP_LOG_WARN, "buffer release: draining a stream of %s: %s", stream->device->name,
+                bp_status_message());
+      }
     }
   }
   buffer->device->plugin->core.buffer_release(buffer->handle);

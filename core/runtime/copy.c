@@ -84,7 +84,10 @@ static bp_status_t copy_staged(bp_stream_t* src_stream, bp_buffer_t* src, uint64
         (status = bp_stream_synchronize(dst_stream)) != BP_OK)
       break;
   }
-  free(staging);
+  /* After a failure a copy into or out of `staging` may still be queued:
+   * free it only once both streams are idle. */
+  int drained = status == BP_OK || (bp__stream_drain(src_stream) & bp__stream_drain(dst_stream));
+  if (drained) free(staging);
   return status;
 }
 

@@ -2,6 +2,7 @@
  *
  * A stream holds a reference on its context, so the context outlives it.
  * Streams are externally synchronized: one thread enqueues at a time. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -76,6 +77,23 @@ void bp_stream_release(bp_stream_t* stream) {
   stream->device->plugin->core.stream_destroy(stream->handle);
   free(stream);
   if (context) bp_context_release(context);
+}
+
+int bp__stream_drain(bp_stream_t* stream) {
+  const bp_plugin_t* plugin = stream->device->plugin;
+  if (!plugin->core.stream_synchronize) return 0;
+  char saved[1024];
+  snprintf(saved, sizeof(saved), "%s", bp_status_message());
+  int drained = 0;
+  /* A synchronize reports a sticky error once; the next one waits for the
+   * rest of the work. */
+  for (int attempt = 0; attempt < 4 && !drained; ++attempt)
+    drained = plugin->core.stream_synchronize(stream->handle) == BP_OK;
+  if (!drained)
+    bp__log(BP_LOG_WARN, "a stream of %s cannot be drained after an error: host memory it used is kept",
+            stream->device->name);
+  bp__error(BP_OK, "%s", saved);
+  return drained;
 }
 
 bp_device_t* bp_stream_device(const bp_stream_t* stream) { return stream ? stream->device : NULL; }

@@ -71,7 +71,7 @@ static bp_status_t download_span(const char* fn, bp_stream_t* stream, const bp_t
                      (unsigned long long)(hi - lo));
   if ((status = bp_copy_buffer_to_host(stream, t->buffer, lo, span, hi - lo)) != BP_OK ||
       (status = bp_stream_synchronize(stream)) != BP_OK) {
-    free(span);
+    if (bp__stream_drain(stream)) free(span); /* else the download may still write it */
     return status;
   }
   *out_span = span;
@@ -94,8 +94,10 @@ static bp_status_t tensor_io(const char* fn, bp_stream_t* stream, const bp_tenso
   if (bp_tensor_is_contiguous(t)) {
     status = to_tensor ? bp_copy_host_to_buffer(stream, host, t->buffer, t->byte_offset, size)
                        : bp_copy_buffer_to_host(stream, t->buffer, t->byte_offset, host, size);
-    if (status != BP_OK) return status;
-    return bp_stream_synchronize(stream);
+    if (status == BP_OK) status = bp_stream_synchronize(stream);
+    /* The caller may free `host` once this returns, even after an error. */
+    if (status != BP_OK) bp__stream_drain(stream);
+    return status;
   }
   /* As PyTorch: a write where several elements share one memory location
    * (an expanded dim) has no defined result. */
@@ -115,7 +117,7 @@ static bp_status_t tensor_io(const char* fn, bp_stream_t* stream, const bp_tenso
   }
 
 cleanup:
-  free(span);
+  if (status == BP_OK || bp__stream_drain(stream)) free(span); /* else it may still be in use */
   return status;
 }
 

@@ -191,7 +191,8 @@ SHIM_WRAP(core, device_open, (bpp_instance_t i, uint32_t k, bpp_device_t* d), (i
 SHIM_WRAP_VOID(device_close, bpp_device_t)
 SHIM_WRAP(core, device_get_properties, (bpp_device_t d, bp_device_properties_t* p), (d, p))
 SHIM_WRAP(core, device_memory_spaces,
-          (bpp_device_t d, uint32_t cap, bp_memory_space_info_t* s, uint32_t* c), (d, cap, s, c))
+          (bpp_device_t d, uint32_t cap, uint32_t es, bp_memory_space_info_t* s, uint32_t* c),
+          (d, cap, es, s, c))
 SHIM_WRAP(core, device_memory_usage, (bpp_device_t d, uint32_t k, uint64_t* u, uint64_t* b),
           (d, k, u, b))
 SHIM_WRAP(core, buffer_allocate, (bpp_device_t d, const bp_buffer_alloc_info_t* i, bpp_buffer_t* b),
@@ -213,24 +214,32 @@ SHIM_WRAP(core, copy_peer,
 SHIM_WRAP(core, buffer_fill,
           (bpp_stream_t s, bpp_buffer_t b, uint64_t o, uint64_t n, const void* p, uint32_t ps),
           (s, b, o, n, p, ps))
-SHIM_WRAP(core, stream_create, (bpp_device_t d, uint32_t f, bpp_stream_t* s), (d, f, s))
+SHIM_WRAP(core, stream_create, (bpp_device_t d, const bp_stream_create_info_t* i, bpp_stream_t* s),
+          (d, i, s))
 SHIM_WRAP_VOID(stream_destroy, bpp_stream_t)
 SHIM_WRAP(core, stream_synchronize, (bpp_stream_t s), (s))
 SHIM_WRAP(core, stream_query, (bpp_stream_t s), (s))
 SHIM_WRAP(core, stream_enqueue_host_func, (bpp_stream_t s, bp_host_func_t fn, void* u), (s, fn, u))
-SHIM_WRAP(core, event_create, (bpp_device_t d, uint32_t f, bpp_event_t* e), (d, f, e))
+SHIM_WRAP(core, event_create, (bpp_device_t d, const bp_event_create_info_t* i, bpp_event_t* e),
+          (d, i, e))
 SHIM_WRAP_VOID(event_destroy, bpp_event_t)
 SHIM_WRAP(core, event_record, (bpp_event_t e, bpp_stream_t s), (e, s))
 SHIM_WRAP(core, stream_wait_event, (bpp_stream_t s, bpp_event_t e), (s, e))
 SHIM_WRAP(core, event_query, (bpp_event_t e), (e))
 SHIM_WRAP(core, event_synchronize, (bpp_event_t e), (e))
 SHIM_WRAP(core, event_elapsed_ns, (bpp_event_t a, bpp_event_t b, uint64_t* ns), (a, b, ns))
+SHIM_WRAP(core, buffer_import, (bpp_device_t d, const bp_external_buffer_desc_t* x, bpp_buffer_t* b),
+          (d, x, b))
+SHIM_WRAP(core, buffer_export, (bpp_buffer_t b, bp_external_buffer_desc_t* x), (b, x))
+SHIM_WRAP(core, event_import, (bpp_device_t d, const bp_external_event_desc_t* x, bpp_event_t* e),
+          (d, x, e))
+SHIM_WRAP(core, event_export, (bpp_event_t e, bp_external_event_desc_t* x), (e, x))
 SHIM_WRAP(caps, query_support, (bpp_device_t d, const bp_op_call_t* c, bp_support_t* o), (d, c, o))
 SHIM_WRAP(caps, estimate_cost, (bpp_device_t d, const bp_op_call_t* c, bp_cost_estimate_t* o), (d, c, o))
 SHIM_WRAP(caps, query_fusion, (bpp_device_t d, bp_fusion_caps_t* o), (d, o))
 SHIM_WRAP(caps, launch_ew_program,
-          (bpp_stream_t s, const bp_ew_program_t* p, uint32_t ni, const bp_tensor_desc_t* in,
-           uint32_t no, const bp_tensor_desc_t* out),
+          (bpp_stream_t s, const bp_ew_program_t* p, uint32_t ni, const bp_tensor_desc_t* const* in,
+           uint32_t no, const bp_tensor_desc_t* const* out),
           (s, p, ni, in, no, out))
 
 static bp_status_t w_launch(bpp_stream_t stream, const bp_op_call_t* call) {

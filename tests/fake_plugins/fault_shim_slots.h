@@ -16,7 +16,8 @@
   X(buffer_unmap) X(copy_host_to_device) X(copy_device_to_host) X(copy_device_to_device)  \
   X(copy_peer) X(buffer_fill) X(stream_create) X(stream_synchronize) X(stream_query)      \
   X(stream_enqueue_host_func) X(event_create) X(event_record) X(stream_wait_event)        \
-  X(event_query) X(event_synchronize) X(event_elapsed_ns)
+  X(event_query) X(event_synchronize) X(event_elapsed_ns) X(buffer_import) X(buffer_export)     \
+  X(event_import) X(event_export)
 
 #define BP_FAULT_SHIM_CAPS_SLOTS(X) \
   X(query_support) X(estimate_cost) X(query_fusion) X(launch_ew_program)

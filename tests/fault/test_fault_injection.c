@@ -100,6 +100,7 @@ static int workload(run_t* r) {
   static float src[WORDS], back[WORDS], sum[WORDS];
   int right = 0;
   bp_status_t st;
+  const bp_event_create_info_t timing = {.struct_size = sizeof timing, .flags = BP_EVENT_TIMING};
   for (int k = 0; k < WORDS; k++) src[k] = (float)(k % 97) - 40.0f;
   memset(back, 0, sizeof back);
   memset(sum, 0, sizeof sum);
@@ -115,17 +116,19 @@ static int workload(run_t* r) {
   uint32_t nspaces = 0;
   bp_memory_space_info_t spaces[BP_MEMORY_KIND_COUNT_];
   for (uint32_t k = 0; k < BP_MEMORY_KIND_COUNT_; k++) spaces[k].struct_size = sizeof spaces[k];
-  STEP(bp_device_memory_spaces(d0, BP_MEMORY_KIND_COUNT_, spaces, &nspaces));
-  int ok = STEP(bp_stream_create(d0, 0, &s0));
-  ok &= STEP(bp_stream_create(d1, 0, &s1));
-  ok &= STEP(bp_stream_create(h0, 0, &sh));
-  ok &= STEP(bp_event_create(d0, BP_EVENT_TIMING, &e0));
-  ok &= STEP(bp_event_create(d0, BP_EVENT_TIMING, &e1));
-  ok &= STEP(bp_event_create(h0, 0, &eh));
-  ok &= STEP(bp_buffer_allocate(d0, BP_MEMORY_DEVICE, sizeof src, &a));
-  ok &= STEP(bp_buffer_allocate(d0, BP_MEMORY_HOST_PINNED, sizeof src, &b));
-  ok &= STEP(bp_buffer_allocate(d1, BP_MEMORY_DEVICE, sizeof src, &c));
-  ok &= STEP(bp_buffer_allocate(h0, BP_MEMORY_DEVICE, sizeof src, &x));
+  STEP(bp_device_memory_spaces(d0, BP_MEMORY_KIND_COUNT_, sizeof spaces[0], spaces, &nspaces));
+  uint32_t pinned = 0;
+  STEP(bp_device_find_memory_space(d0, BP_MEMORY_HOST_PINNED, &pinned));
+  int ok = STEP(bp_stream_create(d0, NULL, &s0));
+  ok &= STEP(bp_stream_create(d1, NULL, &s1));
+  ok &= STEP(bp_stream_create(h0, NULL, &sh));
+  ok &= STEP(bp_event_create(d0, &timing, &e0));
+  ok &= STEP(bp_event_create(d0, &timing, &e1));
+  ok &= STEP(bp_event_create(h0, NULL, &eh));
+  ok &= STEP(bp_buffer_allocate(d0, 0, sizeof src, &a));
+  ok &= STEP(bp_buffer_allocate(d0, pinned, sizeof src, &b));
+  ok &= STEP(bp_buffer_allocate(d1, 0, sizeof src, &c));
+  ok &= STEP(bp_buffer_allocate(h0, 0, sizeof src, &x));
   if (!ok) goto done;
   /* host -> a; a -> b (same device); a -> c (peer, stream on d1 after an
    * event wait); c -> x (across plugins); x -> host. */

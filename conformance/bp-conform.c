@@ -269,6 +269,7 @@ static void selection_text(const options_t* o, char* buf, size_t size) {
 
 int main(int argc, char** argv) {
   options_t opt;
+  (void)bp_crash_report_install(); /* a crash names the plugin it came from */
   if (!parse_args(argc, argv, &opt)) {
     usage(stderr);
     return 2;

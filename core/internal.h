@@ -56,6 +56,54 @@ BP__HIDDEN void bp__log(int32_t level, const char* fmt, ...) __attribute__((form
 BP__HIDDEN int bp__log_enabled(int32_t level);
 
 /* ------------------------------------------------------------------------ */
+/* Plugin call notes (core/runtime/crash.c)                                  */
+/* ------------------------------------------------------------------------ */
+/* The plugin call the calling thread is inside, for the crash report: set
+ * around every call into a plugin (three stores and three loads, no
+ * function call), read by the signal handler of bp_crash_report_install.
+ * Strings are borrowed: the plugin's name (lives as long as the plugin), a
+ * literal slot name, the op's name or NULL. Initial-exec TLS, so a signal
+ * handler reads it without a call into the dynamic linker. */
+typedef struct bp__call_note {
+  const char* plugin;
+  const char* slot;
+  const char* op;
+} bp__call_note_t;
+BP__HIDDEN extern __thread bp__call_note_t bp__call_note __attribute__((tls_model("initial-exec")));
+
+/* BP__NOTE_CALL(plugin, slot, op, expr): evaluates `expr` (a call into the
+ * plugin returning a value) with the note set, restores the previous note
+ * (calls nest: a host function may call into another plugin), yields the
+ * value. BP__NOTE_CALL_VOID for calls returning void. */
+#define BP__NOTE_CALL(plugin_, slot_, op_, expr_)                              \
+  __extension__({                                                             \
+    bp__call_note_t bp__prev_note_ = bp__call_note;                           \
+    bp__call_note = (bp__call_note_t){(plugin_)->name, (slot_), (op_)};       \
+    __typeof__(expr_) bp__note_result_ = (expr_);                             \
+    bp__call_note = bp__prev_note_;                                           \
+    bp__note_result_;                                                         \
+  })
+#define BP__NOTE_CALL_VOID(plugin_, slot_, expr_)                             \
+  do {                                                                        \
+    bp__call_note_t bp__prev_note_ = bp__call_note;                           \
+    bp__call_note = (bp__call_note_t){(plugin_)->name, (slot_), NULL};        \
+    (expr_);                                                                  \
+    bp__call_note = bp__prev_note_;                                           \
+  } while (0)
+/* Calls core-table slot `slot` of `plugin` with the note set. */
+#define BP__CORE_CALL(plugin_, slot_, ...) \
+  BP__NOTE_CALL(plugin_, #slot_, NULL, (plugin_)->core.slot_(__VA_ARGS__))
+#define BP__CORE_CALL_VOID(plugin_, slot_, ...) \
+  BP__NOTE_CALL_VOID(plugin_, #slot_, (plugin_)->core.slot_(__VA_ARGS__))
+/* Remembers the code range of a plugin library just loaded, so a crash on a
+ * thread of the plugin's own (no call note) is still attributed; forgets it
+ * before dlclose. */
+BP__HIDDEN void bp__crash_note_library(const bp_plugin_t* plugin, void* library);
+BP__HIDDEN void bp__crash_forget_library(const bp_plugin_t* plugin);
+/* Installs the crash report when BACKPLANE_CRASH_REPORT=1 (context creation). */
+BP__HIDDEN void bp__crash_report_from_env(void);
+
+/* ------------------------------------------------------------------------ */
 /* Objects                                                                   */
 /* ------------------------------------------------------------------------ */
 struct bp_plugin {
@@ -84,6 +132,7 @@ struct bp_plugin {
   bpp_instance_t instance;
   uint32_t device_count;
   bp_device_t** devices;
+  int abandoned; /* instance_create timed out and still runs: never dlclose */
 };
 
 struct bp_device {
@@ -109,6 +158,7 @@ struct bp_context {
   bp_trace_begin_fn trace_begin;
   bp_trace_end_fn trace_end;
   void* trace_user_data;
+  uint32_t instance_create_timeout_ms; /* 0: no bound (loader/instance_create.c) */
 };
 
 struct bp_buffer {

@@ -264,6 +264,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   bp_context_t* context = NULL;
   cJSON* root = NULL;
+  (void)bp_crash_report_install(); /* a crash names the plugin it came from */
   if (parse_args(argc, argv, &opt) != 0) {
     usage(stderr);
     return 2;

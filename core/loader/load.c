@@ -60,9 +60,11 @@ static void plugin_unload(bp_plugin_t* plugin) {
   plugin->devices = NULL;
   plugin->device_count = 0;
   if (plugin->instance && plugin->core.instance_destroy)
-    plugin->core.instance_destroy(plugin->instance);
+    BP__CORE_CALL_VOID(plugin, instance_destroy, plugin->instance);
   plugin->instance = NULL;
-  if (plugin->library) dlclose(plugin->library);
+  bp__crash_forget_library(plugin);
+  /* An abandoned instance_create still runs the library's code. */
+  if (plugin->library && !plugin->abandoned) dlclose(plugin->library);
   plugin->library = NULL;
   memset(&plugin->core, 0, sizeof(plugin->core));
   memset(&plugin->ops, 0, sizeof(plugin->ops));
@@ -224,8 +226,9 @@ static bp_status_t take_tables(bp_plugin_t* plugin, const bp_plugin_vtable_t* vt
   return BP_OK;
 }
 
-/* instance_create with BACKPLANE_<NAME>_OPTIONS, then every device. */
-static bp_status_t start_instance(bp_plugin_t* plugin) {
+/* instance_create with BACKPLANE_<NAME>_OPTIONS (bounded by the context's
+ * timeout), then every device. */
+static bp_status_t start_instance(const bp_context_t* context, bp_plugin_t* plugin) {
   char env_name[96];
   size_t n = (size_t)snprintf(env_name, sizeof(env_name), "BACKPLANE_%s_OPTIONS", plugin->name);
   for (size_t i = 0; i < n && i < sizeof(env_name); ++i)
@@ -238,17 +241,17 @@ static bp_status_t start_instance(bp_plugin_t* plugin) {
     bp__log(BP_LOG_DEBUG, "plugin '%s': options from %s: '%s'", plugin->name, env_name,
             info.options);
 
-  bp__clear_error();
   bpp_instance_t instance = NULL;
-  bp_status_t status = plugin->core.instance_create(&info, &instance);
-  if (status != BP_OK) return bp__plugin_error(plugin, status, "instance_create");
+  bp_status_t status =
+      bp__loader_instance_create(plugin, &info, context->instance_create_timeout_ms, &instance);
+  if (status != BP_OK) return status;
   if (!instance)
     return bp__error(BP_FAILED_PRECONDITION, "instance_create returned OK and a NULL instance");
   plugin->instance = instance;
 
   uint32_t count = 0;
   bp__clear_error();
-  status = plugin->core.device_count(instance, &count);
+  status = BP__CORE_CALL(plugin, device_count, instance, &count);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "device_count");
   if (count > BP__MAX_DEVICES_PER_PLUGIN)
     return bp__error(BP_FAILED_PRECONDITION, "device_count answered %u (more than %u)", count,
@@ -327,13 +330,14 @@ bp_status_t bp__loader_load(bp_context_t* context, const bp__load_request_t* req
   memset(&reply, 0, sizeof(reply));
   reply.struct_size = sizeof(reply);
   bp__clear_error();
-  status = negotiate(&req, &reply);
+  status = BP__NOTE_CALL(plugin, "negotiate", NULL, negotiate(&req, &reply));
   if (status != BP_OK) {
     bp__plugin_error(plugin, status, "negotiation");
     goto skipped;
   }
   status = check_reply(plugin, request, &reply);
   if (status != BP_OK) goto skipped;
+  bp__crash_note_library(plugin, plugin->library);
   bp__log(BP_LOG_DEBUG, "plugin '%s': negotiated ABI %u.%u (offered %d.%d), version '%s'",
           plugin->name, reply.abi_major, reply.abi_minor, BP_ABI_VERSION_MAJOR,
           BP_ABI_VERSION_MINOR, plugin->version);
@@ -358,7 +362,7 @@ bp_status_t bp__loader_load(bp_context_t* context, const bp__load_request_t* req
 
   status = take_tables(plugin, reply.vtable);
   if (status != BP_OK) goto skipped;
-  status = start_instance(plugin);
+  status = start_instance(context, plugin);
   if (status != BP_OK) goto skipped;
 
   plugin->state = BP_PLUGIN_LOADED;

@@ -52,6 +52,15 @@ typedef struct bp__load_request {
 BP__HIDDEN bp_status_t bp__loader_load(bp_context_t* context, const bp__load_request_t* request,
                                        bp_plugin_t** out_plugin);
 
+/* Calls the plugin's instance_create with the call note set; with
+ * `timeout_ms` > 0 on a helper thread, giving up after that long with
+ * BP_DEADLINE_EXCEEDED (the thread is abandoned and plugin->abandoned set,
+ * so the library is never unloaded) (instance_create.c). On failure the
+ * message names the plugin. */
+BP__HIDDEN bp_status_t bp__loader_instance_create(bp_plugin_t* plugin,
+                                                  const bpp_instance_create_info_t* info,
+                                                  uint32_t timeout_ms, bpp_instance_t* out_instance);
+
 /* Records a plugin that never got as far as loading (bad manifest,
  * duplicate). Copies the strings. Returns `code` and leaves the message. */
 BP__HIDDEN bp_status_t bp__loader_record_skipped(bp_context_t* context, const char* name,

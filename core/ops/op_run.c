@@ -296,7 +296,8 @@ static bp_status_t bp__launch_copy(bp_plugin_t* plugin, bp_stream_t* stream,
   call.inputs = ins;
   call.outputs = &dst;
   bp__clear_error();
-  bp_status_t st = plugin->ops.launch[BP_OP_copy](stream->handle, &call);
+  bp_status_t st = BP__NOTE_CALL(plugin, "launch", "copy",
+                                 plugin->ops.launch[BP_OP_copy](stream->handle, &call));
   if (st != BP_OK) {
     char what[96];
     snprintf(what, sizeof(what), "copy to pack operands of op '%s'", op->name);
@@ -500,7 +501,7 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
   const bp_context_t* ctx = plugin->context;
   if (ctx->trace_begin != NULL) ctx->trace_begin(ctx->trace_user_data, op_id, device, stream);
   bp__clear_error();
-  st = plugin->ops.launch[op_id](stream->handle, &call);
+  st = BP__NOTE_CALL(plugin, "launch", op->name, plugin->ops.launch[op_id](stream->handle, &call));
   launched = 1;
   if (ctx->trace_end != NULL) ctx->trace_end(ctx->trace_user_data, op_id, device, stream, st);
   if (st != BP_OK) {

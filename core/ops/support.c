@@ -116,7 +116,8 @@ bp_status_t bp__query_support_checked(const bp_device_t* device, const bp_op_cal
     return BP_OK;
   }
   bp__clear_error();
-  bp_status_t st = plugin->caps.query_support(device->handle, call, out);
+  bp_status_t st = BP__NOTE_CALL(plugin, "query_support", NULL,
+                                 plugin->caps.query_support(device->handle, call, out));
   if (st != BP_OK) {
     char what[96];
     snprintf(what, sizeof(what), "support query for op '%s'", op->name);
@@ -200,7 +201,8 @@ bp_status_t bp_device_query_fusion(const bp_device_t* device, bp_fusion_caps_t* 
   caps.struct_size = sizeof(caps);
   if (plugin->caps.query_fusion != NULL) {
     bp__clear_error();
-    bp_status_t st = plugin->caps.query_fusion(device->handle, &caps);
+    bp_status_t st =
+        BP__NOTE_CALL(plugin, "query_fusion", NULL, plugin->caps.query_fusion(device->handle, &caps));
     if (st != BP_OK) return bp__plugin_error(plugin, st, "fusion query");
     caps.struct_size = sizeof(caps);
     if (caps.patterns == NULL) caps.num_patterns = 0;

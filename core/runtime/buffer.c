@@ -25,7 +25,7 @@ static bp_status_t buffer_wrap(bp_device_t* device, bpp_buffer_t handle, uint64_
     buffer = NULL;
   }
   if (!buffer) {
-    plugin->core.buffer_release(handle);
+    BP__CORE_CALL_VOID(plugin, buffer_release, handle);
     return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of host memory", api);
   }
   atomic_init(&buffer->refcount, 1);
@@ -56,7 +56,7 @@ bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_space, uint6
   bp_buffer_alloc_info_t info = {.struct_size = sizeof(info),
                                  .memory_space = memory_space,
                                  .size_bytes = size_bytes ? size_bytes : BP__ZERO_SIZE_BACKING};
-  bp_status_t status = plugin->core.buffer_allocate(device->handle, &info, &handle);
+  bp_status_t status = BP__CORE_CALL(plugin, buffer_allocate, device->handle, &info, &handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_allocate");
   return buffer_wrap(device, handle, size_bytes, memory_space, "bp_buffer_allocate", out_buffer);
 }
@@ -83,7 +83,7 @@ bp_status_t bp_buffer_import(bp_device_t* device, const bp_external_buffer_desc_
     return bp__error(BP_UNIMPLEMENTED, "bp_buffer_import: backend '%s' cannot import memory",
                      plugin->name);
   bpp_buffer_t handle = NULL;
-  bp_status_t status = plugin->core.buffer_import(device->handle, desc, &handle);
+  bp_status_t status = BP__CORE_CALL(plugin, buffer_import, device->handle, desc, &handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_import");
   return buffer_wrap(device, handle, desc->size_bytes, desc->memory_space, "bp_buffer_import",
                      out_buffer);
@@ -103,7 +103,7 @@ bp_status_t bp_buffer_export(bp_buffer_t* buffer, bp_external_buffer_desc_t* out
   if (!plugin->core.buffer_export)
     return bp__error(BP_UNIMPLEMENTED, "bp_buffer_export: backend '%s' cannot export memory",
                      plugin->name);
-  bp_status_t status = plugin->core.buffer_export(buffer->handle, out);
+  bp_status_t status = BP__CORE_CALL(plugin, buffer_export, buffer->handle, out);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_export");
   return BP_OK;
 }
@@ -121,7 +121,7 @@ void bp_buffer_release(bp_buffer_t* buffer) {
   for (uint32_t i = 0; i < buffer->num_users; ++i) {
     bp_stream_t* stream = buffer->users[i];
     if (stream->device->plugin->core.stream_synchronize) {
-      bp_status_t status = stream->device->plugin->core.stream_synchronize(stream->handle);
+      bp_status_t status = BP__CORE_CALL(stream->device->plugin, stream_synchronize, stream->handle);
       if (status != BP_OK) {
         /* Release has no status to return: the plugin's error goes to the log. */
         bp__plugin_error(stream->device->plugin, status, "stream_synchronize");
@@ -130,7 +130,7 @@ void bp_buffer_release(bp_buffer_t* buffer) {
       }
     }
   }
-  buffer->device->plugin->core.buffer_release(buffer->handle);
+  BP__CORE_CALL_VOID(buffer->device->plugin, buffer_release, buffer->handle);
   for (uint32_t i = 0; i < buffer->num_users; ++i) bp_stream_release(buffer->users[i]);
   pthread_mutex_destroy(&buffer->lock);
   free(buffer);
@@ -159,7 +159,7 @@ void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream) {
   pthread_mutex_unlock(&buffer->lock);
   if (evicted) {
     if (evicted->device->plugin->core.stream_synchronize)
-      (void)evicted->device->plugin->core.stream_synchronize(evicted->handle);
+      (void)BP__CORE_CALL(evicted->device->plugin, stream_synchronize, evicted->handle);
     bp_stream_release(evicted);
   }
 }
@@ -181,7 +181,7 @@ bp_status_t bp_buffer_map(bp_buffer_t* buffer, uint64_t offset, uint64_t size, v
     return bp__error(BP_UNIMPLEMENTED, "bp_buffer_map: plugin %s implements no buffer_map",
                      plugin->name);
   void* ptr = NULL;
-  bp_status_t status = plugin->core.buffer_map(buffer->handle, offset, size, &ptr);
+  bp_status_t status = BP__CORE_CALL(plugin, buffer_map, buffer->handle, offset, size, &ptr);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_map");
   *out_ptr = ptr;
   return BP_OK;
@@ -194,7 +194,7 @@ bp_status_t bp_buffer_unmap(bp_buffer_t* buffer) {
   if (!plugin->core.buffer_unmap)
     return bp__error(BP_UNIMPLEMENTED, "bp_buffer_unmap: plugin %s implements no buffer_unmap",
                      plugin->name);
-  bp_status_t status = plugin->core.buffer_unmap(buffer->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, buffer_unmap, buffer->handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_unmap");
   return BP_OK;
 }

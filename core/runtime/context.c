@@ -30,6 +30,26 @@ static void context_destroy(bp_context_t* context) {
   free(context);
 }
 
+/* The bound on instance_create: the option when given, else
+ * BACKPLANE_INSTANCE_CREATE_TIMEOUT_MS, else none (0). */
+static uint32_t instance_create_timeout(const bp_context_options_t* options) {
+  if (options && options->struct_size >= offsetof(bp_context_options_t, instance_create_timeout_ms) +
+                                             sizeof(options->instance_create_timeout_ms) &&
+      options->instance_create_timeout_ms)
+    return options->instance_create_timeout_ms;
+  const char* v = getenv("BACKPLANE_INSTANCE_CREATE_TIMEOUT_MS");
+  if (!v || !*v) return 0;
+  char* end = NULL;
+  errno = 0;
+  unsigned long ms = strtoul(v, &end, 10);
+  if (errno || *end || *v == '-' || ms > UINT32_MAX) {
+    bp__log(BP_LOG_WARN, "BACKPLANE_INSTANCE_CREATE_TIMEOUT_MS='%s' is not a number of "
+            "milliseconds; instance_create is not bounded", v);
+    return 0;
+  }
+  return (uint32_t)ms;
+}
+
 BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
                                      bp_context_t** out_context) {
   bp__clear_error();
@@ -68,6 +88,8 @@ BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
     return bp__error(BP_INTERNAL, "bp_context_create: pthread_mutex_init failed");
   }
 
+  bp__crash_report_from_env();
+  context->instance_create_timeout_ms = instance_create_timeout(options);
   if (options && (options->flags & BP_CONTEXT_NO_DISCOVERY)) {
     bp__log(BP_LOG_DEBUG, "discovery skipped (BP_CONTEXT_NO_DISCOVERY)");
   } else {

@@ -36,7 +36,7 @@ bp_status_t bp_copy_host_to_buffer(bp_stream_t* stream, const void* src, bp_buff
   if (!plugin->core.copy_host_to_device)
     return bp__error(BP_UNIMPLEMENTED, "%s: plugin %s lacks copy_host_to_device", fn, plugin->name);
   bp__buffer_note_use(dst, stream);
-  status = plugin->core.copy_host_to_device(stream->handle, src, dst->handle, dst_offset, size);
+  status = BP__CORE_CALL(plugin, copy_host_to_device, stream->handle, src, dst->handle, dst_offset, size);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "copy_host_to_device");
   return BP_OK;
 }
@@ -58,7 +58,7 @@ bp_status_t bp_copy_buffer_to_host(bp_stream_t* stream, bp_buffer_t* src, uint64
   if (!plugin->core.copy_device_to_host)
     return bp__error(BP_UNIMPLEMENTED, "%s: plugin %s lacks copy_device_to_host", fn, plugin->name);
   bp__buffer_note_use(src, stream);
-  status = plugin->core.copy_device_to_host(stream->handle, src->handle, src_offset, dst, size);
+  status = BP__CORE_CALL(plugin, copy_device_to_host, stream->handle, src->handle, src_offset, dst, size);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "copy_device_to_host");
   return BP_OK;
 }
@@ -114,7 +114,7 @@ bp_status_t bp_copy_buffer(bp_stream_t* stream, bp_buffer_t* src, uint64_t src_o
   if (src->device == dst->device && plugin->core.copy_device_to_device) {
     bp__buffer_note_use(src, stream);
     bp__buffer_note_use(dst, stream);
-    status = plugin->core.copy_device_to_device(stream->handle, src->handle, src_offset,
+    status = BP__CORE_CALL(plugin, copy_device_to_device, stream->handle, src->handle, src_offset,
                                                 dst->handle, dst_offset, size);
     if (status != BP_OK) return bp__plugin_error(plugin, status, "copy_device_to_device");
     return BP_OK;
@@ -123,7 +123,7 @@ bp_status_t bp_copy_buffer(bp_stream_t* stream, bp_buffer_t* src, uint64_t src_o
       plugin->core.copy_peer) {
     bp__buffer_note_use(src, stream);
     bp__buffer_note_use(dst, stream);
-    status = plugin->core.copy_peer(stream->handle, src->handle, src_offset, dst->handle,
+    status = BP__CORE_CALL(plugin, copy_peer, stream->handle, src->handle, src_offset, dst->handle,
                                     dst_offset, size);
     if (status != BP_OK) return bp__plugin_error(plugin, status, "copy_peer");
     return BP_OK;

@@ -15,7 +15,7 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
   snprintf(device->name, sizeof(device->name), "%s:%u", plugin->name, index);
 
   bp__clear_error();
-  status = plugin->core.device_open(plugin->instance, index, &device->handle);
+  status = BP__CORE_CALL(plugin, device_open, plugin->instance, index, &device->handle);
   if (status != BP_OK) {
     device->handle = NULL;
     bp__plugin_error(plugin, status, "device_open");
@@ -28,7 +28,7 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
   }
 
   device->props.struct_size = sizeof(device->props);
-  status = plugin->core.device_get_properties(device->handle, &device->props);
+  status = BP__CORE_CALL(plugin, device_get_properties, device->handle, &device->props);
   if (status != BP_OK) {
     bp__plugin_error(plugin, status, "device_get_properties");
     goto cleanup;
@@ -46,7 +46,7 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
     uint32_t total = 0;
     for (uint32_t i = 0; i < capacity; ++i)
       device->spaces[i].struct_size = sizeof(device->spaces[i]);
-    status = plugin->core.device_memory_spaces(device->handle, capacity,
+    status = BP__CORE_CALL(plugin, device_memory_spaces, device->handle, capacity,
                                                (uint32_t)sizeof(device->spaces[0]), device->spaces,
                                                &total);
     if (status != BP_OK) {
@@ -77,7 +77,7 @@ cleanup:
 void bp__device_destroy(bp_device_t* device) {
   if (!device) return;
   if (device->handle && device->plugin->core.device_close)
-    device->plugin->core.device_close(device->handle);
+    BP__CORE_CALL_VOID(device->plugin, device_close, device->handle);
   free(device);
 }
 

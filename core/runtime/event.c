@@ -10,7 +10,7 @@ static bp_status_t event_wrap(bp_device_t* device, bpp_event_t handle, uint32_t 
   const bp_plugin_t* plugin = device->plugin;
   bp_event_t* event = calloc(1, sizeof(*event));
   if (!event) {
-    plugin->core.event_destroy(handle);
+    BP__CORE_CALL_VOID(plugin, event_destroy, handle);
     return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of host memory", api);
   }
   atomic_init(&event->refcount, 1);
@@ -48,7 +48,7 @@ bp_status_t bp_event_create(bp_device_t* device, const bp_event_create_info_t* i
     return bp__error(BP_UNIMPLEMENTED,
                      "bp_event_create: plugin %s lacks event_create or event_destroy",
                      plugin->name);
-  status = plugin->core.event_create(device->handle, &full, &handle);
+  status = BP__CORE_CALL(plugin, event_create, device->handle, &full, &handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_create");
   return event_wrap(device, handle, flags, 0, "bp_event_create", out_event);
 }
@@ -70,7 +70,7 @@ bp_status_t bp_event_import(bp_device_t* device, const bp_external_event_desc_t*
     return bp__error(BP_UNIMPLEMENTED, "bp_event_import: backend '%s' cannot import events",
                      plugin->name);
   bpp_event_t handle = NULL;
-  bp_status_t status = plugin->core.event_import(device->handle, desc, &handle);
+  bp_status_t status = BP__CORE_CALL(plugin, event_import, device->handle, desc, &handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_import");
   /* An imported event stands for work elsewhere: waits on it must go to
    * the plugin, so it counts as recorded. */
@@ -91,7 +91,7 @@ bp_status_t bp_event_export(bp_event_t* event, bp_external_event_desc_t* out) {
   if (!plugin->core.event_export)
     return bp__error(BP_UNIMPLEMENTED, "bp_event_export: backend '%s' cannot export events",
                      plugin->name);
-  bp_status_t status = plugin->core.event_export(event->handle, out);
+  bp_status_t status = BP__CORE_CALL(plugin, event_export, event->handle, out);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_export");
   return BP_OK;
 }
@@ -104,7 +104,7 @@ void bp_event_release(bp_event_t* event) {
   if (!event) return;
   if (atomic_fetch_sub_explicit(&event->refcount, 1, memory_order_acq_rel) != 1) return;
   bp_context_t* context = event->device->plugin->context;
-  event->device->plugin->core.event_destroy(event->handle);
+  BP__CORE_CALL_VOID(event->device->plugin, event_destroy, event->handle);
   free(event);
   bp_context_release(context);
 }
@@ -121,7 +121,7 @@ bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream) {
   if (!plugin->core.event_record)
     return bp__error(BP_UNIMPLEMENTED, "bp_event_record: plugin %s lacks event_record",
                      plugin->name);
-  bp_status_t status = plugin->core.event_record(event->handle, stream->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, event_record, event->handle, stream->handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_record");
   atomic_store(&event->recorded, 1);
   return BP_OK;
@@ -134,7 +134,7 @@ bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream) {
 static bp_status_t wait_event_host_func(void* user_data) {
   bp_event_t* event = user_data;
   const bp_plugin_t* plugin = event->device->plugin;
-  bp_status_t status = plugin->core.event_synchronize(event->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, event_synchronize, event->handle);
   if (status != BP_OK)
     bp__log(BP_LOG_WARN, "cross-plugin wait: event of %s completed with status %d",
             event->device->name, (int)status);
@@ -152,7 +152,7 @@ bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event) {
   const bp_plugin_t* waiter = stream->device->plugin;
   const bp_plugin_t* signaler = event->device->plugin;
   if (waiter == signaler && waiter->core.stream_wait_event) {
-    status = waiter->core.stream_wait_event(stream->handle, event->handle);
+    status = BP__CORE_CALL(waiter, stream_wait_event, stream->handle, event->handle);
     if (status != BP_OK) return bp__plugin_error(waiter, status, "stream_wait_event");
     return BP_OK;
   }
@@ -162,12 +162,12 @@ bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event) {
   if (!waiter->core.stream_enqueue_host_func) {
     /* No way to block the stream itself: wait on the calling thread, which
      * orders all later enqueues after the event. */
-    status = signaler->core.event_synchronize(event->handle);
+    status = BP__CORE_CALL(signaler, event_synchronize, event->handle);
     if (status != BP_OK) return bp__plugin_error(signaler, status, "event_synchronize");
     return BP_OK;
   }
   bp_event_retain(event);
-  status = waiter->core.stream_enqueue_host_func(stream->handle, wait_event_host_func, event);
+  status = BP__CORE_CALL(waiter, stream_enqueue_host_func, stream->handle, wait_event_host_func, event);
   if (status != BP_OK) {
     bp_event_release(event);
     return bp__plugin_error(waiter, status, "stream_enqueue_host_func");
@@ -182,7 +182,7 @@ bp_status_t bp_event_query(bp_event_t* event) {
   const bp_plugin_t* plugin = event->device->plugin;
   if (!plugin->core.event_query)
     return bp__error(BP_UNIMPLEMENTED, "bp_event_query: plugin %s lacks event_query", plugin->name);
-  bp_status_t status = plugin->core.event_query(event->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, event_query, event->handle);
   if (status == BP_OK || status == BP_NOT_READY) return status;
   return bp__plugin_error(plugin, status, "event_query");
 }
@@ -195,7 +195,7 @@ bp_status_t bp_event_synchronize(bp_event_t* event) {
   if (!plugin->core.event_synchronize)
     return bp__error(BP_UNIMPLEMENTED, "bp_event_synchronize: plugin %s lacks event_synchronize",
                      plugin->name);
-  bp_status_t status = plugin->core.event_synchronize(event->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, event_synchronize, event->handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_synchronize");
   return BP_OK;
 }
@@ -219,7 +219,7 @@ bp_status_t bp_event_elapsed_ns(bp_event_t* start, bp_event_t* end, uint64_t* ou
     return bp__error(BP_UNIMPLEMENTED, "bp_event_elapsed_ns: plugin %s lacks event_elapsed_ns",
                      plugin->name);
   uint64_t ns = 0;
-  bp_status_t status = plugin->core.event_elapsed_ns(start->handle, end->handle, &ns);
+  bp_status_t status = BP__CORE_CALL(plugin, event_elapsed_ns, start->handle, end->handle, &ns);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "event_elapsed_ns");
   *out_ns = ns;
   return BP_OK;

@@ -13,8 +13,10 @@ void bp__plugin_destroy(bp_plugin_t* plugin) {
   for (uint32_t i = plugin->device_count; i > 0; --i) bp__device_destroy(plugin->devices[i - 1]);
   free(plugin->devices);
   if (plugin->instance && plugin->core.instance_destroy)
-    plugin->core.instance_destroy(plugin->instance);
-  if (plugin->library) dlclose(plugin->library);
+    BP__CORE_CALL_VOID(plugin, instance_destroy, plugin->instance);
+  bp__crash_forget_library(plugin);
+  /* An abandoned instance_create still runs the library's code. */
+  if (plugin->library && !plugin->abandoned) dlclose(plugin->library);
   free(plugin->name);
   free(plugin->path);
   free(plugin->version);

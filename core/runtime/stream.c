@@ -23,7 +23,7 @@ static bp_status_t stream_create(bp_device_t* device, const bp_stream_create_inf
     status = bp__error(BP_RESOURCE_EXHAUSTED, "bp_stream_create: out of host memory");
     goto cleanup;
   }
-  status = plugin->core.stream_create(device->handle, info, &handle);
+  status = BP__CORE_CALL(plugin, stream_create, device->handle, info, &handle);
   if (status != BP_OK) {
     status = bp__plugin_error(plugin, status, "stream_create");
     goto cleanup;
@@ -74,7 +74,7 @@ void bp_stream_release(bp_stream_t* stream) {
   if (atomic_fetch_sub_explicit(&stream->refcount, 1, memory_order_acq_rel) != 1) return;
   bp_context_t* context = stream->device->plugin->context;
   /* The plugin's stream_destroy waits for pending work before freeing. */
-  stream->device->plugin->core.stream_destroy(stream->handle);
+  BP__CORE_CALL_VOID(stream->device->plugin, stream_destroy, stream->handle);
   free(stream);
   if (context) bp_context_release(context);
 }
@@ -88,7 +88,7 @@ int bp__stream_drain(bp_stream_t* stream) {
   /* A synchronize reports a sticky error once; the next one waits for the
    * rest of the work. */
   for (int attempt = 0; attempt < 4 && !drained; ++attempt)
-    drained = plugin->core.stream_synchronize(stream->handle) == BP_OK;
+    drained = BP__CORE_CALL(plugin, stream_synchronize, stream->handle) == BP_OK;
   if (!drained)
     bp__log(BP_LOG_WARN, "a stream of %s cannot be drained after an error: host memory it used is kept",
             stream->device->name);
@@ -105,7 +105,7 @@ bp_status_t bp_stream_synchronize(bp_stream_t* stream) {
   if (!plugin->core.stream_synchronize)
     return bp__error(BP_UNIMPLEMENTED, "bp_stream_synchronize: plugin %s lacks stream_synchronize",
                      plugin->name);
-  bp_status_t status = plugin->core.stream_synchronize(stream->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, stream_synchronize, stream->handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "stream_synchronize");
   return BP_OK;
 }
@@ -117,7 +117,7 @@ bp_status_t bp_stream_query(bp_stream_t* stream) {
   if (!plugin->core.stream_query)
     return bp__error(BP_UNIMPLEMENTED, "bp_stream_query: plugin %s lacks stream_query",
                      plugin->name);
-  bp_status_t status = plugin->core.stream_query(stream->handle);
+  bp_status_t status = BP__CORE_CALL(plugin, stream_query, stream->handle);
   if (status == BP_OK || status == BP_NOT_READY) return status;
   return bp__plugin_error(plugin, status, "stream_query");
 }

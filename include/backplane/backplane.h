@@ -68,6 +68,18 @@ BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor);
  * stderr as "backplane[<level>] <message>". */
 BP_API void bp_log_set_level(int32_t level);
 
+/* Crash report: on SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT the process
+ * writes one line to stderr, "backplane: <signal>: crashed inside plugin
+ * <name> in slot <slot> (op <op>)" (or "not inside a plugin call"), then
+ * the signal takes the action installed before (the default one unless the
+ * application or a sanitizer had its own). The core notes, per thread,
+ * which plugin slot it is calling; a crash on a plugin's own thread is
+ * attributed by the code address. The handler only reads and write(2)s.
+ * Process-wide and idempotent; the tools call it, applications opt in with
+ * this call or BACKPLANE_CRASH_REPORT=1 (read at bp_context_create). Not
+ * reported: a stack overflow (the handler has no stack of its own). */
+BP_API bp_status_t bp_crash_report_install(void);
+
 /* ------------------------------------------------------------------------ */
 /* dtypes                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -119,6 +131,14 @@ typedef struct bp_context_options {
   bp_trace_begin_fn trace_begin; /* NULL: no tracing */
   bp_trace_end_fn trace_end;
   void* trace_user_data;
+  /* Longest wait for one plugin's instance_create, in milliseconds; 0: the
+   * environment's BACKPLANE_INSTANCE_CREATE_TIMEOUT_MS, else no limit. A
+   * plugin whose instance_create has not returned by then is recorded as
+   * skipped with BP_DEADLINE_EXCEEDED; the thread running it is abandoned
+   * (it stays blocked in the plugin, whose library is never unloaded).
+   * Read only when struct_size covers it. */
+  uint32_t instance_create_timeout_ms;
+  uint32_t reserved0;
 } bp_context_options_t;
 
 /* Discovers and loads plugins. Plugins that fail to load are recorded with
@@ -250,6 +270,12 @@ BP_API bp_device_t* bp_stream_device(const bp_stream_t* stream);
 BP_API bp_status_t bp_stream_synchronize(bp_stream_t* stream);
 /* BP_OK idle, BP_NOT_READY busy, else the error. */
 BP_API bp_status_t bp_stream_query(bp_stream_t* stream);
+/* bp_stream_synchronize that gives up after `timeout_ns` nanoseconds with
+ * BP_DEADLINE_EXCEEDED; the work stays enqueued and valid (query, wait or
+ * synchronize again later). Polls the plugin's stream_query, sleeping up to
+ * 1 ms between polls. Releasing a stream (or the last buffer it used)
+ * still waits for its work, however long that takes. */
+BP_API bp_status_t bp_stream_synchronize_timeout(bp_stream_t* stream, uint64_t timeout_ns);
 
 /* `info` NULL: no timing, not exportable. */
 BP_API bp_status_t bp_event_create(bp_device_t* device, const bp_event_create_info_t* info,
@@ -263,6 +289,9 @@ BP_API bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream);
 BP_API bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event);
 BP_API bp_status_t bp_event_query(bp_event_t* event);
 BP_API bp_status_t bp_event_synchronize(bp_event_t* event);
+/* bp_event_synchronize that gives up after `timeout_ns` nanoseconds with
+ * BP_DEADLINE_EXCEEDED; the event stays pending and valid. */
+BP_API bp_status_t bp_event_wait_timeout(bp_event_t* event, uint64_t timeout_ns);
 BP_API bp_status_t bp_event_elapsed_ns(bp_event_t* start, bp_event_t* end, uint64_t* out_ns);
 /* Events shared with other processes or runtimes (semaphores, sync fds);
  * BP_UNIMPLEMENTED when the backend lacks them. Export needs an event

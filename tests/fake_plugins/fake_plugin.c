@@ -27,6 +27,15 @@
  *   FAKE_INIT_FAIL       instance_create dlopens a vendor library that does
  *                        not exist and returns UNAVAILABLE with dlerror()
  *   FAKE_DEVICE_FAIL     device_open fails for the second device
+ *   FAKE_CRASH="<slot>"  that slot dereferences NULL (SIGSEGV): negotiate,
+ *                        instance_create, stream_synchronize, launch (with
+ *                        FAKE_OPS), or "worker" (stream_synchronize crashes
+ *                        on a thread the plugin starts)
+ *   FAKE_ABORT="<slot>"  that slot calls abort()
+ *   FAKE_HANG="<slot>"   that slot never returns; "stream": streams and
+ *                        events never complete (queries answer NOT_READY,
+ *                        synchronizes block)
+ *   FAKE_OPS             an op table with a do-nothing add (any dtype)
  *
  * Every stream operation runs at enqueue time: copies are memcpy, host
  * functions run inline, events complete when recorded (with a monotonic
@@ -35,11 +44,13 @@
  * bytes. No op slots.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backplane/plugin.h"
 
@@ -75,6 +86,38 @@ static bp_status_t fail(bp_status_t status, const char* fmt, ...) {
   va_end(ap);
   if (g_host && g_host->report) g_host->report(g_host->host_ctx, status, message);
   return status;
+}
+
+/* ---- injected faults (FAKE_CRASH, FAKE_ABORT, FAKE_HANG) ---------------- */
+#ifdef FAKE_CRASH
+static void crash_now(void) {
+  volatile int* volatile nowhere = NULL;
+  *nowhere = 1;
+}
+static void* crash_thread(void* arg) {
+  (void)arg;
+  crash_now();
+  return NULL;
+}
+#endif
+
+/* Called first thing by the slots that can fault. */
+static void fault_point(const char* slot) {
+  (void)slot;
+#ifdef FAKE_CRASH
+  if (strcmp(slot, FAKE_CRASH) == 0) crash_now();
+  if (strcmp(FAKE_CRASH, "worker") == 0 && strcmp(slot, "stream_synchronize") == 0) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, crash_thread, NULL) == 0) pthread_join(t, NULL);
+  }
+#endif
+#ifdef FAKE_ABORT
+  if (strcmp(slot, FAKE_ABORT) == 0) abort();
+#endif
+#ifdef FAKE_HANG
+  if (strcmp(slot, FAKE_HANG) == 0)
+    for (;;) pause();
+#endif
 }
 
 /* Memory spaces of every device, each FAKE_DEVICE_BYTES large. */
@@ -139,6 +182,7 @@ static int outside(uint64_t offset, uint64_t size, uint64_t total) {
 
 /* ---- instance and devices ---------------------------------------------- */
 static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_instance_t* out) {
+  fault_point("instance_create");
 #ifdef FAKE_INIT_FAIL
   (void)info;
   (void)out;
@@ -373,10 +417,19 @@ static void stream_destroy(bpp_stream_t s) { free(s); }
 /* Work ran at enqueue: a stream is always idle; it returns (and clears)
  * the error of a failed host function. */
 static bp_status_t stream_idle(bpp_stream_t s) {
+#if defined(FAKE_HANG)
+  if (strcmp(FAKE_HANG, "stream") == 0) return BP_NOT_READY; /* never finishes */
+#endif
   bp_status_t st = s->error;
   s->error = BP_OK;
   if (st != BP_OK) return fail(st, "a host function on the stream failed with status %d", (int)st);
   return BP_OK;
+}
+
+static bp_status_t stream_synchronize(bpp_stream_t s) {
+  fault_point("stream_synchronize");
+  fault_point("stream");
+  return stream_idle(s);
 }
 
 static bp_status_t stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user_data) {
@@ -419,9 +472,17 @@ static bp_status_t stream_wait_event(bpp_stream_t s, bpp_event_t e) {
 
 /* Events complete when recorded (or fail, with option lost_events=1). */
 static bp_status_t event_idle(bpp_event_t e) {
+#if defined(FAKE_HANG)
+  if (strcmp(FAKE_HANG, "stream") == 0) return BP_NOT_READY; /* never completes */
+#endif
   if (e->recorded && e->device->instance->lost_events)
     return fail(BP_DEVICE_LOST, "fake: the device was lost before the event completed");
   return BP_OK;
+}
+
+static bp_status_t event_synchronize(bpp_event_t e) {
+  fault_point("stream");
+  return event_idle(e);
 }
 
 static bp_status_t event_elapsed(bpp_event_t start, bpp_event_t end, uint64_t* out) {
@@ -478,7 +539,7 @@ static const fake_core_table_t fake_core = {
             .buffer_fill = FAKE_OPTIONAL(buffer_fill),
             .stream_create = FAKE_OPTIONAL(stream_create),
             .stream_destroy = FAKE_OPTIONAL(stream_destroy),
-            .stream_synchronize = FAKE_OPTIONAL(stream_idle),
+            .stream_synchronize = FAKE_OPTIONAL(stream_synchronize),
             .stream_query = FAKE_OPTIONAL(stream_idle),
             .stream_enqueue_host_func = FAKE_OPTIONAL(stream_host_func),
             .event_create = FAKE_OPTIONAL(event_create),
@@ -486,12 +547,28 @@ static const fake_core_table_t fake_core = {
             .event_record = FAKE_OPTIONAL(event_record),
             .stream_wait_event = FAKE_OPTIONAL(stream_wait_event),
             .event_query = FAKE_OPTIONAL(event_idle),
-            .event_synchronize = FAKE_OPTIONAL(event_idle),
+            .event_synchronize = FAKE_OPTIONAL(event_synchronize),
             .event_elapsed_ns = FAKE_OPTIONAL(event_elapsed),
         },
     .future_slot_a = future_slot,
     .future_slot_b = future_slot,
 };
+
+#ifdef FAKE_OPS
+/* add: checks nothing, computes nothing (the crash tests need a launch). */
+static bp_status_t launch_add(bpp_stream_t s, const bp_op_call_t* call) {
+  (void)s;
+  (void)call;
+  fault_point("launch");
+  return BP_OK;
+}
+static bpp_op_launch_fn fake_launch[BP_OP_COUNT] = {[BP_OP_add] = launch_add};
+static const bpp_op_table_t fake_ops = {
+    .struct_size = sizeof(bpp_op_table_t), .launch_count = BP_OP_COUNT, .launch = fake_launch};
+#define FAKE_OP_TABLE (&fake_ops)
+#else
+#define FAKE_OP_TABLE NULL
+#endif
 
 typedef struct fake_vtable {
   bp_plugin_vtable_t v1;
@@ -507,7 +584,7 @@ static const fake_vtable_t fake_vtable = {
             .struct_size = sizeof(bp_plugin_vtable_t),
 #endif
             .core = &fake_core.v1,
-            .ops = NULL,
+            .ops = FAKE_OP_TABLE,
             .caps = NULL,
             .exec = NULL,
             .comm = NULL,
@@ -528,6 +605,7 @@ bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* request,
   if (!request || request->struct_size < BP_NEGOTIATE_REQUEST_V1_SIZE || !reply ||
       reply->struct_size < BP_NEGOTIATE_REPLY_V1_SIZE)
     return BP_INVALID_ARGUMENT;
+  fault_point("negotiate");
   if (request->host && request->host->struct_size >= BP_HOST_SERVICES_V1_SIZE)
     g_host = request->host;
 #ifdef FAKE_REFUSE

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
   const char* suites = NULL;
   const char* md_path = NULL;
   int quick = 0, reps = 9;
+  (void)bp_crash_report_install(); /* a crash names the plugin it came from */
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--device") && i + 1 < argc) spec = argv[++i];
     else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];

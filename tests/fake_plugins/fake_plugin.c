@@ -27,7 +27,7 @@
  *   FAKE_INIT_FAIL       instance_create dlopens a vendor library that does
  *                        not exist and returns UNAVAILABLE with dlerror()
  *   FAKE_DEVICE_FAIL     device_open fails for the second device
- *   FAKE_CRASH="<slot>"  that slot dereferences NULL (SIGSEGV): negotiate,
+ *   FAKE_CRASH="<slot>"  that slot stores to an inaccessible page (SIGSEGV): negotiate,
  *                        instance_create, stream_synchronize, launch (with
  *                        FAKE_OPS), or "worker" (stream_synchronize crashes
  *                        on a thread the plugin starts)
@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -90,9 +91,13 @@ static bp_status_t fail(bp_status_t status, const char* fmt, ...) {
 
 /* ---- injected faults (FAKE_CRASH, FAKE_ABORT, FAKE_HANG) ---------------- */
 #ifdef FAKE_CRASH
+/* A store to a page mapped without access: a real SIGSEGV at an
+ * instruction of this library, and no undefined behaviour for UBSan to stop
+ * at first (a NULL store would be). */
 static void crash_now(void) {
-  volatile int* volatile nowhere = NULL;
-  *nowhere = 1;
+  void* page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  volatile int* volatile target = page == MAP_FAILED ? (int*)(uintptr_t)8 : (int*)page;
+  *target = 1;
 }
 static void* crash_thread(void* arg) {
   (void)arg;

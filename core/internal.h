@@ -212,6 +212,17 @@ BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
  * synchronize that reports a sticky error), keeping the thread's message.
  * 1 when drained; 0 when not, and then the memory must not be freed. */
 BP__HIDDEN int bp__stream_drain(bp_stream_t* stream);
+/* Asks the plugin to import `desc` (kind-specific checks done) and wraps
+ * the handle; the memory space is checked here. */
+BP__HIDDEN bp_status_t bp__buffer_import_checked(bp_device_t* device,
+                                                 const bp_external_buffer_desc_t* desc,
+                                                 const char* api, bp_buffer_t** out_buffer);
+/* The DLPACK kind of bp_buffer_import / bp_buffer_export (runtime/dlpack.c). */
+BP__HIDDEN bp_status_t bp__buffer_import_dlpack(bp_device_t* device,
+                                                const bp_external_buffer_desc_t* desc,
+                                                bp_buffer_t** out_buffer);
+BP__HIDDEN bp_status_t bp__buffer_export_dlpack(bp_buffer_t* buffer,
+                                                bp_external_buffer_desc_t* out);
 /* Checked arithmetic (core/runtime/arith.c): nonzero on overflow. */
 BP__HIDDEN int bp__mul_overflow_i64(int64_t a, int64_t b, int64_t* out);
 BP__HIDDEN int bp__add_overflow_i64(int64_t a, int64_t b, int64_t* out);

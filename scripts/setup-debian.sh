@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcjson-dev libcmocka-dev libopenblas-dev
+  libcjson-dev libcmocka-dev libopenblas-dev libdlpack-dev
   valgrind binutils
   # Vulkan backend: the loader and headers, Mesa's lavapipe CPU driver, the
   # GLSL compiler for the kernels, and the Khronos validation layer (tests).

@@ -61,48 +61,65 @@ bp_status_t bp_buffer_allocate(bp_device_t* device, uint32_t memory_space, uint6
   return buffer_wrap(device, handle, size_bytes, memory_space, "bp_buffer_allocate", out_buffer);
 }
 
-bp_status_t bp_buffer_import(bp_device_t* device, const bp_external_buffer_desc_t* desc,
-                             bp_buffer_t** out_buffer) {
-  bp__clear_error();
-  BP__REQUIRE_ARG("bp_buffer_import", device);
-  BP__REQUIRE_ARG("bp_buffer_import", desc);
-  BP__REQUIRE_ARG("bp_buffer_import", out_buffer);
-  if (desc->struct_size < BP_EXTERNAL_BUFFER_DESC_V1_SIZE)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: desc->struct_size = %u (expected >= %u)",
-                     desc->struct_size, BP_EXTERNAL_BUFFER_DESC_V1_SIZE);
-  if (desc->kind == BP_EXTERNAL_NONE || desc->kind > BP_EXTERNAL_DMA_BUF_FD)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: kind %u is not a buffer kind",
-                     desc->kind);
-  if (desc->size_bytes == 0)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: size_bytes must be > 0");
-  if (desc->memory_space >= device->num_spaces)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_import: device %s has no memory space %u",
-                     device->name, desc->memory_space);
+bp_status_t bp__buffer_import_checked(bp_device_t* device, const bp_external_buffer_desc_t* desc,
+                                      const char* api, bp_buffer_t** out_buffer) {
   const bp_plugin_t* plugin = device->plugin;
+  if (desc->memory_space >= device->num_spaces)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: device %s has no memory space %u", api,
+                     device->name, desc->memory_space);
   if (!plugin->core.buffer_import || !plugin->core.buffer_release)
-    return bp__error(BP_UNIMPLEMENTED, "bp_buffer_import: backend '%s' cannot import memory",
+    return bp__error(BP_UNIMPLEMENTED, "%s: backend '%s' cannot import memory", api,
                      plugin->name);
   bpp_buffer_t handle = NULL;
   bp_status_t status = BP__CORE_CALL(plugin, buffer_import, device->handle, desc, &handle);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_import");
-  return buffer_wrap(device, handle, desc->size_bytes, desc->memory_space, "bp_buffer_import",
-                     out_buffer);
+  return buffer_wrap(device, handle, desc->size_bytes, desc->memory_space, api, out_buffer);
+}
+
+bp_status_t bp_buffer_import(bp_device_t* device, const bp_external_buffer_desc_t* desc,
+                             bp_buffer_t** out_buffer) {
+  static const char fn[] = "bp_buffer_import";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, device);
+  BP__REQUIRE_ARG(fn, desc);
+  BP__REQUIRE_ARG(fn, out_buffer);
+  if (desc->struct_size < BP_EXTERNAL_BUFFER_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: desc->struct_size = %u (expected >= %u)", fn,
+                     desc->struct_size, BP_EXTERNAL_BUFFER_DESC_V1_SIZE);
+  if (desc->kind == BP_EXTERNAL_NONE || desc->kind > BP_EXTERNAL_DMA_BUF_FD)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: kind %u is not a buffer kind", fn, desc->kind);
+  if (desc->kind == BP_EXTERNAL_DLPACK) return bp__buffer_import_dlpack(device, desc, out_buffer);
+  if (desc->size_bytes == 0) return bp__error(BP_INVALID_ARGUMENT, "%s: size_bytes must be > 0", fn);
+  if (desc->kind == BP_EXTERNAL_HOST_POINTER) {
+    BP__REQUIRE_ARG(fn, desc->host_pointer);
+    uint64_t end = 0;
+    if (__builtin_add_overflow(desc->offset_bytes, desc->size_bytes, &end) ||
+        __builtin_add_overflow((uint64_t)(uintptr_t)desc->host_pointer, end, &end) ||
+        end > (uint64_t)UINTPTR_MAX)
+      return bp__error(BP_INVALID_ARGUMENT,
+                       "%s: host_pointer %p + offset_bytes %llu + size_bytes %llu overflows the "
+                       "address space",
+                       fn, desc->host_pointer, (unsigned long long)desc->offset_bytes,
+                       (unsigned long long)desc->size_bytes);
+  }
+  return bp__buffer_import_checked(device, desc, fn, out_buffer);
 }
 
 bp_status_t bp_buffer_export(bp_buffer_t* buffer, bp_external_buffer_desc_t* out) {
+  static const char fn[] = "bp_buffer_export";
   bp__clear_error();
-  BP__REQUIRE_ARG("bp_buffer_export", buffer);
-  BP__REQUIRE_ARG("bp_buffer_export", out);
+  BP__REQUIRE_ARG(fn, buffer);
+  BP__REQUIRE_ARG(fn, out);
   if (out->struct_size < BP_EXTERNAL_BUFFER_DESC_V1_SIZE)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_export: out->struct_size = %u (expected >= %u)",
+    return bp__error(BP_INVALID_ARGUMENT, "%s: out->struct_size = %u (expected >= %u)", fn,
                      out->struct_size, BP_EXTERNAL_BUFFER_DESC_V1_SIZE);
   if (out->kind == BP_EXTERNAL_NONE || out->kind > BP_EXTERNAL_DMA_BUF_FD)
-    return bp__error(BP_INVALID_ARGUMENT, "bp_buffer_export: kind %u is not a buffer kind",
-                     out->kind);
+    return bp__error(BP_INVALID_ARGUMENT, "%s: kind %u is not a buffer kind", fn, out->kind);
+  /* DLPack: the application's tensor holds a buffer reference (dlpack.c). */
+  if (out->kind == BP_EXTERNAL_DLPACK) return bp__buffer_export_dlpack(buffer, out);
   const bp_plugin_t* plugin = buffer->device->plugin;
   if (!plugin->core.buffer_export)
-    return bp__error(BP_UNIMPLEMENTED, "bp_buffer_export: backend '%s' cannot export memory",
-                     plugin->name);
+    return bp__error(BP_UNIMPLEMENTED, "%s: backend '%s' cannot export memory", fn, plugin->name);
   bp_status_t status = BP__CORE_CALL(plugin, buffer_export, buffer->handle, out);
   if (status != BP_OK) return bp__plugin_error(plugin, status, "buffer_export");
   return BP_OK;

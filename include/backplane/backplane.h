@@ -407,6 +407,24 @@ BP_API bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const vo
 BP_API bp_status_t bp_tensor_read(bp_stream_t* stream, const bp_tensor_t* t, void* dst,
                                   uint64_t size);
 
+/* DLPack hand-over without a copy. The DLManagedTensor (dlpack.h, the
+ * unversioned struct of DLPack 0.6 to 0.8) travels as void*, so this header
+ * needs no dlpack.h.
+ * Import: a tensor over the producer's memory with its dtype, sizes and
+ * strides. On success the tensor's buffer owns `dl_managed_tensor` and calls
+ * its deleter exactly once, when the buffer is freed; on failure the caller
+ * still owns it. The device's backend must reach the memory (the CPU backend
+ * takes kDLCPU). What a tensor cannot represent (lanes != 1, negative
+ * strides, sub-byte dtypes, an element start misaligned for its dtype) is
+ * INVALID_ARGUMENT naming the field.
+ * Export: a new DLManagedTensor* viewing t (dtype, sizes, strides,
+ * byte_offset) that the caller owns; it holds a reference on t's buffer
+ * that its deleter (call it exactly once) drops. UNIMPLEMENTED when the
+ * backend's memory has no DLPack form. */
+BP_API bp_status_t bp_tensor_from_dlpack(bp_device_t* device, void* dl_managed_tensor,
+                                         bp_tensor_t** out_tensor);
+BP_API bp_status_t bp_tensor_to_dlpack(bp_tensor_t* t, void** out_dl_managed_tensor);
+
 /* ------------------------------------------------------------------------ */
 /* Operators                                                                 */
 /* ------------------------------------------------------------------------ */

@@ -65,6 +65,17 @@ CPU_HIDDEN int cpu_memory_parse_size(const char* text, uint64_t physical, uint64
 CPU_HIDDEN void cpu_memory_init(struct bpp_instance_s* inst, const char* options);
 /* Buffers reserve their bytes in inst->budget (bp_kit_host_buffer_allocate). */
 
+/* Memory spaces of every device: 0 device, 1 pinned, 2 pageable (all the
+ * same host memory). */
+#define CPU_MEMORY_SPACES 3u
+
+/* ------------------------------------------------------------------------ */
+/* External memory (cpu_external.c): host pointers and DLPack; the slots.    */
+/* ------------------------------------------------------------------------ */
+CPU_HIDDEN bp_status_t cpu_buffer_import(bpp_device_t device, const bp_external_buffer_desc_t* desc,
+                                         bpp_buffer_t* out_buffer);
+CPU_HIDDEN bp_status_t cpu_buffer_export(bpp_buffer_t buffer, bp_external_buffer_desc_t* out);
+
 /* ------------------------------------------------------------------------ */
 /* Streams and launch (cpu_stream.c); the other stream, event, buffer and   */
 /* copy slots are the kit's (BP_KIT_STREAM_SLOTS, BP_KIT_HOST_MEMORY_SLOTS). */

@@ -190,7 +190,7 @@ static bp_status_t device_get_properties(bpp_device_t dev, bp_device_properties_
   return BP_OK;
 }
 
-static const uint32_t k_space_kinds[3] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED,
+static const uint32_t k_space_kinds[CPU_MEMORY_SPACES] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED,
                                           BP_MEMORY_HOST_PAGEABLE};
 
 /* Every space is the same host memory under one budget; 0 = unknown. */
@@ -206,8 +206,8 @@ static bp_status_t device_memory_spaces(bpp_device_t dev, uint32_t capacity, uin
   if (capacity && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_spaces: element_size %u too small",
                      element_size);
-  *out_count = 3;
-  for (uint32_t i = 0; i < 3 && i < capacity; i++) {
+  *out_count = CPU_MEMORY_SPACES;
+  for (uint32_t i = 0; i < CPU_MEMORY_SPACES && i < capacity; i++) {
     bp_memory_space_info_t info = {
         .struct_size = sizeof info,
         .kind = k_space_kinds[i],
@@ -225,7 +225,7 @@ static bp_status_t device_memory_usage(bpp_device_t dev, uint32_t space, uint64_
                                        uint64_t* out_budget) {
   if (!dev || !out_used || !out_budget)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: NULL argument");
-  if (space >= 3)
+  if (space >= CPU_MEMORY_SPACES)
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: device_memory_usage: no memory space %u (the device has 3)",
                      space);
   /* Use and budget are the instance's: all spaces and devices share them. */
@@ -243,7 +243,7 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
   *out = NULL;
   if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
     return cpu_error(BP_INVALID_ARGUMENT, "cpu: buffer_allocate: info struct_size %u too small", info->struct_size);
-  if (info->memory_space >= 3)
+  if (info->memory_space >= CPU_MEMORY_SPACES)
     return cpu_error(BP_INVALID_ARGUMENT,
                      "cpu: buffer_allocate: no memory space %u (0 device, 1 pinned, 2 pageable)",
                      info->memory_space);
@@ -278,6 +278,8 @@ static const bpp_core_table_t k_core = {
     .copy_peer = bp_kit_host_copy_d2d, /* every device is host memory */
     .stream_create = cpu_stream_create,
     BP_KIT_STREAM_SLOTS,
+    .buffer_import = cpu_buffer_import,
+    .buffer_export = cpu_buffer_export,
 };
 
 static bpp_op_launch_fn k_launch[BP_OP_COUNT];

@@ -32,13 +32,22 @@ typedef struct bp_kit_host_budget {
                        messages, or NULL */
 } bp_kit_host_budget_t;
 
+/* Called once by bp_kit_host_buffer_release for memory the buffer does not
+ * own (imported), instead of freeing it. */
+typedef void (*bp_kit_host_external_release_fn)(void* external);
+
 struct bpp_buffer_s {
-  unsigned char* ptr;            /* aligned host memory, owned */
+  unsigned char* ptr;            /* aligned host memory, owned unless imported */
   uint64_t size;                 /* bytes requested */
   uint64_t reserved;             /* bytes accounted in the budget (rounded to the alignment) */
   uint32_t space;                /* memory space index it was allocated in */
   struct bpp_device_s* device;   /* the allocating device */
   bp_kit_host_budget_t* budget;  /* where `reserved` is accounted */
+  /* Imported memory (bp_kit_host_buffer_wrap): not freed, not in the
+   * budget; external_release(external) runs on release when not NULL. */
+  int imported;
+  bp_kit_host_external_release_fn external_release;
+  void* external;
 };
 
 /* Allocates info->size_bytes of host memory aligned to max(info->alignment,
@@ -51,6 +60,15 @@ struct bpp_buffer_s {
 bp_status_t bp_kit_host_buffer_allocate(bpp_device_t device, const bp_buffer_alloc_info_t* info,
                                         uint64_t min_alignment, bp_kit_host_budget_t* budget,
                                         bpp_buffer_t* out_buffer);
+/* Wraps `size` bytes of caller memory at `ptr` as a buffer of `device` in
+ * space `space` without a copy (host pointer and DLPack imports). The memory
+ * is not counted in any budget and not freed: on release the buffer calls
+ * release(external) when release is not NULL. The caller checked ptr, size
+ * and alignment. RESOURCE_EXHAUSTED when the host heap is out; then release
+ * is not called. */
+bp_status_t bp_kit_host_buffer_wrap(bpp_device_t device, void* ptr, uint64_t size, uint32_t space,
+                                    bp_kit_host_external_release_fn release, void* external,
+                                    bpp_buffer_t* out_buffer);
 /* Reserves `bytes` in `budget`: 1, or 0 and the bytes still available when
  * they do not fit. Thread-safe. bp_kit_host_budget_release returns them. */
 int bp_kit_host_budget_reserve(bp_kit_host_budget_t* budget, uint64_t bytes,

@@ -73,10 +73,30 @@ bp_status_t bp_kit_host_buffer_allocate(bpp_device_t device, const bp_buffer_all
   return BP_OK;
 }
 
+bp_status_t bp_kit_host_buffer_wrap(bpp_device_t device, void* ptr, uint64_t size, uint32_t space,
+                                    bp_kit_host_external_release_fn release, void* external,
+                                    bpp_buffer_t* out) {
+  struct bpp_buffer_s* b = calloc(1, sizeof *b);
+  if (!b) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "buffer_import: out of host memory");
+  b->ptr = ptr;
+  b->size = size;
+  b->space = space;
+  b->device = device;
+  b->imported = 1;
+  b->external_release = release;
+  b->external = external;
+  *out = b;
+  return BP_OK;
+}
+
 void bp_kit_host_buffer_release(bpp_buffer_t b) {
   if (!b) return;
-  bp_kit_host_budget_release(b->budget, b->reserved);
-  free(b->ptr);
+  if (b->imported) {
+    if (b->external_release) b->external_release(b->external);
+  } else {
+    bp_kit_host_budget_release(b->budget, b->reserved);
+    free(b->ptr);
+  }
   free(b);
 }
 

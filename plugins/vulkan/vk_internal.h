@@ -68,7 +68,7 @@
 #define VK_DEVICE_OPT_FUNCS(X)                                                  \
   X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                \
   X(vkCmdPushDescriptorSetKHR) X(vkGetPipelineCacheData) X(vkCreateBufferView)   \
-  X(vkDestroyBufferView)
+  X(vkDestroyBufferView) X(vkGetMemoryFdKHR)
 
 typedef struct vk_dispatch {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -157,6 +157,9 @@ typedef struct vk_pool {
   uint32_t type_index;
   uint32_t heap_index;
   uint32_t host_visible, host_coherent, device_local;
+  /* Every allocation dedicated and exportable as an opaque fd
+   * (VkExportMemoryAllocateInfo), so an fd carries exactly one buffer. */
+  int exportable;
   uint64_t block_size;
   vk_block_t* blocks;
   uint64_t reserved_bytes; /* VkDeviceMemory allocated from the heap */
@@ -172,6 +175,9 @@ typedef struct vk_alloc {
  * a new block, or dedicated memory for large sizes. Respects the budget:
  * RESOURCE_EXHAUSTED with the requested and available bytes. */
 VK_HIDDEN bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_t* out);
+/* A dedicated allocation of `size` bytes imported from an opaque fd
+ * (VkImportMemoryFdInfoKHR); the driver owns the fd on success only. */
+VK_HIDDEN bp_status_t vk_pool_import(vk_pool_t* p, uint64_t size, int fd, vk_alloc_t* out);
 VK_HIDDEN void vk_pool_free(vk_pool_t* p, const vk_alloc_t* a);
 VK_HIDDEN void vk_pool_fini(vk_pool_t* p);
 /* Bytes the pool may still take from its heap (budget minus use). Both
@@ -199,6 +205,7 @@ typedef struct vk_features {
   float timestamp_period;
   uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared;
   int push_descriptor_ext;  /* VK_KHR_push_descriptor */
+  int memory_fd_ext;        /* VK_KHR_external_memory_fd: the EXPORTABLE memory space */
   uint64_t min_ssbo_align;  /* minStorageBufferOffsetAlignment, bytes */
   uint64_t max_ssbo_range;  /* maxStorageBufferRange, bytes */
   uint64_t min_texel_align; /* minTexelBufferOffsetAlignment, bytes */
@@ -227,6 +234,7 @@ struct bpp_device_s {
   pthread_mutex_t* queue_locks;
   atomic_uint next_queue;
   vk_pool_t pool_device, pool_host;
+  vk_pool_t pool_export; /* memory space 2 when feat.memory_fd_ext */
   vk_pipeline_cache_t* pipes;
 };
 
@@ -265,7 +273,16 @@ struct bpp_buffer_s {
  * address usage, bound and mapped when host visible. */
 VK_HIDDEN bp_status_t vk_buffer_create(struct bpp_device_s* dev, vk_pool_t* pool, uint64_t size,
                                        uint32_t kind, struct bpp_buffer_s** out);
+/* The same over memory imported from an opaque fd (pool_export). */
+VK_HIDDEN bp_status_t vk_buffer_import_fd(struct bpp_device_s* dev, uint64_t size, int fd,
+                                          struct bpp_buffer_s** out);
 VK_HIDDEN void vk_buffer_destroy(struct bpp_buffer_s* b);
+/* The external-memory slots (vk_external.c). */
+VK_HIDDEN bp_status_t vk_buffer_import(bpp_device_t d, const bp_external_buffer_desc_t* desc,
+                                       bpp_buffer_t* out);
+VK_HIDDEN bp_status_t vk_buffer_export(bpp_buffer_t b, bp_external_buffer_desc_t* out);
+/* Memory space index of the exportable space. */
+#define VK_SPACE_EXPORT 2u
 /* An R32G32B32A32_UINT uniform texel view of [off, off + bytes) of b (bytes
  * a multiple of 16), owned by b: kernels read 16-byte texels through it,
  * which CPU implementations turn into vector loads where storage-buffer

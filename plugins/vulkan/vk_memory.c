@@ -137,22 +137,36 @@ uint64_t vk_pool_available(vk_pool_t* p) {
 }
 
 /* New VkDeviceMemory of `size` bytes (lock held). */
-static bp_status_t new_block(vk_pool_t* p, uint64_t size, int dedicated, vk_block_t** out) {
+/* New VkDeviceMemory of `size` bytes (lock held): exportable in an
+ * exportable pool, imported from `import_fd` when it is >= 0. */
+static bp_status_t new_block(vk_pool_t* p, uint64_t size, int dedicated, int import_fd,
+                             vk_block_t** out) {
   struct bpp_device_s* d = p->dev;
   bp_status_t st = BP_OK;
   vk_block_t* b = calloc(1, sizeof *b);
   if (!b) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   VkMemoryAllocateFlagsInfo flags = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO,
                                      .flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT};
+  VkExportMemoryAllocateInfo exp = {.sType = VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO,
+                                    .pNext = &flags,
+                                    .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+  VkImportMemoryFdInfoKHR imp = {.sType = VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR,
+                                 .pNext = &flags,
+                                 .handleType = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT,
+                                 .fd = import_fd};
   VkMemoryAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
-                             .pNext = &flags,
+                             .pNext = import_fd >= 0 ? (const void*)&imp
+                                      : p->exportable ? (const void*)&exp
+                                                      : (const void*)&flags,
                              .allocationSize = size,
                              .memoryTypeIndex = p->type_index};
   VkResult r = d->vk.vkAllocateMemory(d->dev, &ai, NULL, &b->mem);
   if (r != VK_SUCCESS) {
-    st = vk_error(vk_status_of(r),
-                  "vulkan: vkAllocateMemory of %llu bytes (memory type %u) failed: %s",
-                  (unsigned long long)size, p->type_index, vk_result_name(r));
+    st = vk_error(import_fd >= 0 && r == VK_ERROR_INVALID_EXTERNAL_HANDLE ? BP_INVALID_ARGUMENT
+                                                                         : vk_status_of(r),
+                  "vulkan: vkAllocateMemory of %llu bytes (memory type %u%s) failed: %s",
+                  (unsigned long long)size, p->type_index,
+                  import_fd >= 0 ? ", importing an opaque fd" : "", vk_result_name(r));
     goto cleanup;
   }
   if (p->host_visible) {
@@ -190,11 +204,12 @@ static void free_block(vk_pool_t* p, vk_block_t* b) {
   free(b);
 }
 
-bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_t* out) {
+static bp_status_t pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, int import_fd,
+                              vk_alloc_t* out) {
   bp_status_t st = BP_OK;
   memset(out, 0, sizeof *out);
   pthread_mutex_lock(&p->lock);
-  if (size < VK_DEDICATED_MIN) {
+  if (size < VK_DEDICATED_MIN && !p->exportable && import_fd < 0) {
     for (vk_block_t* b = p->blocks; b; b = b->next) {
       uint64_t off;
       if (b->dedicated || vk_ranges_alloc(&b->ranges, size, align, &off) != 0) continue;
@@ -205,7 +220,7 @@ bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_
       goto done;
     }
   }
-  int dedicated = size >= VK_DEDICATED_MIN;
+  int dedicated = size >= VK_DEDICATED_MIN || p->exportable || import_fd >= 0;
   uint64_t want = dedicated ? size : p->block_size;
   uint64_t avail = vk_pool_available(p);
   if (!dedicated && want > avail && size <= avail) want = size; /* a smaller last block */
@@ -219,7 +234,7 @@ bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_
     goto done;
   }
   vk_block_t* b = NULL;
-  if ((st = new_block(p, want, dedicated, &b)) != BP_OK) goto done;
+  if ((st = new_block(p, want, dedicated, import_fd, &b)) != BP_OK) goto done;
   uint64_t off = 0;
   if (!dedicated && vk_ranges_alloc(&b->ranges, size, align, &off) != 0) {
     free_block(p, b);
@@ -236,6 +251,14 @@ done:
   if (st == BP_OK) p->used_bytes += size;
   pthread_mutex_unlock(&p->lock);
   return st;
+}
+
+bp_status_t vk_pool_alloc(vk_pool_t* p, uint64_t size, uint64_t align, vk_alloc_t* out) {
+  return pool_alloc(p, size, align, -1, out);
+}
+
+bp_status_t vk_pool_import(vk_pool_t* p, uint64_t size, int fd, vk_alloc_t* out) {
+  return pool_alloc(p, size, 1, fd, out);
 }
 
 void vk_pool_free(vk_pool_t* p, const vk_alloc_t* a) {
@@ -263,8 +286,9 @@ void vk_pool_fini(vk_pool_t* p) {
 }
 
 /* ---- buffers ---------------------------------------------------------- */
-bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t size, uint32_t kind,
-                             struct bpp_buffer_s** out) {
+/* vk_buffer_create, or with import_fd >= 0 vk_buffer_import_fd. */
+static bp_status_t buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t size,
+                                 uint32_t kind, int import_fd, struct bpp_buffer_s** out) {
   bp_status_t st = BP_OK;
   struct bpp_buffer_s* b = calloc(1, sizeof *b);
   if (!b) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
@@ -281,6 +305,10 @@ bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t s
                VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT,
       .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
   };
+  VkExternalMemoryBufferCreateInfo ext = {
+      .sType = VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO,
+      .handleTypes = VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT};
+  if (pool->exportable) bi.pNext = &ext;
   VkResult r = d->vk.vkCreateBuffer(d->dev, &bi, NULL, &b->buf);
   if (r != VK_SUCCESS) {
     st = vk_error(vk_status_of(r), "vulkan: vkCreateBuffer of %llu bytes failed: %s",
@@ -296,7 +324,11 @@ bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t s
     goto cleanup;
   }
   uint64_t align = req.alignment < 256 ? 256 : req.alignment; /* covers every dtype and offset */
-  if ((st = vk_pool_alloc(pool, req.size, align, &b->alloc)) != BP_OK) goto cleanup;
+  /* An import's allocation size is the exporter's: the same buffer create
+   * info on the same driver gives the same requirements. */
+  st = import_fd >= 0 ? vk_pool_import(pool, req.size, import_fd, &b->alloc)
+                      : vk_pool_alloc(pool, req.size, align, &b->alloc);
+  if (st != BP_OK) goto cleanup;
   r = d->vk.vkBindBufferMemory(d->dev, b->buf, b->alloc.block->mem, b->alloc.offset);
   if (r != VK_SUCCESS) {
     st = vk_error(vk_status_of(r), "vulkan: vkBindBufferMemory failed: %s", vk_result_name(r));
@@ -311,6 +343,16 @@ bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t s
 cleanup:
   if (b) vk_buffer_destroy(b);
   return st;
+}
+
+bp_status_t vk_buffer_create(struct bpp_device_s* d, vk_pool_t* pool, uint64_t size, uint32_t kind,
+                             struct bpp_buffer_s** out) {
+  return buffer_create(d, pool, size, kind, -1, out);
+}
+
+bp_status_t vk_buffer_import_fd(struct bpp_device_s* d, uint64_t size, int fd,
+                                struct bpp_buffer_s** out) {
+  return buffer_create(d, &d->pool_export, size, BP_MEMORY_DEVICE, fd, out);
 }
 
 /* ---- texel views --------------------------------------------------------- */

@@ -248,6 +248,7 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
     vk->vkEnumerateDeviceExtensionProperties(pd, NULL, &ne, ext);
     f->memory_budget_ext = has_ext(ext, ne, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     f->push_descriptor_ext = has_ext(ext, ne, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    f->memory_fd_ext = has_ext(ext, ne, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
     free(ext);
   }
   return NULL;
@@ -468,6 +469,7 @@ static void device_teardown(struct bpp_device_s* d) {
   vk_pipelines_fini(d);
   vk_pool_fini(&d->pool_device);
   vk_pool_fini(&d->pool_host);
+  vk_pool_fini(&d->pool_export);
   for (uint32_t q = 0; q < d->queue_count; q++) pthread_mutex_destroy(&d->queue_locks[q]);
   free(d->queues);
   free(d->queue_locks);
@@ -509,10 +511,11 @@ static bp_status_t device_create(struct bpp_device_s* d) {
   f2.features.shaderFloat64 = VK_TRUE;
   f2.features.shaderInt64 = VK_TRUE;
   f2.features.shaderInt16 = VK_TRUE;
-  const char* exts[2];
+  const char* exts[3];
   uint32_t nexts = 0;
   if (d->feat.memory_budget_ext) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
   if (d->feat.push_descriptor_ext) exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (d->feat.memory_fd_ext) exts[nexts++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = &f2,
                            .queueCreateInfoCount = 1,
@@ -546,10 +549,13 @@ static bp_status_t device_create(struct bpp_device_s* d) {
   }
   pool_setup(&d->pool_device, d, d->device_type_index);
   pool_setup(&d->pool_host, d, d->host_type_index);
-  if (inst->opt.force_staging) d->pool_device.host_visible = 0; /* never mapped */
+  pool_setup(&d->pool_export, d, d->device_type_index);
+  d->pool_export.exportable = 1;
+  if (inst->opt.force_staging) d->pool_device.host_visible = d->pool_export.host_visible = 0;
   if ((st = vk_pipelines_init(d)) != BP_OK) {
     vk_pool_fini(&d->pool_device);
     vk_pool_fini(&d->pool_host);
+    vk_pool_fini(&d->pool_export);
     for (uint32_t q = 0; q < d->queue_count; q++) pthread_mutex_destroy(&d->queue_locks[q]);
     free(d->queues);
     free(d->queue_locks);
@@ -621,8 +627,12 @@ static bp_status_t device_get_properties(bpp_device_t d, bp_device_properties_t*
   return BP_OK;
 }
 
-static vk_pool_t* pool_of(bpp_device_t d, uint32_t kind) {
-  return kind == BP_MEMORY_DEVICE ? &d->pool_device : &d->pool_host;
+/* Memory spaces by index: 0 device-local, 1 host-pinned, 2 device-local
+ * and exportable (only with VK_KHR_external_memory_fd). */
+static const uint32_t k_space_kinds[3] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED, BP_MEMORY_DEVICE};
+static uint32_t space_count(bpp_device_t d) { return d->feat.memory_fd_ext ? 3u : 2u; }
+static vk_pool_t* pool_of(bpp_device_t d, uint32_t space) {
+  return space == 0 ? &d->pool_device : space == 1 ? &d->pool_host : &d->pool_export;
 }
 
 /* The budget under the pool's lock (it reads the pool's reserved bytes). */
@@ -638,11 +648,10 @@ static uint32_t space_flags(const vk_pool_t* p) {
   if (p->host_visible) f |= BP_MEMORY_FLAG_HOST_VISIBLE;
   if (p->host_visible && p->host_coherent) f |= BP_MEMORY_FLAG_HOST_COHERENT;
   if (p->device_local) f |= BP_MEMORY_FLAG_DEVICE_LOCAL;
+  if (p->exportable) f |= BP_MEMORY_FLAG_EXPORTABLE;
   return f;
 }
 
-/* Memory spaces by index: 0 device-local, 1 host-pinned. */
-static const uint32_t k_space_kinds[2] = {BP_MEMORY_DEVICE, BP_MEMORY_HOST_PINNED};
 
 static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, uint32_t element_size,
                                         bp_memory_space_info_t* out, uint32_t* out_count) {
@@ -650,13 +659,12 @@ static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, uint3
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_spaces: NULL argument");
   if (capacity && element_size < BP_MEMORY_SPACE_INFO_V1_SIZE)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_spaces: element_size %u too small", element_size);
-  const uint32_t* kinds = k_space_kinds;
-  *out_count = 2;
-  for (uint32_t i = 0; i < 2 && i < capacity; i++) {
-    vk_pool_t* p = pool_of(d, kinds[i]);
+  *out_count = space_count(d);
+  for (uint32_t i = 0; i < *out_count && i < capacity; i++) {
+    vk_pool_t* p = pool_of(d, i);
     bp_memory_space_info_t info = {
         .struct_size = sizeof info,
-        .kind = kinds[i],
+        .kind = k_space_kinds[i],
         .flags = space_flags(p),
         .capacity_bytes = budget_locked(p),
         .alignment_bytes = 256,
@@ -668,10 +676,10 @@ static bp_status_t device_memory_spaces(bpp_device_t d, uint32_t capacity, uint3
 
 static bp_status_t device_memory_usage(bpp_device_t d, uint32_t space, uint64_t* used, uint64_t* budget) {
   if (!d || !used || !budget) return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: NULL argument");
-  if (space >= 2)
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: no memory space %u (0 device, 1 host_pinned)",
-                    space);
-  vk_pool_t* p = pool_of(d, k_space_kinds[space]);
+  if (space >= space_count(d))
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: device_memory_usage: no memory space %u (0 device, 1 host_pinned%s)",
+                    space, space_count(d) > 2 ? ", 2 exportable" : "");
+  vk_pool_t* p = pool_of(d, space);
   pthread_mutex_lock(&p->lock);
   *used = p->used_bytes;
   *budget = vk_pool_budget(p);
@@ -684,9 +692,9 @@ static bp_status_t buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t*
   *out = NULL;
   if (info->struct_size < offsetof(bp_buffer_alloc_info_t, next))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: info struct_size %u too small", info->struct_size);
-  if (info->memory_space >= 2)
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: no memory space %u (0 device, 1 host_pinned)",
-                    info->memory_space);
+  if (info->memory_space >= space_count(d))
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: no memory space %u (0 device, 1 host_pinned%s)",
+                    info->memory_space, space_count(d) > 2 ? ", 2 exportable" : "");
   const uint32_t kind = k_space_kinds[info->memory_space];
   if (info->size_bytes == 0) return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: size 0");
   if (info->alignment & (info->alignment - 1))
@@ -695,7 +703,7 @@ static bp_status_t buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t*
   if (info->alignment > 256)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: buffer_allocate: alignment %llu > 256 is not offered",
                     (unsigned long long)info->alignment);
-  vk_pool_t* p = pool_of(d, kind);
+  vk_pool_t* p = pool_of(d, info->memory_space);
   uint64_t budget = budget_locked(p);
   if (info->size_bytes > budget || info->size_bytes > (1ull << 62))
     return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: buffer_allocate: %llu bytes requested, the budget is %llu",
@@ -794,6 +802,8 @@ static const bpp_core_table_t k_core = {
     .event_query = vk_event_query,
     .event_synchronize = vk_event_synchronize,
     .event_elapsed_ns = vk_event_elapsed_ns,
+    .buffer_import = vk_buffer_import,
+    .buffer_export = vk_buffer_export,
 };
 
 static bpp_op_launch_fn k_launch[BP_OP_COUNT];

@@ -31,6 +31,13 @@ static int g_fail_create_instance;
 static int g_cpu;            /* devices are VK_PHYSICAL_DEVICE_TYPE_CPU with VK_KHR_push_descriptor */
 static int g_fail_pipelines; /* vkCreateComputePipelines runs out of memory */
 static uint64_t g_submits, g_dispatches, g_barriers, g_copies, g_allocs, g_live_allocs;
+/* External memory: the device lists VK_KHR_external_memory_fd; what the
+ * plugin passed in the last allocation, buffer creation and fd export. */
+static int g_memfd;
+static int g_alloc_export, g_alloc_import_fd, g_buffer_external, g_device_memfd_enabled;
+static uint64_t g_alloc_size;
+static VkDeviceMemory g_getfd_memory;
+static VkExternalMemoryHandleTypeFlagBits g_getfd_type;
 
 typedef struct fake_mem { unsigned char* p; uint64_t size; } fake_mem_t;
 typedef struct fake_buf { uint64_t size; fake_mem_t* mem; uint64_t off; } fake_buf_t;
@@ -125,20 +132,24 @@ static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceMemoryProperties2(VkPhysica
 static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateDeviceExtensionProperties(VkPhysicalDevice p, const char* l, uint32_t* n,
                                                                            VkExtensionProperties* e) {
   (void)p; (void)l;
-  if (!g_cpu) {
-    *n = 0;
-    return VK_SUCCESS;
+  const char* names[2];
+  uint32_t count = 0;
+  if (g_cpu) names[count++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
+  if (g_memfd) names[count++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+  for (uint32_t i = 0; e && i < count && i < *n; i++) {
+    memset(&e[i], 0, sizeof e[i]);
+    snprintf(e[i].extensionName, sizeof e[i].extensionName, "%s", names[i]);
   }
-  if (e && *n >= 1) {
-    memset(e, 0, sizeof *e);
-    snprintf(e->extensionName, sizeof e->extensionName, "%s", VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
-  }
-  *n = 1;
+  *n = count;
   return VK_SUCCESS;
 }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreateDevice(VkPhysicalDevice p, const VkDeviceCreateInfo* ci,
                                                      const VkAllocationCallbacks* a, VkDevice* out) {
-  (void)p; (void)ci; (void)a;
+  (void)p; (void)a;
+  g_device_memfd_enabled = 0;
+  for (uint32_t i = 0; i < ci->enabledExtensionCount; i++)
+    if (strcmp(ci->ppEnabledExtensionNames[i], VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME) == 0)
+      g_device_memfd_enabled = 1;
   *out = (VkDevice)(uintptr_t)0x2000;
   return VK_SUCCESS;
 }
@@ -216,6 +227,11 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_CreateBuffer(VkDevice d, const VkBufferC
   (void)d; (void)a;
   fake_buf_t* b = calloc(1, sizeof *b);
   b->size = ci->size;
+  g_buffer_external = 0;
+  for (const VkBaseInStructure* x = ci->pNext; x; x = x->pNext)
+    if (x->sType == VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO &&
+        ((const VkExternalMemoryBufferCreateInfo*)x)->handleTypes == VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
+      g_buffer_external = 1;
   *out = (VkBuffer)b;
   return VK_SUCCESS;
 }
@@ -231,6 +247,17 @@ static VKAPI_ATTR void VKAPI_CALL f_GetBufferMemoryRequirements(VkDevice d, VkBu
 static VKAPI_ATTR VkResult VKAPI_CALL f_AllocateMemory(VkDevice d, const VkMemoryAllocateInfo* ai, const VkAllocationCallbacks* a,
                                                        VkDeviceMemory* out) {
   (void)d; (void)a;
+  g_alloc_export = 0;
+  g_alloc_import_fd = -1;
+  g_alloc_size = ai->allocationSize;
+  for (const VkBaseInStructure* x = ai->pNext; x; x = x->pNext) {
+    if (x->sType == VK_STRUCTURE_TYPE_EXPORT_MEMORY_ALLOCATE_INFO &&
+        ((const VkExportMemoryAllocateInfo*)x)->handleTypes == VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
+      g_alloc_export = 1;
+    if (x->sType == VK_STRUCTURE_TYPE_IMPORT_MEMORY_FD_INFO_KHR &&
+        ((const VkImportMemoryFdInfoKHR*)x)->handleType == VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT)
+      g_alloc_import_fd = ((const VkImportMemoryFdInfoKHR*)x)->fd;
+  }
   fake_mem_t* m = calloc(1, sizeof *m);
   m->p = calloc(1, ai->allocationSize);
   m->size = ai->allocationSize;
@@ -397,6 +424,15 @@ static VKAPI_ATTR void VKAPI_CALL f_CmdPushDescriptorSetKHR(VkCommandBuffer c, V
   (void)c; (void)b; (void)l; (void)set; (void)n; (void)w;
 }
 
+static VKAPI_ATTR VkResult VKAPI_CALL f_GetMemoryFdKHR(VkDevice d, const VkMemoryGetFdInfoKHR* gi, int* fd) {
+  (void)d;
+  if (gi->sType != VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR) return VK_ERROR_UNKNOWN;
+  g_getfd_memory = gi->memory;
+  g_getfd_type = gi->handleType;
+  *fd = 77;
+  return VK_SUCCESS;
+}
+
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, const char* name);
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetInstanceProcAddr(VkInstance i, const char* name) {
   (void)i;
@@ -424,13 +460,14 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, 
   F(CreatePipelineLayout) F(DestroyPipelineLayout) F(CreateComputePipelines) F(DestroyPipeline)
   F(CreatePipelineCache) F(DestroyPipelineCache) F(CreateDescriptorSetLayout) F(DestroyDescriptorSetLayout)
   F(CreateBufferView) F(DestroyBufferView) F(CmdPushDescriptorSetKHR)
+  if (g_memfd) F(GetMemoryFdKHR)
 #undef F
   return NULL;
 }
 
 static void fake_reset(void) {
   g_npd = 0;
-  g_fail_create_instance = g_cpu = g_fail_pipelines = 0;
+  g_fail_create_instance = g_cpu = g_fail_pipelines = g_memfd = 0;
   g_submits = g_dispatches = g_barriers = g_copies = g_allocs = 0;
 }
 static void add_pd(const char* name, int compute, int bda, uint64_t heap) {
@@ -551,6 +588,116 @@ static void test_pool_suballocates_and_respects_budget(void** state) {
   vk_buffer_destroy(big);
   for (int i = 0; i < 8; i++) vk_buffer_destroy(b[i]);
   assert_int_equal(g_live_allocs, 0); /* empty blocks go back */
+  vk_instance_destroy(inst);
+}
+
+/* ---- external memory ---------------------------------------------------------- */
+static bp_external_buffer_desc_t fd_desc(int64_t fd, uint64_t size) {
+  return (bp_external_buffer_desc_t){.struct_size = sizeof(bp_external_buffer_desc_t),
+                                     .kind = BP_EXTERNAL_OPAQUE_FD,
+                                     .size_bytes = size,
+                                     .fd = fd,
+                                     .memory_space = VK_SPACE_EXPORT};
+}
+
+/* Without VK_KHR_external_memory_fd: two spaces, and both directions are
+ * UNIMPLEMENTED naming the extension. */
+static void test_external_memory_without_extension(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake(NULL, &inst);
+  assert_int_equal(g_device_memfd_enabled, 0);
+  const bpp_core_table_t* core = vk_plugin_vtable()->core;
+  uint32_t count = 0;
+  assert_int_equal(core->device_memory_spaces(d, 0, 0, NULL, &count), BP_OK);
+  assert_int_equal(count, 2);
+  struct bpp_buffer_s* b = NULL;
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, 1000, BP_MEMORY_DEVICE, &b), BP_OK);
+  bp_external_buffer_desc_t e = {.struct_size = sizeof e, .kind = BP_EXTERNAL_OPAQUE_FD, .fd = -1};
+  assert_int_equal(core->buffer_export(b, &e), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(vk_last_error(), "VK_KHR_external_memory_fd"));
+  bp_external_buffer_desc_t i = fd_desc(5, 1000);
+  bpp_buffer_t out = NULL;
+  assert_int_equal(core->buffer_import(d, &i, &out), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(vk_last_error(), "VK_KHR_external_memory_fd"));
+  assert_null(out);
+  vk_buffer_destroy(b);
+  vk_instance_destroy(inst);
+}
+
+/* With it: the extension is enabled, space 2 is EXPORTABLE with one
+ * exportable allocation per buffer, export asks for an OPAQUE_FD of that
+ * memory, import hands the fd to vkAllocateMemory at the exporter's size. */
+static void test_external_memory_fd(void** state) {
+  (void)state;
+  fake_reset();
+  g_memfd = 1;
+  add_pd("fake", 1, 1, 1ull << 30);
+  struct bpp_instance_s* inst = NULL;
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, NULL, &inst), BP_OK);
+  struct bpp_device_s* d = NULL;
+  assert_int_equal(vk_device_open(inst, 0, &d), BP_OK);
+  assert_int_equal(g_device_memfd_enabled, 1);
+  const bpp_core_table_t* core = vk_plugin_vtable()->core;
+  bp_memory_space_info_t spaces[3];
+  uint32_t count = 0;
+  assert_int_equal(core->device_memory_spaces(d, 3, sizeof spaces[0], spaces, &count), BP_OK);
+  assert_int_equal(count, 3);
+  assert_int_equal(spaces[2].kind, BP_MEMORY_DEVICE);
+  assert_true(spaces[2].flags & BP_MEMORY_FLAG_EXPORTABLE);
+  assert_false(spaces[0].flags & BP_MEMORY_FLAG_EXPORTABLE);
+
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = VK_SPACE_EXPORT, .size_bytes = 1000};
+  bpp_buffer_t x = NULL, y = NULL;
+  uint64_t before = g_allocs;
+  assert_int_equal(core->buffer_allocate(d, &ai, &x), BP_OK);
+  assert_int_equal(g_alloc_export, 1);
+  assert_int_equal(g_buffer_external, 1);
+  assert_int_equal(core->buffer_allocate(d, &ai, &y), BP_OK);
+  assert_int_equal(g_allocs, before + 2); /* dedicated: never shares a block */
+  bp_external_buffer_desc_t e = {.struct_size = sizeof e, .kind = BP_EXTERNAL_OPAQUE_FD, .fd = -1};
+  assert_int_equal(core->buffer_export(x, &e), BP_OK);
+  assert_int_equal(e.fd, 77);
+  assert_int_equal(e.size_bytes, 1000);
+  assert_int_equal(e.offset_bytes, 0);
+  assert_ptr_equal(g_getfd_memory, x->alloc.block->mem);
+  assert_int_equal(g_getfd_type, VK_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD_BIT);
+  /* A suballocated buffer and other kinds are refused. */
+  struct bpp_buffer_s* sub = NULL;
+  assert_int_equal(vk_buffer_create(d, &d->pool_device, 1000, BP_MEMORY_DEVICE, &sub), BP_OK);
+  assert_int_equal(g_alloc_export, 0);
+  assert_int_equal(core->buffer_export(sub, &e), BP_FAILED_PRECONDITION);
+  assert_non_null(strstr(vk_last_error(), "exportable memory space 2"));
+  e.kind = BP_EXTERNAL_DLPACK;
+  assert_int_equal(core->buffer_export(x, &e), BP_UNIMPLEMENTED);
+
+  bp_external_buffer_desc_t i = fd_desc(42, 1000);
+  bpp_buffer_t imp = NULL;
+  assert_int_equal(core->buffer_import(d, &i, &imp), BP_OK);
+  assert_int_equal(g_alloc_import_fd, 42);
+  assert_int_equal(g_alloc_export, 0);
+  assert_int_equal(g_alloc_size, 1024); /* the exporter's allocation size */
+  assert_int_equal(g_buffer_external, 1);
+  assert_int_equal(imp->size, 1000);
+  bpp_buffer_t bad = NULL;
+  i = fd_desc(-1, 1000);
+  assert_int_equal(core->buffer_import(d, &i, &bad), BP_INVALID_ARGUMENT);
+  i = fd_desc(42, 1000);
+  i.offset_bytes = 256;
+  assert_int_equal(core->buffer_import(d, &i, &bad), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(vk_last_error(), "offset 0"));
+  i = fd_desc(42, 1000);
+  i.memory_space = 0;
+  assert_int_equal(core->buffer_import(d, &i, &bad), BP_INVALID_ARGUMENT);
+  i = fd_desc(42, 1000);
+  i.kind = BP_EXTERNAL_HOST_POINTER;
+  assert_int_equal(core->buffer_import(d, &i, &bad), BP_UNIMPLEMENTED);
+  assert_null(bad);
+  core->buffer_release(imp);
+  core->buffer_release(x);
+  core->buffer_release(y);
+  vk_buffer_destroy(sub);
+  assert_int_equal(g_live_allocs, 0);
   vk_instance_destroy(inst);
 }
 
@@ -688,6 +835,8 @@ int main(void) {
       cmocka_unit_test(test_device_selection),
       cmocka_unit_test(test_no_usable_device_is_unavailable),
       cmocka_unit_test(test_pool_suballocates_and_respects_budget),
+      cmocka_unit_test(test_external_memory_without_extension),
+      cmocka_unit_test(test_external_memory_fd),
       cmocka_unit_test(test_staging_roundtrip_and_batching),
       cmocka_unit_test(test_matmul_pipeline_failure_records_nothing),
   };

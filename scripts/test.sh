@@ -2,7 +2,7 @@
 # Sets up, builds and runs every test: the default build (warnings are
 # errors), the AddressSanitizer + UndefinedBehaviorSanitizer build, the
 # ThreadSanitizer build, the CPU backend without OpenBLAS, and every unit test
-# once more under valgrind.
+# once more under valgrind; after the default tests, a 60-second soak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup-debian.sh
@@ -11,6 +11,9 @@ jobs=$(nproc)
 cmake --preset default
 cmake --build --preset default -j "$jobs"
 ctest --preset default -j "$jobs"
+# The 60-second soak (label soak): 8 threads over every device, resident
+# memory and open descriptors must stay flat (tests/soak).
+ctest --preset soak
 
 cmake --preset asan
 cmake --build --preset asan -j "$jobs"

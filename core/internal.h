@@ -48,7 +48,8 @@ BP__HIDDEN const bp_host_services_t* bp__host_services(void);
  * unchanged) says how many bytes the caller owns: writes only within them
  * and zeroes the caller's bytes past src_size. INVALID_ARGUMENT, naming `fn`
  * and `type`, when the caller's size is below first_size (the first
- * released size of the struct). core/runtime/out_struct.c */
+ * released size of the struct) or above 4096 (not a struct size: an
+ * uninitialized struct_size). core/runtime/out_struct.c */
 BP__HIDDEN bp_status_t bp__out_struct_write(const char* fn, const char* type, void* dst,
                                             const void* src, size_t src_size, size_t first_size);
 

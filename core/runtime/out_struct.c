@@ -10,10 +10,22 @@
 
 #include "internal.h"
 
+/* The largest struct_size taken as genuine (every out-struct is far
+ * smaller). */
+#define BP__OUT_STRUCT_MAX 4096u
+
 bp_status_t bp__out_struct_write(const char* fn, const char* type, void* dst, const void* src,
                                  size_t src_size, size_t first_size) {
   uint32_t caller_size;
   memcpy(&caller_size, dst, sizeof(caller_size));
+  /* Anything larger is not a struct size (an uninitialized struct_size):
+   * zeroing up to it would write far past the caller's struct. */
+  if (caller_size > BP__OUT_STRUCT_MAX) {
+    return bp__error(BP_INVALID_ARGUMENT,
+                     "%s: struct_size of the %s is %u, which is not a struct size (at most %u; "
+                     "set it to sizeof(%s))",
+                     fn, type, caller_size, BP__OUT_STRUCT_MAX, type);
+  }
   if (caller_size < first_size) {
     return bp__error(BP_INVALID_ARGUMENT,
                      "%s: struct_size of the %s is %u, expected at least %zu (set it to "

@@ -192,17 +192,21 @@ int bp_tensor_is_contiguous(const bp_tensor_t* t) {
   return 1;
 }
 
-void bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc) {
-  if (!out_desc) return;
-  memset(out_desc, 0, sizeof(*out_desc));
-  out_desc->struct_size = sizeof(*out_desc);
-  if (!t) return;
-  out_desc->dtype = t->dtype;
-  out_desc->rank = t->rank;
-  out_desc->buffer = t->buffer->handle;
-  out_desc->byte_offset = t->byte_offset;
+bp_status_t bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc) {
+  bp_tensor_desc_t desc;
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_tensor_get_desc", t);
+  BP__REQUIRE_ARG("bp_tensor_get_desc", out_desc);
+  memset(&desc, 0, sizeof(desc));
+  desc.struct_size = sizeof(desc);
+  desc.dtype = t->dtype;
+  desc.rank = t->rank;
+  desc.buffer = t->buffer->handle;
+  desc.byte_offset = t->byte_offset;
   for (uint32_t d = 0; d < t->rank; ++d) {
-    out_desc->sizes[d] = t->sizes[d];
-    out_desc->strides[d] = t->strides[d];
+    desc.sizes[d] = t->sizes[d];
+    desc.strides[d] = t->strides[d];
   }
+  return bp__out_struct_write("bp_tensor_get_desc", "bp_tensor_desc_t", out_desc, &desc,
+                              sizeof(desc), BP_TENSOR_DESC_V1_SIZE);
 }

@@ -343,8 +343,10 @@ BP_API uint64_t bp_tensor_byte_offset(const bp_tensor_t* t);
 BP_API int bp_tensor_is_contiguous(const bp_tensor_t* t);
 BP_API bp_buffer_t* bp_tensor_buffer(const bp_tensor_t* t); /* borrowed */
 BP_API bp_device_t* bp_tensor_device(const bp_tensor_t* t);
-/* The plugin-facing descriptor of the tensor. */
-BP_API void bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc);
+/* The plugin-facing descriptor of the tensor, written within
+ * out_desc->struct_size (set by the caller, >= BP_TENSOR_DESC_V1_SIZE; the
+ * growth rule of bp_plugin_info_t). */
+BP_API bp_status_t bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc);
 
 /* Views: new tensor objects over the same buffer (out_ owns a reference). */
 BP_API bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out);

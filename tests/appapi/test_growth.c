@@ -28,6 +28,9 @@ static bp_status_t fill_support(void* out) {
   return bp_device_query_support(g_cpu, &call, out);
 }
 
+static bp_tensor_t* g_desc_tensor;
+static bp_status_t fill_desc(void* out) { return bp_tensor_get_desc(g_desc_tensor, out); }
+
 static void set_size(unsigned char* buf, uint32_t size) { memcpy(buf, &size, sizeof(size)); }
 static uint32_t get_size(const unsigned char* buf) {
   uint32_t s;
@@ -115,6 +118,30 @@ static void test_op_info_growth(void** state) {
   assert_string_equal(info.name, "add");
 }
 
+static void test_tensor_desc_growth(void** state) {
+  (void)state;
+  g_desc_tensor = T(F32, 3, 4);
+  check_growth(fill_desc, BP_TENSOR_DESC_V1_SIZE, sizeof(bp_tensor_desc_t),
+               sizeof(bp_tensor_desc_t));
+  bp_tensor_desc_t d = {.struct_size = BP_TENSOR_DESC_V1_SIZE};
+  assert_ok(bp_tensor_get_desc(g_desc_tensor, &d));
+  assert_int_equal(d.sizes[1], 4);
+  assert_int_equal(d.strides[0], 4);
+  assert_status(bp_tensor_get_desc(NULL, &d), BP_INVALID_ARGUMENT, "'t'");
+}
+
+/* A struct_size no struct has (an uninitialized field) is refused before
+ * anything is written, rather than zeroed up to. */
+static void test_garbage_struct_size(void** state) {
+  (void)state;
+  uint64_t store[8];
+  memset(store, GUARD, sizeof(store));
+  set_size((unsigned char*)store, 0xA5A5A5A5u);
+  bp_plugin_info_t* info = (bp_plugin_info_t*)(void*)store;
+  assert_status(bp_plugin_get_info(cpu_plugin(), info), BP_INVALID_ARGUMENT, "not a struct size");
+  assert_bytes((const unsigned char*)store + 4, sizeof(store) - 4, GUARD);
+}
+
 /* bp_op_infer's outputs are the caller's own descriptors, each sized by its
  * struct_size: a first-release descriptor and a grown one side by side. */
 typedef struct grown_desc {
@@ -170,6 +197,8 @@ int run_growth_tests(void) {
       cmocka_unit_test_teardown(test_support_growth, ops_release_all),
       cmocka_unit_test_teardown(test_op_info_growth, ops_release_all),
       cmocka_unit_test_teardown(test_infer_growth, ops_release_all),
+      cmocka_unit_test_teardown(test_tensor_desc_growth, ops_release_all),
+      cmocka_unit_test_teardown(test_garbage_struct_size, ops_release_all),
   };
   return cmocka_run_group_tests_name("growth", tests, NULL, NULL);
 }

@@ -133,8 +133,8 @@ static void test_unsupported_dtype(void** state) {
   assert_null(out); /* nothing allocated is left behind */
 
   /* The support query gives the same answer without running anything. */
-  bp_tensor_desc_t in[2], o;
-  bp_tensor_get_desc(a, &in[0]);
+  bp_tensor_desc_t in[2] = {{.struct_size = sizeof(in[0])}}, o;
+  assert_ok(bp_tensor_get_desc(a, &in[0]));
   in[0].buffer = NULL;
   in[1] = in[0];
   o = in[0];
@@ -173,8 +173,8 @@ static void test_backend_without_kernels(void** state) {
   assert_int_equal(bp_status_support_reason(), BP_SUPPORT_OK);
   bp_stream_release(fs);
 
-  bp_tensor_desc_t d;
-  bp_tensor_get_desc(a, &d);
+  bp_tensor_desc_t d = {.struct_size = sizeof(d)};
+  assert_ok(bp_tensor_get_desc(a, &d));
   d.buffer = NULL;
   bp_op_call_t call = {.struct_size = sizeof(call), .op_id = BP_OP_neg, .num_inputs = 1,
                        .num_outputs = 1, .compute_dtype = BP_DTYPE_F32,

@@ -86,8 +86,8 @@ static void test_avg_pool2d_ceil_and_divisors(void** state) {
   bp_tensor_t* out = NULL;
   assert_int_equal(bp_op_avg_pool(g_stream, x, &a, &out), BP_OK);
   fx_track(out);
-  bp_tensor_desc_t d;
-  bp_tensor_get_desc(out, &d);
+  bp_tensor_desc_t d = {.struct_size = sizeof(d)};
+  assert_int_equal(bp_tensor_get_desc(out, &d), BP_OK);
   assert_int_equal(d.rank, 4);
   assert_int_equal(d.sizes[2], 3);
   assert_int_equal(d.sizes[3], 3);
@@ -285,8 +285,8 @@ static void upsample_row(bp_status_t (*fn)(bp_stream_t*, const bp_tensor_t*, con
   bp_tensor_t* out = NULL;
   assert_int_equal(fn(g_stream, x, a, &out), BP_OK);
   fx_track(out);
-  bp_tensor_desc_t d;
-  bp_tensor_get_desc(out, &d);
+  bp_tensor_desc_t d = {.struct_size = sizeof(d)};
+  assert_int_equal(bp_tensor_get_desc(out, &d), BP_OK);
   assert_int_equal(d.sizes[3], wout);
   read_raw(out, y, (uint64_t)wout * sizeof(float));
 }

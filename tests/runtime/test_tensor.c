@@ -56,7 +56,10 @@ static void test_tensor_create(void** state) {
   assert_true(bp_tensor_is_contiguous(t));
   bp_tensor_desc_t desc;
   memset(&desc, 0xff, sizeof(desc));
-  bp_tensor_get_desc(t, &desc);
+  /* An uninitialized struct_size is refused; the caller's size is used. */
+  assert_int_equal(bp_tensor_get_desc(t, &desc), BP_INVALID_ARGUMENT);
+  desc.struct_size = sizeof(desc);
+  assert_int_equal(bp_tensor_get_desc(t, &desc), BP_OK);
   assert_int_equal(desc.struct_size, sizeof(desc));
   assert_int_equal(desc.dtype, BP_DTYPE_F16);
   assert_int_equal(desc.rank, 3);

@@ -56,6 +56,22 @@ BP__HIDDEN bp_status_t bp__out_struct_write(const char* fn, const char* type, vo
 BP__HIDDEN void bp__log(int32_t level, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 BP__HIDDEN int bp__log_enabled(int32_t level);
 
+/* Copies untrusted text (from a plugin: names, versions, reports, log lines;
+ * or from a manifest or the environment) into `out` of `size` bytes for a
+ * message or log line: bytes outside printable ASCII (control characters,
+ * escape sequences, CR/LF, DEL, every byte of non-ASCII or invalid UTF-8)
+ * become \xNN, and text that does not fit ends with "...". Returns `out`.
+ * NULL becomes "(null)". (core/runtime/text.c) */
+BP__HIDDEN const char* bp__text_clean(const char* text, char* out, size_t size);
+/* bp__text_clean of a fixed char array a plugin filled (device properties,
+ * support messages), in place; also terminates it. */
+BP__HIDDEN void bp__text_clean_array(char* text, size_t size);
+
+/* Environment variables (core/runtime/env.c). 0 or 1; unset or empty gives
+ * `dflt`; anything else gives `dflt` and one warning that names the variable,
+ * the value and `meaning_of_default` (what is done instead). */
+BP__HIDDEN int bp__env_flag(const char* name, int dflt, const char* meaning_of_default);
+
 /* ------------------------------------------------------------------------ */
 /* Plugin call notes (core/runtime/crash.c)                                  */
 /* ------------------------------------------------------------------------ */
@@ -231,6 +247,9 @@ BP__HIDDEN int bp__add_overflow_u64(uint64_t a, uint64_t b, uint64_t* out);
 /* Product of `rank` sizes (each >= 0); nonzero on overflow. 1 for rank 0;
  * 0 when any size is 0, even if the others would overflow. */
 BP__HIDDEN int bp__numel(uint32_t rank, const int64_t* sizes, int64_t* out);
+/* numel elements of `dtype` in bytes, fitting in int64; nonzero on overflow,
+ * a negative count or an invalid dtype. */
+BP__HIDDEN int bp__nbytes(uint32_t dtype, int64_t numel, uint64_t* out);
 /* Nonzero when [offset, offset + size) does not fit in [0, total) (overflow
  * included). */
 BP__HIDDEN int bp__range_outside(uint64_t offset, uint64_t size, uint64_t total);

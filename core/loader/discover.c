@@ -46,16 +46,26 @@ typedef struct discovery {
   int out_of_memory;
 } discovery_t;
 
+/* The comma list entry at `p` (spaces and tabs around it trimmed):
+ * [*out_start, *out_end), empty when the entry is; returns where the next
+ * one starts (at the terminating NUL when there is none). */
+static const char* next_entry(const char* p, const char** out_start, const char** out_end) {
+  while (*p == ' ' || *p == ',' || *p == '\t') ++p;
+  const char* start = p;
+  while (*p && *p != ',') ++p;
+  const char* end = p;
+  while (end > start && (end[-1] == ' ' || end[-1] == '\t')) --end;
+  *out_start = start;
+  *out_end = end;
+  return p;
+}
+
 int bp__name_in_list(const char* list, const char* name) {
   if (!list || !name) return 0;
   size_t name_len = strlen(name);
-  const char* p = list;
-  while (*p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') ++p;
-    const char* start = p;
-    while (*p && *p != ',') ++p;
-    const char* end = p;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\t')) --end;
+  const char *start = NULL, *end = NULL;
+  for (const char* p = list; *p;) {
+    p = next_entry(p, &start, &end);
     if ((size_t)(end - start) == name_len && name_len > 0 && strncmp(start, name, name_len) == 0)
       return 1;
   }
@@ -154,6 +164,10 @@ static int compare_names(const void* a, const void* b) {
 }
 
 static void visit_folder(discovery_t* d, const char* dir_path) {
+  if (bp__loader_check_folder(dir_path) != BP_OK) {
+    bp__log(BP_LOG_WARN, "%s", bp_status_message());
+    return;
+  }
   DIR* dir = opendir(dir_path);
   char** names = NULL;
   size_t count = 0, capacity = 0;
@@ -206,7 +220,8 @@ static void visit_entry(discovery_t* d, const char* entry, const char* origin) {
   }
   struct stat st;
   if (stat(entry, &st) != 0) {
-    bp__log(BP_LOG_DEBUG, "%s entry '%s': %s", origin, entry, strerror(errno));
+    /* A path the user wrote that leads nowhere is worth a word. */
+    bp__log(BP_LOG_WARN, "%s entry '%s': %s; ignored", origin, entry, strerror(errno));
     return;
   }
   size_t len = strlen(entry);
@@ -230,9 +245,16 @@ static void visit_path_list(discovery_t* d, const char* list, const char* origin
     return;
   }
   char* save = NULL;
+  size_t entries = 0;
   for (char* entry = strtok_r(copy, ":", &save); entry; entry = strtok_r(NULL, ":", &save)) {
-    if (*entry) visit_entry(d, entry, origin);
+    if (*entry) {
+      ++entries;
+      visit_entry(d, entry, origin);
+    }
   }
+  if (entries == 0)
+    bp__log(BP_LOG_WARN, "%s='%s' names no path; ignored (the default folders are searched)",
+            origin, list);
   free(copy);
 }
 
@@ -250,6 +272,37 @@ static void own_plugin_folder(char* out, size_t size) {
   if (n < 0 || (size_t)n >= size) out[0] = '\0';
 }
 
+/* The comma list in variable `name`, or NULL when it is unset, empty or
+ * names no backend at all (",,,": then one warning says so and what is done
+ * instead, `otherwise`). Entries that are not valid backend names get one
+ * warning each: they can never match a plugin. */
+static const char* env_name_list(const char* name, const char* otherwise) {
+  const char* value = getenv(name);
+  char shown[96];
+  if (!value || !*value) return NULL;
+  size_t names = 0;
+  const char *start = NULL, *end = NULL;
+  for (const char* p = value; *p;) {
+    p = next_entry(p, &start, &end);
+    if (end == start) continue;
+    ++names;
+    char entry[BP_MAX_NAME];
+    int fits = (size_t)(end - start) < sizeof(entry);
+    snprintf(entry, sizeof(entry), "%.*s", (int)(end - start), start);
+    if (!fits || !bp__backend_name_valid(entry))
+      bp__log(BP_LOG_WARN,
+              "%s entry '%s' is not a backend name (1-63 characters of [a-z0-9_]); it matches no "
+              "plugin",
+              name, bp__text_clean(entry, shown, sizeof(shown)));
+  }
+  if (names == 0) {
+    bp__log(BP_LOG_WARN, "%s='%s' names no backend; ignored (%s)", name,
+            bp__text_clean(value, shown, sizeof(shown)), otherwise);
+    return NULL;
+  }
+  return value;
+}
+
 /* "a" + "," + "b", either may be NULL or empty; NULL when both are. */
 static char* join_lists(const char* a, const char* b) {
   int has_a = a && *a, has_b = b && *b;
@@ -262,13 +315,9 @@ static char* join_lists(const char* a, const char* b) {
 
 /* A selected backend must have loaded. */
 static bp_status_t check_selected(discovery_t* d) {
-  const char* p = d->filter.select;
-  while (p && *p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') ++p;
-    const char* start = p;
-    while (*p && *p != ',') ++p;
-    const char* end = p;
-    while (end > start && (end[-1] == ' ' || end[-1] == '\t')) --end;
+  const char *start = NULL, *end = NULL;
+  for (const char* p = d->filter.select; p && *p;) {
+    p = next_entry(p, &start, &end);
     if (end == start) continue;
     char name[BP_MAX_NAME];
     snprintf(name, sizeof(name), "%.*s", (int)(end - start), start);
@@ -294,15 +343,16 @@ bp_status_t bp__loader_discover(bp_context_t* context, const bp_context_options_
   memset(&d, 0, sizeof(d));
   d.context = context;
 
-  const char* env_select = getenv("BACKPLANE_PLUGINS");
-  if (env_select && *env_select) {
+  const char* env_select = env_name_list("BACKPLANE_PLUGINS", "every plugin found is loaded");
+  if (env_select) {
     d.filter.select = strdup(env_select);
     d.filter.select_origin = "BACKPLANE_PLUGINS";
   } else if (options && options->select && *options->select) {
     d.filter.select = strdup(options->select);
     d.filter.select_origin = "options.select";
   }
-  d.filter.disable = join_lists(options ? options->disable : NULL, getenv("BACKPLANE_DISABLE"));
+  d.filter.disable = join_lists(options ? options->disable : NULL,
+                                env_name_list("BACKPLANE_DISABLE", "no plugin is disabled"));
   if (d.filter.select)
     bp__log(BP_LOG_DEBUG, "select: %s (%s)", d.filter.select, d.filter.select_origin);
   if (d.filter.disable) bp__log(BP_LOG_DEBUG, "disable: %s", d.filter.disable);

@@ -8,6 +8,9 @@
  *
  * Reason codes for skipped plugins:
  *   NOT_FOUND            the library file does not exist
+ *   INVALID_ARGUMENT     the library path is not a regular file
+ *   PERMISSION_DENIED    the library or its folder fails the trust policy
+ *                        (core/loader/file.c) or cannot be opened
  *   FAILED_PRECONDITION  dlopen failed, no entry point, or the plugin broke
  *                        the ABI (version, reply, tables, NULL handles)
  *   UNIMPLEMENTED        a required core slot is NULL
@@ -137,17 +140,24 @@ static bp_status_t check_reply(bp_plugin_t* plugin, const bp__load_request_t* re
                      "must be min(host, plugin))",
                      reply->abi_major, reply->abi_minor, BP_ABI_VERSION_MAJOR,
                      BP_ABI_VERSION_MINOR);
+  char shown[96];
   if (!bp__backend_name_valid(reply->name))
     return bp__error(BP_FAILED_PRECONDITION,
                      "plugin answered an invalid backend name '%s' (1-63 characters of [a-z0-9_])",
-                     reply->name ? reply->name : "(null)");
+                     bp__text_clean(reply->name, shown, sizeof(shown)));
   if (request->expected_name && strcmp(request->expected_name, reply->name) != 0)
     return bp__error(
         BP_FAILED_PRECONDITION, "manifest '%s' names backend '%s' but the library answers '%s'",
         request->manifest_path ? request->manifest_path : "", request->expected_name, reply->name);
+  /* Version and vendor are free text from the plugin: cleaned here, at the
+   * boundary, like every plugin string (the name was validated above). */
+  char clean_version[96], clean_vendor[160];
   char* name = strdup(reply->name);
-  char* version = dup_or_empty(reply->version);
-  char* vendor = dup_or_empty(reply->vendor);
+  char* version = strdup(reply->version ? bp__text_clean(reply->version, clean_version,
+                                                         sizeof(clean_version))
+                                        : "");
+  char* vendor = strdup(
+      reply->vendor ? bp__text_clean(reply->vendor, clean_vendor, sizeof(clean_vendor)) : "");
   if (!name || !version || !vendor) {
     free(name);
     free(version);
@@ -292,14 +302,18 @@ bp_status_t bp__loader_load(bp_context_t* context, const bp__load_request_t* req
       goto skipped;
     }
   }
-  if (access(path, F_OK) != 0) {
-    if (request->manifest_path)
-      status = bp__error(BP_NOT_FOUND, "library '%s' (named by manifest '%s') does not exist", path,
-                         request->manifest_path);
-    else
-      status = bp__error(BP_NOT_FOUND, "library '%s' does not exist", path);
+  /* Regular file and trust policy first: dlopen would block forever on a
+   * FIFO and would load a file anyone may have replaced. */
+  int fd = -1;
+  if ((status = bp__loader_open_file(path, "library", &fd)) != BP_OK) {
+    if (request->manifest_path) {
+      char msg[1024];
+      snprintf(msg, sizeof(msg), "%s", bp_status_message());
+      bp__error(status, "%s (named by manifest '%s')", msg, request->manifest_path);
+    }
     goto skipped;
   }
+  close(fd);
 
   bp__log(BP_LOG_DEBUG, "dlopen '%s'", path);
   dlerror();

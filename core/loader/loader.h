@@ -25,6 +25,16 @@ BP__HIDDEN void bp__manifest_free(bp__manifest_t* manifest);
 /* Nonzero when `name` is a valid backend name: 1..63 chars of [a-z0-9_]. */
 BP__HIDDEN int bp__backend_name_valid(const char* name);
 
+/* ---- files and the trust policy (file.c) -------------------------------- */
+/* Opens a plugin file (`what`: "manifest", "library") that must be a regular
+ * file that passes the trust policy (see file.c); *out_fd is the caller's.
+ * NOT_FOUND, INVALID_ARGUMENT (not a regular file), PERMISSION_DENIED (the
+ * policy or the file system), with the message. Never blocks on a FIFO. */
+BP__HIDDEN bp_status_t bp__loader_open_file(const char* path, const char* what, int* out_fd);
+/* The trust policy for a folder searched for manifests: PERMISSION_DENIED
+ * when every user may write to it (unless insecure plugins are allowed). */
+BP__HIDDEN bp_status_t bp__loader_check_folder(const char* path);
+
 /* ---- name filters (discover.c) ----------------------------------------- */
 typedef struct bp__filter {
   char* select;              /* comma list, or NULL = everything */

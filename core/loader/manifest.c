@@ -37,27 +37,15 @@ void bp__manifest_free(bp__manifest_t* manifest) {
   memset(manifest, 0, sizeof(*manifest));
 }
 
-/* Reads the whole file into a NUL-terminated heap buffer. Only regular
- * files are read: a folder, FIFO or device named like a manifest is refused
- * before any read (a FIFO would otherwise block discovery forever). */
+/* Reads the whole file into a NUL-terminated heap buffer. The file is
+ * opened by bp__loader_open_file: only regular files that pass the trust
+ * policy are read (a FIFO would otherwise block discovery forever). */
 static bp_status_t read_file(const char* path, char** out_text) {
   bp_status_t status = BP_OK;
   char* text = NULL;
   FILE* f = NULL;
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    int err = errno;
-    bp_status_t code = err == ENOENT || err == ENOTDIR ? BP_NOT_FOUND
-                       : err == EACCES || err == EPERM ? BP_PERMISSION_DENIED
-                                                       : BP_INVALID_ARGUMENT;
-    return bp__error(code, "cannot open manifest '%s': %s", path, strerror(err));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    status = bp__error(BP_INVALID_ARGUMENT, "manifest '%s' is not a regular file", path);
-    close(fd);
-    goto cleanup;
-  }
+  int fd = -1;
+  if ((status = bp__loader_open_file(path, "manifest", &fd)) != BP_OK) return status;
   f = fdopen(fd, "rb");
   if (!f) {
     status = bp__error(BP_RESOURCE_EXHAUSTED, "cannot open manifest '%s': %s", path,
@@ -94,24 +82,17 @@ cleanup:
   return status;
 }
 
-/* Copies manifest text `s` into `out` for a message: bytes outside printable
- * ASCII become \xNN and anything past ~60 characters is cut with "...", so a
- * hostile manifest cannot put control characters or megabytes into messages
- * and logs. */
-static const char* printable(const char* s, char* out, size_t size) {
-  size_t j = 0;
-  for (const unsigned char* p = (const unsigned char*)s; *p; ++p) {
-    if (j + 8 >= size || j >= 60) {
-      memcpy(out + j, "...", 4);
-      return out;
-    }
-    if (*p >= 0x20 && *p < 0x7f)
-      out[j++] = (char)*p;
-    else
-      j += (size_t)snprintf(out + j, size - j, "\\x%02x", *p);
+/* Offset of the first \u0000 escape in a JSON string of `text`, or -1.
+ * cJSON would decode it to a NUL byte that silently cuts the string (a
+ * library path "a.so\u0000../../evil" would load "a.so"). Escapes are
+ * skipped pairwise, so "\\u0000" (a backslash, then "u0000") is not one. */
+static long escaped_nul(const char* text) {
+  for (const char* p = text; *p; ++p) {
+    if (*p != '\\') continue;
+    if (p[1] == 'u' && strncmp(p + 2, "0000", 4) == 0) return (long)(p - text);
+    if (p[1]) ++p; /* the escaped character */
   }
-  out[j] = '\0';
-  return out;
+  return -1;
 }
 
 /* Nonzero when `s` holds a byte below 0x20 or DEL. */
@@ -154,6 +135,14 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
 
   status = read_file(path, &text);
   if (status != BP_OK) goto cleanup;
+  const long nul_at = escaped_nul(text);
+  if (nul_at >= 0) {
+    status = bp__error(BP_INVALID_ARGUMENT,
+                       "manifest '%s' has a NUL character (\\u0000) in a string at byte %ld; "
+                       "refused (it would silently cut the string, e.g. the library path)",
+                       path, nul_at);
+    goto cleanup;
+  }
   /* Strict: nothing but whitespace may follow the JSON value. The error
    * position comes back through `end` (cJSON_GetErrorPtr is a global shared
    * by all threads). */
@@ -167,11 +156,11 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
   }
   const cJSON* plugin = cJSON_GetObjectItemCaseSensitive(root, "plugin");
   const char* format = string_field(root, "file_format_version");
-  char shown[96];
+  char shown[72];
   if (!format || strncmp(format, "1.", 2) != 0) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': \"file_format_version\" is %s, expected \"1.x.y\"", path,
-                       format ? printable(format, shown, sizeof(shown)) : "missing");
+                       format ? bp__text_clean(format, shown, sizeof(shown)) : "missing");
     goto cleanup;
   }
   if (!cJSON_IsObject(plugin)) {
@@ -190,7 +179,7 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
   if (!bp__backend_name_valid(name)) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': backend name '%s' is invalid (1-63 characters of [a-z0-9_])",
-                       path, printable(name, shown, sizeof(shown)));
+                       path, bp__text_clean(name, shown, sizeof(shown)));
     goto cleanup;
   }
   if (!*library) {
@@ -201,13 +190,13 @@ bp_status_t bp__manifest_read(const char* path, bp__manifest_t* out_manifest) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': \"plugin.library\" '%s' is not a usable path (control "
                        "characters, or longer than %d bytes)",
-                       path, printable(library, shown, sizeof(shown)), PATH_MAX - 1);
+                       path, bp__text_clean(library, shown, sizeof(shown)), PATH_MAX - 1);
     goto cleanup;
   }
   if (parse_abi_version(abi, &m.abi_major, &m.abi_minor) != 0) {
     status = bp__error(BP_INVALID_ARGUMENT,
                        "manifest '%s': abi_version '%s' is not \"<major>.<minor>\"", path,
-                       printable(abi, shown, sizeof(shown)));
+                       bp__text_clean(abi, shown, sizeof(shown)));
     goto cleanup;
   }
   if (m.abi_major != BP_ABI_VERSION_MAJOR) {

@@ -124,7 +124,7 @@ bp_status_t bp__query_support_checked(const bp_device_t* device, const bp_op_cal
     return bp__plugin_error(plugin, st, what);
   }
   out->struct_size = sizeof(*out);
-  out->message[sizeof(out->message) - 1] = '\0';
+  bp__text_clean_array(out->message, sizeof(out->message));
   out->supported = out->supported ? 1 : 0;
   if (!out->supported && out->reason == BP_SUPPORT_OK) out->reason = BP_SUPPORT_OP;
   return BP_OK;

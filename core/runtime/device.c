@@ -34,11 +34,11 @@ bp_status_t bp__device_create(bp_plugin_t* plugin, uint32_t index, bp_device_t**
     goto cleanup;
   }
   /* The plugin writes within struct_size; make sure it left it intact and
-   * the strings terminated whatever it wrote. */
+   * the strings terminated and clean (printable ASCII) whatever it wrote. */
   device->props.struct_size = sizeof(device->props);
-  device->props.name[sizeof(device->props.name) - 1] = '\0';
-  device->props.vendor[sizeof(device->props.vendor) - 1] = '\0';
-  device->props.driver_version[sizeof(device->props.driver_version) - 1] = '\0';
+  bp__text_clean_array(device->props.name, sizeof(device->props.name));
+  bp__text_clean_array(device->props.vendor, sizeof(device->props.vendor));
+  bp__text_clean_array(device->props.driver_version, sizeof(device->props.driver_version));
   device->props.layout_mask |= BP_LAYOUT_BIT(BP_LAYOUT_STRIDED);
 
   if (plugin->core.device_memory_spaces) {

@@ -30,7 +30,10 @@ static void log_init_from_env(void) {
     atomic_store(&log_level, BP_LOG_WARN);
     return;
   }
-  fprintf(stderr, "backplane[warn] BACKPLANE_LOG='%s' is not one of error|warn|info|debug\n", env);
+  char shown[96];
+  fprintf(stderr,
+          "backplane[warn] BACKPLANE_LOG='%s' is not one of error|warn|info|debug; using warn\n",
+          bp__text_clean(env, shown, sizeof(shown)));
 }
 
 BP_API void bp_log_set_level(int32_t level) {

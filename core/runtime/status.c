@@ -125,7 +125,8 @@ void bp__clear_error(void) {
 static void host_report(void* host_ctx, bp_status_t status, const char* message) {
   (void)host_ctx;
   (void)status;
-  copy_bounded(tls_plugin_message, message ? message : "");
+  /* Plugin text is untrusted: cleaned before it reaches a message. */
+  bp__text_clean(message ? message : "", tls_plugin_message, sizeof(tls_plugin_message));
   tls_plugin_reported = 1;
   copy_bounded(tls_message, tls_plugin_message);
 }
@@ -134,7 +135,9 @@ static void host_log(void* host_ctx, int32_t level, const char* message) {
   (void)host_ctx;
   if (level < BP_LOG_ERROR) level = BP_LOG_ERROR;
   if (level > BP_LOG_DEBUG) level = BP_LOG_DEBUG;
-  bp__log(level, "%s", message ? message : "");
+  if (!bp__log_enabled(level)) return;
+  char clean[BP__MESSAGE_MAX];
+  bp__log(level, "%s", bp__text_clean(message ? message : "", clean, sizeof(clean)));
 }
 
 static int32_t host_log_enabled(void* host_ctx, int32_t level) {

@@ -46,7 +46,12 @@ static bp_status_t check_io(const char* fn, bp_stream_t* stream, const bp_tensor
     return bp__error(BP_INVALID_ARGUMENT, "%s: stream of %s cannot access a tensor on %s", fn,
                      stream->device->name, t->buffer->device->name);
   const int64_t numel = bp_tensor_numel(t);
-  const uint64_t expected = (uint64_t)numel * bp_dtype_size(t->dtype);
+  uint64_t expected = 0;
+  /* Views keep numel * element size within int64 (tensor_view.c); checked
+   * again here so a wrapped byte count can never pass the size test. */
+  if (bp__nbytes(t->dtype, numel, &expected))
+    return bp__error(BP_OUT_OF_RANGE, "%s: the tensor's byte size (%lld elements of %s) overflows",
+                     fn, (long long)numel, bp_dtype_name(t->dtype) ? bp_dtype_name(t->dtype) : "?");
   if (size != expected)
     return bp__error(BP_INVALID_ARGUMENT,
                      "%s: size is %llu bytes but the tensor holds %llu (%lld elements of %s)", fn,

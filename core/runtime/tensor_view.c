@@ -23,7 +23,18 @@ static void desc_of(const bp_tensor_t* t, view_desc_t* v) {
   v->byte_offset = t->byte_offset;
 }
 
-static bp_status_t make_view(bp_tensor_t* t, const view_desc_t* v, bp_tensor_t** out) {
+/* Every view is made here, and checked here against the invariants every
+ * tensor keeps (whatever the view function computed): sizes and strides
+ * valid, the byte size numel * element size fits in int64, and every element
+ * lies inside the buffer. So a view can never describe more bytes than
+ * later size computations (bp_tensor_read/write, ops) can hold. */
+static bp_status_t make_view(const char* fn, bp_tensor_t* t, const view_desc_t* v,
+                             bp_tensor_t** out) {
+  bp_status_t status = bp__tensor_check_shape(fn, t->dtype, v->rank, v->sizes, v->strides);
+  if (status == BP_OK)
+    status = bp__tensor_check_span(fn, t->buffer, t->dtype, v->rank, v->sizes, v->strides,
+                                   v->byte_offset);
+  if (status != BP_OK) return status;
   return bp__tensor_wrap(t->buffer, t->dtype, v->rank, v->sizes, v->strides, v->byte_offset, out);
 }
 
@@ -107,10 +118,11 @@ static void drop_dim(const bp_tensor_t* t, uint32_t d, view_desc_t* v) {
 }
 
 bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out) {
+  static const char fn[] = "bp_tensor_alias";
   view_desc_t v;
-  CHECK_ARGS("bp_tensor_alias", t, out);
+  CHECK_ARGS(fn, t, out);
   desc_of(t, &v);
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* sizes,
@@ -138,10 +150,7 @@ bp_status_t bp_tensor_as_strided(bp_tensor_t* t, uint32_t rank, const int64_t* s
     if ((status = shift_offset(fn, t, *storage_offset_elems, &v.byte_offset)) != BP_OK)
       return status;
   }
-  if ((status = bp__tensor_check_span(fn, t->buffer, t->dtype, v.rank, v.sizes, v.strides,
-                                      v.byte_offset)) != BP_OK)
-    return status;
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_permute(bp_tensor_t* t, const int64_t* dims, bp_tensor_t** out) {
@@ -162,7 +171,7 @@ bp_status_t bp_tensor_permute(bp_tensor_t* t, const int64_t* dims, bp_tensor_t**
     v.sizes[i] = t->sizes[d];
     v.strides[i] = t->strides[d];
   }
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_slice(bp_tensor_t* t, int64_t dim, int64_t start, int64_t end, int64_t step,
@@ -190,7 +199,7 @@ bp_status_t bp_tensor_slice(bp_tensor_t* t, int64_t dim, int64_t start, int64_t 
     v.strides[d] = t->strides[d];
   }
   if (start > 0 && (status = shift_along(fn, t, d, start, &v)) != BP_OK) return status;
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_select(bp_tensor_t* t, int64_t dim, int64_t index, bp_tensor_t** out) {
@@ -207,7 +216,7 @@ bp_status_t bp_tensor_select(bp_tensor_t* t, int64_t dim, int64_t index, bp_tens
   desc_of(t, &v);
   if ((status = shift_along(fn, t, d, i, &v)) != BP_OK) return status;
   drop_dim(t, (uint32_t)d, &v);
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_expand(bp_tensor_t* t, uint32_t rank, const int64_t* sizes,
@@ -250,10 +259,9 @@ bp_status_t bp_tensor_expand(bp_tensor_t* t, uint32_t rank, const int64_t* sizes
                        fn, (long long)sizes[i], i, (long long)old);
     }
   }
-  int64_t numel = 0;
-  if (bp__numel(v.rank, v.sizes, &numel))
-    return bp__error(BP_INVALID_ARGUMENT, "%s: the expanded element count overflows", fn);
-  return make_view(t, &v, out);
+  /* make_view refuses a shape whose byte size overflows (the element count
+   * alone may fit: 2^62 f32 elements are 2^64 bytes). */
+  return make_view(fn, t, &v, out);
 }
 
 /* PyTorch's computeStride: strides for viewing (old sizes, old strides) as
@@ -344,7 +352,7 @@ bp_status_t bp_tensor_view(bp_tensor_t* t, uint32_t rank, const int64_t* sizes, 
                      "%s: the tensor's strides are incompatible with the requested shape "
                      "(it spans non-contiguous memory); make it contiguous first",
                      fn);
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_squeeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {
@@ -359,11 +367,11 @@ bp_status_t bp_tensor_squeeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {
     if (dim != 0 && dim != -1)
       return bp__error(BP_INVALID_ARGUMENT, "%s: dim %lld out of range for a 0-d tensor", fn,
                        (long long)dim);
-    return make_view(t, &v, out);
+    return make_view(fn, t, &v, out);
   }
   if ((status = wrap_dim(fn, dim, t->rank, &d)) != BP_OK) return status;
   if (t->sizes[d] == 1) drop_dim(t, (uint32_t)d, &v);
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_squeeze_dims(bp_tensor_t* t, uint32_t num_dims, const int64_t* dims,
@@ -420,7 +428,7 @@ bp_status_t bp_tensor_unsqueeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) 
     return bp__error(BP_OUT_OF_RANGE, "%s: the new dim's stride overflows", fn);
   }
   v.rank = t->rank + 1;
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_diagonal(bp_tensor_t* t, int64_t offset, int64_t dim1, int64_t dim2,
@@ -466,5 +474,5 @@ bp_status_t bp_tensor_diagonal(bp_tensor_t* t, int64_t offset, int64_t dim1, int
     return bp__error(BP_OUT_OF_RANGE, "%s: the diagonal's stride overflows", fn);
   v.rank = r + 1;
   for (uint32_t k = v.rank; k < BP_MAX_RANK; ++k) v.sizes[k] = v.strides[k] = 0;
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }

@@ -114,12 +114,18 @@ static void fill_properties(bp_device_properties_t* p, uint32_t index) {
 /* ------------------------------------------------------------------------ */
 /* Instance and devices                                                      */
 /* ------------------------------------------------------------------------ */
-static uint32_t parse_devices(const char* s, uint32_t dflt) {
-  if (!s || !*s) return dflt;
-  char* end;
-  long v = strtol(s, &end, 10);
-  if (end == s || v < 1) return dflt;
-  return v > (long)CPU_MAX_DEVICES ? CPU_MAX_DEVICES : (uint32_t)v;
+/* Device count from BP_CPU_DEVICES, then the devices= option (which wins);
+ * 1..CPU_MAX_DEVICES, a malformed value warns and keeps the previous one. */
+static uint32_t device_count_setting(const bpp_instance_create_info_t* info) {
+  uint64_t n = 1;
+  (void)bp_plugin_parse_uint(bp_kit_host(), "BP_CPU_DEVICES", getenv("BP_CPU_DEVICES"), 1,
+                             CPU_MAX_DEVICES, 1, &n);
+  if (info && info->struct_size >= sizeof *info && info->options) {
+    const char* o = strstr(info->options, "devices=");
+    if (o) (void)bp_plugin_parse_uint(bp_kit_host(), "BACKPLANE_CPU_OPTIONS devices", o + 8, 1,
+                                      CPU_MAX_DEVICES, n, &n);
+  }
+  return (uint32_t)n;
 }
 
 static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_instance_t* out) {
@@ -127,11 +133,7 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
   struct bpp_instance_s* inst = NULL;
   if (!out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: instance_create: NULL out_instance");
   *out = NULL;
-  uint32_t n = parse_devices(getenv("BP_CPU_DEVICES"), 1);
-  if (info && info->struct_size >= sizeof *info && info->options) {
-    const char* o = strstr(info->options, "devices=");
-    if (o) n = parse_devices(o + 8, n);
-  }
+  uint32_t n = device_count_setting(info);
   inst = calloc(1, sizeof *inst);
   if (!inst || !(inst->devices = calloc(n, sizeof *inst->devices))) {
     st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: instance_create: out of memory");

@@ -175,6 +175,67 @@ bp_status_t bp_plugin_report(const bp_host_services_t* host, bp_status_t status,
   return status;
 }
 
+void bp_plugin_logv(const bp_host_services_t* host, int32_t level, const char* fmt, va_list ap) {
+  if (!host || host->struct_size < BP_HOST_SERVICES_V1_SIZE || !host->log) return;
+  if (host->log_enabled && !host->log_enabled(host->host_ctx, level)) return;
+  char buf[1024];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  host->log(host->host_ctx, level, buf);
+}
+
+void bp_plugin_log(const bp_host_services_t* host, int32_t level, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bp_plugin_logv(host, level, fmt, ap);
+  va_end(ap);
+}
+
+/* A value for a warning: at most 40 bytes (the host cleans control bytes). */
+#define BP__SHOWN(text) (int)(strlen(text) > 40 ? 40 : strlen(text)), (text)
+
+int bp_plugin_parse_uint(const bp_host_services_t* host, const char* name, const char* text,
+                         uint64_t min, uint64_t max, uint64_t dflt, uint64_t* out) {
+  *out = dflt;
+  if (!text || !*text) return 0;
+  uint64_t v = 0;
+  int digits = 0, big = 0;
+  const char* p = text;
+  for (; *p >= '0' && *p <= '9'; ++p, ++digits) {
+    if (v > (UINT64_MAX - 9) / 10) big = 1;
+    if (!big) v = v * 10 + (uint64_t)(*p - '0');
+  }
+  /* The value ends at the end of the text or at an options separator. */
+  const int whole = digits > 0 && (*p == '\0' || *p == ';');
+  if (whole && (big || v > max)) {
+    bp_plugin_log(host, BP_LOG_WARN, "%s='%.*s' is more than the maximum %llu; using %llu", name,
+                  BP__SHOWN(text), (unsigned long long)max, (unsigned long long)max);
+    *out = max;
+    return 0;
+  }
+  if (!whole || v < min) {
+    bp_plugin_log(host, BP_LOG_WARN,
+                  "%s='%.*s' is not a whole number from %llu to %llu; using %llu", name,
+                  BP__SHOWN(text), (unsigned long long)min, (unsigned long long)max,
+                  (unsigned long long)dflt);
+    return 0;
+  }
+  *out = v;
+  return 1;
+}
+
+int bp_plugin_parse_flag(const bp_host_services_t* host, const char* name, const char* text,
+                         int dflt, int* out) {
+  *out = dflt;
+  if (!text || !*text) return 0;
+  if ((text[0] == '0' || text[0] == '1') && (text[1] == '\0' || text[1] == ';')) {
+    *out = text[0] == '1';
+    return 1;
+  }
+  bp_plugin_log(host, BP_LOG_WARN, "%s='%.*s' is not 0 or 1; using %d", name, BP__SHOWN(text),
+                dflt);
+  return 0;
+}
+
 bp_status_t bp_plugin_format(char* buf, size_t cap, bp_status_t status, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -194,30 +255,21 @@ bp_status_t bp_plugin_check_desc(const bp_tensor_desc_t* d, uint64_t buffer_byte
   if (d->rank > BP_MAX_RANK)
     return bp_plugin_format(msg, cap, BP_INVALID_ARGUMENT, "%s: rank %u exceeds %d", what, d->rank,
                             BP_MAX_RANK);
-  int64_t lo = 0, hi = 0;
-  int empty = 0;
   for (uint32_t i = 0; i < d->rank; i++) {
     if (d->sizes[i] < 0)
       return bp_plugin_format(msg, cap, BP_INVALID_ARGUMENT, "%s: negative size %lld in dim %u",
                               what, (long long)d->sizes[i], i);
-    if (d->sizes[i] == 0) empty = 1;
   }
-  if (empty) return BP_OK;
-  for (uint32_t i = 0; i < d->rank; i++) {
-    int64_t ext;
-    if (__builtin_mul_overflow(d->sizes[i] - 1, d->strides[i], &ext) ||
-        __builtin_add_overflow(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi))
-      return bp_plugin_format(msg, cap, BP_INVALID_ARGUMENT,
-                              "%s: size * stride overflows in dim %u", what, i);
-  }
-  if (buffer_bytes == UINT64_MAX) return BP_OK;
-  /* first byte = offset + lo*es >= 0; end = offset + (hi+1)*es <= bytes */
-  __int128 first = (__int128)d->byte_offset + (__int128)lo * es;
-  __int128 end = (__int128)d->byte_offset + ((__int128)hi + 1) * es;
-  if (first < 0 || end > (__int128)buffer_bytes)
+  uint64_t lo = 0, hi = 0;
+  if (bp_checked_span(es, d->rank, d->sizes, d->strides, d->byte_offset, &lo, &hi))
     return bp_plugin_format(msg, cap, BP_OUT_OF_RANGE,
-                            "%s: elements span bytes [%lld, %lld) outside the buffer of %llu bytes",
-                            what, (long long)first, (long long)end,
+                            "%s: the byte span overflows or starts below byte 0 (offset %llu)",
+                            what, (unsigned long long)d->byte_offset);
+  if (buffer_bytes == UINT64_MAX || hi == lo) return BP_OK;
+  if (hi > buffer_bytes)
+    return bp_plugin_format(msg, cap, BP_OUT_OF_RANGE,
+                            "%s: elements span bytes [%llu, %llu) outside the buffer of %llu bytes",
+                            what, (unsigned long long)lo, (unsigned long long)hi,
                             (unsigned long long)buffer_bytes);
   return BP_OK;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backplane/plugin.h"
+#include "bp_checked.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -144,6 +145,25 @@ uint32_t bp_f64_to_small_float(uint32_t dtype, double v);
  * one) and returns `status`. `host` may be NULL. */
 bp_status_t bp_plugin_report(const bp_host_services_t* host, bp_status_t status, const char* fmt,
                              ...) __attribute__((format(printf, 3, 4)));
+
+/* Logs through host->log when the host has it and enables `level`. */
+void bp_plugin_logv(const bp_host_services_t* host, int32_t level, const char* fmt, va_list ap);
+void bp_plugin_log(const bp_host_services_t* host, int32_t level, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Settings from environment variables and BACKPLANE_<NAME>_OPTIONS: a value
+ * that is set but malformed is never mapped silently. `name` names the
+ * setting in the warning ("BP_CPU_DEVICES", "options devices"); `text` is
+ * its value, NULL or "" when unset (then *out = dflt, no warning).
+ * bp_plugin_parse_uint takes a whole decimal number in [min, max]; a number
+ * above max becomes max, anything else (sign, junk, empty digits, below
+ * min) becomes dflt, each with one warning through host->log naming the
+ * setting, the value and what is used instead. Returns 1 when `text` was
+ * used as given, else 0. bp_plugin_parse_flag takes "0" or "1". */
+int bp_plugin_parse_uint(const bp_host_services_t* host, const char* name, const char* text,
+                         uint64_t min, uint64_t max, uint64_t dflt, uint64_t* out);
+int bp_plugin_parse_flag(const bp_host_services_t* host, const char* name, const char* text,
+                         int dflt, int* out);
 
 /* The calling thread's error slot, one per plugin library (each links its
  * own copy of this static library): bp_plugin_error formats the message

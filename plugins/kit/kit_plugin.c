@@ -55,15 +55,10 @@ bp_status_t bp_kit_error(bp_status_t status, const char* fmt, ...) {
 }
 
 void bp_kit_log(int level, const char* fmt, ...) {
-  const bp_host_services_t* h = g_host;
-  if (!h || !h->log) return;
-  if (h->log_enabled && !h->log_enabled(h->host_ctx, level)) return;
-  char buf[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
+  bp_plugin_logv(g_host, level, fmt, ap);
   va_end(ap);
-  h->log(h->host_ctx, level, buf);
 }
 
 size_t bp_kit_copy_out(void* out, const void* src, size_t size) {

@@ -122,29 +122,43 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL debug_cb(VkDebugUtilsMessageSeverityFlagBi
   fprintf(stderr, "vulkan validation %s: %s\n",
           sev & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT ? "error" : "warning", text);
   vk_log(BP_LOG_ERROR, "vulkan validation: %s", text);
-  const char* ab = getenv("BP_VULKAN_VALIDATION_ABORT");
-  if (ab && *ab == '1') _exit(86);
+  int abort_run = 0;
+  (void)bp_plugin_parse_flag(bp_kit_host(), "BP_VULKAN_VALIDATION_ABORT",
+                             getenv("BP_VULKAN_VALIDATION_ABORT"), 0, &abort_run);
+  if (abort_run) _exit(86);
   return VK_FALSE;
 }
 
 /* ---- options ----------------------------------------------------------- */
-static int opt_flag(const char* options, const char* key, const char* env) {
-  const char* e = getenv(env);
-  if (e && *e) return *e == '1';
-  if (!options) return 0;
-  const char* o = strstr(options, key);
-  return o && o[strlen(key)] == '=' && o[strlen(key) + 1] == '1';
-}
-
-static long opt_num(const char* options, const char* key, long dflt) {
-  if (!options) return dflt;
+/* The value text of `key=` in the options string, or NULL. */
+static const char* opt_value(const char* options, const char* key) {
+  if (!options) return NULL;
   char pat[48];
   snprintf(pat, sizeof pat, "%s=", key);
   const char* o = strstr(options, pat);
-  if (!o) return dflt;
-  char* end;
-  long v = strtol(o + strlen(pat), &end, 10);
-  return end == o + strlen(pat) || v < 0 ? dflt : v;
+  return o ? o + strlen(pat) : NULL;
+}
+
+/* 0/1 from the environment variable `env` when set, else the option `key`;
+ * a malformed value warns (through the host log) and counts as 0. */
+static int opt_flag(const char* options, const char* key, const char* env) {
+  int v = 0;
+  const char* e = getenv(env);
+  if (e && *e) {
+    (void)bp_plugin_parse_flag(bp_kit_host(), env, e, 0, &v);
+    return v;
+  }
+  (void)bp_plugin_parse_flag(bp_kit_host(), key, opt_value(options, key), 0, &v);
+  return v;
+}
+
+/* A whole number >= 0 from the option `key`; a malformed value warns and
+ * gives `dflt`. */
+static long opt_num(const char* options, const char* key, long dflt, long max) {
+  uint64_t v = (uint64_t)dflt;
+  (void)bp_plugin_parse_uint(bp_kit_host(), key, opt_value(options, key), 0, (uint64_t)max,
+                             (uint64_t)dflt, &v);
+  return (long)v;
 }
 
 /* Copies the value of `key=` (up to ';') or the environment variable into
@@ -152,18 +166,20 @@ static long opt_num(const char* options, const char* key, long dflt) {
 static void opt_str(const char* options, const char* key, const char* env, char* out, size_t cap) {
   out[0] = 0;
   const char* e = getenv(env);
+  const char* from = env;
   size_t n = 0;
   if (e && *e) {
     n = strlen(e);
-  } else if (options) {
-    char pat[48];
-    snprintf(pat, sizeof pat, "%s=", key);
-    const char* o = strstr(options, pat);
-    if (!o) return;
-    e = o + strlen(pat);
+  } else if ((e = opt_value(options, key)) != NULL) {
+    from = key;
     n = strcspn(e, ";");
   }
-  if (!e || n == 0 || n >= cap) return;
+  if (!e || n == 0) return;
+  if (n >= cap) {
+    vk_log(BP_LOG_WARN, "%s is %zu bytes long, more than the %zu this plugin keeps; not used", from,
+           n, cap - 1);
+    return;
+  }
   memcpy(out, e, n);
   out[n] = 0;
 }
@@ -338,8 +354,8 @@ bp_status_t vk_instance_create_with(PFN_vkGetInstanceProcAddr gipa, const char* 
   inst->vk.vkGetInstanceProcAddr = gipa;
   inst->opt.validation = opt_flag(options, "validation", "BP_VULKAN_VALIDATION");
   inst->opt.force_staging = opt_flag(options, "force_staging", "BP_VULKAN_FORCE_STAGING");
-  inst->opt.budget_limit = (uint64_t)opt_num(options, "budget_mb", 0) << 20;
-  inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", 64);
+  inst->opt.budget_limit = (uint64_t)opt_num(options, "budget_mb", 0, 1L << 40) << 20;
+  inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", 64, 1L << 20);
   opt_str(options, "pipeline_cache", "BP_VULKAN_PIPELINE_CACHE", inst->opt.pipeline_cache,
           sizeof inst->opt.pipeline_cache);
   if (!inst->opt.flush_threshold) inst->opt.flush_threshold = 1;

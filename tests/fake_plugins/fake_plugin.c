@@ -36,6 +36,12 @@
  *                        events never complete (queries answer NOT_READY,
  *                        synchronizes block)
  *   FAKE_OPS             an op table with a do-nothing add (any dtype)
+ *   FAKE_HOSTILE         every string it hands the host is hostile
+ *                        (FAKE_HOSTILE_TEXT: terminal escapes, CR/LF with a
+ *                        forged log line, invalid UTF-8): version, vendor,
+ *                        device name, a log line at instance_create, and the
+ *                        report of a buffer_allocate of 4242 bytes (which
+ *                        fails)
  *
  * Every stream operation runs at enqueue time: copies are memcpy, host
  * functions run inline, events complete when recorded (with a monotonic
@@ -69,6 +75,16 @@
 #endif
 #ifndef FAKE_CORE_SIZE_DELTA
 #define FAKE_CORE_SIZE_DELTA 0
+#endif
+
+#ifdef FAKE_HOSTILE
+#define FAKE_HOSTILE_TEXT \
+  "v1\x1b]0;pwned\x07\x1b[2J\r\nbackplane[error] forged line\xff\xfe\xc3("
+#undef FAKE_VERSION
+#define FAKE_VERSION FAKE_HOSTILE_TEXT
+#define FAKE_VENDOR FAKE_HOSTILE_TEXT
+#else
+#define FAKE_VENDOR "backplane tests"
 #endif
 
 #define FAKE_DEFAULT_DEVICES 2u
@@ -210,6 +226,9 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
       count = (uint32_t)n;
     }
   }
+#ifdef FAKE_HOSTILE
+  if (g_host && g_host->log) g_host->log(g_host->host_ctx, BP_LOG_WARN, FAKE_HOSTILE_TEXT);
+#endif
   bpp_instance_t inst = calloc(1, sizeof(*inst));
   if (!inst) return fail(BP_RESOURCE_EXHAUSTED, "out of memory");
   inst->device_count = count;
@@ -252,8 +271,12 @@ static bp_status_t device_get_properties(bpp_device_t device, bp_device_properti
   memset(props, 0, sizeof(*props));
   props->struct_size = size;
   props->kind = BP_DEVICE_KIND_VIRTUAL;
+#ifdef FAKE_HOSTILE
+  snprintf(props->name, sizeof(props->name), "%s", FAKE_HOSTILE_TEXT);
+#else
   snprintf(props->name, sizeof(props->name), "Fake %s device %u", FAKE_NAME, device->index);
-  snprintf(props->vendor, sizeof(props->vendor), "backplane tests");
+#endif
+  snprintf(props->vendor, sizeof(props->vendor), "%s", FAKE_VENDOR);
   snprintf(props->driver_version, sizeof(props->driver_version), FAKE_VERSION);
   props->memory_bytes = FAKE_DEVICE_BYTES * (device->index + 1);
   props->compute_units = 4;
@@ -300,6 +323,9 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
                                    bpp_buffer_t* out) {
   if (info->memory_space >= FAKE_SPACE_COUNT)
     return fail(BP_INVALID_ARGUMENT, "no memory space %u", info->memory_space);
+#ifdef FAKE_HOSTILE
+  if (info->size_bytes == 4242) return fail(BP_RESOURCE_EXHAUSTED, "%s", FAKE_HOSTILE_TEXT);
+#endif
   const uint32_t kind = k_spaces[info->memory_space].kind;
   uint64_t used = __atomic_load_n(&dev->used[kind], __ATOMIC_RELAXED);
   if (info->size_bytes > FAKE_DEVICE_BYTES - used)
@@ -632,7 +658,7 @@ bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* request,
   reply->name = FAKE_NAME;
 #endif
   reply->version = FAKE_VERSION;
-  reply->vendor = "backplane tests";
+  reply->vendor = FAKE_VENDOR;
 #ifdef FAKE_NULL_VTABLE
   reply->vtable = fake_vtable.v1.struct_size == 0 ? &fake_vtable.v1 : NULL; /* always NULL */
 #else

@@ -406,7 +406,7 @@ bp_status_t bp_tensor_squeeze_dims(bp_tensor_t* t, uint32_t num_dims, const int6
   }
   for (uint32_t k = r; k < BP_MAX_RANK; ++k) v.sizes[k] = v.strides[k] = 0;
   v.rank = r;
-  return make_view(t, &v, out);
+  return make_view(fn, t, &v, out);
 }
 
 bp_status_t bp_tensor_unsqueeze(bp_tensor_t* t, int64_t dim, bp_tensor_t** out) {

@@ -201,7 +201,10 @@ static void step_view(model_t* m, bp_tensor_t* t) {
       break;
     case 1:
       what = "as_strided";
-      st = bp_tensor_as_strided(t, rank, a, b, below(m, 2) ? -1 : pick(m), &out);
+      {
+        const int64_t offset = pick(m); /* in elements; NULL keeps the tensor's */
+        st = bp_tensor_as_strided(t, rank, a, b, below(m, 2) ? NULL : &offset, &out);
+      }
       break;
     case 2:
       what = "slice";

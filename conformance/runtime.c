@@ -6,8 +6,9 @@
  *                  RESOURCE_EXHAUSTED; size 0 is INVALID_ARGUMENT; map/unmap
  *                  of HOST_VISIBLE spaces round-trips bytes
  *  - copy:         host <-> device of odd sizes at unaligned offsets with
- *                  guard bytes; device -> device within a buffer; a range
- *                  outside a buffer is OUT_OF_RANGE and changes no byte
+ *                  guard bytes; device -> device within a buffer, also with
+ *                  overlapping ranges (memmove semantics); a range outside a
+ *                  buffer is OUT_OF_RANGE and changes no byte
  *  - stream_order: dependent ops on one stream, copies interleaved with ops
  *  - event:        cross-stream waits, event queries, elapsed time
  *  - multi_device: copies between two devices of the backend
@@ -195,13 +196,27 @@ bp_status_t bpc_runtime_cases_generate(const bpc_runtime_target_t* t, bpc_case_l
                    (unsigned long long)kRound[k][0], (unsigned long long)kRound[k][1]),
             kRound[k][0], kRound[k][1], 0, 0);
   }
-  static const uint64_t kD2d[][4] = {{1, 0, 100, 0},     {3, 5, 1001, 0},    {4097, 1, 4099, 0},
-                                     {4097, 4101, 3, 0}, {1000, 0, 1000, 0}, {4097, 3, 7, 1}};
+  /* Copies within one buffer whose ranges overlap have memmove semantics
+   * (docs/ABI.md section 8): forward and backward, by one byte and by a
+   * page, small and past the sizes where a backend splits a copy. */
+  static const uint64_t kD2d[][4] = {{1, 0, 100, 0},
+                                     {3, 5, 1001, 0},
+                                     {4097, 1, 4099, 0},
+                                     {4097, 4101, 3, 0},
+                                     {1000, 0, 1000, 0},
+                                     {4097, 3, 7, 1},
+                                     {4097, 0, 1, 0},
+                                     {4097, 1, 0, 0},
+                                     {4097, 0, 4096, 0},
+                                     {(3u << 20) + 5, 0, 4099, 0},
+                                     {(3u << 20) + 5, 4099, 0, 0}};
   for (size_t k = 0; k < sizeof kD2d / sizeof kD2d[0]; k++) {
+    const uint64_t size = kD2d[k][0], so = kD2d[k][1], dof = kD2d[k][2];
+    const int overlap = !kD2d[k][3] && so < dof + size && dof < so + size;
     rt_args(rt_new(&g, BPC_RT_COPY, RT_COPY_D2D, "bytes", "d2d_%s/%llu_from_%llu_to_%llu",
-                   kD2d[k][3] ? "two_buffers" : "same_buffer", (unsigned long long)kD2d[k][0],
-                   (unsigned long long)kD2d[k][1], (unsigned long long)kD2d[k][2]),
-            kD2d[k][0], kD2d[k][1], kD2d[k][2], kD2d[k][3]);
+                   kD2d[k][3] ? "two_buffers" : overlap ? "overlapping" : "same_buffer",
+                   (unsigned long long)size, (unsigned long long)so, (unsigned long long)dof),
+            size, so, dof, kD2d[k][3]);
   }
   static const char* const kOor[OOR_COUNT_] = {"h2d_tail", "d2h_past_end", "d2d_dst_tail",
                                                "offset_overflow", "size_overflow"};

@@ -20,8 +20,17 @@ static void memcpy_range(void* ctx, int64_t b, int64_t e) {
   memcpy_job_t* j = ctx;
   memcpy(j->dst + b, j->src + b, (size_t)(e - b));
 }
+/* Every copy slot has memmove semantics (docs/ABI.md section 8). */
 void cpu_memcpy(void* dst, const void* src, uint64_t size) {
   if (size == 0 || dst == src) return;
+  const uintptr_t d = (uintptr_t)dst, s = (uintptr_t)src;
+  if (d < s + size && s < d + size) {
+    /* Overlapping ranges (a copy within one buffer, or host memory mapped
+     * from the buffer): one memmove on this thread, since chunks copied in
+     * parallel would read bytes another chunk already overwrote. */
+    memmove(dst, src, size);
+    return;
+  }
   if (size < (1u << 20)) {
     memcpy(dst, src, size);
     return;

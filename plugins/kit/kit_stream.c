@@ -115,7 +115,7 @@ static bp_status_t run_cmd(struct bpp_stream_s* s, kit_cmd_t* c) {
     case CMD_OP: return s->queue->exec(s->device, &c->call);
     case CMD_COPY:
       if (s->queue->copy) s->queue->copy(c->u.copy.dst, c->u.copy.src, c->u.copy.size);
-      else memcpy(c->u.copy.dst, c->u.copy.src, c->u.copy.size);
+      else memmove(c->u.copy.dst, c->u.copy.src, c->u.copy.size); /* copies are memmoves */
       return BP_OK;
     case CMD_FILL: {
       uint32_t ps = c->u.fill.psize;

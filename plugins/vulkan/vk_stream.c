@@ -160,7 +160,7 @@ static void* completion_main(void* arg) {
     for (uint32_t i = 0; i < b->nactions; i++) {
       vk_action_t* a = &b->actions[i];
       if (a->kind == ACT_MEMCPY) {
-        memcpy(a->dst, a->src, a->size);
+        memmove(a->dst, a->src, a->size); /* dst may map src */
       } else {
         /* A failed host function poisons the stream like a failed batch. */
         bp_status_t hs = a->fn(a->user);

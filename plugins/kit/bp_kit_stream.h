@@ -43,8 +43,9 @@ typedef struct bp_kit_queue {
   /* Runs one op call (copied by bp_kit_stream_enqueue_op) on the worker;
    * returns its status, with the message from bp_kit_error. */
   bp_status_t (*exec)(bpp_device_t device, const bp_op_call_t* call);
-  /* Copies host memory (NULL: memcpy). The CPU plugin splits large copies
-   * over its thread pool. */
+  /* Copies host memory (NULL: memmove). The ranges may overlap: every copy
+   * slot has memmove semantics (docs/ABI.md section 8). The CPU plugin
+   * splits large non-overlapping copies over its thread pool. */
   void (*copy)(void* dst, const void* src, uint64_t size);
 } bp_kit_queue_t;
 

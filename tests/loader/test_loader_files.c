@@ -507,7 +507,7 @@ static void test_hostile_plugin_text(void** state) {
   assert_contains(props->name, "\\x0d\\x0a");
   /* A report() message that reaches the application. */
   bp_buffer_t* buffer = NULL;
-  assert_int_equal(bp_buffer_allocate(device, BP_MEMORY_DEVICE, 4242, &buffer),
+  assert_int_equal(bp_buffer_allocate(device, 0 /* space 0 */, 4242, &buffer),
                    BP_RESOURCE_EXHAUSTED);
   assert_false(has_unclean(bp_status_message()));
   assert_contains(bp_status_message(), "hostile: ");

@@ -396,8 +396,8 @@ static void test_views_and_io_at_extremes(void** state) {
   m.f = f;
   m.rng = SEED;
   bp_buffer_t* other = NULL;
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, BUF_BYTES, &m.buffer));
-  assert_ok(bp_buffer_allocate(f->a0, BP_MEMORY_DEVICE, BUF_BYTES, &other));
+  assert_ok(bp_buffer_allocate(f->a0, 0 /* space 0: device-local */, BUF_BYTES, &m.buffer));
+  assert_ok(bp_buffer_allocate(f->a0, 0 /* space 0: device-local */, BUF_BYTES, &other));
   for (size_t i = 0; i < BUF_BYTES; ++i) m.shadow[i] = (unsigned char)(i * 37 + 11);
   assert_ok(bp_copy_host_to_buffer(f->sa0, m.shadow, m.buffer, 0, BUF_BYTES));
   assert_ok(bp_stream_synchronize(f->sa0));

@@ -1,5 +1,5 @@
 /* Checked integer arithmetic for sizes, strides and byte offsets: the core's
- * names for the one implementation in plugins/common/bp_checked.h, which the
+ * names for the one implementation in plugins/kit/bp_checked.h, which the
  * plugins share. */
 #include "bp_checked.h"
 #include "internal.h"

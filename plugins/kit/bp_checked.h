@@ -1,6 +1,6 @@
 /* backplane: checked arithmetic for sizes, strides, byte offsets and byte
  * spans. The one implementation shared by the core (core/runtime/arith.c)
- * and the plugins (through plugins/common), so a byte size is computed the
+ * and the plugins (through the plugin kit), so a byte size is computed the
  * same, overflow-checked way on both sides of the ABI.
  *
  * Header only, no state, no allocation; thread-safe. Depends only on

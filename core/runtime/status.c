@@ -159,9 +159,10 @@ static void host_async_error(void* host_ctx, bpp_device_t handle, bp_status_t st
     }
   }
   const bp_context_t* context = plugin->context;
-  char text[BP__MESSAGE_MAX];
+  char text[BP__MESSAGE_MAX], clean[BP__MESSAGE_MAX];
+  /* Plugin text is untrusted: cleaned before the application sees it. */
   snprintf(text, sizeof(text), "%s: %s", device ? device->name : plugin->name,
-           message ? message : "");
+           bp__text_clean(message ? message : "", clean, sizeof(clean)));
   if (context != NULL && context->error_callback != NULL) {
     context->error_callback(context->error_user_data, device, status, text);
   } else {

@@ -68,7 +68,7 @@
 #define VK_DEVICE_OPT_FUNCS(X)                                                  \
   X(vkCreateDescriptorSetLayout) X(vkDestroyDescriptorSetLayout)                \
   X(vkCmdPushDescriptorSetKHR) X(vkGetPipelineCacheData) X(vkCreateBufferView)   \
-  X(vkDestroyBufferView) X(vkGetMemoryFdKHR)
+  X(vkDestroyBufferView) X(vkGetMemoryFdKHR) X(vkGetSemaphoreFdKHR) X(vkImportSemaphoreFdKHR)
 
 typedef struct vk_dispatch {
   PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
@@ -206,6 +206,7 @@ typedef struct vk_features {
   uint32_t max_wg_size[3], max_wg_invocations, max_wg_count[3], max_shared;
   int push_descriptor_ext;  /* VK_KHR_push_descriptor */
   int memory_fd_ext;        /* VK_KHR_external_memory_fd: the EXPORTABLE memory space */
+  int semaphore_fd_ext;     /* VK_KHR_external_semaphore_fd: exportable events */
   uint64_t min_ssbo_align;  /* minStorageBufferOffsetAlignment, bytes */
   uint64_t max_ssbo_range;  /* maxStorageBufferRange, bytes */
   uint64_t min_texel_align; /* minTexelBufferOffsetAlignment, bytes */
@@ -281,6 +282,10 @@ VK_HIDDEN void vk_buffer_destroy(struct bpp_buffer_s* b);
 VK_HIDDEN bp_status_t vk_buffer_import(bpp_device_t d, const bp_external_buffer_desc_t* desc,
                                        bpp_buffer_t* out);
 VK_HIDDEN bp_status_t vk_buffer_export(bpp_buffer_t b, bp_external_buffer_desc_t* out);
+/* Events as timeline semaphore fds (vk_stream.c). */
+VK_HIDDEN bp_status_t vk_event_import(bpp_device_t d, const bp_external_event_desc_t* desc,
+                                      bpp_event_t* out);
+VK_HIDDEN bp_status_t vk_event_export(bpp_event_t e, bp_external_event_desc_t* out);
 /* Memory space index of the exportable space. */
 #define VK_SPACE_EXPORT 2u
 /* An R32G32B32A32_UINT uniform texel view of [off, off + bytes) of b (bytes

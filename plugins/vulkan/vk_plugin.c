@@ -265,6 +265,7 @@ static const char* probe_device(struct bpp_instance_s* inst, VkPhysicalDevice pd
     f->memory_budget_ext = has_ext(ext, ne, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
     f->push_descriptor_ext = has_ext(ext, ne, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     f->memory_fd_ext = has_ext(ext, ne, VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME);
+    f->semaphore_fd_ext = has_ext(ext, ne, VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME);
     free(ext);
   }
   return NULL;
@@ -527,11 +528,12 @@ static bp_status_t device_create(struct bpp_device_s* d) {
   f2.features.shaderFloat64 = VK_TRUE;
   f2.features.shaderInt64 = VK_TRUE;
   f2.features.shaderInt16 = VK_TRUE;
-  const char* exts[3];
+  const char* exts[4];
   uint32_t nexts = 0;
   if (d->feat.memory_budget_ext) exts[nexts++] = VK_EXT_MEMORY_BUDGET_EXTENSION_NAME;
   if (d->feat.push_descriptor_ext) exts[nexts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   if (d->feat.memory_fd_ext) exts[nexts++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+  if (d->feat.semaphore_fd_ext) exts[nexts++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
   VkDeviceCreateInfo ci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
                            .pNext = &f2,
                            .queueCreateInfoCount = 1,
@@ -820,6 +822,8 @@ static const bpp_core_table_t k_core = {
     .event_elapsed_ns = vk_event_elapsed_ns,
     .buffer_import = vk_buffer_import,
     .buffer_export = vk_buffer_export,
+    .event_import = vk_event_import,
+    .event_export = vk_event_export,
 };
 
 static bpp_op_launch_fn k_launch[BP_OP_COUNT];

@@ -79,6 +79,7 @@ struct bpp_event_s {
   uint64_t counter; /* value the last record signals */
   VkQueryPool query;
   int timed;        /* the last record wrote a timestamp */
+  int imported;     /* a semaphore of another instance: waited on, never recorded */
 };
 
 /* ---- small growable arrays ------------------------------------------ */
@@ -747,28 +748,123 @@ bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, const void*
 }
 
 /* ---- events -------------------------------------------------------------- */
+/* UNIMPLEMENTED naming the missing extension, or BP_OK. */
+static bp_status_t need_semaphore_fd(const struct bpp_device_s* d, const char* what) {
+  if (d->feat.semaphore_fd_ext && d->vk.vkGetSemaphoreFdKHR && d->vk.vkImportSemaphoreFdKHR)
+    return BP_OK;
+  return vk_error(BP_UNIMPLEMENTED,
+                  "vulkan: %s: device %s lacks VK_KHR_external_semaphore_fd (no shareable "
+                  "semaphores)",
+                  what, d->props.name);
+}
+
+/* A timeline semaphore at 0, exportable as an opaque fd when asked. */
+static bp_status_t timeline_create(struct bpp_device_s* d, int exportable, VkSemaphore* out) {
+  VkExportSemaphoreCreateInfo ex = {.sType = VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO,
+                                    .handleTypes = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+  VkSemaphoreTypeCreateInfo ti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                  .pNext = exportable ? &ex : NULL,
+                                  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
+  VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti};
+  VkResult r = d->vk.vkCreateSemaphore(d->dev, &sci, NULL, out);
+  if (r != VK_SUCCESS)
+    return vk_error(vk_status_of(r), "vulkan: vkCreateSemaphore failed: %s", vk_result_name(r));
+  return BP_OK;
+}
+
+/* Export: a new fd of the event's timeline semaphore (the receiver owns
+ * it); `value` is what the last record signals, so a receiver that waits
+ * for it waits for the work recorded so far. Later records signal higher
+ * values that the receiver does not learn. */
+bp_status_t vk_event_export(bpp_event_t e, bp_external_event_desc_t* out) {
+  if (!e || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_export: NULL argument");
+  if (out->struct_size < BP_EXTERNAL_EVENT_DESC_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_export: out struct_size %u too small",
+                    out->struct_size);
+  if (out->kind != BP_EXTERNAL_OPAQUE_FD)
+    return vk_error(BP_UNIMPLEMENTED,
+                    "vulkan: event_export: kind %u: timeline semaphores export as OPAQUE_FD only "
+                    "(a sync fd is a binary payload)",
+                    out->kind);
+  struct bpp_device_s* d = e->dev;
+  bp_status_t st = need_semaphore_fd(d, "event_export");
+  if (st != BP_OK) return st;
+  VkSemaphoreGetFdInfoKHR gi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_GET_FD_INFO_KHR,
+                                .semaphore = e->sem,
+                                .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT};
+  int fd = -1;
+  VkResult r = d->vk.vkGetSemaphoreFdKHR(d->dev, &gi, &fd);
+  if (r != VK_SUCCESS)
+    return vk_error(vk_status_of(r), "vulkan: event_export: vkGetSemaphoreFdKHR failed: %s",
+                    vk_result_name(r));
+  out->fd = fd;
+  out->value = e->counter;
+  return BP_OK;
+}
+
+/* Import: the other side's timeline semaphore; waits (stream_wait_event,
+ * event_synchronize, event_query) are for desc->value, on the device, with
+ * no host thread. Takes the fd on success. */
+bp_status_t vk_event_import(bpp_device_t d, const bp_external_event_desc_t* desc, bpp_event_t* out) {
+  if (out) *out = NULL;
+  if (!d || !desc || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_import: NULL argument");
+  if (desc->struct_size < BP_EXTERNAL_EVENT_DESC_V1_SIZE)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_import: desc struct_size %u too small",
+                    desc->struct_size);
+  if (desc->kind != BP_EXTERNAL_OPAQUE_FD)
+    return vk_error(BP_UNIMPLEMENTED,
+                    "vulkan: event_import: kind %u: timeline semaphores import as OPAQUE_FD only",
+                    desc->kind);
+  bp_status_t st = need_semaphore_fd(d, "event_import");
+  if (st != BP_OK) return st;
+  if (desc->fd < 0 || desc->fd > INT32_MAX)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_import: fd %lld is not a file descriptor",
+                    (long long)desc->fd);
+  struct bpp_event_s* e = calloc(1, sizeof *e);
+  if (!e) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+  e->dev = d;
+  atomic_init(&e->refs, 1);
+  e->imported = 1;
+  e->counter = desc->value;
+  if ((st = timeline_create(d, 0, &e->sem)) != BP_OK) {
+    free(e);
+    return st;
+  }
+  VkImportSemaphoreFdInfoKHR ii = {.sType = VK_STRUCTURE_TYPE_IMPORT_SEMAPHORE_FD_INFO_KHR,
+                                   .semaphore = e->sem,
+                                   .handleType = VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT,
+                                   .fd = (int)desc->fd};
+  VkResult r = d->vk.vkImportSemaphoreFdKHR(d->dev, &ii);
+  if (r != VK_SUCCESS) {
+    d->vk.vkDestroySemaphore(d->dev, e->sem, NULL);
+    free(e);
+    return vk_error(r == VK_ERROR_INVALID_EXTERNAL_HANDLE ? BP_INVALID_ARGUMENT : vk_status_of(r),
+                    "vulkan: event_import: vkImportSemaphoreFdKHR failed: %s", vk_result_name(r));
+  }
+  *out = e;
+  return BP_OK;
+}
+
 bp_status_t vk_event_create(bpp_device_t d, const bp_event_create_info_t* info, bpp_event_t* out) {
   if (!d || !info || !out) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: NULL argument");
   *out = NULL;
   if (info->struct_size < BP_EVENT_CREATE_INFO_V1_SIZE)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: info struct_size %u too small", info->struct_size);
   const uint32_t flags = info->flags;
-  if (flags & BP_EVENT_EXPORTABLE)
-    return vk_error(BP_UNIMPLEMENTED, "vulkan: event_create: exportable events are not supported yet");
-  if (flags & ~(uint32_t)BP_EVENT_TIMING)
+  if (flags & ~(uint32_t)(BP_EVENT_TIMING | BP_EVENT_EXPORTABLE))
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_create: unknown flags 0x%x", flags);
+  bp_status_t st = BP_OK;
+  if ((flags & BP_EVENT_EXPORTABLE) && (st = need_semaphore_fd(d, "event_create")) != BP_OK)
+    return st;
   struct bpp_event_s* e = calloc(1, sizeof *e);
   if (!e) return vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
   e->dev = d;
   atomic_init(&e->refs, 1);
-  VkSemaphoreTypeCreateInfo ti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
-                                  .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE};
-  VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &ti};
-  VkResult r = d->vk.vkCreateSemaphore(d->dev, &sci, NULL, &e->sem);
-  if (r != VK_SUCCESS) {
+  if ((st = timeline_create(d, (flags & BP_EVENT_EXPORTABLE) != 0, &e->sem)) != BP_OK) {
     free(e);
-    return vk_error(vk_status_of(r), "vulkan: vkCreateSemaphore failed: %s", vk_result_name(r));
+    return st;
   }
+  VkResult r = VK_SUCCESS;
   if ((flags & BP_EVENT_TIMING) && d->feat.timestamp_bits) {
     VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
@@ -789,7 +885,7 @@ void vk_event_destroy(bpp_event_t e) {
   struct bpp_device_s* d = e->dev;
   /* The core destroys events after every use retired; wait for the last
    * signal anyway so the semaphore is not in use. */
-  if (e->counter) {
+  if (e->counter && !e->imported) { /* an imported one is signaled elsewhere */
     VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
                               .semaphoreCount = 1, .pSemaphores = &e->sem, .pValues = &e->counter};
     d->vk.vkWaitSemaphores(d->dev, &wi, UINT64_MAX);
@@ -800,6 +896,9 @@ void vk_event_destroy(bpp_event_t e) {
 bp_status_t vk_event_record(bpp_event_t e, bpp_stream_t s) {
   if (!e || !s) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_record: NULL argument");
   if (e->dev != s->dev) return vk_error(BP_INVALID_ARGUMENT, "vulkan: event_record: event and stream of different devices");
+  if (e->imported)
+    return vk_error(BP_FAILED_PRECONDITION,
+                    "vulkan: event_record: an imported event is signaled by its exporter only");
   vk_batch_t* b;
   bp_status_t st = cur_batch(s, &b);
   if (st) return st;

@@ -33,7 +33,10 @@ static int g_fail_pipelines; /* vkCreateComputePipelines runs out of memory */
 static uint64_t g_submits, g_dispatches, g_barriers, g_copies, g_allocs, g_live_allocs;
 /* External memory: the device lists VK_KHR_external_memory_fd; what the
  * plugin passed in the last allocation, buffer creation and fd export. */
-static int g_memfd;
+static int g_memfd, g_semfd;
+/* Semaphores: export info at creation, the fd calls' arguments. */
+static int g_sem_export, g_semfd_imported;
+static VkSemaphore g_getsemfd_sem, g_importsem_sem;
 static int g_alloc_export, g_alloc_import_fd, g_buffer_external, g_device_memfd_enabled;
 static uint64_t g_alloc_size;
 static VkDeviceMemory g_getfd_memory;
@@ -132,10 +135,11 @@ static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceMemoryProperties2(VkPhysica
 static VKAPI_ATTR VkResult VKAPI_CALL f_EnumerateDeviceExtensionProperties(VkPhysicalDevice p, const char* l, uint32_t* n,
                                                                            VkExtensionProperties* e) {
   (void)p; (void)l;
-  const char* names[2];
+  const char* names[3];
   uint32_t count = 0;
   if (g_cpu) names[count++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
   if (g_memfd) names[count++] = VK_KHR_EXTERNAL_MEMORY_FD_EXTENSION_NAME;
+  if (g_semfd) names[count++] = VK_KHR_EXTERNAL_SEMAPHORE_FD_EXTENSION_NAME;
   for (uint32_t i = 0; e && i < count && i < *n; i++) {
     memset(&e[i], 0, sizeof e[i]);
     snprintf(e[i].extensionName, sizeof e[i].extensionName, "%s", names[i]);
@@ -312,7 +316,14 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_BeginCommandBuffer(VkCommandBuffer c, co
 static VKAPI_ATTR VkResult VKAPI_CALL f_EndCommandBuffer(VkCommandBuffer c) { (void)c; return VK_SUCCESS; }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreateSemaphore(VkDevice d, const VkSemaphoreCreateInfo* ci, const VkAllocationCallbacks* a,
                                                         VkSemaphore* out) {
-  (void)d; (void)ci; (void)a; *out = (VkSemaphore)calloc(1, sizeof(fake_sem_t)); return VK_SUCCESS;
+  (void)d; (void)a;
+  g_sem_export = 0;
+  for (const VkBaseInStructure* x = ci->pNext; x; x = x->pNext)
+    if (x->sType == VK_STRUCTURE_TYPE_EXPORT_SEMAPHORE_CREATE_INFO &&
+        ((const VkExportSemaphoreCreateInfo*)x)->handleTypes == VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT)
+      g_sem_export = 1;
+  *out = (VkSemaphore)calloc(1, sizeof(fake_sem_t));
+  return VK_SUCCESS;
 }
 static VKAPI_ATTR void VKAPI_CALL f_DestroySemaphore(VkDevice d, VkSemaphore s, const VkAllocationCallbacks* a) {
   (void)d; (void)a; free((void*)s);
@@ -433,6 +444,21 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_GetMemoryFdKHR(VkDevice d, const VkMemor
   return VK_SUCCESS;
 }
 
+static VKAPI_ATTR VkResult VKAPI_CALL f_GetSemaphoreFdKHR(VkDevice d, const VkSemaphoreGetFdInfoKHR* gi, int* fd) {
+  (void)d;
+  if (gi->handleType != VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT) return VK_ERROR_UNKNOWN;
+  g_getsemfd_sem = gi->semaphore;
+  *fd = 88;
+  return VK_SUCCESS;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_ImportSemaphoreFdKHR(VkDevice d, const VkImportSemaphoreFdInfoKHR* ii) {
+  (void)d;
+  if (ii->handleType != VK_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD_BIT) return VK_ERROR_UNKNOWN;
+  g_importsem_sem = ii->semaphore;
+  g_semfd_imported = ii->fd;
+  return VK_SUCCESS;
+}
+
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, const char* name);
 static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetInstanceProcAddr(VkInstance i, const char* name) {
   (void)i;
@@ -461,13 +487,15 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, 
   F(CreatePipelineCache) F(DestroyPipelineCache) F(CreateDescriptorSetLayout) F(DestroyDescriptorSetLayout)
   F(CreateBufferView) F(DestroyBufferView) F(CmdPushDescriptorSetKHR)
   if (g_memfd) F(GetMemoryFdKHR)
+  if (g_semfd) F(GetSemaphoreFdKHR)
+  if (g_semfd) F(ImportSemaphoreFdKHR)
 #undef F
   return NULL;
 }
 
 static void fake_reset(void) {
   g_npd = 0;
-  g_fail_create_instance = g_cpu = g_fail_pipelines = g_memfd = 0;
+  g_fail_create_instance = g_cpu = g_fail_pipelines = g_memfd = g_semfd = 0;
   g_submits = g_dispatches = g_barriers = g_copies = g_allocs = 0;
 }
 static void add_pd(const char* name, int compute, int bda, uint64_t heap) {
@@ -701,6 +729,61 @@ static void test_external_memory_fd(void** state) {
   vk_instance_destroy(inst);
 }
 
+/* Events as timeline semaphore fds: UNIMPLEMENTED naming the extension
+ * without it; with it, exportable events get VkExportSemaphoreCreateInfo,
+ * export and import pass the event's semaphore and the fd, an imported
+ * event carries the exporter's value and cannot be recorded. */
+static void test_external_semaphores(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake(NULL, &inst);
+  const bpp_core_table_t* core = vk_plugin_vtable()->core;
+  bp_event_create_info_t ci = {.struct_size = sizeof ci, .flags = BP_EVENT_EXPORTABLE};
+  bpp_event_t ev = NULL;
+  assert_int_equal(core->event_create(d, &ci, &ev), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(vk_last_error(), "VK_KHR_external_semaphore_fd"));
+  bp_external_event_desc_t i = {.struct_size = sizeof i, .kind = BP_EXTERNAL_OPAQUE_FD, .fd = 9, .value = 3};
+  assert_int_equal(core->event_import(d, &i, &ev), BP_UNIMPLEMENTED);
+  assert_null(ev);
+  vk_instance_destroy(inst);
+
+  fake_reset();
+  g_semfd = 1;
+  add_pd("fake", 1, 1, 1ull << 30);
+  assert_int_equal(vk_instance_create_with(f_GetInstanceProcAddr, NULL, &inst), BP_OK);
+  assert_int_equal(vk_device_open(inst, 0, &d), BP_OK);
+  assert_int_equal(core->event_create(d, &ci, &ev), BP_OK);
+  assert_int_equal(g_sem_export, 1);
+  bpp_stream_t s = NULL;
+  bp_stream_create_info_t si = {.struct_size = sizeof si};
+  assert_int_equal(core->stream_create(d, &si, &s), BP_OK);
+  assert_int_equal(core->event_record(ev, s), BP_OK);
+  bp_external_event_desc_t e = {.struct_size = sizeof e, .kind = BP_EXTERNAL_OPAQUE_FD, .fd = -1};
+  assert_int_equal(core->event_export(ev, &e), BP_OK);
+  assert_int_equal(e.fd, 88);
+  assert_int_equal(e.value, 1); /* the first record signals 1 */
+  assert_non_null(g_getsemfd_sem);
+  e.kind = BP_EXTERNAL_SYNC_FD;
+  assert_int_equal(core->event_export(ev, &e), BP_UNIMPLEMENTED);
+
+  bpp_event_t imp = NULL;
+  assert_int_equal(core->event_import(d, &i, &imp), BP_OK);
+  assert_int_equal(g_semfd_imported, 9);
+  assert_int_equal(g_sem_export, 0);
+  assert_non_null(g_importsem_sem);
+  assert_int_equal(core->event_record(imp, s), BP_FAILED_PRECONDITION);
+  assert_int_equal(core->stream_wait_event(s, imp), BP_OK);
+  i.fd = -1;
+  bpp_event_t bad = NULL;
+  assert_int_equal(core->event_import(d, &i, &bad), BP_INVALID_ARGUMENT);
+  assert_null(bad);
+  assert_int_equal(core->stream_synchronize(s), BP_OK);
+  core->stream_destroy(s);
+  core->event_destroy(imp);
+  core->event_destroy(ev);
+  vk_instance_destroy(inst);
+}
+
 /* ---- streams: staging and batching --------------------------------------- */
 static int g_host_calls;
 static bp_status_t host_fn(void* user) {
@@ -837,6 +920,7 @@ int main(void) {
       cmocka_unit_test(test_pool_suballocates_and_respects_budget),
       cmocka_unit_test(test_external_memory_without_extension),
       cmocka_unit_test(test_external_memory_fd),
+      cmocka_unit_test(test_external_semaphores),
       cmocka_unit_test(test_staging_roundtrip_and_batching),
       cmocka_unit_test(test_matmul_pipeline_failure_records_nothing),
   };

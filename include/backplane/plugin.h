@@ -477,7 +477,7 @@ typedef struct bpp_comm_table {
 /* ======================================================================== */
 /* The root table returned by negotiation.                                  */
 /* ======================================================================== */
-struct bp_plugin_vtable {
+struct bp_plugin_vtable_s {
   uint32_t struct_size;
   uint32_t reserved0;
   const bpp_core_table_t* core; /* required */

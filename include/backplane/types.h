@@ -176,7 +176,7 @@ typedef struct bpp_event_s* bpp_event_t;
 typedef struct bpp_executable_s* bpp_executable_t;
 typedef struct bpp_comm_s* bpp_comm_t;
 /* The plugin's root table; complete in plugin.h. */
-typedef struct bp_plugin_vtable bp_plugin_vtable_t;
+typedef struct bp_plugin_vtable_s bp_plugin_vtable_t; /* tag differs from the function bp_plugin_vtable (C++ -Wshadow) */
 
 /* Every `next` pointer in an ABI struct heads a chain of extension structs,
  * each starting with this header. A reader walks the chain and ignores the
@@ -255,7 +255,7 @@ enum bp_device_flags {
   BP_DEVICE_FLAG_PEER_COPY = 1u << 4            /* copy_peer to same-plugin devices */
 };
 
-typedef struct bp_device_properties {
+typedef struct bp_device_properties_s { /* tag differs from bp_device_properties() */
   uint32_t struct_size;
   uint32_t kind; /* enum bp_device_kind */
   char name[BP_MAX_NAME];

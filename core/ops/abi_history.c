@@ -2,9 +2,9 @@
  *
  * Extending the ABI in minor N: append N's counts to k_op_count and
  * k_dtype_count (and raise BP_ABI_VERSION_MINOR); for every attribute
- * struct that grew, add {kind, minor it was released in, size then} for
- * its first-released size (when it has no entry yet) and {kind, N, new
- * size}. The gate then refuses, for plugins of older minors, what they
+ * struct that grew, add {kind, 0, BP_ATTRS_V1_SIZE_<type>, ""} for its
+ * first-released size (when it has no entry yet) and {kind, N, new size,
+ * "names of the appended fields"}. The gate then refuses, for plugins of older minors, what they
  * cannot know about.
  */
 #include "ops/abi_history.h"

@@ -469,6 +469,54 @@ typedef struct bp_cross_entropy_attrs {
   X(bp_arange_attrs_t) X(bp_random_attrs_t) X(bp_fft_attrs_t)                 \
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)
 
+/* First released size of each attribute struct (ABI 1.0): a reader accepts
+ * struct_size >= it. Fields appended later default to zero. */
+#define BP_ATTRS_V1_SIZE_bp_no_attrs_t 4u
+#define BP_ATTRS_V1_SIZE_bp_clamp_attrs_t 40u
+#define BP_ATTRS_V1_SIZE_bp_elu_attrs_t 32u
+#define BP_ATTRS_V1_SIZE_bp_gelu_attrs_t 8u
+#define BP_ATTRS_V1_SIZE_bp_hardtanh_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_leaky_relu_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_softplus_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_binary_attrs_t 48u
+#define BP_ATTRS_V1_SIZE_bp_reduce_attrs_t 56u
+#define BP_ATTRS_V1_SIZE_bp_dim_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_dims_attrs_t 72u
+#define BP_ATTRS_V1_SIZE_bp_sort_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_topk_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_addmm_attrs_t 40u
+#define BP_ATTRS_V1_SIZE_bp_cdist_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_linear_attrs_t 8u
+#define BP_ATTRS_V1_SIZE_bp_conv_attrs_t 120u
+#define BP_ATTRS_V1_SIZE_bp_pool_attrs_t 128u
+#define BP_ATTRS_V1_SIZE_bp_adaptive_pool_attrs_t 32u
+#define BP_ATTRS_V1_SIZE_bp_col2im_attrs_t 88u
+#define BP_ATTRS_V1_SIZE_bp_grid_sampler_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_upsample_attrs_t 48u
+#define BP_ATTRS_V1_SIZE_bp_softmax_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_batch_norm_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_group_norm_attrs_t 48u
+#define BP_ATTRS_V1_SIZE_bp_layer_norm_attrs_t 88u
+#define BP_ATTRS_V1_SIZE_bp_rms_norm_attrs_t 16u
+#define BP_ATTRS_V1_SIZE_bp_embedding_attrs_t 32u
+#define BP_ATTRS_V1_SIZE_bp_index_put_attrs_t 8u
+#define BP_ATTRS_V1_SIZE_bp_scatter_attrs_t 32u
+#define BP_ATTRS_V1_SIZE_bp_slice_attrs_t 32u
+#define BP_ATTRS_V1_SIZE_bp_cast_attrs_t 8u
+#define BP_ATTRS_V1_SIZE_bp_pad_attrs_t 160u
+#define BP_ATTRS_V1_SIZE_bp_fill_attrs_t 104u
+#define BP_ATTRS_V1_SIZE_bp_arange_attrs_t 64u
+#define BP_ATTRS_V1_SIZE_bp_random_attrs_t 112u
+#define BP_ATTRS_V1_SIZE_bp_fft_attrs_t 88u
+#define BP_ATTRS_V1_SIZE_bp_sdpa_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_rotary_attrs_t 8u
+#define BP_ATTRS_V1_SIZE_bp_cross_entropy_attrs_t 24u
+#if BP_ABI_PINNED
+#define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
+BP_ATTRS_TYPES(BP__ATTRS_PIN)
+#undef BP__ATTRS_PIN
+#endif
+
 #ifdef __cplusplus
 }
 #endif

@@ -183,6 +183,7 @@ typedef struct bp_chain_header {
   uint32_t type;
   const void* next;
 } bp_chain_header_t;
+#define BP_CHAIN_HEADER_V1_SIZE 16u
 
 /* ------------------------------------------------------------------------ */
 /* Tensor descriptors.                                                      */

@@ -184,6 +184,7 @@ typedef struct bp_chain_header {
   const void* next;
   uint64_t grown_1_1; /* appended in 1.1 (test header) */
 } bp_chain_header_t;
+#define BP_CHAIN_HEADER_V1_SIZE 16u
 
 /* ------------------------------------------------------------------------ */
 /* Tensor descriptors.                                                      */

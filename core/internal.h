@@ -176,6 +176,7 @@ struct bp_context {
   bp_trace_end_fn trace_end;
   void* trace_user_data;
   uint32_t instance_create_timeout_ms; /* 0: no bound (loader/instance_create.c) */
+  int sync_each_op; /* BP_CONTEXT_SYNC_EACH_OP or BACKPLANE_SYNC=1; fixed at creation */
 };
 
 struct bp_buffer {

@@ -62,9 +62,10 @@ BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
                      "(set it to sizeof(bp_context_options_t))",
                      options->struct_size, (size_t)BP__CONTEXT_OPTIONS_V1_SIZE);
   }
-  if (options && (options->flags & ~(uint32_t)BP_CONTEXT_NO_DISCOVERY)) {
+  const uint32_t known_flags = BP_CONTEXT_NO_DISCOVERY | BP_CONTEXT_SYNC_EACH_OP;
+  if (options && (options->flags & ~known_flags)) {
     return bp__error(BP_INVALID_ARGUMENT, "bp_context_create: unknown flags 0x%x in options->flags",
-                     options->flags & ~(uint32_t)BP_CONTEXT_NO_DISCOVERY);
+                     options->flags & ~known_flags);
   }
   context = calloc(1, sizeof(*context));
   if (!context) return bp__error(BP_RESOURCE_EXHAUSTED, "bp_context_create: out of memory");
@@ -83,6 +84,13 @@ BP_API bp_status_t bp_context_create(const bp_context_options_t* options,
     context->trace_user_data = options->trace_user_data;
   }
 #undef BP__HAS_OPTION
+  const char* sync_env = getenv("BACKPLANE_SYNC");
+  context->sync_each_op = (options && (options->flags & BP_CONTEXT_SYNC_EACH_OP)) ||
+                          (sync_env && sync_env[0] != '\0' && strcmp(sync_env, "0") != 0);
+  if (context->sync_each_op)
+    bp__log(BP_LOG_INFO, "every op synchronizes its stream (%s)",
+            options && (options->flags & BP_CONTEXT_SYNC_EACH_OP) ? "BP_CONTEXT_SYNC_EACH_OP"
+                                                                  : "BACKPLANE_SYNC");
   if (pthread_mutex_init(&context->lock, NULL) != 0) {
     free(context);
     return bp__error(BP_INTERNAL, "bp_context_create: pthread_mutex_init failed");

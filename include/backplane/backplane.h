@@ -98,7 +98,13 @@ BP_API uint32_t bp_dtype_category(uint32_t dtype); /* enum bp_dtype_category */
 enum bp_context_flags {
   /* Do not discover plugins (manifests, BACKPLANE_PLUGIN_PATH, the build
    * tree); only bp_context_register_plugin adds them. */
-  BP_CONTEXT_NO_DISCOVERY = 1u << 0
+  BP_CONTEXT_NO_DISCOVERY = 1u << 0,
+  /* Debug: synchronize the stream after every op, so that an error the
+   * kernel finds while running is returned by that op's call, with the op's
+   * name and id, the device and the plugin's message, instead of by a later
+   * synchronize. Slow: every op waits for the device. The environment
+   * variable BACKPLANE_SYNC=1 turns it on for every context. */
+  BP_CONTEXT_SYNC_EACH_OP = 1u << 1
 };
 
 /* Called when a plugin reports an error outside any call (a fault found

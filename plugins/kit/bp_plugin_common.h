@@ -141,6 +141,25 @@ uint32_t bp_f64_to_small_float(uint32_t dtype, double v);
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
+/* Debug-only checks (docs/ABI.md, "Trust boundary"): the core validates
+ * every call before a plugin sees it, so checks that would only protect the
+ * plugin if the core were bypassed go in BP_PLUGIN_DEBUG_CHECK(expr). It
+ * evaluates `expr` (a bp_status_t) and returns it from the calling function
+ * when it is not BP_OK, in builds with BP_PLUGIN_CHECKS defined or without
+ * NDEBUG; elsewhere it compiles to nothing (`expr` is still type-checked). */
+#if defined(BP_PLUGIN_CHECKS) || !defined(NDEBUG)
+#define BP_PLUGIN_CHECKS_ENABLED 1
+#else
+#define BP_PLUGIN_CHECKS_ENABLED 0
+#endif
+#define BP_PLUGIN_DEBUG_CHECK(expr)               \
+  do {                                            \
+    if (BP_PLUGIN_CHECKS_ENABLED) {               \
+      bp_status_t bp_check_status_ = (expr);      \
+      if (bp_check_status_ != BP_OK) return bp_check_status_; \
+    }                                             \
+  } while (0)
+
 /* Formats the message, passes it to host->report (when the host provides
  * one) and returns `status`. `host` may be NULL. */
 bp_status_t bp_plugin_report(const bp_host_services_t* host, bp_status_t status, const char* fmt,

@@ -68,6 +68,18 @@ BP_API void bp_abi_version(uint32_t* out_major, uint32_t* out_minor);
  * stderr as "backplane[<level>] <message>". */
 BP_API void bp_log_set_level(int32_t level);
 
+/* Crash report: on SIGSEGV, SIGBUS, SIGILL, SIGFPE or SIGABRT the process
+ * writes one line to stderr, "backplane: <signal>: crashed inside plugin
+ * <name> in slot <slot> (op <op>)" (or "not inside a plugin call"), then
+ * the signal takes the action installed before (the default one unless the
+ * application or a sanitizer had its own). The core notes, per thread,
+ * which plugin slot it is calling; a crash on a plugin's own thread is
+ * attributed by the code address. The handler only reads and write(2)s.
+ * Process-wide and idempotent; the tools call it, applications opt in with
+ * this call or BACKPLANE_CRASH_REPORT=1 (read at bp_context_create). Not
+ * reported: a stack overflow (the handler has no stack of its own). */
+BP_API bp_status_t bp_crash_report_install(void);
+
 /* ------------------------------------------------------------------------ */
 /* dtypes                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -86,7 +98,13 @@ BP_API uint32_t bp_dtype_category(uint32_t dtype); /* enum bp_dtype_category */
 enum bp_context_flags {
   /* Do not discover plugins (manifests, BACKPLANE_PLUGIN_PATH, the build
    * tree); only bp_context_register_plugin adds them. */
-  BP_CONTEXT_NO_DISCOVERY = 1u << 0
+  BP_CONTEXT_NO_DISCOVERY = 1u << 0,
+  /* Debug: synchronize the stream after every op, so that an error the
+   * kernel finds while running is returned by that op's call, with the op's
+   * name and id, the device and the plugin's message, instead of by a later
+   * synchronize. Slow: every op waits for the device. The environment
+   * variable BACKPLANE_SYNC=1 turns it on for every context. */
+  BP_CONTEXT_SYNC_EACH_OP = 1u << 1
 };
 
 /* Called when a plugin reports an error outside any call (a fault found
@@ -119,6 +137,14 @@ typedef struct bp_context_options {
   bp_trace_begin_fn trace_begin; /* NULL: no tracing */
   bp_trace_end_fn trace_end;
   void* trace_user_data;
+  /* Longest wait for one plugin's instance_create, in milliseconds; 0: the
+   * environment's BACKPLANE_INSTANCE_CREATE_TIMEOUT_MS, else no limit. A
+   * plugin whose instance_create has not returned by then is recorded as
+   * skipped with BP_DEADLINE_EXCEEDED; the thread running it is abandoned
+   * (it stays blocked in the plugin, whose library is never unloaded).
+   * Read only when struct_size covers it. */
+  uint32_t instance_create_timeout_ms;
+  uint32_t reserved0;
 } bp_context_options_t;
 
 /* Discovers and loads plugins. Plugins that fail to load are recorded with
@@ -250,6 +276,12 @@ BP_API bp_device_t* bp_stream_device(const bp_stream_t* stream);
 BP_API bp_status_t bp_stream_synchronize(bp_stream_t* stream);
 /* BP_OK idle, BP_NOT_READY busy, else the error. */
 BP_API bp_status_t bp_stream_query(bp_stream_t* stream);
+/* bp_stream_synchronize that gives up after `timeout_ns` nanoseconds with
+ * BP_DEADLINE_EXCEEDED; the work stays enqueued and valid (query, wait or
+ * synchronize again later). Polls the plugin's stream_query, sleeping up to
+ * 1 ms between polls. Releasing a stream (or the last buffer it used)
+ * still waits for its work, however long that takes. */
+BP_API bp_status_t bp_stream_synchronize_timeout(bp_stream_t* stream, uint64_t timeout_ns);
 
 /* `info` NULL: no timing, not exportable. */
 BP_API bp_status_t bp_event_create(bp_device_t* device, const bp_event_create_info_t* info,
@@ -263,6 +295,9 @@ BP_API bp_status_t bp_event_record(bp_event_t* event, bp_stream_t* stream);
 BP_API bp_status_t bp_stream_wait_event(bp_stream_t* stream, bp_event_t* event);
 BP_API bp_status_t bp_event_query(bp_event_t* event);
 BP_API bp_status_t bp_event_synchronize(bp_event_t* event);
+/* bp_event_synchronize that gives up after `timeout_ns` nanoseconds with
+ * BP_DEADLINE_EXCEEDED; the event stays pending and valid. */
+BP_API bp_status_t bp_event_wait_timeout(bp_event_t* event, uint64_t timeout_ns);
 BP_API bp_status_t bp_event_elapsed_ns(bp_event_t* start, bp_event_t* end, uint64_t* out_ns);
 /* Events shared with other processes or runtimes (semaphores, sync fds);
  * BP_UNIMPLEMENTED when the backend lacks them. Export needs an event
@@ -314,8 +349,10 @@ BP_API uint64_t bp_tensor_byte_offset(const bp_tensor_t* t);
 BP_API int bp_tensor_is_contiguous(const bp_tensor_t* t);
 BP_API bp_buffer_t* bp_tensor_buffer(const bp_tensor_t* t); /* borrowed */
 BP_API bp_device_t* bp_tensor_device(const bp_tensor_t* t);
-/* The plugin-facing descriptor of the tensor. */
-BP_API void bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc);
+/* The plugin-facing descriptor of the tensor, written within
+ * out_desc->struct_size (set by the caller, >= BP_TENSOR_DESC_V1_SIZE; the
+ * growth rule of bp_plugin_info_t). */
+BP_API bp_status_t bp_tensor_get_desc(const bp_tensor_t* t, bp_tensor_desc_t* out_desc);
 
 /* Views: new tensor objects over the same buffer (out_ owns a reference). */
 BP_API bp_status_t bp_tensor_alias(bp_tensor_t* t, bp_tensor_t** out);
@@ -377,6 +414,24 @@ BP_API bp_status_t bp_tensor_write(bp_stream_t* stream, bp_tensor_t* t, const vo
                                    uint64_t size);
 BP_API bp_status_t bp_tensor_read(bp_stream_t* stream, const bp_tensor_t* t, void* dst,
                                   uint64_t size);
+
+/* DLPack hand-over without a copy. The DLManagedTensor (dlpack.h, the
+ * unversioned struct of DLPack 0.6 to 0.8) travels as void*, so this header
+ * needs no dlpack.h.
+ * Import: a tensor over the producer's memory with its dtype, sizes and
+ * strides. On success the tensor's buffer owns `dl_managed_tensor` and calls
+ * its deleter exactly once, when the buffer is freed; on failure the caller
+ * still owns it. The device's backend must reach the memory (the CPU backend
+ * takes kDLCPU). What a tensor cannot represent (lanes != 1, negative
+ * strides, sub-byte dtypes, an element start misaligned for its dtype) is
+ * INVALID_ARGUMENT naming the field.
+ * Export: a new DLManagedTensor* viewing t (dtype, sizes, strides,
+ * byte_offset) that the caller owns; it holds a reference on t's buffer
+ * that its deleter (call it exactly once) drops. UNIMPLEMENTED when the
+ * backend's memory has no DLPack form. */
+BP_API bp_status_t bp_tensor_from_dlpack(bp_device_t* device, void* dl_managed_tensor,
+                                         bp_tensor_t** out_tensor);
+BP_API bp_status_t bp_tensor_to_dlpack(bp_tensor_t* t, void** out_dl_managed_tensor);
 
 /* ------------------------------------------------------------------------ */
 /* Operators                                                                 */

@@ -134,7 +134,11 @@ enum bp_memory_kind {
 enum bp_memory_flags {
   BP_MEMORY_FLAG_HOST_VISIBLE = 1u << 0,  /* buffer_map works */
   BP_MEMORY_FLAG_HOST_COHERENT = 1u << 1, /* no flush needed after host writes */
-  BP_MEMORY_FLAG_DEVICE_LOCAL = 1u << 2
+  BP_MEMORY_FLAG_DEVICE_LOCAL = 1u << 2,
+  /* Buffers of this space can be exported (bp_buffer_export, OPAQUE_FD):
+   * each gets its own exportable allocation (VkExportMemoryAllocateInfo),
+   * so a backend offers such a space beside its suballocated ones. */
+  BP_MEMORY_FLAG_EXPORTABLE = 1u << 3
 };
 
 enum bp_log_level {
@@ -419,13 +423,21 @@ typedef struct bp_event_create_info {
 /* ------------------------------------------------------------------------ */
 enum bp_external_kind {
   BP_EXTERNAL_NONE = 0,
-  /* Buffers: host memory used in place (cuMemHostRegister). The memory
-   * stays owned by the application and must outlive the buffer. */
+  /* Buffers: host memory used in place (cuMemHostRegister). Import wraps
+   * [host_pointer + offset_bytes, + size_bytes) without a copy; the memory
+   * stays owned by the application and must stay valid until the buffer is
+   * freed (its last reference dropped and its work done). Export returns the
+   * buffer's host address in host_pointer, valid while the buffer lives. */
   BP_EXTERNAL_HOST_POINTER = 1,
-  /* Buffers: a DLPack DLManagedTensor* (dlpack.h, v0.8 ABI). Import takes
-   * ownership on success and calls its deleter when the buffer is freed;
-   * export returns one viewing the buffer as 1-D uint8 that the receiver
-   * owns (its deleter drops the reference). */
+  /* Buffers: a DLPack DLManagedTensor* (dlpack.h; the unversioned struct of
+   * DLPack 0.6 to 0.8). Import: the buffer is the tensor's bytes from
+   * data + byte_offset (the core fills size_bytes with their extent and
+   * offset_bytes with byte_offset before the plugin sees the desc); on
+   * success the buffer owns the tensor and calls its deleter once, when it
+   * is freed. Export: a DLManagedTensor viewing the whole buffer as 1-D
+   * uint8 that the receiver owns. Between core and plugin that tensor only
+   * borrows the buffer: the host calls its deleter before buffer_release;
+   * the application's copy holds a buffer reference its deleter drops. */
   BP_EXTERNAL_DLPACK = 2,
   /* Buffers and events: a POSIX file descriptor of an opaque driver handle
    * (VK_EXTERNAL_*_HANDLE_TYPE_OPAQUE_FD_BIT, cudaIpc*, hipIpc*). Import

@@ -14,12 +14,22 @@
  * bound fails the run (exit status 1). The summary gives the slopes.
  *
  * Bounds: resident memory may grow by at most SOAK_RSS_BYTES_PER_S (64 KiB/s,
- * 225 MiB an hour: a leak of one 64 KiB buffer a second fails; a run fails
- * on it only when the last sample also lies more than half that rate times
- * the window above the first, so noise in a flat series does not) and open
- * descriptors by at most SOAK_FDS_PER_S (0.01/s, one every 100 s), and the
- * last sample may hold at most SOAK_FD_SLACK more descriptors than the first
- * sample after the warm-up.
+ * 225 MiB an hour: a leak of one 64 KiB buffer a second fails). A leak is
+ * growth that goes on, so a run fails on memory only when the fitted slope is
+ * over that bound and the floor of the series (its lowest sample in the last
+ * quarter of the window against the lowest in the first quarter) also rose by
+ * more than SOAK_RSS_SETTLE_BYTES (8 MiB) and by more than half the bound
+ * times the window. Resident memory is noisy (in-flight buffers, allocator
+ * trimming) and still settles for a while after the warm-up on a slow
+ * machine; the floor ignores the spikes and the allowance the settling. The
+ * 60-second run in the test command therefore catches only gross growth
+ * (a buffer or more a step); small blocks lost per step are caught exactly by
+ * LeakSanitizer at exit in the AddressSanitizer build's run (soak_leaks_20s,
+ * where resident memory is reported but not judged: ASan's quarantine makes
+ * it grow), and reachable memory that keeps growing by the 10-minute run.
+ * Open descriptors may grow by at most
+ * SOAK_FDS_PER_S (0.01/s, one every 100 s), and the last sample may hold at
+ * most SOAK_FD_SLACK more descriptors than the first sample after the warm-up.
  *
  * Values are small integers in f32, so every backend computes them exactly.
  */
@@ -35,9 +45,23 @@
 #include "backplane/backplane.h"
 
 #define SOAK_RSS_BYTES_PER_S (64.0 * 1024.0)
+#define SOAK_RSS_SETTLE_BYTES (8.0 * 1048576.0)
 #define SOAK_FDS_PER_S 0.01
 #define SOAK_FD_SLACK 4
 #define SOAK_MAX_DEVICES 16
+
+/* Under AddressSanitizer freed blocks sit in a quarantine, so resident memory
+ * says nothing about leaks; LeakSanitizer's report at exit does. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SOAK_JUDGES_RSS 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SOAK_JUDGES_RSS 0
+#endif
+#endif
+#ifndef SOAK_JUDGES_RSS
+#define SOAK_JUDGES_RSS 1
+#endif
 #define SOAK_MAX_SAMPLES 100000
 #define SOAK_MAX_WORDS 16384
 
@@ -251,6 +275,13 @@ static double slope(const double* t, const double* y, int n) {
   return den > 0 ? num / den : 0.0;
 }
 
+/* Lowest of n samples (0 when there are none). */
+static double floor_of(const double* y, int n) {
+  double m = n > 0 ? y[0] : 0.0;
+  for (int k = 1; k < n; k++) m = y[k] < m ? y[k] : m;
+  return m;
+}
+
 int main(int argc, char** argv) {
   double seconds = 600.0;
   int threads = 8;
@@ -346,12 +377,16 @@ int main(int argc, char** argv) {
          ns, warmup, ns ? rss[0] / 1048576.0 : 0.0, ns ? rss[ns - 1] / 1048576.0 : 0.0, rs / 1024.0,
          SOAK_RSS_BYTES_PER_S / 1024.0, ns ? fds[0] : 0.0, ns ? fds[ns - 1] : 0.0, fs, SOAK_FDS_PER_S);
   printf("soak: %ld errors, %ld wrong results\n", errors, wrong);
-  /* A leak shows as a slope over the bound and as net growth over the
-   * window; a noisy series (other processes, allocator trimming) can have a
-   * steep fitted slope while ending lower than it began, which is no leak. */
+  /* A leak shows as a slope over the bound and as a floor that rose over the
+   * window (the header comment says why both). */
   double window_s = ns >= 2 ? ts[ns - 1] - ts[0] : 0.0;
-  double rss_growth = ns >= 2 ? rss[ns - 1] - rss[0] : 0.0;
-  int rss_ok = rs <= SOAK_RSS_BYTES_PER_S || rss_growth <= 0.5 * SOAK_RSS_BYTES_PER_S * window_s;
+  double floor_growth = floor_of(rss + ns - (ns + 3) / 4, (ns + 3) / 4) - floor_of(rss, (ns + 3) / 4);
+  double allowance = 0.5 * SOAK_RSS_BYTES_PER_S * window_s;
+  if (allowance < SOAK_RSS_SETTLE_BYTES) allowance = SOAK_RSS_SETTLE_BYTES;
+  int rss_ok = SOAK_JUDGES_RSS ? rs <= SOAK_RSS_BYTES_PER_S || floor_growth <= allowance : 1;
+  printf("soak: resident floor %+.1f MiB over the window (allowed %.1f when the slope is over its bound)%s\n",
+         floor_growth / 1048576.0, allowance / 1048576.0,
+         SOAK_JUDGES_RSS ? "" : "; not judged under AddressSanitizer, LeakSanitizer checks at exit");
   int ok = errors == 0 && wrong == 0 && ns >= 2 && rss_ok && fs <= SOAK_FDS_PER_S &&
            fd_growth <= SOAK_FD_SLACK && atomic_load(&s.ops) + atomic_load(&s.copies) > 0;
   printf("soak: %s\n", ok ? "PASS" : "FAIL");

@@ -12,16 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bp_file.h"
 #include "conform.h"
-
-static const char* kind_name(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 bp_status_t bpc_output_path_check(const char* path, char* msg, size_t msg_size) {
   struct stat sb;
@@ -36,7 +28,7 @@ bp_status_t bpc_output_path_check(const char* path, char* msg, size_t msg_size) 
   }
   if (!S_ISREG(sb.st_mode)) {
     snprintf(msg, msg_size, "'%s' is %s; reports and journals are written only to regular files",
-             path, kind_name(sb.st_mode));
+             path, bp_file_kind(sb.st_mode));
     return BP_INVALID_ARGUMENT;
   }
   return BP_OK;
@@ -61,7 +53,7 @@ int bpc_output_open(const char* path, int append, char* msg, size_t msg_size) {
   }
   if (!S_ISREG(sb.st_mode)) {
     snprintf(msg, msg_size, "'%s' is %s; reports and journals are written only to regular files", path,
-             kind_name(sb.st_mode));
+             bp_file_kind(sb.st_mode));
     close(fd);
     return -1;
   }

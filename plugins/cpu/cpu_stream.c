@@ -57,10 +57,11 @@ bp_status_t cpu_stream_create(bpp_device_t device, const bp_stream_create_info_t
 /* ------------------------------------------------------------------------ */
 /* Op launch                                                                 */
 /* ------------------------------------------------------------------------ */
+/* The core validated the call (docs/ABI.md, "Trust boundary"): only a
+ * checked build (BP_PLUGIN_CHECKS, or without NDEBUG) walks it again. */
 bp_status_t cpu_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
-  if (!s) return cpu_error(BP_INVALID_ARGUMENT, "cpu: launch: NULL stream");
-  bp_status_t st = bp_kit_call_check(call, CPU_MAX_OPERANDS, bp_kit_host_buffer_size);
-  if (st != BP_OK) return st;
+  BP_PLUGIN_DEBUG_CHECK(s ? BP_OK : cpu_error(BP_INVALID_ARGUMENT, "cpu: launch: NULL stream"));
+  BP_PLUGIN_DEBUG_CHECK(bp_kit_call_check(call, CPU_MAX_OPERANDS, bp_kit_host_buffer_size));
   if (!cpu_op_implemented(call->op_id))
     return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s (id %u) has no CPU kernel",
                      cpu_op_name(call->op_id), call->op_id);

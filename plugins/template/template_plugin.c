@@ -182,11 +182,9 @@ static bp_status_t stream_create(bpp_device_t device, const bp_stream_create_inf
 
 static bp_status_t launch(bpp_stream_t s, const bp_op_call_t* call) {
   const char* why;
-#ifndef NDEBUG /* the core validated the call; debug builds check it again */
-  bp_status_t st = bp_kit_call_check(call, 2, bp_kit_host_buffer_size);
-  if (st != BP_OK) return st;
-#endif
-  if (!call) return bp_kit_error(BP_INVALID_ARGUMENT, "template: launch: NULL call");
+  /* The core validated the call; a checked build (BP_PLUGIN_CHECKS, or
+   * without NDEBUG) walks it again. */
+  BP_PLUGIN_DEBUG_CHECK(bp_kit_call_check(call, 2, bp_kit_host_buffer_size));
   if (support_reason(call, &why) != BP_SUPPORT_OK)
     return bp_kit_error(BP_UNIMPLEMENTED, "template: %s: %s", bp_kit_op_name(call->op_id), why);
   return bp_kit_stream_enqueue_op(s, call);

@@ -167,12 +167,19 @@ void vk_access_of(const bp_tensor_desc_t* d, int write, vk_access_t* a) {
   a->write = write;
 }
 
-bp_status_t vk_check_desc(const bp_tensor_desc_t* d, const char* what) {
+/* What the core guarantees (a buffer, every element inside it: docs/ABI.md,
+ * "Trust boundary") only a checked build looks at again; the alignment the
+ * shaders' element addressing needs is this plugin's own rule. */
+static bp_status_t check_core_guarantees(const bp_tensor_desc_t* d, const char* what) {
   char msg[VK_MSG_CAP];
   struct bpp_buffer_s* b = d->buffer;
   if (!b) return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s has no buffer", what);
   bp_status_t st = bp_plugin_check_desc(d, b->size, what, msg, sizeof msg);
-  if (st != BP_OK) return vk_error(st, "vulkan: %s", msg);
+  return st == BP_OK ? BP_OK : vk_error(st, "vulkan: %s", msg);
+}
+
+bp_status_t vk_check_desc(const bp_tensor_desc_t* d, const char* what) {
+  BP_PLUGIN_DEBUG_CHECK(check_core_guarantees(d, what));
   uint32_t es = bp_dtype_size(d->dtype);
   if (es && d->byte_offset % es)
     return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s: byte offset %llu is not a multiple of the %s size",

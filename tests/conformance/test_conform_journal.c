@@ -193,7 +193,7 @@ static void test_output_paths_refused(void** state) {
   assert_int_equal(bpc_output_open(fifo, 0, msg, sizeof msg), -1);
   assert_non_null(strstr(msg, "FIFO"));
   assert_int_equal(bpc_output_path_check(dir, msg, sizeof msg), BP_INVALID_ARGUMENT);
-  assert_non_null(strstr(msg, "is a directory"));
+  assert_non_null(strstr(msg, "is a folder"));
   assert_int_equal(bpc_output_path_check("/dev/null", msg, sizeof msg), BP_INVALID_ARGUMENT);
   char fresh[4200];
   snprintf(fresh, sizeof fresh, "%s/new.json", dir);

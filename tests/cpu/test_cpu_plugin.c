@@ -1,5 +1,7 @@
 /* Unit tests of the CPU plugin through its vtable (no libbackplane): the
- * library is dlopen'ed from BACKPLANE_TEST_PLUGIN_DIR. */
+ * checked build of the library (BP_PLUGIN_CHECKS, which also checks what the
+ * core guarantees, since these tests bypass the core) is dlopen'ed from
+ * BP_TEST_CHECKED_PLUGIN_DIR. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -56,9 +58,8 @@ typedef struct fx {
 
 static int group_setup(void** state) {
   (void)state;
-  const char* dir = getenv("BACKPLANE_TEST_PLUGIN_DIR");
   char path[1024];
-  snprintf(path, sizeof path, "%s/libbp_plugin_cpu.so", dir ? dir : ".");
+  snprintf(path, sizeof path, "%s/libbp_plugin_cpu.so", BP_TEST_CHECKED_PLUGIN_DIR);
   g_lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!g_lib) {
     fprintf(stderr, "cannot load %s: %s\n", path, dlerror());

@@ -24,9 +24,10 @@ cmake --preset tsan
 cmake --build --preset tsan -j "$jobs"
 ctest --preset tsan -j "$jobs"
 
-# The CPU backend without OpenBLAS (its built-in blocked GEMM).
+# The CPU backend without OpenBLAS (its built-in blocked GEMM): only what the
+# preset's tests need (CMakePresets.json, test preset no-openblas).
 cmake --preset no-openblas
-cmake --build --preset no-openblas -j "$jobs"
+cmake --build --preset no-openblas -j "$jobs" --target bp-conform test_cpu_plugin test_ops
 ctest --preset no-openblas -j "$jobs"
 
 # Every unit test once more under valgrind (memcheck: no errors, no definite leaks).

@@ -197,6 +197,14 @@ struct bp_stream {
   bp_device_t* device;
   bpp_stream_t handle;
   uint32_t queue; /* enum bp_queue_kind */
+  /* The first error a plugin reported to a synchronize the core made on
+   * the application's behalf (a buffer's last release, a drain after a
+   * failed transfer): kept until the stream's next synchronize or query
+   * returns it, once, so releasing operands early loses no kernel error.
+   * Guarded by kept_lock: releases run on any thread. */
+  pthread_mutex_t kept_lock;
+  bp_status_t kept_status;
+  char kept_message[512];
 };
 
 struct bp_event {
@@ -230,6 +238,14 @@ BP__HIDDEN void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream);
  * synchronize that reports a sticky error), keeping the thread's message.
  * 1 when drained; 0 when not, and then the memory must not be freed. */
 BP__HIDDEN int bp__stream_drain(bp_stream_t* stream);
+/* Synchronizes `stream` for the core itself (`why` says for what, in the
+ * kept message); an error is kept for the application (struct bp_stream).
+ * Returns the plugin's status. Leaves the thread's status message alone. */
+BP__HIDDEN bp_status_t bp__stream_sync_for_core(bp_stream_t* stream, const char* why);
+/* `status`, unless an error is kept on `stream`: then that one, with its
+ * message set, and `status` (when it is an error, with the message already
+ * set) is kept in its place for the next call. */
+BP__HIDDEN bp_status_t bp__stream_take_kept(bp_stream_t* stream, bp_status_t status);
 /* Asks the plugin to import `desc` (kind-specific checks done) and wraps
  * the handle; the memory space is checked here. */
 BP__HIDDEN bp_status_t bp__buffer_import_checked(bp_device_t* device,

@@ -135,18 +135,10 @@ void bp_buffer_release(bp_buffer_t* buffer) {
   /* Last reference: no other thread can reach the buffer, so `users` needs
    * no lock. Wait for all work that used it, then free. */
   bp_context_t* context = buffer->device->plugin->context;
-  for (uint32_t i = 0; i < buffer->num_users; ++i) {
-    bp_stream_t* stream = buffer->users[i];
-    if (stream->device->plugin->core.stream_synchronize) {
-      bp_status_t status = BP__CORE_CALL(stream->device->plugin, stream_synchronize, stream->handle);
-      if (status != BP_OK) {
-        /* Release has no status to return: the plugin's error goes to the log. */
-        bp__plugin_error(stream->device->plugin, status, "stream_synchronize");
-        bp__log(BP_LOG_WARN, "buffer release: draining a stream of %s: %s", stream->device->name,
-                bp_status_message());
-      }
-    }
-  }
+  /* Release has no status to return: an error found here is kept on its
+   * stream for the application's next synchronize or query. */
+  for (uint32_t i = 0; i < buffer->num_users; ++i)
+    (void)bp__stream_sync_for_core(buffer->users[i], "inside bp_buffer_release");
   BP__CORE_CALL_VOID(buffer->device->plugin, buffer_release, buffer->handle);
   for (uint32_t i = 0; i < buffer->num_users; ++i) bp_stream_release(buffer->users[i]);
   pthread_mutex_destroy(&buffer->lock);
@@ -175,8 +167,7 @@ void bp__buffer_note_use(bp_buffer_t* buffer, bp_stream_t* stream) {
   buffer->users[buffer->num_users++] = stream;
   pthread_mutex_unlock(&buffer->lock);
   if (evicted) {
-    if (evicted->device->plugin->core.stream_synchronize)
-      (void)BP__CORE_CALL(evicted->device->plugin, stream_synchronize, evicted->handle);
+    (void)bp__stream_sync_for_core(evicted, "that retired the oldest of a buffer's streams");
     bp_stream_release(evicted);
   }
 }

@@ -61,7 +61,8 @@ bp_status_t bp_stream_synchronize_timeout(bp_stream_t* stream, uint64_t timeout_
   if (!plugin->core.stream_query)
     return bp__error(BP_UNIMPLEMENTED, "%s: plugin %s lacks stream_query", fn, plugin->name);
   wait_target_t target = {plugin, stream->handle, NULL};
-  return poll_until(&target, timeout_ns, fn, "the stream's work");
+  bp_status_t status = poll_until(&target, timeout_ns, fn, "the stream's work");
+  return status == BP_DEADLINE_EXCEEDED ? status : bp__stream_take_kept(stream, status);
 }
 
 bp_status_t bp_event_wait_timeout(bp_event_t* event, uint64_t timeout_ns) {

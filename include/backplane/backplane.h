@@ -272,7 +272,9 @@ BP_API bp_status_t bp_stream_create(bp_device_t* device, const bp_stream_create_
 BP_API void bp_stream_retain(bp_stream_t* stream);
 BP_API void bp_stream_release(bp_stream_t* stream);
 BP_API bp_device_t* bp_stream_device(const bp_stream_t* stream);
-/* Blocking. Returns the first error of the enqueued work. */
+/* Blocking. Returns the first error of the enqueued work, including one
+ * that a buffer's last release found while waiting for the work (kept on the
+ * stream until a synchronize or query returns it, once). */
 BP_API bp_status_t bp_stream_synchronize(bp_stream_t* stream);
 /* BP_OK idle, BP_NOT_READY busy, else the error. */
 BP_API bp_status_t bp_stream_query(bp_stream_t* stream);

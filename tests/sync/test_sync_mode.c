@@ -3,7 +3,9 @@
  * after every op, so an error a kernel finds while running (here gather
  * with an index out of range on cpu:0) comes back from that op's call,
  * naming the op, its id and the device, with the plugin's message; the
- * output is not handed out. */
+ * output is not handed out. Without the mode, an error that a synchronize
+ * inside a buffer's release found is kept for the application's next
+ * synchronize or query. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,6 +136,48 @@ static void test_default_mode(void** state) {
   close_cpu(&f);
 }
 
+/* Releasing the operands before the synchronize: the last release of a
+ * buffer waits for the work that used it, and the plugin reports its sticky
+ * error to that wait. The core keeps the error on the stream, so the
+ * application's next synchronize (or query) still returns it, once. */
+static void run_release_first(bp_status_t (*wait)(bp_stream_t*)) {
+  fixture_t f = {0};
+  setenv("BACKPLANE_SYNC", "0", 1);
+  int rc = open_cpu(&f, 0);
+  unsetenv("BACKPLANE_SYNC");
+  assert_int_equal(rc, 0);
+  bp_tensor_t* out = NULL;
+  gather_args_t args;
+  assert_int_equal(gather_with_index(&f, 3, &args, &out), BP_OK);
+  release_args(&args);
+  bp_tensor_release(out);
+  bp_status_t st = wait(f.stream);
+  const char* msg = bp_status_message();
+  if (st != BP_OUT_OF_RANGE) print_error("status %s: %s\n", bp_status_name(st), msg);
+  assert_int_equal(st, BP_OUT_OF_RANGE);
+  assert_non_null(strstr(msg, "index 3 is out of bounds for dimension 1 with size 3"));
+  assert_non_null(strstr(msg, "inside bp_buffer_release"));
+  assert_int_equal(bp_stream_synchronize(f.stream), BP_OK); /* returned once */
+  close_cpu(&f);
+}
+
+static void test_release_before_synchronize(void** state) {
+  (void)state;
+  run_release_first(bp_stream_synchronize);
+}
+
+static void test_release_before_query(void** state) {
+  (void)state;
+  run_release_first(bp_stream_query);
+}
+
+static bp_status_t synchronize_1s(bp_stream_t* s) { return bp_stream_synchronize_timeout(s, 1000000000ull); }
+
+static void test_release_before_synchronize_timeout(void** state) {
+  (void)state;
+  run_release_first(synchronize_1s);
+}
+
 static void test_unknown_flag_rejected(void** state) {
   (void)state;
   bp_context_options_t opts = {.struct_size = sizeof opts, .flags = 1u << 30};
@@ -147,6 +191,9 @@ int main(void) {
       cmocka_unit_test(test_option_flag),
       cmocka_unit_test(test_environment),
       cmocka_unit_test(test_default_mode),
+      cmocka_unit_test(test_release_before_synchronize),
+      cmocka_unit_test(test_release_before_query),
+      cmocka_unit_test(test_release_before_synchronize_timeout),
       cmocka_unit_test(test_unknown_flag_rejected),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

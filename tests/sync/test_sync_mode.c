@@ -116,15 +116,20 @@ static void test_environment(void** state) {
   close_cpu(&f);
 }
 
+/* cpu:0 without the mode, whatever the environment says. */
+static void open_cpu_default_mode(fixture_t* f) {
+  setenv("BACKPLANE_SYNC", "0", 1);
+  int rc = open_cpu(f, 0);
+  unsetenv("BACKPLANE_SYNC");
+  assert_int_equal(rc, 0);
+}
+
 /* Without the mode the same error is the stream's, found by a later
  * synchronize at the latest, and not attributed to an op id. */
 static void test_default_mode(void** state) {
   (void)state;
   fixture_t f = {0};
-  setenv("BACKPLANE_SYNC", "0", 1);
-  int rc = open_cpu(&f, 0);
-  unsetenv("BACKPLANE_SYNC");
-  assert_int_equal(rc, 0);
+  open_cpu_default_mode(&f);
   bp_tensor_t* out = NULL;
   gather_args_t args;
   bp_status_t st = gather_with_index(&f, 3, &args, &out);
@@ -142,10 +147,7 @@ static void test_default_mode(void** state) {
  * application's next synchronize (or query) still returns it, once. */
 static void run_release_first(bp_status_t (*wait)(bp_stream_t*)) {
   fixture_t f = {0};
-  setenv("BACKPLANE_SYNC", "0", 1);
-  int rc = open_cpu(&f, 0);
-  unsetenv("BACKPLANE_SYNC");
-  assert_int_equal(rc, 0);
+  open_cpu_default_mode(&f);
   bp_tensor_t* out = NULL;
   gather_args_t args;
   assert_int_equal(gather_with_index(&f, 3, &args, &out), BP_OK);

@@ -81,7 +81,7 @@ bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
   int in_fp8 = t->dtype == BP_DTYPE_F8E4M3FN || t->dtype == BP_DTYPE_F8E5M2;
   if (is_any) { /* any dtype, fp8 included: only != 0 matters */
     if (out != BP_DTYPE_INVALID) return bpc_ref_reject(res, "any: attrs.dtype must be unset (bool output)");
-    out = BP_DTYPE_BOOL;
+    out = t->dtype == BP_DTYPE_U8 ? BP_DTYPE_U8 : BP_DTYPE_BOOL; /* PyTorch keeps uint8 */
   } else {
     if (in_fp8) return bpc_ref_reject(res, "no fp8 arithmetic");
     if (out == BP_DTYPE_F8E4M3FN || out == BP_DTYPE_F8E5M2) return bpc_ref_reject(res, "%s: fp8 attrs.dtype", name);
@@ -106,7 +106,7 @@ bp_status_t bpc_ref_sum(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_re
   int64_t idx[BP_MAX_RANK] = {0};
   for (int64_t k = 0; k < t->numel; k++) {
     int64_t o = out_index(t, &p, idx);
-    bpc_num_t v = bpc_convert(bpc_load(t->dtype, t->data, k), t->dtype, out);
+    bpc_num_t v = bpc_convert(bpc_load(t->dtype, t->data, k), t->dtype, is_any ? BP_DTYPE_BOOL : out);
     if (is_any) {
       e->i[o] |= v.i;
     } else if (e->f && is_prod) {

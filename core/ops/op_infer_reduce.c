@@ -145,9 +145,11 @@ static bp_status_t bp__reduce_fixed(bp__infer_t* x, enum bp__dims_policy policy,
 bp_status_t bp__infer_reduce_same(bp__infer_t* x) {
   return bp__reduce_fixed(x, BP__DIMS_ANY, 1, BP_DTYPE_INVALID, 0);
 }
-/* any: bool. */
+/* any: bool, except that a uint8 input gives uint8 (as PyTorch, which keeps
+ * uint8 there for compatibility with masks of the days before bool). */
 bp_status_t bp__infer_reduce_bool(bp__infer_t* x) {
-  return bp__reduce_fixed(x, BP__DIMS_ANY, 0, BP_DTYPE_BOOL, 0);
+  uint32_t out = x->in[0].dtype == BP_DTYPE_U8 ? BP_DTYPE_U8 : BP_DTYPE_BOOL;
+  return bp__reduce_fixed(x, BP__DIMS_ANY, 0, out, 0);
 }
 /* argmax/argmin: i64. */
 bp_status_t bp__infer_reduce_index(bp__infer_t* x) {

@@ -268,6 +268,25 @@ void bpc_gen_binary(bpc_gen_t* g) {
       c->in[1].dtype = BP_DTYPE_INVALID;
       bpc_gen_keep_if_valid(g, c);
     }
+    if (g->op == BP_OP_pow && fl) {
+      /* Exponents 0.5 and -0.5 over every special value: PyTorch computes
+       * them as sqrt and rsqrt (docs/semantics.md, pow). */
+      static const double kHalf[2] = {0.5, -0.5};
+      bpc_operand_t probe;
+      bpc_operand_set(&probe, d, S0(), 0, BPC_V_SPECIAL, 0, 0);
+      for (int h = 0; h < 2; h++) {
+        s.s0 = s.s1 = S1(bpc_operand_special_count(&probe));
+        s.values = BPC_V_SPECIAL;
+        c = binary_case(g, dn, h ? "scalar_rsqrt" : "scalar_sqrt", 0, &s);
+        if (c) {
+          c->attrs.binary.flags = BP_BINARY_OTHER_IS_SCALAR;
+          c->attrs.binary.scalar = bpc_sf(kHalf[h]);
+          c->in[1].dtype = BP_DTYPE_INVALID;
+          bpc_gen_keep_if_valid(g, c);
+        }
+      }
+      s.values = BPC_V_RANDOM;
+    }
     if (g->op == BP_OP_pow) { /* pow.Scalar: the base is the scalar */
       s.s1 = S2(3, 7);
       c = binary_case(g, dn, "scalar_self", 0, &s);

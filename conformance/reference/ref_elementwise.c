@@ -295,7 +295,11 @@ static bpc_num_t binary_fn(const bpc_case_t* c, const bpc_num_t* v, uint32_t cd)
       }
       break;
     case BP_OP_pow:
-      if (fl) r.f = pow(a, b);
+      /* pow.Tensor_Scalar with 0.5 or -0.5 is sqrt or rsqrt in PyTorch
+       * (they differ from IEEE pow at -0.0 and -inf). */
+      if (fl && c->has_attrs && at->flags == BP_BINARY_OTHER_IS_SCALAR && (b == 0.5 || b == -0.5))
+        r.f = b > 0 ? sqrt(a) : 1.0 / sqrt(a);
+      else if (fl) r.f = pow(a, b);
       else r.i = ipow(ia, ib, cd);
       break;
     case BP_OP_maximum:

@@ -41,6 +41,7 @@ bp_status_t bp_op_run(bp_stream_t* stream, uint32_t op_id, const bp_tensor_t* co
                      "bp_op_run: op %u on a copy-only stream of %s (create a compute stream)",
                      op_id, stream->device->name);
   }
+  bp__op_canonicalize(&op_id, &inputs, &num_inputs, &attrs);
   bp__run_t r;
   bp__run_init(&r, stream, op_id, inputs, num_inputs, attrs, outputs, num_outputs);
   bp_status_t st = bp__run_validate(&r);

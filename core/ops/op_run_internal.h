@@ -74,6 +74,12 @@ typedef struct bp__run {
   int launched; /* work was enqueued: buffers must outlive it */
 } bp__run_t;
 
+/* Rewrites a call that runs as another op (op_canonical.c says which and
+ * why); leaves every other call alone. `inputs` keeps pointing at the
+ * caller's array (a rewritten call uses a prefix of it). */
+BP__HIDDEN void bp__op_canonicalize(uint32_t* op_id, const bp_tensor_t* const** inputs,
+                                    uint32_t* num_inputs, const void** attrs);
+
 /* Sets the arguments and the fields finish reads; nothing else. */
 BP__HIDDEN void bp__run_init(bp__run_t* r, bp_stream_t* stream, uint32_t op_id,
                              const bp_tensor_t* const* inputs, uint32_t num_inputs,

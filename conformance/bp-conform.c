@@ -4,7 +4,11 @@
  *
  *   bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]
  *              [--markdown FILE] [--html FILE] [--journal FILE] [--resume]
- *              [--timeout SEC] [--list] [--verbose]
+ *              [--timeout SEC] [--list] [--verbose] [--progress|--no-progress]
+ *
+ * On a terminal (stderr), one progress line is rewritten in place while the
+ * cases run (progress.c); --progress forces it elsewhere, --no-progress
+ * turns it off.
  *
  * Every case result is appended to a journal as soon as it is known
  * (journal.c; by default the first report path plus ".journal"), and the
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "conform.h"
 
@@ -36,6 +41,7 @@ typedef struct options {
   int quick, list, verbose;
   const char *json, *markdown, *html, *journal;
   int resume;
+  int progress; /* -1: when stderr is a terminal; 0: never; 1: always */
   double timeout_s;
 } options_t;
 
@@ -47,25 +53,29 @@ typedef struct run_ctx {
   const bpc_case_list_t* runtime; /* this backend's runtime cases: group num_ops */
   bpc_journal_t* journal;         /* NULL: none */
   int* journal_failed;            /* warned once */
+  bpc_progress_t* progress;
 } run_ctx_t;
 
 static void usage(FILE* fp) {
   fprintf(fp,
           "usage: bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]\n"
           "                  [--markdown FILE] [--html FILE] [--journal FILE] [--resume]\n"
-          "                  [--timeout SEC] [--list] [--verbose]\n"
+          "                  [--timeout SEC] [--list] [--verbose] [--progress|--no-progress]\n"
           "  Without --op: every op with a reference, then the runtime section (memory,\n"
           "  copies, stream order, events, several devices, error hygiene).\n"
           "  --op runtime selects the runtime section; other --op names select ops.\n"
           "  --journal FILE  where each result is appended as it comes (default: the first\n"
           "                  report path + \".journal\"); the reports are built from it.\n"
           "  --resume        continue the run recorded in the journal: cases already there\n"
-          "                  are not run again; the reports are those of a whole run.\n");
+          "                  are not run again; the reports are those of a whole run.\n"
+          "  --progress      the progress line on stderr even when it is not a terminal\n"
+          "                  (by default only on a terminal); --no-progress: never.\n");
 }
 
 static int parse_args(int argc, char** argv, options_t* o) {
   memset(o, 0, sizeof *o);
   o->timeout_s = 20.0;
+  o->progress = -1;
   int ops_given = 0;
   for (int k = 1; k < argc; k++) {
     const char* a = argv[k];
@@ -74,6 +84,8 @@ static int parse_args(int argc, char** argv, options_t* o) {
     if (strcmp(a, "--list") == 0) { o->list = 1; continue; }
     if (strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
     if (strcmp(a, "--resume") == 0) { o->resume = 1; continue; }
+    if (strcmp(a, "--progress") == 0) { o->progress = 1; continue; }
+    if (strcmp(a, "--no-progress") == 0) { o->progress = 0; continue; }
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) { usage(stdout); exit(0); }
     if (!val) {
       fprintf(stderr, "bp-conform: unknown option or missing value: %s\n", a);
@@ -231,13 +243,20 @@ static int discover(const options_t* o, char names[][64], char devices[][128],
 static void on_result(void* user, uint32_t group, uint32_t index, const bpc_result_t* result) {
   run_ctx_t* rc = user;
   const bpc_case_list_t* list = group < rc->opt->num_ops ? &rc->lists[group] : rc->runtime;
+  bpc_progress_add(rc->progress, 1, 0);
   if (!rc->journal || index >= list->count) return;
   bp_status_t st = bpc_journal_append(rc->journal, rc->backend, list->items[index].id, result);
   if (st != BP_OK && !*rc->journal_failed) {
+    bpc_progress_clear(rc->progress);
     fprintf(stderr, "bp-conform: cannot append to the journal (%s): a killed run cannot be resumed\n",
             bp_status_name(st));
     *rc->journal_failed = 1;
   }
+}
+
+static void on_tick(void* user) {
+  run_ctx_t* rc = user;
+  bpc_progress_tick(rc->progress);
 }
 
 /* Refuses report and journal paths that are not regular files before any
@@ -287,6 +306,8 @@ int main(int argc, char** argv) {
   bpc_journal_t* journal = NULL;
   char* journal_path = NULL; /* derived from a report path */
   int journal_failed = 0;
+  bpc_progress_t progress;
+  bpc_progress_start(&progress, stderr, 0, 0);
   if (!lists) return 2;
   for (uint32_t k = 0; k < opt.num_ops; k++) {
     if (bpc_cases_generate(opt.ops[k], opt.quick, &lists[k]) != BP_OK) {
@@ -389,16 +410,22 @@ int main(int argc, char** argv) {
   reports = calloc(nb, sizeof *reports);
   all_results = calloc((size_t)nb * groups + 1, sizeof *all_results);
   if (!reports || !all_results) { exit_code = 2; goto cleanup; }
-  /* Run every case not yet in the journal. */
+  uint64_t total = 0; /* every case of the run, for the progress line */
   for (uint32_t b = 0; b < nb; b++) {
     if (opt.runtime && bpc_runtime_cases_generate(&targets[b], &rt_lists[b]) != BP_OK) {
       fprintf(stderr, "bp-conform: out of memory generating cases\n");
       exit_code = 2;
       goto cleanup;
     }
-    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b], journal, &journal_failed};
+    for (uint32_t k = 0; k < groups; k++) total += k < opt.num_ops ? lists[k].count : rt_lists[b].count;
+  }
+  bpc_progress_start(&progress, stderr, opt.progress < 0 ? isatty(fileno(stderr)) : opt.progress, total);
+  /* Run every case not yet in the journal. */
+  for (uint32_t b = 0; b < nb; b++) {
+    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b], journal, &journal_failed, &progress};
     for (uint32_t k = 0; k < groups; k++) {
       bpc_case_list_t* l = k < opt.num_ops ? &lists[k] : &rt_lists[b];
+      const char* group_name = k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime";
       bpc_result_t* results = calloc(l->count ? l->count : 1, sizeof *results);
       uint8_t* done = calloc(l->count ? l->count : 1, 1);
       all_results[(size_t)b * groups + k] = results;
@@ -408,23 +435,29 @@ int main(int argc, char** argv) {
         done[j] = (uint8_t)bpc_journal_find(journal, names[b], l->items[j].id, &results[j]);
         already += done[j];
       }
-      bpc_runner_ops_t ops = {&rc, run_group, on_result, done};
+      bpc_progress_set(&progress, names[b], group_name);
+      bpc_progress_add(&progress, 0, already);
+      bpc_runner_ops_t ops = {&rc, run_group, on_result, done, on_tick};
       bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
       free(done);
-      if (st != BP_OK) fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
+      if (st != BP_OK) {
+        bpc_progress_clear(&progress);
+        fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
+      }
       if (journal) bpc_journal_sync(journal);
       if (opt.verbose) {
+        bpc_progress_clear(&progress);
         uint64_t bad = 0;
         for (size_t j = 0; j < l->count; j++) {
           uint32_t s = results[j].status;
           bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
         }
         fprintf(stderr, "%s: %-20s %5zu cases (%zu from the journal), %llu failed\n", names[b],
-                k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime", l->count, already,
-                (unsigned long long)bad);
+                group_name, l->count, already, (unsigned long long)bad);
       }
     }
   }
+  bpc_progress_clear(&progress);
   /* The reports, from the journal as read back from disk (so a resumed run
    * and an uninterrupted one report the same), else from memory. */
   if (journal && bpc_journal_reload(journal) != BP_OK) {
@@ -464,6 +497,7 @@ int main(int argc, char** argv) {
     exit_code = exit_code ? exit_code : 2;
   }
 cleanup:
+  bpc_progress_clear(&progress);
   if (all_results) {
     for (size_t k = 0; k < (size_t)nb * groups; k++) free(all_results[k]);
     free(all_results);

@@ -8,6 +8,7 @@
  *  - cases*.c      deterministic case generators (seeded splitmix64)
  *  - execute.c     runs one case on one device through the public API
  *  - runner.c      crash isolation: a child process per op, results over a pipe
+ *  - progress.c    bp-conform's progress line (done/total, op, elapsed, time left)
  *  - report.c      JSON, Markdown, HTML and the stdout summary
  *
  * Nothing here depends on a plugin's code: only on the public application
@@ -509,6 +510,9 @@ typedef struct bpc_runner_ops {
   /* Optional, `count` entries: nonzero marks a case already done (a resumed
    * run); its results[] entry is left as the caller set it. */
   const uint8_t* done;
+  /* Optional, called in the parent about every 0.25 s while a child runs
+   * (the progress line's clock). */
+  void (*on_tick)(void* user);
 } bpc_runner_ops_t;
 
 /* Runs cases [0, count) of `group` in isolated children: a crash (signal or
@@ -518,6 +522,47 @@ typedef struct bpc_runner_ops {
  * entries. Returns BP_OK unless fork/pipe fail. */
 bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32_t count,
                              double timeout_s, bpc_result_t* results);
+
+/* ------------------------------------------------------------------------ */
+/* Progress line (progress.c).                                               */
+/* ------------------------------------------------------------------------ */
+typedef struct bpc_progress_state {
+  uint64_t done;    /* cases with a result, those read from a journal included */
+  uint64_t total;   /* cases of the whole run */
+  uint64_t resumed; /* of `done`, read from a journal (not timed) */
+  double elapsed_s; /* since the run started */
+  const char* backend; /* borrowed; NULL: "-" */
+  const char* op;      /* borrowed; NULL: "-" */
+} bpc_progress_state_t;
+
+/* Seconds left, estimated from the cases run so far (done - resumed) in
+ * elapsed_s; 0 when every case is done, < 0 when unknown (none timed yet). */
+double bpc_progress_eta(const bpc_progress_state_t* s);
+
+/* The line, without '\r' or newline, cut to `width` characters:
+ * "[done/total pct%] backend: op  elapsed 1m05s  left ~3m10s" ("left ~?"
+ * while unknown). BP_INVALID_ARGUMENT for NULLs, width or size 0, or
+ * done > total. */
+bp_status_t bpc_progress_format(const bpc_progress_state_t* s, size_t width, char* out, size_t size);
+
+/* The drawing side: one line on `fp`, redrawn at most ~10 times a second. */
+typedef struct bpc_progress {
+  FILE* fp;
+  int enabled;     /* 0: every call does nothing */
+  bpc_progress_state_t st;
+  double start, last; /* monotonic seconds; last < 0: never drawn */
+  size_t shown;       /* characters of the line on screen (0: none) */
+  size_t width;       /* terminal columns */
+} bpc_progress_t;
+void bpc_progress_start(bpc_progress_t* p, FILE* fp, int enabled, uint64_t total);
+/* The backend and op now running (borrowed until the next call). */
+void bpc_progress_set(bpc_progress_t* p, const char* backend, const char* op);
+/* `ran` cases got a result now, `resumed` were found in the journal. */
+void bpc_progress_add(bpc_progress_t* p, uint64_t ran, uint64_t resumed);
+/* Redraws when due (elapsed time moves on while a case runs). */
+void bpc_progress_tick(bpc_progress_t* p);
+/* Erases the line: before other output on the same terminal, and at the end. */
+void bpc_progress_clear(bpc_progress_t* p);
 
 /* ------------------------------------------------------------------------ */
 /* Reports (report.c).                                                       */

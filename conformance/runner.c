@@ -192,7 +192,9 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
       break;
     }
     struct pollfd pfd = {fd, POLLIN, 0};
+    if (ops->on_tick && left > 0.25) left = 0.25; /* wake up for the tick */
     int pr = poll(&pfd, 1, (int)(left * 1000.0) + 1);
+    if (ops->on_tick) ops->on_tick(ops->user);
     if (pr < 0 && errno == EINTR) continue;
     if (pr == 0) continue; /* re-check the deadline */
     record_t rec;

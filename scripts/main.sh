@@ -2,8 +2,22 @@
 # The main job: sets up, builds, lists the plugins and devices found, and runs
 # the conformance scorecard over every backend found. Reports land in
 # build/reports/ (JSON, Markdown, HTML).
+#
+#   scripts/main.sh          the quick scorecard (bp-conform --quick: a few
+#                            cases per dtype and axis; minutes)
+#   scripts/main.sh --full   the full suite (every case; far longer, the
+#                            Vulkan backend on a CPU driver above all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scope=(--quick)
+for arg in "$@"; do
+  case "$arg" in
+    --full) scope=() ;;
+    --quick) scope=(--quick) ;;
+    -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "main.sh: unknown argument: $arg (--full or --quick)" >&2; exit 2 ;;
+  esac
+done
 scripts/setup-debian.sh
 
 cmake --preset default
@@ -13,7 +27,7 @@ export PATH="$PWD/build/bin:$PATH"
 bp-info
 mkdir -p build/reports
 status=0
-bp-conform --json build/reports/conformance.json --markdown build/reports/conformance.md \
-  --html build/reports/conformance.html || status=$?
-echo "reports: build/reports/conformance.{json,md,html}"
+bp-conform ${scope[@]+"${scope[@]}"} --json build/reports/conformance.json \
+  --markdown build/reports/conformance.md --html build/reports/conformance.html || status=$?
+echo "reports: build/reports/conformance.{json,md,html}${scope[0]:+ (quick subset; scripts/main.sh --full for every case)}"
 exit "$status"

@@ -231,7 +231,7 @@ static void test_runner_skips_done_cases(void** state) {
   uint8_t done[8] = {1, 0, 0, 1, 0, 1, 0, 1}; /* 5 would crash: done, so it does not */
   bpc_result_t res[8];
   for (int k = 0; k < 8; k++) res[k] = result(BPC_SKIPPED, -1.0, -1.0, "from the journal");
-  bpc_runner_ops_t ops = {NULL, group_of_eight, record_result, done};
+  bpc_runner_ops_t ops = {NULL, group_of_eight, record_result, done, NULL};
   g_seen_count = 0;
   assert_int_equal(bpc_run_isolated(&ops, 0, 8, 5.0, res), BP_OK);
   assert_int_equal(g_seen_count, 4);

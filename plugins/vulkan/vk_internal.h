@@ -193,8 +193,17 @@ typedef struct vk_options {
   int validation;     /* enable VK_LAYER_KHRONOS_validation + messenger */
   uint64_t budget_limit; /* bytes; 0 = the heap's budget */
   uint32_t flush_threshold; /* commands per batch before a submit */
-  char pipeline_cache[512]; /* file the VkPipelineCache is loaded from and saved to; "" = none */
+  char pipeline_cache[512]; /* file the VkPipelineCache is loaded from and saved to; "" = the default */
+  int pipeline_cache_off;   /* BP_VULKAN_PIPELINE_CACHE= (empty) or pipeline_cache=off */
 } vk_options_t;
+
+/* What a pipeline-cache file must have been written for: the fields of its
+ * VkPipelineCacheHeaderVersionOne, and the driver version the file name is
+ * keyed by. */
+typedef struct vk_cache_ids {
+  uint32_t vendor_id, device_id, driver_version;
+  uint8_t uuid[VK_UUID_SIZE]; /* pipelineCacheUUID */
+} vk_cache_ids_t;
 
 typedef struct vk_features {
   uint32_t api_version;
@@ -227,6 +236,7 @@ struct bpp_device_s {
   bp_device_properties_t props;
   VkPhysicalDeviceMemoryProperties mem_props;
   uint32_t device_type_index, host_type_index; /* memory types */
+  vk_cache_ids_t cache_ids;
   /* Created on first open, under inst->lock. */
   int opened;
   vk_dispatch_t vk; /* device-level functions resolved */
@@ -456,6 +466,38 @@ VK_HIDDEN int vk_pipeline_has_push_descriptors(struct bpp_device_s* dev);
 /* A valid 16-byte texel view for texel bindings a dispatch does not read
  * (every declared binding must hold a descriptor). Owned by the device. */
 VK_HIDDEN VkBufferView vk_pipeline_null_view(struct bpp_device_s* dev);
+
+/* The file the pipeline cache of the device is read from and written to
+ * ("" when there is none); owned by the device. */
+VK_HIDDEN const char* vk_pipeline_cache_path(struct bpp_device_s* dev);
+
+/* ------------------------------------------------------------------------ */
+/* The pipeline-cache file (vk_pipeline_file.c)                              */
+/* ------------------------------------------------------------------------ */
+/* The plugin's version: part of the default cache file's name. */
+#define VK_PLUGIN_VERSION "0.1.0"
+#define VK_CACHE_HEADER_BYTES 32u /* VkPipelineCacheHeaderVersionOne */
+
+/* The cache file for a device with `ids`, into out[cap]: the file named by
+ * the options, else $XDG_CACHE_HOME/backplane/ or ~/.cache/backplane/
+ * (created 0700 when missing) + a name keyed by vendor, device, driver
+ * version, pipelineCacheUUID and VK_PLUGIN_VERSION. Returns 0 (out = "")
+ * when the cache is off or no folder can be had (warned once per call). */
+VK_HIDDEN int vk_pipeline_file_path(const vk_options_t* opt, const vk_cache_ids_t* ids, char* out,
+                                    size_t cap);
+/* 1 when data[size] starts with a VkPipelineCacheHeaderVersionOne for
+ * `ids` (length 32, version ONE, vendor, device, UUID); else 0 and why[cap]
+ * says what is wrong. */
+VK_HIDDEN int vk_pipeline_file_check(const void* data, size_t size, const vk_cache_ids_t* ids,
+                                     char* why, size_t cap);
+/* The file's contents (malloc'd) when it holds a valid header for `ids`;
+ * NULL when absent, unreadable or invalid. An invalid or unreadable file
+ * sets *out_rejected and is warned about once (it is to be rewritten). */
+VK_HIDDEN void* vk_pipeline_file_read(const char* path, const vk_cache_ids_t* ids, size_t* out_size,
+                                      int* out_rejected);
+/* Writes the cache's data to `path` (temporary file renamed over it: other
+ * processes never read a partial file). Best effort: a failure is logged. */
+VK_HIDDEN void vk_pipeline_file_write(struct bpp_device_s* dev, VkPipelineCache cache, const char* path);
 
 /* ------------------------------------------------------------------------ */
 /* Ops (vk_ops.c, vk_ew.c)                                                   */

@@ -19,7 +19,10 @@
  *   BP_VULKAN_PIPELINE_CACHE=FILE / pipeline_cache=FILE   the VkPipelineCache
  *       is created from FILE when it exists and written back (replaced
  *       atomically) when the device closes, so processes share compiled
- *       pipelines. The driver ignores data of another device or version.
+ *       pipelines. Unset: a file per device, driver and plugin version in
+ *       $XDG_CACHE_HOME/backplane/ or ~/.cache/backplane/. Set to nothing
+ *       (or pipeline_cache=off): no file. A file whose header is not this
+ *       device's is ignored with a warning and rewritten (vk_pipeline_file.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -297,6 +300,10 @@ static void fill_properties(struct bpp_device_s* d, const VkPhysicalDeviceProper
            VK_API_VERSION_MAJOR(p->apiVersion), VK_API_VERSION_MINOR(p->apiVersion),
            VK_API_VERSION_PATCH(p->apiVersion), p->driverVersion);
   memcpy(o->uuid, p->pipelineCacheUUID, 16);
+  d->cache_ids.vendor_id = p->vendorID;
+  d->cache_ids.device_id = p->deviceID;
+  d->cache_ids.driver_version = p->driverVersion;
+  memcpy(d->cache_ids.uuid, p->pipelineCacheUUID, VK_UUID_SIZE);
   uint64_t local = 0;
   for (uint32_t h = 0; h < d->mem_props.memoryHeapCount; h++)
     if (d->mem_props.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
@@ -359,6 +366,14 @@ bp_status_t vk_instance_create_with(PFN_vkGetInstanceProcAddr gipa, const char* 
   inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", 64, 1L << 20);
   opt_str(options, "pipeline_cache", "BP_VULKAN_PIPELINE_CACHE", inst->opt.pipeline_cache,
           sizeof inst->opt.pipeline_cache);
+  {
+    /* Off: the variable set to nothing, or the value "off"; unset: the default file. */
+    const char* env = getenv("BP_VULKAN_PIPELINE_CACHE");
+    const char* opt = opt_value(options, "pipeline_cache");
+    inst->opt.pipeline_cache_off = (env && !*env) || (!env && opt && strcspn(opt, ";") == 0) ||
+                                   strcmp(inst->opt.pipeline_cache, "off") == 0;
+    if (inst->opt.pipeline_cache_off) inst->opt.pipeline_cache[0] = 0;
+  }
   if (!inst->opt.flush_threshold) inst->opt.flush_threshold = 1;
   if ((st = vk_dispatch_load_global(&inst->vk, msg, sizeof msg)) != BP_OK) {
     st = vk_error(st, "vulkan: %s", msg);

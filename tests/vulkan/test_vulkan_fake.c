@@ -5,6 +5,7 @@
  * executes buffer copies at vkQueueSubmit and completes every submission
  * at once (timeline values are set on submit).
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,8 @@
 #include <stdlib.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "vk_internal.h"
 
@@ -41,6 +44,15 @@ static int g_alloc_export, g_alloc_import_fd, g_buffer_external, g_device_memfd_
 static uint64_t g_alloc_size;
 static VkDeviceMemory g_getfd_memory;
 static VkExternalMemoryHandleTypeFlagBits g_getfd_type;
+/* The pipeline cache: the device's identity (header fields), and what the
+ * plugin handed to vkCreatePipelineCache (-1: not called). */
+static uint32_t g_driver_version = 0x01020003u;
+static uint8_t g_cache_uuid[VK_UUID_SIZE] = {0xca, 0xfe, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+static int64_t g_cache_init_size = -1;
+static unsigned char g_cache_init[256];
+#define FAKE_VENDOR 0x1234u
+#define FAKE_DEVICE 0x5678u
+#define FAKE_PAYLOAD "FAKEPIPE"
 
 typedef struct fake_mem { unsigned char* p; uint64_t size; } fake_mem_t;
 typedef struct fake_buf { uint64_t size; fake_mem_t* mem; uint64_t off; } fake_buf_t;
@@ -78,6 +90,10 @@ static VKAPI_ATTR void VKAPI_CALL f_GetPhysicalDeviceProperties(VkPhysicalDevice
   o->apiVersion = VK_API_VERSION_1_3;
   o->deviceType = g_cpu ? VK_PHYSICAL_DEVICE_TYPE_CPU : VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   snprintf(o->deviceName, sizeof o->deviceName, "%s", pd_of(p)->name);
+  o->vendorID = FAKE_VENDOR;
+  o->deviceID = FAKE_DEVICE;
+  o->driverVersion = g_driver_version;
+  memcpy(o->pipelineCacheUUID, g_cache_uuid, VK_UUID_SIZE);
   VkPhysicalDeviceLimits* l = &o->limits;
   l->timestampPeriod = 1;
   for (int i = 0; i < 3; i++) {
@@ -415,7 +431,34 @@ static VKAPI_ATTR VkResult VKAPI_CALL f_CreateComputePipelines(VkDevice d, VkPip
 static VKAPI_ATTR void VKAPI_CALL f_DestroyPipeline(VkDevice d, VkPipeline p, const VkAllocationCallbacks* a) { (void)d; (void)p; (void)a; }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreatePipelineCache(VkDevice d, const VkPipelineCacheCreateInfo* ci,
                                                             const VkAllocationCallbacks* a, VkPipelineCache* out) {
-  (void)d; (void)ci; (void)a; *out = (VkPipelineCache)(g_handle++); return VK_SUCCESS;
+  (void)d; (void)a;
+  g_cache_init_size = (int64_t)ci->initialDataSize;
+  memset(g_cache_init, 0, sizeof g_cache_init);
+  if (ci->initialDataSize)
+    memcpy(g_cache_init, ci->pInitialData, ci->initialDataSize < sizeof g_cache_init ? ci->initialDataSize : sizeof g_cache_init);
+  *out = (VkPipelineCache)(g_handle++);
+  return VK_SUCCESS;
+}
+/* A valid VkPipelineCacheHeaderVersionOne of this device, then FAKE_PAYLOAD. */
+static size_t fake_cache_data(unsigned char* out) {
+  const uint32_t head[4] = {32, VK_PIPELINE_CACHE_HEADER_VERSION_ONE, FAKE_VENDOR, FAKE_DEVICE};
+  for (int i = 0; i < 16; i++) out[i] = (unsigned char)(head[i / 4] >> (8 * (i % 4)));
+  memcpy(out + 16, g_cache_uuid, VK_UUID_SIZE);
+  memcpy(out + 32, FAKE_PAYLOAD, sizeof FAKE_PAYLOAD - 1);
+  return 32 + sizeof FAKE_PAYLOAD - 1;
+}
+static VKAPI_ATTR VkResult VKAPI_CALL f_GetPipelineCacheData(VkDevice d, VkPipelineCache c, size_t* n, void* data) {
+  (void)d; (void)c;
+  unsigned char buf[64];
+  size_t len = fake_cache_data(buf);
+  if (!data) {
+    *n = len;
+    return VK_SUCCESS;
+  }
+  if (*n < len) return VK_INCOMPLETE;
+  memcpy(data, buf, len);
+  *n = len;
+  return VK_SUCCESS;
 }
 static VKAPI_ATTR void VKAPI_CALL f_DestroyPipelineCache(VkDevice d, VkPipelineCache c, const VkAllocationCallbacks* a) { (void)d; (void)c; (void)a; }
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreateDescriptorSetLayout(VkDevice d, const VkDescriptorSetLayoutCreateInfo* ci,
@@ -485,7 +528,7 @@ static VKAPI_ATTR PFN_vkVoidFunction VKAPI_CALL f_GetDeviceProcAddr(VkDevice d, 
   F(DestroyQueryPool) F(GetQueryPoolResults) F(CreateShaderModule) F(DestroyShaderModule)
   F(CreatePipelineLayout) F(DestroyPipelineLayout) F(CreateComputePipelines) F(DestroyPipeline)
   F(CreatePipelineCache) F(DestroyPipelineCache) F(CreateDescriptorSetLayout) F(DestroyDescriptorSetLayout)
-  F(CreateBufferView) F(DestroyBufferView) F(CmdPushDescriptorSetKHR)
+  F(CreateBufferView) F(DestroyBufferView) F(CmdPushDescriptorSetKHR) F(GetPipelineCacheData)
   if (g_memfd) F(GetMemoryFdKHR)
   if (g_semfd) F(GetSemaphoreFdKHR)
   if (g_semfd) F(ImportSemaphoreFdKHR)
@@ -497,6 +540,7 @@ static void fake_reset(void) {
   g_npd = 0;
   g_fail_create_instance = g_cpu = g_fail_pipelines = g_memfd = g_semfd = 0;
   g_submits = g_dispatches = g_barriers = g_copies = g_allocs = 0;
+  g_cache_init_size = -1;
 }
 static void add_pd(const char* name, int compute, int bda, uint64_t heap) {
   g_pds[g_npd++] = (fake_pd_t){name, compute, bda, heap};
@@ -908,6 +952,239 @@ static void test_matmul_pipeline_failure_records_nothing(void** state) {
   vk_instance_destroy(inst);
 }
 
+/* ---- the pipeline-cache file --------------------------------------------- */
+static int g_warnings;
+static char g_last_warning[1024];
+static void capture_log(void* ctx, int32_t level, const char* message) {
+  (void)ctx;
+  if (level != BP_LOG_WARN) return;
+  g_warnings++;
+  snprintf(g_last_warning, sizeof g_last_warning, "%s", message);
+}
+static const bp_host_services_t k_log_host = {.struct_size = sizeof k_log_host, .log = capture_log};
+
+/* The plugin's log lines reach capture_log from here on (counters reset). */
+static void capture_logs(void) {
+  static const bp_kit_plugin_info_t info = {.name = "vulkan", .version = VK_PLUGIN_VERSION,
+                                            .vendor = "backplane", .get_vtable = vk_plugin_vtable};
+  bp_negotiate_request_t req = {.struct_size = sizeof req, .abi_major = BP_ABI_VERSION_MAJOR,
+                                .abi_minor = BP_ABI_VERSION_MINOR, .host = &k_log_host};
+  bp_negotiate_reply_t reply;
+  memset(&reply, 0, sizeof reply);
+  reply.struct_size = sizeof reply;
+  assert_int_equal(bp_kit_negotiate(&info, &req, &reply), BP_OK);
+  g_warnings = 0;
+  g_last_warning[0] = 0;
+}
+
+static void write_bytes(const char* path, const void* data, size_t n) {
+  FILE* f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* The file's size, its first bytes into out[cap]; -1 when absent. */
+static long read_bytes(const char* path, unsigned char* out, size_t cap) {
+  FILE* f = fopen(path, "rb");
+  if (!f) return -1;
+  long n = (long)fread(out, 1, cap, f);
+  fclose(f);
+  return n;
+}
+
+static vk_cache_ids_t fake_ids(void) {
+  vk_cache_ids_t ids = {.vendor_id = FAKE_VENDOR, .device_id = FAKE_DEVICE, .driver_version = g_driver_version};
+  memcpy(ids.uuid, g_cache_uuid, VK_UUID_SIZE);
+  return ids;
+}
+
+/* Bad cache contents: a good file with one thing broken. */
+typedef struct bad_cache {
+  const char* name;
+  size_t size;       /* bytes kept of the good file (0: all) */
+  size_t at;         /* byte changed, when `to` is nonzero */
+  unsigned char to;
+  const char* why;   /* in the reason given */
+} bad_cache_t;
+static const bad_cache_t k_bad[] = {
+    {"empty", 1, 0, 0, "truncated"}, /* size 1 -> kept 0 below */
+    {"truncated header", 31, 0, 0, "truncated"},
+    {"header length 16", 0, 0, 16, "bytes long"},
+    {"header length 64", 0, 0, 64, "bytes long"},
+    {"header version 2", 0, 4, 2, "version"},
+    {"another vendor", 0, 8, 0x99, "vendor"},
+    {"another device", 0, 12, 0x99, "device"},
+    {"another UUID", 0, 31, 0x77, "pipelineCacheUUID"},
+    {"garbage", 0, 0, 0, "bytes long"},
+};
+
+/* k_bad[i] as bytes; returns the size. */
+static size_t bad_bytes(size_t i, unsigned char* buf) {
+  size_t n = fake_cache_data(buf);
+  const bad_cache_t* b = &k_bad[i];
+  if (strcmp(b->name, "garbage") == 0) {
+    uint32_t x = 12345;
+    for (size_t k = 0; k < n; k++) buf[k] = (unsigned char)((x = x * 1103515245u + 12345u) >> 24);
+    buf[0] = 0xEE; /* no chance of a valid length */
+  }
+  if (strcmp(b->name, "empty") == 0) return 0;
+  if (b->size) n = b->size;
+  if (b->to) buf[b->at] = b->to;
+  return n;
+}
+
+static void test_pipeline_cache_header_check(void** state) {
+  (void)state;
+  vk_cache_ids_t ids = fake_ids();
+  unsigned char buf[64];
+  char why[200];
+  size_t n = fake_cache_data(buf);
+  assert_int_equal(vk_pipeline_file_check(buf, n, &ids, why, sizeof why), 1);
+  assert_int_equal(vk_pipeline_file_check(buf, 32, &ids, why, sizeof why), 1); /* header alone */
+  for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+    size_t m = bad_bytes(i, buf);
+    why[0] = 0;
+    assert_int_equal(vk_pipeline_file_check(buf, m, &ids, why, sizeof why), 0);
+    if (!strstr(why, k_bad[i].why)) fail_msg("%s: reason '%s' does not say '%s'", k_bad[i].name, why, k_bad[i].why);
+  }
+  assert_int_equal(vk_pipeline_file_check(NULL, 100, &ids, why, sizeof why), 0);
+}
+
+/* A temporary folder for one test (removed by remove_tree). */
+static void make_temp_dir(char* dir, size_t cap) {
+  snprintf(dir, cap, "/tmp/bp-vkcache-XXXXXX");
+  assert_non_null(mkdtemp(dir));
+}
+static void remove_tree(const char* dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* Corrupt or foreign files are never handed to the driver: one warning,
+ * an empty cache, and the file rewritten when the device closes; a good
+ * file is handed over as it is. */
+static void test_pipeline_cache_file_validated(void** state) {
+  (void)state;
+  char dir[64], path[128], options[200];
+  make_temp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/cache.bin", dir);
+  snprintf(options, sizeof options, "pipeline_cache=%s", path);
+  unsetenv("BP_VULKAN_PIPELINE_CACHE");
+  unsigned char buf[64], back[128];
+  vk_cache_ids_t ids = fake_ids();
+  char why[200];
+  for (size_t i = 0; i < sizeof k_bad / sizeof k_bad[0]; i++) {
+    write_bytes(path, buf, bad_bytes(i, buf));
+    capture_logs();
+    struct bpp_instance_s* inst;
+    struct bpp_device_s* d = open_fake(options, &inst);
+    assert_string_equal(vk_pipeline_cache_path(d), path);
+    if (g_cache_init_size != 0) fail_msg("%s: %lld bytes handed to the driver", k_bad[i].name, (long long)g_cache_init_size);
+    assert_int_equal(g_warnings, 1);
+    assert_non_null(strstr(g_last_warning, "ignored"));
+    assert_non_null(strstr(g_last_warning, path));
+    assert_non_null(strstr(g_last_warning, k_bad[i].why));
+    vk_instance_destroy(inst);
+    assert_int_equal(g_warnings, 1);
+    long n = read_bytes(path, back, sizeof back); /* rewritten with the driver's data */
+    assert_int_equal(n, 40);
+    assert_int_equal(vk_pipeline_file_check(back, (size_t)n, &ids, why, sizeof why), 1);
+  }
+  /* The good file (as just rewritten) goes to vkCreatePipelineCache whole. */
+  capture_logs();
+  struct bpp_instance_s* inst;
+  (void)open_fake(options, &inst);
+  assert_int_equal(g_cache_init_size, 40);
+  assert_memory_equal(g_cache_init, back, 40);
+  assert_memory_equal(g_cache_init + 32, FAKE_PAYLOAD, 8);
+  assert_int_equal(g_warnings, 0);
+  vk_instance_destroy(inst);
+  remove_tree(dir);
+}
+
+static void expect_mode_0700(const char* path) {
+  struct stat st;
+  assert_int_equal(stat(path, &st), 0);
+  assert_true(S_ISDIR(st.st_mode));
+  assert_int_equal(st.st_mode & 0777, 0700);
+}
+
+/* Without a setting the cache file is in $XDG_CACHE_HOME/backplane/ (else
+ * ~/.cache/backplane/), created 0700, named by vendor, device, driver
+ * version, UUID and plugin version: a second process starts warm, a driver
+ * update starts from another file. Empty variable or "off": no file. */
+static void test_pipeline_cache_default_location(void** state) {
+  (void)state;
+  char dir[64], xdg[128], expect[400], path[400];
+  make_temp_dir(dir, sizeof dir);
+  snprintf(xdg, sizeof xdg, "%s/xdg", dir); /* not there yet */
+  unsetenv("BP_VULKAN_PIPELINE_CACHE");
+  setenv("XDG_CACHE_HOME", xdg, 1);
+  snprintf(expect, sizeof expect,
+           "%s/backplane/vulkan-1234-5678-01020003-cafe0102030405060708090a0b0c0d0e-" VK_PLUGIN_VERSION ".bin", xdg);
+  capture_logs();
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake(NULL, &inst);
+  assert_string_equal(vk_pipeline_cache_path(d), expect);
+  assert_int_equal(g_cache_init_size, 0); /* cold */
+  snprintf(path, sizeof path, "%s/backplane", xdg);
+  expect_mode_0700(path);
+  VkPipeline pipe;
+  assert_int_equal(vk_pipeline_get(d, VK_SHADER_fill, NULL, 0, &pipe), BP_OK); /* something compiled */
+  vk_instance_destroy(inst);
+  unsigned char back[128];
+  assert_int_equal(read_bytes(expect, back, sizeof back), 40);
+  (void)open_fake(NULL, &inst); /* warm */
+  assert_int_equal(g_cache_init_size, 40);
+  vk_instance_destroy(inst);
+  /* A driver update: another file, the old one never read. */
+  g_driver_version = 0x01020004u;
+  d = open_fake(NULL, &inst);
+  assert_non_null(strstr(vk_pipeline_cache_path(d), "-01020004-"));
+  assert_int_equal(g_cache_init_size, 0);
+  vk_instance_destroy(inst);
+  g_driver_version = 0x01020003u;
+  assert_int_equal(g_warnings, 0);
+  /* No XDG_CACHE_HOME: ~/.cache/backplane, .cache created too. */
+  char home[128];
+  snprintf(home, sizeof home, "%s/home", dir);
+  assert_int_equal(mkdir(home, 0755), 0);
+  const char* old_home = getenv("HOME");
+  char saved_home[512];
+  snprintf(saved_home, sizeof saved_home, "%s", old_home ? old_home : "");
+  unsetenv("XDG_CACHE_HOME");
+  setenv("HOME", home, 1);
+  d = open_fake(NULL, &inst);
+  snprintf(path, sizeof path, "%s/.cache/backplane/vulkan-", home);
+  assert_memory_equal(vk_pipeline_cache_path(d), path, strlen(path));
+  vk_instance_destroy(inst);
+  snprintf(path, sizeof path, "%s/.cache", home);
+  expect_mode_0700(path);
+  /* Off: nothing read, written or created. */
+  char off[128];
+  snprintf(off, sizeof off, "%s/off", dir);
+  setenv("XDG_CACHE_HOME", off, 1);
+  setenv("BP_VULKAN_PIPELINE_CACHE", "", 1);
+  d = open_fake(NULL, &inst);
+  assert_string_equal(vk_pipeline_cache_path(d), "");
+  assert_int_equal(g_cache_init_size, 0);
+  assert_int_equal(vk_pipeline_get(d, VK_SHADER_fill, NULL, 0, &pipe), BP_OK);
+  vk_instance_destroy(inst);
+  unsetenv("BP_VULKAN_PIPELINE_CACHE");
+  d = open_fake("pipeline_cache=off", &inst);
+  assert_string_equal(vk_pipeline_cache_path(d), "");
+  assert_int_equal(vk_pipeline_get(d, VK_SHADER_fill, NULL, 0, &pipe), BP_OK);
+  vk_instance_destroy(inst);
+  struct stat st;
+  assert_int_not_equal(stat(off, &st), 0);
+  assert_int_equal(g_warnings, 0);
+  if (saved_home[0]) setenv("HOME", saved_home, 1);
+  else unsetenv("HOME");
+  remove_tree(dir);
+}
+
 int main(void) {
   /* The fake table has no layers: a validation request from the
    * environment (set for the real-driver tests) would fail every open. */
@@ -923,6 +1200,9 @@ int main(void) {
       cmocka_unit_test(test_external_semaphores),
       cmocka_unit_test(test_staging_roundtrip_and_batching),
       cmocka_unit_test(test_matmul_pipeline_failure_records_nothing),
+      cmocka_unit_test(test_pipeline_cache_header_check),
+      cmocka_unit_test(test_pipeline_cache_file_validated),
+      cmocka_unit_test(test_pipeline_cache_default_location),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

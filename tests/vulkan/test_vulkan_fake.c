@@ -1101,6 +1101,7 @@ static void test_pipeline_cache_file_validated(void** state) {
   assert_memory_equal(g_cache_init + 32, FAKE_PAYLOAD, 8);
   assert_int_equal(g_warnings, 0);
   vk_instance_destroy(inst);
+  setenv("BP_VULKAN_PIPELINE_CACHE", "", 1);
   remove_tree(dir);
 }
 
@@ -1182,6 +1183,7 @@ static void test_pipeline_cache_default_location(void** state) {
   assert_int_equal(g_warnings, 0);
   if (saved_home[0]) setenv("HOME", saved_home, 1);
   else unsetenv("HOME");
+  setenv("BP_VULKAN_PIPELINE_CACHE", "", 1);
   remove_tree(dir);
 }
 
@@ -1189,6 +1191,9 @@ int main(void) {
   /* The fake table has no layers: a validation request from the
    * environment (set for the real-driver tests) would fail every open. */
   unsetenv("BP_VULKAN_VALIDATION");
+  /* No cache file unless a test asks for one: run outside ctest, this binary
+   * must not write to the user's home either. */
+  setenv("BP_VULKAN_PIPELINE_CACHE", "", 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranges_alignment_and_coalescing),
       cmocka_unit_test(test_ranges_fragmentation),

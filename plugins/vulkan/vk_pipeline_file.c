@@ -151,7 +151,9 @@ void vk_pipeline_file_write(struct bpp_device_s* d, VkPipelineCache cache, const
   if (d->vk.vkGetPipelineCacheData(d->dev, cache, &n, NULL) != VK_SUCCESS || n == 0) return;
   void* data = malloc(n);
   char tmp[1100];
-  snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+  /* Unique per process and device: devices sharing one named file may close
+   * at the same time. */
+  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), (void*)d);
   FILE* f = NULL;
   int ok = data && d->vk.vkGetPipelineCacheData(d->dev, cache, &n, data) == VK_SUCCESS &&
            (f = fopen(tmp, "wb")) != NULL && fwrite(data, 1, n, f) == n;

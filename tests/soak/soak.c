@@ -18,7 +18,7 @@
  * growth that goes on, so a run fails on memory only when the fitted slope is
  * over that bound and the floor of the series (its lowest sample in the last
  * quarter of the window against the lowest in the first quarter) also rose by
- * more than SOAK_RSS_SETTLE_BYTES (8 MiB) and by more than half the bound
+ * more than SOAK_RSS_SETTLE_BYTES (16 MiB) and by more than half the bound
  * times the window. Resident memory is noisy (in-flight buffers, allocator
  * trimming) and still settles for a while after the warm-up on a slow
  * machine; the floor ignores the spikes and the allowance the settling. The
@@ -45,7 +45,7 @@
 #include "backplane/backplane.h"
 
 #define SOAK_RSS_BYTES_PER_S (64.0 * 1024.0)
-#define SOAK_RSS_SETTLE_BYTES (8.0 * 1048576.0)
+#define SOAK_RSS_SETTLE_BYTES (16.0 * 1048576.0)
 #define SOAK_FDS_PER_S 0.01
 #define SOAK_FD_SLACK 4
 #define SOAK_MAX_DEVICES 16

@@ -197,6 +197,16 @@ static bp_status_t take_tables(bp_plugin_t* plugin, const bp_plugin_vtable_t* vt
     return bp__error(BP_FAILED_PRECONDITION,                                                      \
                      #field " table struct_size is %u, smaller than the first released size %zu", \
                      v.field->struct_size, (size_t)(min));
+  /* The comm table was provisional until collectives were implemented
+   * (docs/ABI.md section 17); a table of that draft (120 bytes) is
+   * ignored, so the plugin still loads and gets host-staged collectives. */
+  if (v.comm && v.comm->struct_size < BP__COMM_TABLE_V1_SIZE) {
+    bp__log(BP_LOG_WARN,
+            "comm table struct_size is %u, from the provisional draft (final: %zu): ignored, "
+            "collectives are host-staged",
+            v.comm->struct_size, (size_t)BP__COMM_TABLE_V1_SIZE);
+    v.comm = NULL;
+  }
   BP__OPTIONAL_TABLES(BP__CHECK_TABLE)
 #undef BP__CHECK_TABLE
   if (v.ops && v.ops->launch_count > 0 && !v.ops->launch)
@@ -205,6 +215,8 @@ static bp_status_t take_tables(bp_plugin_t* plugin, const bp_plugin_vtable_t* vt
 
   if (v.comm && v.comm->tier != BP_COMM_TIER_NATIVE && v.comm->tier != BP_COMM_TIER_HOST_STAGED)
     return bp__error(BP_FAILED_PRECONDITION, "comm table has unknown tier %u", v.comm->tier);
+  if (v.comm && (v.comm->flags & ~(uint32_t)BPP_COMM_HOST_POINTERS) != 0)
+    return bp__error(BP_FAILED_PRECONDITION, "comm table has unknown flags 0x%x", v.comm->flags);
 
   copy_table(&plugin->core, sizeof(plugin->core), v.core, v.core->struct_size);
 #define BP__COPY_TABLE(field, local, min, flag)                         \

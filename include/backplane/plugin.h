@@ -406,8 +406,10 @@ typedef struct bpp_exec_table {
 /* Collectives.                                                             */
 /* ======================================================================== */
 
-/* Out-of-band bootstrap provided by the host (threads, TCP or MPI). All
- * functions block; all ranks must call collective ones in the same order. */
+/* Out-of-band bootstrap provided by the host (in-process threads, TCP or
+ * MPI). All functions block; all ranks must call the collective ones in
+ * the same order. Thread-compatible: one rank's calls come from one thread
+ * at a time. */
 typedef struct bp_bootstrap {
   uint32_t struct_size;
   int32_t rank;
@@ -423,56 +425,137 @@ typedef struct bp_bootstrap {
 } bp_bootstrap_t;
 #define BP_BOOTSTRAP_V1_SIZE 64u
 
-enum bp_reduce_op {
-  BP_REDUCE_SUM = 0, BP_REDUCE_PROD = 1, BP_REDUCE_MIN = 2, BP_REDUCE_MAX = 3, BP_REDUCE_AVG = 4
-};
+/* enum bp_reduce_op (SUM..AVG) is in types.h. */
+
+/* comm_split's color for a rank that joins no new communicator (it gets
+ * NULL). Equivalent to NCCL_SPLIT_NOCOLOR and MPI_UNDEFINED. */
+#define BP_COMM_SPLIT_NO_COLOR (-1)
+
+typedef struct bp_comm_create_info {
+  uint32_t struct_size;
+  uint32_t flags; /* reserved, 0 */
+  /* A collective whose peers do not all arrive within this time fails
+   * with DEADLINE_EXCEEDED and breaks the communicator (every later call
+   * fails the same way until it is destroyed): a missing rank is an error,
+   * never a hang. 0: the default (BACKPLANE_COMM_TIMEOUT_MS, else 300 s). */
+  uint64_t timeout_ns;
+  const bp_bootstrap_t* bootstrap; /* required; only used during the call */
+  const void* next;
+} bp_comm_create_info_t;
+#define BP_COMM_CREATE_INFO_V1_SIZE 32u
 
 typedef struct bp_collective_options {
   uint32_t struct_size;
-  uint32_t compression; /* dtype to compress the payload to (F16/BF16/I8) or INVALID */
-  int32_t root;         /* broadcast, reduce */
-  int32_t peer;         /* send, recv */
+  /* Payload compression of all_reduce, all_gather and reduce_scatter:
+   * BP_DTYPE_I8 or BP_DTYPE_F8E4M3FN blocks with one f32 scale per
+   * `compression_block` elements (docs/collectives.md gives the error
+   * bound), or BP_DTYPE_INVALID (0) for none. A plugin without it answers
+   * UNIMPLEMENTED. */
+  uint32_t compression;
+  int32_t root; /* broadcast, reduce: the root rank */
+  int32_t peer; /* send, recv: the other rank */
+  uint32_t compression_block; /* elements per scale; 0 = 256 */
+  uint32_t reserved0;
+  const void* next;
 } bp_collective_options_t;
-#define BP_COLLECTIVE_OPTIONS_V1_SIZE 16u
+#define BP_COLLECTIVE_OPTIONS_V1_SIZE 32u
 
-/* All collective calls are stream-ordered on `stream` (externally
- * synchronized) and match across ranks by call order. Buffers are dense
- * tensors (contiguous descriptors). Equivalent to ncclAllReduce etc. */
+/* bpp_comm_table_t.flags */
+enum bpp_comm_flags {
+  /* Collectives accept stream == NULL: the call then runs to completion on
+   * the calling thread, and every descriptor names host memory of any
+   * plugin (buffer NULL, byte_offset = the host address). This is how the
+   * core reaches buffers and streams of another plugin with this plugin's
+   * communicator (an MPI communicator next to a device plugin, host-staged
+   * collectives): it calls such a communicator from a host function on
+   * the device plugin's stream. */
+  BPP_COMM_HOST_POINTERS = 1u << 0
+};
+
+/* Collectives. A communicator is one rank on one device. Every call is
+ * stream-ordered on `stream` (a stream of the communicator's device,
+ * externally synchronized) and is matched across ranks by call order.
+ * Tensors are dense (contiguous descriptors); send and recv have the same
+ * dtype. Mismatched calls across ranks (kind, count, dtype, op, root) fail
+ * with INVALID_ARGUMENT on every rank, a missing rank with
+ * DEADLINE_EXCEEDED (bp_comm_create_info_t.timeout_ns); neither hangs.
+ * Equivalents in docs/collectives.md: NCCL and RCCL (ncclAllReduce ...),
+ * oneCCL, MPI. */
 typedef struct bpp_comm_table {
   uint32_t struct_size;
-  uint32_t tier; /* enum bp_comm_tier */
-  bp_status_t (*comm_create)(bpp_device_t device, const bp_bootstrap_t* bootstrap,
+  uint32_t tier;  /* enum bp_comm_tier */
+  uint32_t flags; /* enum bpp_comm_flags */
+  uint32_t reserved0;
+  /* Makes the calling rank's communicator on `device`; blocks until all
+   * ranks of the bootstrap have called it. ncclCommInitRank. */
+  bp_status_t (*comm_create)(bpp_device_t device, const bp_comm_create_info_t* info,
                              bpp_comm_t* out_comm);
-  /* Ranks with the same color form a new communicator, ordered by key. */
+  /* Ranks with the same color form a new communicator, ordered by key then
+   * by old rank; collective over `comm`. BP_COMM_SPLIT_NO_COLOR: this rank
+   * joins none and gets NULL. ncclCommSplit, MPI_Comm_split. */
   bp_status_t (*comm_split)(bpp_comm_t comm, int32_t color, int32_t key,
-                            const bp_bootstrap_t* bootstrap, bpp_comm_t* out_comm);
+                            const bp_comm_create_info_t* info, bpp_comm_t* out_comm);
+  /* Waits for the communicator's enqueued work, then frees it. */
   void (*comm_destroy)(bpp_comm_t comm);
+  /* Fails every pending and later call on `comm` with ABORTED and wakes
+   * every rank of it blocked in a collective; then only comm_destroy is
+   * useful. Thread-safe, any thread. ncclCommAbort. */
+  bp_status_t (*comm_abort)(bpp_comm_t comm);
+  /* The error that broke the communicator (a timeout, an abort, a failed
+   * peer), BP_OK while none has; the message through host services'
+   * report. Thread-safe, does not block. ncclCommGetAsyncError. */
+  bp_status_t (*comm_get_async_error)(bpp_comm_t comm);
+  /* Registers a buffer for repeated collectives (zero-copy or pinned
+   * paths); out_handle is the plugin's. ncclCommRegister. */
+  bp_status_t (*comm_register)(bpp_comm_t comm, bpp_buffer_t buffer, void** out_handle);
+  bp_status_t (*comm_deregister)(bpp_comm_t comm, void* handle);
+
   bp_status_t (*all_reduce)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                             const bp_tensor_desc_t* recv, uint32_t op,
                             const bp_collective_options_t* options);
+  /* recv is written on every rank; send is read on the root only. */
   bp_status_t (*broadcast)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                            const bp_tensor_desc_t* recv, const bp_collective_options_t* options);
+  /* recv is written on the root only. */
   bp_status_t (*reduce)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                         const bp_tensor_desc_t* recv, uint32_t op,
                         const bp_collective_options_t* options);
+  /* recv holds nranks * numel(send) elements, rank r's at r * numel(send). */
   bp_status_t (*all_gather)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                             const bp_tensor_desc_t* recv, const bp_collective_options_t* options);
+  /* send holds nranks * numel(recv) elements; rank r gets the reduction of
+   * every rank's block r. */
   bp_status_t (*reduce_scatter)(bpp_comm_t comm, bpp_stream_t stream,
                                 const bp_tensor_desc_t* send, const bp_tensor_desc_t* recv,
                                 uint32_t op, const bp_collective_options_t* options);
+  /* send and recv hold nranks equal blocks; block p of send goes to rank
+   * p, where it lands as block r (r = this rank). */
   bp_status_t (*all_to_all)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                             const bp_tensor_desc_t* recv, const bp_collective_options_t* options);
+  /* MPI_Alltoallv: nranks counts and displacements each, in elements of
+   * the flat send and recv tensors; send_counts[p] on this rank equals
+   * recv_counts[r] on rank p. */
+  bp_status_t (*all_to_allv)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
+                             const uint64_t* send_counts, const uint64_t* send_displs,
+                             const bp_tensor_desc_t* recv, const uint64_t* recv_counts,
+                             const uint64_t* recv_displs, const bp_collective_options_t* options);
+  /* Point to point with options->peer; matched in order per pair of ranks.
+   * A send and a recv between the same two ranks in either order need a
+   * group (below), as in NCCL. */
   bp_status_t (*send)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* data,
                       const bp_collective_options_t* options);
   bp_status_t (*recv)(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* data,
                       const bp_collective_options_t* options);
   bp_status_t (*barrier)(bpp_comm_t comm, bpp_stream_t stream);
-  /* Calls between group_begin and group_end are issued together (NCCL
-   * groups): needed for send/recv pairs that would deadlock one by one. */
-  bp_status_t (*group_begin)(bpp_comm_t comm);
-  bp_status_t (*group_end)(bpp_comm_t comm);
+  /* Groups belong to the calling thread and span every communicator of
+   * the plugin (ncclGroupStart/End): calls between them are issued
+   * together at group_end, so one thread may drive several ranks, and
+   * send/recv pairs that would deadlock one by one complete. Groups nest;
+   * the outermost group_end issues. */
+  bp_status_t (*group_begin)(void);
+  bp_status_t (*group_end)(void);
 } bpp_comm_table_t;
-#define BPP_COMM_TABLE_V1_SIZE 120u
+#define BPP_COMM_TABLE_V1_SIZE 168u
 
 /* ======================================================================== */
 /* The root table returned by negotiation.                                  */
@@ -516,6 +599,8 @@ BP_STATIC_ASSERT(sizeof(bp_region_desc_t) == BP_REGION_DESC_V1_SIZE, "region des
 BP_STATIC_ASSERT(sizeof(bp_collective_options_t) == BP_COLLECTIVE_OPTIONS_V1_SIZE,
                  "collective options layout");
 BP_STATIC_ASSERT(sizeof(bp_bootstrap_t) == BP_BOOTSTRAP_V1_SIZE, "bootstrap layout");
+BP_STATIC_ASSERT(sizeof(bp_comm_create_info_t) == BP_COMM_CREATE_INFO_V1_SIZE,
+                 "comm create info layout");
 #endif
 
 #ifdef __cplusplus

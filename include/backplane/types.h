@@ -151,6 +151,13 @@ enum bp_log_level {
 /* How a plugin's collectives run (bp_plugin_info_t.comm_tier). */
 enum bp_comm_tier { BP_COMM_TIER_NATIVE = 1, BP_COMM_TIER_HOST_STAGED = 2 };
 
+/* Reductions of collectives (all_reduce, reduce, reduce_scatter).
+ * Integers wrap on SUM and PROD; AVG divides the sum by the rank count
+ * (integers: toward zero). Equivalent to ncclSum ... ncclAvg. */
+enum bp_reduce_op {
+  BP_REDUCE_SUM = 0, BP_REDUCE_PROD = 1, BP_REDUCE_MIN = 2, BP_REDUCE_MAX = 3, BP_REDUCE_AVG = 4
+};
+
 /* ------------------------------------------------------------------------ */
 /* Layout pins: C11 _Static_assert or C++11 static_assert, on 64-bit hosts.  */
 /* ------------------------------------------------------------------------ */

@@ -554,8 +554,11 @@ typedef struct bpp_comm_table {
    * the outermost group_end issues. */
   bp_status_t (*group_begin)(void);
   bp_status_t (*group_end)(void);
+  /* This rank's index and the rank count (ncclCommUserRank/Count): the
+   * core asks after comm_split, where only the plugin knows them. */
+  bp_status_t (*comm_info)(bpp_comm_t comm, int32_t* out_rank, int32_t* out_size);
 } bpp_comm_table_t;
-#define BPP_COMM_TABLE_V1_SIZE 168u
+#define BPP_COMM_TABLE_V1_SIZE 176u
 
 /* ======================================================================== */
 /* The root table returned by negotiation.                                  */

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bp_kit_comm.h"
 #include "cpu_internal.h"
 #include "cpu_kernels.h"
 
@@ -311,7 +312,7 @@ static const bp_plugin_vtable_t k_vtable = {
     .ops = &k_ops,
     .caps = &k_caps,
     .exec = NULL,
-    .comm = NULL,
+    .comm = &bp_kit_host_comm_table,
 };
 
 static const bp_plugin_vtable_t* get_vtable(void) {

@@ -194,6 +194,9 @@ int bp_plugin_parse_flag(const bp_host_services_t* host, const char* name, const
 bp_status_t bp_plugin_errorv(const bp_host_services_t* host, bp_status_t status, const char* fmt,
                              va_list ap);
 const char* bp_plugin_last_error(void);
+/* Empties the calling thread's last message (before a call whose own
+ * message, if any, is wanted). */
+void bp_plugin_clear_error(void);
 void bp_plugin_set_worker_thread(int is_worker);
 /* Formats into `buf` (always NUL-terminated); returns `status`. */
 bp_status_t bp_plugin_format(char* buf, size_t cap, bp_status_t status, const char* fmt, ...)

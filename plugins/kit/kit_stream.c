@@ -130,9 +130,14 @@ static bp_status_t run_cmd(struct bpp_stream_s* s, kit_cmd_t* c) {
     }
     case CMD_HOST_FUNC: {
       /* A failed host function poisons the stream like a failed kernel. */
+      bp_plugin_clear_error();
       bp_status_t st = c->u.host.fn(c->u.host.user);
-      if (st != BP_OK) return BP_KIT_ERROR(st, "host function failed with status %d", (int)st);
-      return BP_OK;
+      if (st == BP_OK) return BP_OK;
+      /* The plugin's own host functions (collectives) leave a message. */
+      char said[BP_PLUGIN_MSG_CAP];
+      snprintf(said, sizeof said, "%s", bp_plugin_last_error());
+      if (said[0]) return bp_kit_error(st, "%s", said);
+      return BP_KIT_ERROR(st, "host function failed with status %d", (int)st);
     }
     case CMD_RECORD: complete_record(s, c->u.event.ev, c->u.event.gen); return BP_OK;
     case CMD_WAIT: {

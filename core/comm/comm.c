@@ -1,0 +1,255 @@
+/* backplane core: making and destroying communicators.
+ *
+ * bp_comm_init_all starts one thread per rank (comm_create is collective
+ * and blocks until every rank has called it) over an in-process bootstrap.
+ * The device's plugin makes the rank when it has a comm table; otherwise
+ * the core's host engine does and every call is staged through host
+ * memory (comm_staged.c).
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm_internal.h"
+
+static uint64_t timeout_of(const bp_comm_options_t* o) {
+  return (o && o->struct_size >= BP_COMM_OPTIONS_V1_SIZE) ? o->timeout_ns : 0;
+}
+
+static bp_comm_t* comm_alloc(bp_device_t* device) {
+  bp_comm_t* c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  if (pthread_mutex_init(&c->mu, NULL) != 0) {
+    free(c);
+    return NULL;
+  }
+  pthread_cond_init(&c->idle, NULL);
+  c->device = device;
+  return c;
+}
+
+static void comm_free(bp_comm_t* c) {
+  pthread_cond_destroy(&c->idle);
+  pthread_mutex_destroy(&c->mu);
+  free(c);
+}
+
+/* Makes one rank; on failure the thread's message is set. */
+static bp_status_t make_rank(bp_device_t* device, const bp_bootstrap_t* bs, uint64_t timeout_ns,
+                             bp_comm_t** out) {
+  static const char fn[] = "bp_comm_create";
+  bp_plugin_t* plugin = device->plugin;
+  bp_comm_t* c = comm_alloc(device);
+  if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
+  c->rank = bs->rank;
+  c->size = bs->nranks;
+  bp_status_t st;
+  if (plugin->has_comm && plugin->comm.comm_create) {
+    c->tier = plugin->comm.tier;
+    bp_comm_create_info_t info = {.struct_size = sizeof(info), .timeout_ns = timeout_ns,
+                                  .bootstrap = bs};
+    st = BP__NOTE_CALL(plugin, "comm_create", NULL,
+                       plugin->comm.comm_create(device->handle, &info, &c->native));
+    if (st != BP_OK) st = bp__plugin_error(plugin, st, "comm_create");
+  } else {
+    c->tier = BP_COMM_TIER_HOST_STAGED;
+    bp_kit_comm_error_t e;
+    st = bp_kit_comm_create(bs, timeout_ns, &c->engine, &e);
+    if (st != BP_OK) st = bp__error(st, "%s: %s (host-staged for %s)", fn, e.text, device->name);
+  }
+  if (st != BP_OK) {
+    comm_free(c);
+    return st;
+  }
+  *out = c;
+  return BP_OK;
+}
+
+bp_status_t bp_comm_create(bp_device_t* device, const bp_bootstrap_t* bootstrap,
+                           const bp_comm_options_t* options, bp_comm_t** out_comm) {
+  static const char fn[] = "bp_comm_create";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, out_comm);
+  *out_comm = NULL;
+  BP__REQUIRE_ARG(fn, device);
+  BP__REQUIRE_ARG(fn, bootstrap);
+  if (bootstrap->struct_size < BP_BOOTSTRAP_V1_SIZE || !bootstrap->allgather ||
+      !bootstrap->broadcast)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: the bootstrap is incomplete", fn);
+  if (bootstrap->nranks < 1 || bootstrap->rank < 0 || bootstrap->rank >= bootstrap->nranks)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: rank %d of %d is out of range", fn,
+                     bootstrap->rank, bootstrap->nranks);
+  return make_rank(device, bootstrap, timeout_of(options), out_comm);
+}
+
+typedef struct rank_job {
+  bp_device_t* device;
+  const bp_bootstrap_t* bootstrap;
+  uint64_t timeout_ns;
+  bp_comm_t* comm;
+  bp_status_t status;
+  char message[512];
+} rank_job_t;
+
+static void* rank_main(void* arg) {
+  rank_job_t* j = arg;
+  j->status = make_rank(j->device, j->bootstrap, j->timeout_ns, &j->comm);
+  if (j->status != BP_OK) snprintf(j->message, sizeof(j->message), "%s", bp_status_message());
+  return NULL;
+}
+
+bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
+                             const bp_comm_options_t* options, bp_comm_t** out_comms) {
+  static const char fn[] = "bp_comm_init_all";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, devices);
+  BP__REQUIRE_ARG(fn, out_comms);
+  if (count == 0 || count > 4096)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: %u ranks (1 to 4096)", fn, count);
+  for (uint32_t r = 0; r < count; ++r) {
+    out_comms[r] = NULL;
+    if (!devices[r]) return bp__error(BP_INVALID_ARGUMENT, "%s: devices[%u] is NULL", fn, r);
+    if (devices[r]->plugin != devices[0]->plugin)
+      return bp__error(BP_INVALID_ARGUMENT, "%s: devices[%u] (%s) is not of plugin %s like "
+                       "devices[0]", fn, r, devices[r]->name, devices[0]->plugin->name);
+  }
+  bp_bootstrap_t* bs = calloc(count, sizeof(*bs));
+  rank_job_t* jobs = calloc(count, sizeof(*jobs));
+  pthread_t* threads = calloc(count, sizeof(*threads));
+  void* shared = NULL;
+  bp_status_t st = (!bs || !jobs || !threads) ? BP_RESOURCE_EXHAUSTED
+                   : bp_kit_local_bootstrap_create((int32_t)count, bs, &shared);
+  if (st != BP_OK) {
+    free(bs), free(jobs), free(threads);
+    return bp__error(st, "%s: out of memory for %u ranks", fn, count);
+  }
+  uint32_t started = 0;
+  for (uint32_t r = 0; r < count; ++r) {
+    jobs[r] = (rank_job_t){.device = devices[r], .bootstrap = &bs[r],
+                           .timeout_ns = timeout_of(options)};
+    if (r == 0) continue; /* rank 0 runs on this thread */
+    if (pthread_create(&threads[r], NULL, rank_main, &jobs[r]) != 0) break;
+    started = r;
+  }
+  if (started + 1 < count) {
+    /* Threads that did start wait for the missing ranks until the
+     * bootstrap times out; make the missing ranks here, one by one, is
+     * impossible (they block), so fail them through the timeout. */
+    jobs[0].status = BP_RESOURCE_EXHAUSTED;
+    snprintf(jobs[0].message, sizeof(jobs[0].message), "%s: could not start a thread per rank",
+             fn);
+  } else {
+    rank_main(&jobs[0]);
+  }
+  for (uint32_t r = 1; r <= started; ++r) pthread_join(threads[r], NULL);
+  bp_kit_local_bootstrap_destroy(shared);
+  st = BP_OK;
+  uint32_t bad = 0;
+  for (uint32_t r = 0; r < count; ++r)
+    if (jobs[r].status != BP_OK && st == BP_OK) {
+      st = jobs[r].status;
+      bad = r;
+    }
+  if (st != BP_OK) {
+    for (uint32_t r = 0; r < count; ++r) bp_comm_destroy(jobs[r].comm);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", jobs[bad].message);
+    free(bs), free(jobs), free(threads);
+    return bp__error(st, "%s: rank %u: %s", fn, bad, msg);
+  }
+  for (uint32_t r = 0; r < count; ++r) out_comms[r] = jobs[r].comm;
+  free(bs), free(jobs), free(threads);
+  return BP_OK;
+}
+
+bp_status_t bp_comm_split(bp_comm_t* comm, int32_t color, int32_t key, bp_comm_t** out_comm) {
+  static const char fn[] = "bp_comm_split";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, out_comm);
+  *out_comm = NULL;
+  BP__REQUIRE_ARG(fn, comm);
+  bp_comm_t* c = comm_alloc(comm->device);
+  if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
+  c->tier = comm->tier;
+  bp_status_t st;
+  if (comm->native) {
+    bp_plugin_t* plugin = comm->device->plugin;
+    bp_comm_create_info_t info = {.struct_size = sizeof(info)};
+    st = BP__NOTE_CALL(plugin, "comm_split", NULL,
+                       plugin->comm.comm_split(comm->native, color, key, &info, &c->native));
+    if (st != BP_OK) st = bp__plugin_error(plugin, st, "comm_split");
+    if (st == BP_OK && c->native) {
+      st = plugin->comm.comm_info
+               ? BP__NOTE_CALL(plugin, "comm_info", NULL,
+                               plugin->comm.comm_info(c->native, &c->rank, &c->size))
+               : bp__error(BP_UNIMPLEMENTED, "%s: plugin %s lacks comm_info", fn, plugin->name);
+      if (st != BP_OK) {
+        if (plugin->comm.comm_info) st = bp__plugin_error(plugin, st, "comm_info");
+        BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(c->native));
+        c->native = NULL;
+      }
+    }
+  } else {
+    bp_kit_comm_error_t e;
+    st = bp_kit_comm_split(comm->engine, color, key, 0, &c->engine, &e);
+    if (st != BP_OK) st = bp__error(st, "%s: %s", fn, e.text);
+  }
+  if (st != BP_OK || (!c->native && !c->engine)) {
+    comm_free(c);
+    return st;
+  }
+  if (c->engine) {
+    c->rank = bp_kit_comm_rank(c->engine);
+    c->size = bp_kit_comm_size(c->engine);
+  }
+  *out_comm = c;
+  return BP_OK;
+}
+
+void bp_comm_destroy(bp_comm_t* comm) {
+  if (!comm) return;
+  pthread_mutex_lock(&comm->mu);
+  while (comm->queued) pthread_cond_wait(&comm->idle, &comm->mu);
+  pthread_mutex_unlock(&comm->mu);
+  if (comm->native) {
+    bp_plugin_t* plugin = comm->device->plugin;
+    BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(comm->native));
+  }
+  bp_kit_comm_destroy(comm->engine);
+  comm_free(comm);
+}
+
+bp_status_t bp_comm_abort(bp_comm_t* comm) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_comm_abort", comm);
+  if (comm->engine) {
+    bp_kit_comm_abort(comm->engine);
+    return BP_OK;
+  }
+  bp_plugin_t* plugin = comm->device->plugin;
+  if (!plugin->comm.comm_abort)
+    return bp__error(BP_UNIMPLEMENTED, "bp_comm_abort: plugin %s cannot abort", plugin->name);
+  bp_status_t st = BP__NOTE_CALL(plugin, "comm_abort", NULL, plugin->comm.comm_abort(comm->native));
+  return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_abort");
+}
+
+bp_status_t bp_comm_get_async_error(bp_comm_t* comm) {
+  bp__clear_error();
+  BP__REQUIRE_ARG("bp_comm_get_async_error", comm);
+  if (comm->engine) {
+    bp_kit_comm_error_t e;
+    bp_status_t st = bp_kit_comm_status(comm->engine, &e);
+    return st == BP_OK ? st : bp__error(st, "%s", e.text);
+  }
+  bp_plugin_t* plugin = comm->device->plugin;
+  if (!plugin->comm.comm_get_async_error) return BP_OK;
+  bp_status_t st = BP__NOTE_CALL(plugin, "comm_get_async_error", NULL,
+                                 plugin->comm.comm_get_async_error(comm->native));
+  return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_get_async_error");
+}
+
+int32_t bp_comm_rank(const bp_comm_t* comm) { return comm ? comm->rank : -1; }
+int32_t bp_comm_size(const bp_comm_t* comm) { return comm ? comm->size : 0; }
+bp_device_t* bp_comm_device(const bp_comm_t* comm) { return comm ? comm->device : NULL; }
+uint32_t bp_comm_tier(const bp_comm_t* comm) { return comm ? comm->tier : 0; }

@@ -1,0 +1,113 @@
+/* backplane: collectives for applications.
+ *
+ * A communicator (bp_comm_t) is one rank on one device. Ranks of one
+ * process are made together with bp_comm_init_all (one rank per listed
+ * device; a device may be listed more than once, each rank then uses its
+ * own streams). Ranks in several processes each call bp_comm_create with a
+ * bootstrap that connects them.
+ *
+ * Every collective is stream-ordered on a stream of the communicator's
+ * device and is matched across ranks by call order; tensors are dense
+ * (contiguous) and live on that device. Calls that disagree across ranks
+ * (kind, dtype, count, reduction, root) fail on every rank with
+ * INVALID_ARGUMENT; a rank that never arrives makes the others fail with
+ * DEADLINE_EXCEEDED after the communicator's timeout (bp_comm_options_t,
+ * BACKPLANE_COMM_TIMEOUT_MS, else 300 s), which breaks the communicator.
+ * Errors found while the stream runs come back from the stream's next
+ * synchronize, and from bp_comm_get_async_error.
+ *
+ * Who runs them: the device's plugin when it has a comm table (tier
+ * NATIVE, e.g. cpu); otherwise the core stages through host memory
+ * (tier HOST_STAGED, e.g. vulkan): a download on the stream, the host
+ * engine, an upload. docs/collectives.md has the NCCL, oneCCL and MPI
+ * equivalent of every call.
+ *
+ * Threading: one rank's calls are externally synchronized; one thread may
+ * drive several ranks, using a group (bp_comm_group_begin/end) around
+ * calls that would otherwise wait for each other (send/recv pairs).
+ * bp_comm_abort and bp_comm_get_async_error are thread-safe.
+ */
+#ifndef BACKPLANE_COMM_H_
+#define BACKPLANE_COMM_H_
+
+#include "backplane/backplane.h"
+#include "backplane/plugin.h" /* bp_bootstrap_t, bp_collective_options_t */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct bp_comm bp_comm_t;
+
+typedef struct bp_comm_options {
+  uint32_t struct_size;
+  uint32_t flags;      /* reserved, 0 */
+  uint64_t timeout_ns; /* 0: BACKPLANE_COMM_TIMEOUT_MS, else 300 s */
+  const void* next;
+} bp_comm_options_t;
+#define BP_COMM_OPTIONS_V1_SIZE 24u
+
+/* One rank per device, ranks in list order, all in this process
+ * (ncclCommInitAll). The devices must all be of one plugin; `options` may
+ * be NULL. out_comms has `count` entries. */
+BP_API bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
+                                    const bp_comm_options_t* options, bp_comm_t** out_comms);
+/* This process's rank on `device`, connected by `bootstrap`; blocks until
+ * every rank called it (ncclCommInitRank). */
+BP_API bp_status_t bp_comm_create(bp_device_t* device, const bp_bootstrap_t* bootstrap,
+                                  const bp_comm_options_t* options, bp_comm_t** out_comm);
+/* Ranks with the same color form a new communicator ordered by key, then
+ * by rank; BP_COMM_SPLIT_NO_COLOR gives NULL. Collective: every rank of
+ * `comm` calls it (from its own thread, for ranks of one process). */
+BP_API bp_status_t bp_comm_split(bp_comm_t* comm, int32_t color, int32_t key,
+                                 bp_comm_t** out_comm);
+/* Waits for the communicator's queued work, then frees it. */
+BP_API void bp_comm_destroy(bp_comm_t* comm);
+BP_API bp_status_t bp_comm_abort(bp_comm_t* comm);
+BP_API bp_status_t bp_comm_get_async_error(bp_comm_t* comm);
+
+BP_API int32_t bp_comm_rank(const bp_comm_t* comm);
+BP_API int32_t bp_comm_size(const bp_comm_t* comm);
+BP_API bp_device_t* bp_comm_device(const bp_comm_t* comm);
+BP_API uint32_t bp_comm_tier(const bp_comm_t* comm); /* enum bp_comm_tier */
+
+/* `options` may be NULL (no compression, root 0). In place: send == recv
+ * (all_reduce, broadcast, reduce); for all_gather the send is recv's block
+ * of this rank, for reduce_scatter the recv is send's block of this rank. */
+BP_API bp_status_t bp_comm_all_reduce(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                      bp_tensor_t* recv, uint32_t op,
+                                      const bp_collective_options_t* options);
+BP_API bp_status_t bp_comm_broadcast(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                     bp_tensor_t* recv, const bp_collective_options_t* options);
+/* recv is written on the root only (it may be NULL elsewhere). */
+BP_API bp_status_t bp_comm_reduce(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                  bp_tensor_t* recv, uint32_t op,
+                                  const bp_collective_options_t* options);
+BP_API bp_status_t bp_comm_all_gather(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                      bp_tensor_t* recv, const bp_collective_options_t* options);
+BP_API bp_status_t bp_comm_reduce_scatter(bp_comm_t* comm, bp_stream_t* stream,
+                                          bp_tensor_t* send, bp_tensor_t* recv, uint32_t op,
+                                          const bp_collective_options_t* options);
+BP_API bp_status_t bp_comm_all_to_all(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                      bp_tensor_t* recv, const bp_collective_options_t* options);
+/* Counts and displacements: comm size entries each, in elements. */
+BP_API bp_status_t bp_comm_all_to_allv(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* send,
+                                       const uint64_t* send_counts, const uint64_t* send_displs,
+                                       bp_tensor_t* recv, const uint64_t* recv_counts,
+                                       const uint64_t* recv_displs,
+                                       const bp_collective_options_t* options);
+BP_API bp_status_t bp_comm_send(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* data,
+                                int32_t peer);
+BP_API bp_status_t bp_comm_recv(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_t* data,
+                                int32_t peer);
+BP_API bp_status_t bp_comm_barrier(bp_comm_t* comm, bp_stream_t* stream);
+
+/* Groups of the calling thread (ncclGroupStart/End); they nest and span
+ * communicators of every plugin. */
+BP_API bp_status_t bp_comm_group_begin(void);
+BP_API bp_status_t bp_comm_group_end(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BACKPLANE_COMM_H_ */

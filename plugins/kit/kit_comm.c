@@ -1,0 +1,696 @@
+/* backplane plugin kit: the in-process collective engine (bp_kit_comm.h).
+ *
+ * A world is shared by its ranks and freed by the last one to leave. One
+ * mutex guards its barrier, its call slots and its mailboxes; data moves
+ * outside the lock, between barriers that order it:
+ *   barrier A  every rank has published its call (slots[r]);
+ *              all ranks check the calls against each other;
+ *   phase 1    each rank writes its share (reading peers' inputs);
+ *   barrier B  every share is written;
+ *   phase 2    all_reduce only: each rank copies the other ranks' chunks;
+ *   barrier C  no rank reads another's buffers any more.
+ * Point-to-point calls use per-pair FIFO mailboxes instead: a send posts a
+ * message and waits until the receiver has copied it.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bp_kit_comm.h"
+#include "bp_plugin_common.h"
+#include "kit_comm_sync.h"
+
+typedef struct p2p_msg {
+  const void* data;
+  uint64_t count;
+  uint32_t dtype;
+  int done;
+  bp_status_t status; /* set by the receiver on a mismatch */
+  struct p2p_msg* next;
+} p2p_msg_t;
+
+typedef struct slot {
+  const bp_kit_coll_t* call; /* this rank's call, valid until barrier C */
+  const void* send;          /* the input peers read (a copy for all_to_all overlaps) */
+  bp_status_t local_status;  /* this rank's own check */
+  char local_msg[256];
+} slot_t;
+
+typedef struct world {
+  bp_kit_sync_t sync;
+  int32_t nranks;
+  int32_t refs; /* under sync.mu */
+  uint64_t timeout_ns;
+  bp_kit_barrier_t barrier;
+  bp_status_t broken; /* under sync.mu; BP_OK while usable */
+  char broken_msg[256];
+  slot_t* slots;            /* nranks */
+  p2p_msg_t** mail_head;    /* nranks * nranks, index src * nranks + dst */
+  p2p_msg_t** mail_tail;
+  int32_t* split_color;     /* nranks, for bp_kit_comm_split */
+  int32_t* split_key;
+  struct world** split_new;
+} world_t;
+
+struct bp_kit_comm {
+  world_t* w;
+  int32_t rank;
+  uint64_t calls;   /* collectives issued by this rank, for messages */
+  const void** src; /* nranks: the inputs of a reduction */
+};
+
+static const char* kind_name(uint32_t kind) {
+  static const char* const names[] = {"?",          "all_reduce", "broadcast", "reduce",
+                                      "all_gather", "reduce_scatter", "all_to_all",
+                                      "all_to_allv", "send", "recv", "barrier"};
+  return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
+}
+
+static bp_status_t fail(bp_kit_comm_error_t* err, bp_status_t status, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bp_status_t fail(bp_kit_comm_error_t* err, bp_status_t status, const char* fmt, ...) {
+  if (err) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->text, sizeof(err->text), fmt, ap);
+    va_end(ap);
+  }
+  return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Worlds                                                                    */
+/* ------------------------------------------------------------------------ */
+static void world_free(world_t* w) {
+  if (!w) return;
+  bp_kit_sync_destroy(&w->sync);
+  free(w->barrier.arrived);
+  free(w->slots);
+  free(w->mail_head);
+  free(w->mail_tail);
+  free(w->split_color);
+  free(w->split_key);
+  free(w->split_new);
+  free(w);
+}
+
+static world_t* world_new(int32_t nranks, uint64_t timeout_ns) {
+  world_t* w = calloc(1, sizeof(*w));
+  if (!w) return NULL;
+  const size_t n = (size_t)nranks;
+  w->nranks = nranks;
+  w->refs = nranks;
+  w->timeout_ns = timeout_ns;
+  w->barrier.n = nranks;
+  w->barrier.arrived = calloc(n, 1);
+  w->slots = calloc(n, sizeof(slot_t));
+  w->mail_head = calloc(n * n, sizeof(p2p_msg_t*));
+  w->mail_tail = calloc(n * n, sizeof(p2p_msg_t*));
+  w->split_color = calloc(n, sizeof(int32_t));
+  w->split_key = calloc(n, sizeof(int32_t));
+  w->split_new = calloc(n, sizeof(world_t*));
+  if (!w->barrier.arrived || !w->slots || !w->mail_head || !w->mail_tail || !w->split_color ||
+      !w->split_key || !w->split_new || bp_kit_sync_init(&w->sync) != 0) {
+    free(w->barrier.arrived);
+    free(w->slots);
+    free(w->mail_head);
+    free(w->mail_tail);
+    free(w->split_color);
+    free(w->split_key);
+    free(w->split_new);
+    free(w);
+    return NULL;
+  }
+  return w;
+}
+
+/* Breaks the world (mu held): the first error wins. */
+static void world_break(world_t* w, bp_status_t status, const char* msg) {
+  if (w->broken != BP_OK) return;
+  w->broken = status;
+  snprintf(w->broken_msg, sizeof(w->broken_msg), "%s", msg);
+  pthread_cond_broadcast(&w->sync.cv);
+}
+
+static bp_kit_comm_t* comm_new(world_t* w, int32_t rank) {
+  bp_kit_comm_t* c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->src = calloc((size_t)w->nranks, sizeof(void*));
+  if (!c->src) {
+    free(c);
+    return NULL;
+  }
+  c->w = w;
+  c->rank = rank;
+  return c;
+}
+
+/* Barrier of the world (mu held) for call `what`; a timeout breaks it. */
+static bp_status_t world_barrier(bp_kit_comm_t* c, const struct timespec* deadline,
+                                 const char* what, bp_kit_comm_error_t* err) {
+  world_t* w = c->w;
+  char msg[200] = "";
+  bp_status_t st = bp_kit_barrier_wait(&w->sync, &w->barrier, c->rank, deadline, &w->broken,
+                                       msg, sizeof(msg));
+  if (st == BP_DEADLINE_EXCEEDED && w->broken == BP_OK) {
+    char full[256];
+    snprintf(full, sizeof(full), "%s: rank %d %s after %.3f s; the communicator is broken",
+             what, c->rank, msg, (double)w->timeout_ns / 1e9);
+    world_break(w, BP_DEADLINE_EXCEEDED, full);
+  }
+  if (st != BP_OK) return fail(err, w->broken != BP_OK ? w->broken : st, "%s", w->broken_msg);
+  return BP_OK;
+}
+
+bp_status_t bp_kit_comm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
+                               bp_kit_comm_t** out_comm, bp_kit_comm_error_t* err) {
+  if (!out_comm) return fail(err, BP_INVALID_ARGUMENT, "comm_create: NULL out_comm");
+  *out_comm = NULL;
+  if (!bs || bs->struct_size < BP_BOOTSTRAP_V1_SIZE || !bs->broadcast || !bs->allgather)
+    return fail(err, BP_INVALID_ARGUMENT, "comm_create: missing or incomplete bootstrap");
+  if (bs->nranks < 1 || bs->rank < 0 || bs->rank >= bs->nranks)
+    return fail(err, BP_INVALID_ARGUMENT, "comm_create: rank %d of %d is out of range",
+                bs->rank, bs->nranks);
+  /* Rank 0 offers its world; the others accept it only from this process. */
+  struct {
+    int64_t pid;
+    uint64_t world;
+    uint64_t timeout_ns;
+    int32_t nranks;
+    int32_t ok;
+  } offer;
+  memset(&offer, 0, sizeof(offer));
+  world_t* mine = NULL;
+  if (bs->rank == 0) {
+    mine = world_new(bs->nranks, bp_kit_comm_timeout(timeout_ns));
+    offer.pid = (int64_t)getpid();
+    offer.world = (uint64_t)(uintptr_t)mine;
+    offer.timeout_ns = mine ? mine->timeout_ns : 0;
+    offer.nranks = bs->nranks;
+  }
+  bp_status_t st = bs->broadcast(bs->ctx, &offer, sizeof(offer), 0);
+  if (st != BP_OK) {
+    world_free(mine);
+    return fail(err, st, "comm_create: bootstrap broadcast failed (status %d)", (int)st);
+  }
+  int32_t ok = offer.world != 0 && offer.pid == (int64_t)getpid() && offer.nranks == bs->nranks;
+  int32_t* oks = calloc((size_t)bs->nranks, sizeof(int32_t));
+  if (!oks) {
+    world_free(mine);
+    return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
+  }
+  st = bs->allgather(bs->ctx, &ok, oks, sizeof(ok));
+  int32_t all_ok = st == BP_OK;
+  for (int32_t r = 0; all_ok && r < bs->nranks; ++r) all_ok = oks[r];
+  free(oks);
+  if (!all_ok) {
+    world_free(mine);
+    if (st != BP_OK)
+      return fail(err, st, "comm_create: bootstrap allgather failed");
+    if (offer.world == 0)
+      return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: rank 0 could not allocate the world");
+    if (offer.pid != (int64_t)getpid() || !ok)
+      return fail(err, BP_UNIMPLEMENTED,
+                  "comm_create: the ranks span processes; the in-process engine needs them in "
+                  "one (use the mpi plugin across processes)");
+    return fail(err, BP_UNIMPLEMENTED, "comm_create: the ranks span processes");
+  }
+  bp_kit_comm_t* c = comm_new((world_t*)(uintptr_t)offer.world, bs->rank);
+  if (!c) {
+    /* The world keeps a reference for this rank that nobody will drop;
+     * peers still work with it and the last leaver frees it. */
+    return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
+  }
+  *out_comm = c;
+  return BP_OK;
+}
+
+void bp_kit_comm_destroy(bp_kit_comm_t* c) {
+  if (!c) return;
+  world_t* w = c->w;
+  pthread_mutex_lock(&w->sync.mu);
+  const int last = --w->refs == 0;
+  pthread_mutex_unlock(&w->sync.mu);
+  if (last) world_free(w);
+  free(c->src);
+  free(c);
+}
+
+int32_t bp_kit_comm_rank(const bp_kit_comm_t* c) { return c ? c->rank : -1; }
+int32_t bp_kit_comm_size(const bp_kit_comm_t* c) { return c ? c->w->nranks : 0; }
+
+void bp_kit_comm_abort(bp_kit_comm_t* c) {
+  if (!c) return;
+  pthread_mutex_lock(&c->w->sync.mu);
+  char msg[96];
+  snprintf(msg, sizeof(msg), "the communicator was aborted (by rank %d)", c->rank);
+  world_break(c->w, BP_ABORTED, msg);
+  pthread_mutex_unlock(&c->w->sync.mu);
+}
+
+bp_status_t bp_kit_comm_status(bp_kit_comm_t* c, bp_kit_comm_error_t* err) {
+  if (!c) return fail(err, BP_INVALID_ARGUMENT, "NULL communicator");
+  pthread_mutex_lock(&c->w->sync.mu);
+  bp_status_t st = c->w->broken;
+  if (st != BP_OK) fail(err, st, "%s", c->w->broken_msg);
+  pthread_mutex_unlock(&c->w->sync.mu);
+  return st;
+}
+
+bp_status_t bp_kit_comm_split(bp_kit_comm_t* c, int32_t color, int32_t key, uint64_t timeout_ns,
+                              bp_kit_comm_t** out_comm, bp_kit_comm_error_t* err) {
+  if (!c || !out_comm) return fail(err, BP_INVALID_ARGUMENT, "comm_split: NULL argument");
+  *out_comm = NULL;
+  if (color < 0 && color != BP_COMM_SPLIT_NO_COLOR)
+    return fail(err, BP_INVALID_ARGUMENT, "comm_split: color %d is negative (only "
+                "BP_COMM_SPLIT_NO_COLOR may be)", color);
+  world_t* w = c->w;
+  const struct timespec deadline = bp_kit_deadline(w->timeout_ns);
+  pthread_mutex_lock(&w->sync.mu);
+  w->split_color[c->rank] = color;
+  w->split_key[c->rank] = key;
+  w->split_new[c->rank] = NULL;
+  bp_status_t st = world_barrier(c, &deadline, "comm_split", err);
+  /* Members of a color in (key, old rank) order; the first creates. */
+  int32_t size = 0, my_index = 0, leader = -1;
+  if (st == BP_OK && color != BP_COMM_SPLIT_NO_COLOR) {
+    for (int32_t r = 0; r < w->nranks; ++r) {
+      if (w->split_color[r] != color) continue;
+      if (leader < 0) leader = r;
+      ++size;
+      if (w->split_key[r] < key || (w->split_key[r] == key && r < c->rank)) ++my_index;
+    }
+    if (leader == c->rank) {
+      /* The world's lock is held: allocation only, nothing blocks. */
+      w->split_new[c->rank] = world_new(size, bp_kit_comm_timeout(timeout_ns));
+    }
+  }
+  if (st == BP_OK) st = world_barrier(c, &deadline, "comm_split", err);
+  world_t* nw = (st == BP_OK && leader >= 0) ? w->split_new[leader] : NULL;
+  if (st == BP_OK) st = world_barrier(c, &deadline, "comm_split", err);
+  pthread_mutex_unlock(&w->sync.mu);
+  if (st != BP_OK) return st;
+  if (color == BP_COMM_SPLIT_NO_COLOR) return BP_OK;
+  if (!nw) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
+  *out_comm = comm_new(nw, my_index);
+  if (!*out_comm) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
+  return BP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Checks                                                                    */
+/* ------------------------------------------------------------------------ */
+static int is_reduction(uint32_t kind) {
+  return kind == BP_KIT_COLL_ALL_REDUCE || kind == BP_KIT_COLL_REDUCE ||
+         kind == BP_KIT_COLL_REDUCE_SCATTER;
+}
+static int has_root(uint32_t kind) {
+  return kind == BP_KIT_COLL_BROADCAST || kind == BP_KIT_COLL_REDUCE;
+}
+
+bp_status_t bp_kit_coll_check(const bp_kit_comm_t* c, const bp_kit_coll_t* call,
+                              bp_kit_comm_error_t* err) {
+  if (!c || !call) return fail(err, BP_INVALID_ARGUMENT, "NULL communicator or call");
+  const int32_t n = c->w->nranks;
+  const char* name = kind_name(call->kind);
+  if (call->kind < BP_KIT_COLL_ALL_REDUCE || call->kind > BP_KIT_COLL_BARRIER)
+    return fail(err, BP_INVALID_ARGUMENT, "unknown collective kind %u", call->kind);
+  if (call->kind == BP_KIT_COLL_BARRIER) return BP_OK;
+  if (bp_dtype_size(call->dtype) == 0)
+    return fail(err, BP_INVALID_ARGUMENT, "%s: dtype %u is not a whole-byte dtype", name,
+                call->dtype);
+  if (is_reduction(call->kind)) {
+    if (call->op > BP_REDUCE_AVG)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: unknown reduction %u", name, call->op);
+    if (!bp_kit_comm_can_reduce(call->dtype))
+      return fail(err, BP_UNIMPLEMENTED, "%s: cannot reduce dtype %s", name,
+                  bp_dtype_name(call->dtype));
+  }
+  if ((has_root(call->kind) || call->kind == BP_KIT_COLL_SEND ||
+       call->kind == BP_KIT_COLL_RECV) &&
+      (call->root < 0 || call->root >= n))
+    return fail(err, BP_INVALID_ARGUMENT, "%s: %s %d is out of range for %d ranks", name,
+                has_root(call->kind) ? "root" : "peer", call->root, n);
+  if ((call->kind == BP_KIT_COLL_SEND || call->kind == BP_KIT_COLL_RECV) &&
+      call->root == c->rank)
+    return fail(err, BP_INVALID_ARGUMENT, "%s: rank %d names itself as the peer", name,
+                c->rank);
+  if (call->kind == BP_KIT_COLL_ALL_TO_ALLV &&
+      (!call->send_counts || !call->send_displs || !call->recv_counts || !call->recv_displs))
+    return fail(err, BP_INVALID_ARGUMENT, "all_to_allv: NULL counts or displacements");
+  uint64_t total = call->count;
+  if (call->kind == BP_KIT_COLL_ALL_GATHER || call->kind == BP_KIT_COLL_REDUCE_SCATTER ||
+      call->kind == BP_KIT_COLL_ALL_TO_ALL) {
+    if (call->count > UINT64_MAX / (uint64_t)n)
+      return fail(err, BP_OUT_OF_RANGE, "%s: %llu elements per rank overflow", name,
+                  (unsigned long long)call->count);
+    total = call->count * (uint64_t)n;
+  }
+  if (total > (UINT64_MAX >> 4) / bp_dtype_size(call->dtype))
+    return fail(err, BP_OUT_OF_RANGE, "%s: %llu elements overflow a byte size", name,
+                (unsigned long long)total);
+  return BP_OK;
+}
+
+/* The same verdict on every rank: the first rank whose call disagrees with
+ * rank 0's (or failed its own check), described identically. */
+static bp_status_t check_all(world_t* w, bp_kit_comm_error_t* err, const char* what) {
+  const int32_t n = w->nranks;
+  for (int32_t r = 0; r < n; ++r)
+    if (w->slots[r].local_status != BP_OK)
+      return fail(err, w->slots[r].local_status, "%s: rank %d: %s", what, r,
+                  w->slots[r].local_msg);
+  const bp_kit_coll_t* a = w->slots[0].call;
+  for (int32_t r = 1; r < n; ++r) {
+    const bp_kit_coll_t* b = w->slots[r].call;
+    if (a->kind != b->kind)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 called %s, rank %d called %s",
+                  what, kind_name(a->kind), r, kind_name(b->kind));
+    if (a->kind == BP_KIT_COLL_BARRIER) continue;
+    if (a->dtype != b->dtype)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 passed %s, rank %d passed %s",
+                  what, bp_dtype_name(a->dtype), r, bp_dtype_name(b->dtype));
+    if (a->kind != BP_KIT_COLL_ALL_TO_ALLV && a->count != b->count)
+      return fail(err, BP_INVALID_ARGUMENT,
+                  "%s: mismatch: rank 0 passed %llu elements, rank %d passed %llu", what,
+                  (unsigned long long)a->count, r, (unsigned long long)b->count);
+    if (is_reduction(a->kind) && a->op != b->op)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 reduces with op %u, rank %d "
+                  "with op %u", what, a->op, r, b->op);
+    if (has_root(a->kind) && a->root != b->root)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 names root %d, rank %d "
+                  "names root %d", what, a->root, r, b->root);
+  }
+  if (a->kind == BP_KIT_COLL_ALL_TO_ALLV)
+    for (int32_t p = 0; p < n; ++p)
+      for (int32_t q = 0; q < n; ++q)
+        if (w->slots[p].call->send_counts[q] != w->slots[q].call->recv_counts[p])
+          return fail(err, BP_INVALID_ARGUMENT,
+                      "%s: mismatch: rank %d sends %llu elements to rank %d, which expects "
+                      "%llu", what, p, (unsigned long long)w->slots[p].call->send_counts[q], q,
+                      (unsigned long long)w->slots[q].call->recv_counts[p]);
+  return BP_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                               */
+/* ------------------------------------------------------------------------ */
+static void chunk_of(uint64_t count, int32_t n, int32_t r, uint64_t* begin, uint64_t* len) {
+  const uint64_t base = count / (uint64_t)n, extra = count % (uint64_t)n;
+  const uint64_t ur = (uint64_t)r;
+  *begin = ur * base + (ur < extra ? ur : extra);
+  *len = base + (ur < extra ? 1 : 0);
+}
+
+static const unsigned char* at(const void* p, uint64_t elems, uint64_t esize) {
+  return (const unsigned char*)p + elems * esize;
+}
+
+/* Reduces `len` elements at offset `src_off` of every rank's input, in
+ * rank order, into dst. */
+static void reduce_range(bp_kit_comm_t* c, const bp_kit_coll_t* me, void* dst,
+                         uint64_t src_off, uint64_t len) {
+  world_t* w = c->w;
+  const uint64_t es = bp_dtype_size(me->dtype);
+  for (int32_t q = 0; q < w->nranks; ++q) c->src[q] = at(w->slots[q].send, src_off, es);
+  bp_kit_comm_reduce(me->dtype, me->op, dst, c->src, (uint32_t)w->nranks, len);
+}
+
+/* Phase 1: this rank's share. */
+static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
+  world_t* w = c->w;
+  const int32_t r = c->rank, n = w->nranks;
+  const uint64_t es = bp_dtype_size(me->dtype);
+  uint64_t b, len;
+  switch (me->kind) {
+    case BP_KIT_COLL_ALL_REDUCE:
+      chunk_of(me->count, n, r, &b, &len);
+      reduce_range(c, me, (unsigned char*)me->recv + b * es, b, len);
+      break;
+    case BP_KIT_COLL_REDUCE: {
+      chunk_of(me->count, n, r, &b, &len);
+      void* root_recv = w->slots[me->root].call->recv;
+      reduce_range(c, me, (unsigned char*)root_recv + b * es, b, len);
+      break;
+    }
+    case BP_KIT_COLL_REDUCE_SCATTER:
+      reduce_range(c, me, me->recv, (uint64_t)r * me->count, me->count);
+      break;
+    case BP_KIT_COLL_BROADCAST:
+      memmove(me->recv, w->slots[me->root].send, me->count * es);
+      break;
+    case BP_KIT_COLL_ALL_GATHER:
+      for (int32_t q = 0; q < n; ++q)
+        memmove((unsigned char*)me->recv + (uint64_t)q * me->count * es, w->slots[q].send,
+                me->count * es);
+      break;
+    case BP_KIT_COLL_ALL_TO_ALL:
+      for (int32_t q = 0; q < n; ++q)
+        memcpy((unsigned char*)me->recv + (uint64_t)q * me->count * es,
+               at(w->slots[q].send, (uint64_t)r * me->count, es), me->count * es);
+      break;
+    case BP_KIT_COLL_ALL_TO_ALLV:
+      for (int32_t q = 0; q < n; ++q) {
+        const bp_kit_coll_t* peer = w->slots[q].call;
+        memcpy((unsigned char*)me->recv + me->recv_displs[q] * es,
+               at(w->slots[q].send, peer->send_displs[r], es), me->recv_counts[q] * es);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+/* Phase 2 (all_reduce): the other ranks' chunks. */
+static void phase2(world_t* w, int32_t r, const bp_kit_coll_t* me) {
+  const uint64_t es = bp_dtype_size(me->dtype);
+  for (int32_t q = 0; q < w->nranks; ++q) {
+    if (q == r) continue;
+    uint64_t b, len;
+    chunk_of(me->count, w->nranks, q, &b, &len);
+    memcpy((unsigned char*)me->recv + b * es, at(w->slots[q].call->recv, b, es), len * es);
+  }
+}
+
+/* all_to_all(v) reads peers' inputs while they write their outputs: an
+ * input overlapping this rank's output is copied first. */
+static uint64_t input_extent(const bp_kit_coll_t* call, int32_t n) {
+  if (call->kind == BP_KIT_COLL_ALL_TO_ALL) return call->count * (uint64_t)n;
+  uint64_t end = 0;
+  for (int32_t q = 0; q < n; ++q)
+    if (call->send_displs[q] + call->send_counts[q] > end)
+      end = call->send_displs[q] + call->send_counts[q];
+  return end;
+}
+static uint64_t output_extent(const bp_kit_coll_t* call, int32_t n) {
+  if (call->kind == BP_KIT_COLL_ALL_TO_ALL) return call->count * (uint64_t)n;
+  uint64_t end = 0;
+  for (int32_t q = 0; q < n; ++q)
+    if (call->recv_displs[q] + call->recv_counts[q] > end)
+      end = call->recv_displs[q] + call->recv_counts[q];
+  return end;
+}
+
+static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
+                                  bp_kit_comm_error_t* err) {
+  world_t* w = c->w;
+  char what[64];
+  snprintf(what, sizeof(what), "%s #%llu", kind_name(call->kind),
+           (unsigned long long)c->calls);
+  slot_t* s = &w->slots[c->rank];
+  bp_kit_comm_error_t local;
+  bp_status_t local_status = bp_kit_coll_check(c, call, &local);
+  void* copy = NULL;
+  const void* input = call->send;
+  if (local_status == BP_OK &&
+      (call->kind == BP_KIT_COLL_ALL_TO_ALL || call->kind == BP_KIT_COLL_ALL_TO_ALLV)) {
+    const uint64_t es = bp_dtype_size(call->dtype);
+    const uint64_t in_bytes = input_extent(call, w->nranks) * es;
+    const uint64_t out_bytes = output_extent(call, w->nranks) * es;
+    const uintptr_t i0 = (uintptr_t)call->send, o0 = (uintptr_t)call->recv;
+    if (in_bytes && out_bytes && i0 < o0 + out_bytes && o0 < i0 + in_bytes) {
+      copy = malloc(in_bytes);
+      if (copy)
+        memcpy(copy, call->send, in_bytes);
+      else
+        local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory copying the input");
+      input = copy;
+    }
+  }
+  const struct timespec deadline = bp_kit_deadline(w->timeout_ns);
+  pthread_mutex_lock(&w->sync.mu);
+  s->call = call;
+  s->send = input;
+  s->local_status = local_status;
+  snprintf(s->local_msg, sizeof(s->local_msg), "%s", local_status ? local.text : "");
+  bp_status_t st = world_barrier(c, &deadline, what, err); /* A */
+  bp_status_t verdict = st == BP_OK ? check_all(w, err, what) : st;
+  pthread_mutex_unlock(&w->sync.mu);
+  if (st == BP_OK) {
+    /* Barrier B also keeps every slot unchanged until all ranks checked. */
+    if (verdict == BP_OK) phase1(c, call);
+    pthread_mutex_lock(&w->sync.mu);
+    st = world_barrier(c, &deadline, what, verdict == BP_OK ? err : NULL); /* B */
+    pthread_mutex_unlock(&w->sync.mu);
+    if (verdict != BP_OK) st = verdict;
+    if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE) {
+      phase2(w, c->rank, call);
+      pthread_mutex_lock(&w->sync.mu);
+      st = world_barrier(c, &deadline, what, err); /* C */
+      pthread_mutex_unlock(&w->sync.mu);
+    }
+  }
+  free(copy);
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Point to point                                                            */
+/* ------------------------------------------------------------------------ */
+static void post_send(world_t* w, int32_t from, const bp_kit_coll_t* call, p2p_msg_t* m) {
+  memset(m, 0, sizeof(*m));
+  m->data = call->send;
+  m->count = call->count;
+  m->dtype = call->dtype;
+  const size_t box = (size_t)from * (size_t)w->nranks + (size_t)call->root;
+  pthread_mutex_lock(&w->sync.mu);
+  if (w->mail_tail[box])
+    w->mail_tail[box]->next = m;
+  else
+    w->mail_head[box] = m;
+  w->mail_tail[box] = m;
+  pthread_cond_broadcast(&w->sync.cv);
+  pthread_mutex_unlock(&w->sync.mu);
+}
+
+/* Waits (mu held) for `cond`; a timeout breaks the world. */
+#define WAIT_FOR(c, cond, deadline, what, err, st)                                      \
+  do {                                                                                   \
+    while (!(cond) && (c)->w->broken == BP_OK) {                                         \
+      if (bp_kit_sync_wait(&(c)->w->sync, (deadline)) && !(cond)) {                      \
+        char m_[200];                                                                    \
+        snprintf(m_, sizeof(m_), "%s: rank %d timed out after %.3f s; the communicator " \
+                 "is broken", (what), (c)->rank, (double)(c)->w->timeout_ns / 1e9);      \
+        world_break((c)->w, BP_DEADLINE_EXCEEDED, m_);                                   \
+      }                                                                                  \
+    }                                                                                    \
+    (st) = (cond) ? BP_OK : fail((err), (c)->w->broken, "%s", (c)->w->broken_msg);       \
+  } while (0)
+
+/* Waits until the receiver took `m`; a posted message is never left
+ * behind: on a broken world it is unlinked first. */
+static bp_status_t finish_send(bp_kit_comm_t* c, const bp_kit_coll_t* call, p2p_msg_t* m,
+                               const struct timespec* deadline, bp_kit_comm_error_t* err) {
+  world_t* w = c->w;
+  char what[64];
+  snprintf(what, sizeof(what), "send to rank %d", call->root);
+  bp_status_t st;
+  pthread_mutex_lock(&w->sync.mu);
+  WAIT_FOR(c, m->done, deadline, what, err, st);
+  if (!m->done) { /* unlink */
+    const size_t box = (size_t)c->rank * (size_t)w->nranks + (size_t)call->root;
+    p2p_msg_t** pp = &w->mail_head[box];
+    p2p_msg_t* prev = NULL;
+    while (*pp && *pp != m) {
+      prev = *pp;
+      pp = &(*pp)->next;
+    }
+    if (*pp) {
+      *pp = m->next;
+      if (w->mail_tail[box] == m) w->mail_tail[box] = prev;
+    } else {
+      /* The receiver took it and is copying: `m` lives on this thread's
+       * stack, so wait for the copy to end whatever the world's state. */
+      while (!m->done) pthread_cond_wait(&w->sync.cv, &w->sync.mu);
+    }
+  } else if (m->status != BP_OK) {
+    st = fail(err, m->status, "send to rank %d: %llu %s elements, the receiver expected a "
+              "different count or dtype", call->root, (unsigned long long)m->count,
+              bp_dtype_name(m->dtype));
+  }
+  pthread_mutex_unlock(&w->sync.mu);
+  return st;
+}
+
+static bp_status_t run_recv(bp_kit_comm_t* c, const bp_kit_coll_t* call,
+                            const struct timespec* deadline, bp_kit_comm_error_t* err) {
+  world_t* w = c->w;
+  const size_t box = (size_t)call->root * (size_t)w->nranks + (size_t)c->rank;
+  char what[64];
+  snprintf(what, sizeof(what), "recv from rank %d", call->root);
+  bp_status_t st;
+  pthread_mutex_lock(&w->sync.mu);
+  WAIT_FOR(c, w->mail_head[box] != NULL, deadline, what, err, st);
+  p2p_msg_t* m = st == BP_OK ? w->mail_head[box] : NULL;
+  if (m) {
+    w->mail_head[box] = m->next;
+    if (!m->next) w->mail_tail[box] = NULL;
+  }
+  pthread_mutex_unlock(&w->sync.mu);
+  if (!m) return st;
+  if (m->dtype != call->dtype || m->count != call->count) {
+    st = fail(err, BP_INVALID_ARGUMENT, "recv from rank %d: it sent %llu %s elements, this "
+              "rank expects %llu %s", call->root, (unsigned long long)m->count,
+              bp_dtype_name(m->dtype), (unsigned long long)call->count,
+              bp_dtype_name(call->dtype));
+  } else {
+    memmove(call->recv, m->data, bp_kit_coll_bytes(call->dtype, call->count));
+  }
+  pthread_mutex_lock(&w->sync.mu);
+  m->status = st == BP_OK ? BP_OK : BP_INVALID_ARGUMENT;
+  m->done = 1;
+  pthread_cond_broadcast(&w->sync.cv);
+  pthread_mutex_unlock(&w->sync.mu);
+  return st;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Groups                                                                    */
+/* ------------------------------------------------------------------------ */
+bp_status_t bp_kit_comm_run(bp_kit_comm_t* c, const bp_kit_coll_t* calls, uint32_t n,
+                            bp_kit_comm_error_t* err) {
+  if (!c || (n && !calls)) return fail(err, BP_INVALID_ARGUMENT, "comm_run: NULL argument");
+  uint32_t sends = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (calls[i].kind != BP_KIT_COLL_SEND && calls[i].kind != BP_KIT_COLL_RECV) continue;
+    bp_status_t st = bp_kit_coll_check(c, &calls[i], err);
+    if (st != BP_OK) return st; /* nothing posted yet: peers time out on their side */
+    sends += calls[i].kind == BP_KIT_COLL_SEND;
+  }
+  p2p_msg_t stack_msgs[8];
+  p2p_msg_t* msgs = sends <= 8 ? stack_msgs : malloc(sizeof(p2p_msg_t) * sends);
+  if (!msgs) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_run: out of memory");
+  const struct timespec deadline = bp_kit_deadline(c->w->timeout_ns);
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < n; ++i)
+    if (calls[i].kind == BP_KIT_COLL_SEND) post_send(c->w, c->rank, &calls[i], &msgs[k++]);
+  bp_status_t first = BP_OK;
+  bp_kit_comm_error_t e;
+  for (uint32_t i = 0; i < n; ++i) {
+    bp_status_t st = BP_OK;
+    if (calls[i].kind == BP_KIT_COLL_SEND) continue;
+    if (calls[i].kind == BP_KIT_COLL_RECV) {
+      st = run_recv(c, &calls[i], &deadline, &e);
+    } else {
+      ++c->calls;
+      st = run_collective(c, &calls[i], &e);
+    }
+    if (st != BP_OK && first == BP_OK) {
+      first = st;
+      if (err) *err = e;
+    }
+  }
+  k = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    if (calls[i].kind != BP_KIT_COLL_SEND) continue;
+    bp_status_t st = finish_send(c, &calls[i], &msgs[k++], &deadline, &e);
+    if (st != BP_OK && first == BP_OK) {
+      first = st;
+      if (err) *err = e;
+    }
+  }
+  if (msgs != stack_msgs) free(msgs);
+  return first;
+}

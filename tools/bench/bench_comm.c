@@ -1,0 +1,86 @@
+/* bp-bench suite "comm": collectives between ranks of one process.
+ *
+ * all_reduce (sum) of 64 MiB f32 per rank (4 MiB with --quick) across 4
+ * ranks on the measured device's plugin (four streams of one device: the
+ * engine does not care which device a rank's stream is on), against the
+ * lower bound of any shared-memory all_reduce: every rank's input read
+ * once and every rank's output written once, i.e. a copy loop over
+ * ranks x size bytes on all cores, timed in the same run. The figure is
+ * that traffic over time (GB/s of bytes read + written); the NCCL-style
+ * bus bandwidth (size x 2(n-1)/n per second) is printed beside it. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "backplane/comm.h"
+#include "bench.h"
+
+#define RANKS 4
+
+typedef struct ar_run {
+  bp_comm_t* comms[RANKS];
+  bp_stream_t* streams[RANKS];
+  bp_tensor_t* send[RANKS];
+  bp_tensor_t* recv[RANKS];
+} ar_run_t;
+
+static bp_status_t run_all_reduce(bpb_ctx_t* ctx, void* user) {
+  ar_run_t* r = user;
+  (void)ctx;
+  for (int i = 0; i < RANKS; ++i) {
+    bp_status_t st = bp_comm_all_reduce(r->comms[i], r->streams[i], r->send[i], r->recv[i],
+                                        BP_REDUCE_SUM, NULL);
+    if (st != BP_OK) return st;
+  }
+  for (int i = 1; i < RANKS; ++i) {
+    bp_status_t st = bp_stream_synchronize(r->streams[i]);
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
+void bpb_suite_comm(bpb_ctx_t* ctx) {
+  const int64_t n = (ctx->quick ? 4 : 64) * (1 << 20) / 4; /* floats per rank */
+  ar_run_t r;
+  bp_device_t* devices[RANKS];
+  for (int i = 0; i < RANKS; ++i) devices[i] = ctx->device;
+  r.streams[0] = ctx->stream;
+  for (int i = 1; i < RANKS; ++i) BPB_CHECK(bp_stream_create(ctx->device, NULL, &r.streams[i]));
+  BPB_CHECK(bp_comm_init_all(devices, RANKS, NULL, r.comms));
+  for (int i = 0; i < RANKS; ++i) {
+    r.send[i] = bpb_tensor_random(ctx, 1, &n, 21 + (unsigned)i);
+    r.recv[i] = bpb_tensor(ctx, BP_DTYPE_F32, 1, &n);
+  }
+  const size_t total = (size_t)n * RANKS;
+  float* src = bpb_alloc(total * sizeof(float));
+  float* dst = bpb_alloc(total * sizeof(float));
+  bpb_fill_random(src, total, 5);
+  double t_ar[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
+  BPB_CHECK(run_all_reduce(ctx, &r)); /* warm-up: pages, threads */
+  bpb_copy_loop(src, NULL, dst, total, ctx->cores);
+  for (int k = 0; k < ctx->reps; ++k) {
+    double t0 = bpb_now();
+    BPB_CHECK(run_all_reduce(ctx, &r));
+    t_ar[k] = bpb_now() - t0;
+    t0 = bpb_now();
+    bpb_copy_loop(src, NULL, dst, total, ctx->cores);
+    t_copy[k] = bpb_now() - t0;
+  }
+  const double ar = bpb_median(t_ar, ctx->reps), cp = bpb_median(t_copy, ctx->reps);
+  const double bytes = 2.0 * (double)total * sizeof(float);
+  char name[128];
+  snprintf(name, sizeof name, "all_reduce f32 %lld MiB x %d ranks in one process (%s): traffic "
+           "vs copy loop", (long long)(n * 4 >> 20), RANKS, bp_comm_tier(r.comms[0]) ==
+           BP_COMM_TIER_NATIVE ? "native" : "host-staged");
+  bpb_add_figure(&(bpb_figure_t){name, "GB/s", bytes / ar / 1e9, bytes / cp / 1e9,
+                                 "C copy loop over ranks x size, all cores", 0.5, 0});
+  printf("  bus bandwidth (size x 2(n-1)/n per second): %.2f GB/s\n",
+         (double)n * 4 * 2.0 * (RANKS - 1) / RANKS / ar / 1e9);
+  free(src);
+  free(dst);
+  for (int i = 0; i < RANKS; ++i) {
+    bp_tensor_release(r.send[i]);
+    bp_tensor_release(r.recv[i]);
+    bp_comm_destroy(r.comms[i]);
+    if (i) bp_stream_release(r.streams[i]);
+  }
+}

@@ -191,7 +191,11 @@ static void test_negotiate(void** state) {
   assert_non_null(rep.vtable->core);
   assert_non_null(rep.vtable->ops);
   assert_null(rep.vtable->exec);
-  assert_null(rep.vtable->comm);
+  /* Native collectives with host-pointer calls (docs/collectives.md). */
+  assert_non_null(rep.vtable->comm);
+  assert_int_equal(rep.vtable->comm->tier, BP_COMM_TIER_NATIVE);
+  assert_true(rep.vtable->comm->flags & BPP_COMM_HOST_POINTERS);
+  assert_int_equal(rep.vtable->comm->struct_size, BPP_COMM_TABLE_V1_SIZE);
   assert_int_equal(rep.vtable->ops->launch_count, BP_OP_COUNT);
   /* The CPU backend runs every op of the table. */
   for (uint32_t op = 1; op < BP_OP_COUNT; op++) assert_non_null(rep.vtable->ops->launch[op]);

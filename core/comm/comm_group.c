@@ -13,8 +13,7 @@
 #define MAX_PLUGINS 32
 
 typedef struct staged_item {
-  bp_comm_t* comm;
-  bp_stream_t* stream;
+  bp_kit_group_key_t key; /* comm, stream */
   bp__comm_call_t call;
 } staged_item_t;
 
@@ -57,8 +56,20 @@ bp_status_t bp__comm_group_add_staged(bp_comm_t* comm, bp_stream_t* stream,
   }
   /* The tensors are retained by the queued job later; until group end the
    * application keeps them alive (as for every enqueued call's operands). */
-  t_group.items[t_group.n++] = (staged_item_t){comm, stream, *call};
+  t_group.items[t_group.n++] = (staged_item_t){{comm, stream}, *call};
   return BP_OK;
+}
+
+static bp_status_t issue_bucket(void* user, const uint32_t* idx, uint32_t k) {
+  const staged_item_t* items = user;
+  bp__comm_call_t* calls = malloc(sizeof(*calls) * k);
+  if (!calls) return bp__error(BP_RESOURCE_EXHAUSTED, "bp_comm_group_end: out of memory");
+  for (uint32_t i = 0; i < k; ++i) calls[i] = items[idx[i]].call;
+  const staged_item_t* head = &items[idx[0]];
+  bp_status_t st = bp__comm_staged_enqueue((bp_comm_t*)head->key.comm,
+                                           (bp_stream_t*)head->key.stream, calls, k);
+  free(calls);
+  return st;
 }
 
 bp_status_t bp_comm_group_begin(void) {
@@ -72,27 +83,11 @@ bp_status_t bp_comm_group_end(void) {
   if (t_group.depth == 0)
     return bp__error(BP_FAILED_PRECONDITION, "bp_comm_group_end: no group is open");
   if (--t_group.depth) return BP_OK;
-  bp_status_t first = BP_OK;
-  /* Host-staged calls, grouped by (communicator, stream) in call order. */
-  bp__comm_call_t* calls = malloc(sizeof(*calls) * (t_group.n ? t_group.n : 1));
-  uint8_t* done = calloc(t_group.n ? t_group.n : 1, 1);
-  if (!calls || !done)
-    first = bp__error(BP_RESOURCE_EXHAUSTED, "bp_comm_group_end: out of memory");
-  for (uint32_t i = 0; first == BP_OK && i < t_group.n; ++i) {
-    if (done[i]) continue;
-    uint32_t k = 0;
-    for (uint32_t j = i; j < t_group.n; ++j)
-      if (!done[j] && t_group.items[j].comm == t_group.items[i].comm &&
-          t_group.items[j].stream == t_group.items[i].stream) {
-        calls[k++] = t_group.items[j].call;
-        done[j] = 1;
-      }
-    bp_status_t st = bp__comm_staged_enqueue(t_group.items[i].comm, t_group.items[i].stream,
-                                             calls, k);
-    if (st != BP_OK && first == BP_OK) first = st;
-  }
-  free(calls);
-  free(done);
+  /* Host-staged calls, one engine group per (communicator, stream). */
+  bp_status_t first = bp_kit_group_for_each(t_group.items, t_group.n, sizeof(staged_item_t),
+                                            issue_bucket, t_group.items);
+  if (first == BP_RESOURCE_EXHAUSTED && !bp_status_message()[0])
+    first = bp__error(first, "bp_comm_group_end: out of memory");
   free(t_group.items);
   t_group.items = NULL;
   t_group.n = t_group.cap = 0;

@@ -107,6 +107,20 @@ bp_status_t bp_kit_coll_check(const bp_kit_comm_t* comm, const bp_kit_coll_t* ca
 bp_status_t bp_kit_comm_run(bp_kit_comm_t* comm, const bp_kit_coll_t* calls, uint32_t n,
                             bp_kit_comm_error_t* err);
 
+/* The head of a pending group item: what it is issued on. */
+typedef struct bp_kit_group_key {
+  const void* comm;
+  const void* stream;
+} bp_kit_group_key_t;
+/* Issues the items of a closed group (`n` items of `stride` bytes, each
+ * starting with a bp_kit_group_key_t): one issue() per (comm, stream) in
+ * first-seen order with the indices of its items in call order. Returns
+ * the first error; every pair is still issued. */
+bp_status_t bp_kit_group_for_each(const void* items, uint32_t n, size_t stride,
+                                  bp_status_t (*issue)(void* user, const uint32_t* idx,
+                                                       uint32_t k),
+                                  void* user);
+
 /* Bytes of `count` elements of `dtype` (0 for unknown dtypes). */
 uint64_t bp_kit_coll_bytes(uint32_t dtype, uint64_t count);
 /* Nonzero when the engine can reduce `dtype` (every float, fp8, integer

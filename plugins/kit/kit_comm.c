@@ -40,6 +40,7 @@ typedef struct slot {
 
 typedef struct world {
   bp_kit_sync_t sync;
+  int sync_ready;
   int32_t nranks;
   int32_t refs; /* under sync.mu */
   uint64_t timeout_ns;
@@ -85,7 +86,7 @@ static bp_status_t fail(bp_kit_comm_error_t* err, bp_status_t status, const char
 /* ------------------------------------------------------------------------ */
 static void world_free(world_t* w) {
   if (!w) return;
-  bp_kit_sync_destroy(&w->sync);
+  if (w->sync_ready) bp_kit_sync_destroy(&w->sync);
   free(w->barrier.arrived);
   free(w->slots);
   free(w->mail_head);
@@ -111,16 +112,11 @@ static world_t* world_new(int32_t nranks, uint64_t timeout_ns) {
   w->split_color = calloc(n, sizeof(int32_t));
   w->split_key = calloc(n, sizeof(int32_t));
   w->split_new = calloc(n, sizeof(world_t*));
-  if (!w->barrier.arrived || !w->slots || !w->mail_head || !w->mail_tail || !w->split_color ||
-      !w->split_key || !w->split_new || bp_kit_sync_init(&w->sync) != 0) {
-    free(w->barrier.arrived);
-    free(w->slots);
-    free(w->mail_head);
-    free(w->mail_tail);
-    free(w->split_color);
-    free(w->split_key);
-    free(w->split_new);
-    free(w);
+  w->sync_ready = w->barrier.arrived && w->slots && w->mail_head && w->mail_tail &&
+                  w->split_color && w->split_key && w->split_new &&
+                  bp_kit_sync_init(&w->sync) == 0;
+  if (!w->sync_ready) {
+    world_free(w);
     return NULL;
   }
   return w;
@@ -692,5 +688,33 @@ bp_status_t bp_kit_comm_run(bp_kit_comm_t* c, const bp_kit_coll_t* calls, uint32
     }
   }
   if (msgs != stack_msgs) free(msgs);
+  return first;
+}
+
+bp_status_t bp_kit_group_for_each(const void* items, uint32_t n, size_t stride,
+                                  bp_status_t (*issue)(void* user, const uint32_t* idx,
+                                                       uint32_t k),
+                                  void* user) {
+  if (n == 0) return BP_OK;
+  uint32_t* idx = malloc(sizeof(uint32_t) * n);
+  uint8_t* done = calloc(n, 1);
+  bp_status_t first = (!idx || !done) ? BP_RESOURCE_EXHAUSTED : BP_OK;
+  const unsigned char* base = items;
+  for (uint32_t i = 0; first != BP_RESOURCE_EXHAUSTED && i < n; ++i) {
+    if (done[i]) continue;
+    const bp_kit_group_key_t* ki = (const void*)(base + i * stride);
+    uint32_t k = 0;
+    for (uint32_t j = i; j < n; ++j) {
+      const bp_kit_group_key_t* kj = (const void*)(base + j * stride);
+      if (!done[j] && kj->comm == ki->comm && kj->stream == ki->stream) {
+        idx[k++] = j;
+        done[j] = 1;
+      }
+    }
+    bp_status_t st = issue(user, idx, k);
+    if (st != BP_OK && first == BP_OK) first = st;
+  }
+  free(idx);
+  free(done);
   return first;
 }

@@ -40,8 +40,7 @@ typedef struct job {
 
 /* The calls of the calling thread's open group. */
 typedef struct pending {
-  bpp_comm_t comm;
-  bpp_stream_t stream;
+  bp_kit_group_key_t key; /* comm, stream */
   bp_kit_coll_t call;
 } pending_t;
 static _Thread_local struct {
@@ -161,7 +160,7 @@ static bp_status_t issue(bpp_comm_t comm, bpp_stream_t stream, const bp_kit_coll
     t_group.items = items;
     t_group.cap = cap;
   }
-  t_group.items[t_group.n++] = (pending_t){comm, stream, *call};
+  t_group.items[t_group.n++] = (pending_t){{comm, stream}, *call};
   return BP_OK;
 }
 
@@ -379,33 +378,26 @@ static bp_status_t group_begin(void) {
   return BP_OK;
 }
 
+static bp_status_t issue_bucket(void* user, const uint32_t* idx, uint32_t k) {
+  const pending_t* items = user;
+  const bp_kit_coll_t* calls[k];
+  for (uint32_t i = 0; i < k; ++i) calls[i] = &items[idx[i]].call;
+  const pending_t* head = &items[idx[0]];
+  return enqueue_job((bpp_comm_t)head->key.comm, (bpp_stream_t)head->key.stream, calls, k);
+}
+
 /* Issues the group: one job per (communicator, stream), calls in order. */
 static bp_status_t group_end(void) {
   if (t_group.depth == 0)
     return BP_KIT_ERROR(BP_FAILED_PRECONDITION, "group_end without group_begin");
   if (--t_group.depth) return BP_OK;
-  bp_status_t first = BP_OK;
-  const bp_kit_coll_t** calls = malloc(sizeof(*calls) * (t_group.n ? t_group.n : 1));
-  uint8_t* done = calloc(t_group.n ? t_group.n : 1, 1);
-  if (!calls || !done) first = BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "group_end: out of memory");
-  for (uint32_t i = 0; first == BP_OK && i < t_group.n; ++i) {
-    if (done[i]) continue;
-    uint32_t k = 0;
-    for (uint32_t j = i; j < t_group.n; ++j)
-      if (!done[j] && t_group.items[j].comm == t_group.items[i].comm &&
-          t_group.items[j].stream == t_group.items[i].stream) {
-        calls[k++] = &t_group.items[j].call;
-        done[j] = 1;
-      }
-    bp_status_t st = enqueue_job(t_group.items[i].comm, t_group.items[i].stream, calls, k);
-    if (st != BP_OK && first == BP_OK) first = st;
-  }
-  free(calls);
-  free(done);
+  bp_status_t st = bp_kit_group_for_each(t_group.items, t_group.n, sizeof(pending_t),
+                                         issue_bucket, t_group.items);
+  if (st == BP_RESOURCE_EXHAUSTED) st = BP_KIT_ERROR(st, "group_end: out of memory");
   free(t_group.items);
   t_group.items = NULL;
   t_group.n = t_group.cap = 0;
-  return first;
+  return st;
 }
 
 static bp_status_t comm_info(bpp_comm_t comm, int32_t* out_rank, int32_t* out_size) {

@@ -37,6 +37,24 @@ bp_status_t bp__infer_reject_storage_only(const bp__infer_t* x) {
   return BP_OK;
 }
 
+bp_status_t bp__infer_like_input(const bp__infer_t* x, uint32_t j, uint32_t i) {
+  const bp_tensor_desc_t *a = &x->in[j], *b = &x->in[i];
+  char n0[64], n1[64], s0[192], s1[192];
+  if (a->dtype != b->dtype) {
+    return bp__infer_fail(x, "input '%s' has dtype %s; expected %s (the dtype of '%s')",
+                          bp__op_input_name(x->op, x->num_inputs, j, n0), bp_dtype_name(a->dtype),
+                          bp_dtype_name(b->dtype), bp__op_input_name(x->op, x->num_inputs, i, n1));
+  }
+  if (!bp__shape_equal(a->rank, a->sizes, b->rank, b->sizes)) {
+    return bp__infer_fail(x, "input '%s' has shape %s; expected %s (the shape of '%s', no broadcasting)",
+                          bp__op_input_name(x->op, x->num_inputs, j, n0),
+                          bp__shape_str(a->rank, a->sizes, s0, sizeof(s0)),
+                          bp__shape_str(b->rank, b->sizes, s1, sizeof(s1)),
+                          bp__op_input_name(x->op, x->num_inputs, i, n1));
+  }
+  return BP_OK;
+}
+
 bp_status_t bp__infer_broadcast(const bp__infer_t* x, uint32_t mask, uint32_t* out_rank,
                                 int64_t* out_sizes) {
   uint32_t rank = 0;

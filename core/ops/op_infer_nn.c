@@ -1,6 +1,7 @@
 /* backplane core: inference rules of matmul, normalization, embedding and
  * dropout (attention and linear: op_infer_attention.c).
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -161,7 +162,9 @@ static bp_status_t bp__norm_params(bp__infer_t* x, uint32_t nrank, uint32_t mask
   return BP_OK;
 }
 
-bp_status_t bp__infer_rms_norm(bp__infer_t* x) {
+/* rms_norm of input 0 with the optional weight in `weight_mask`; output 0
+ * like the input. */
+static bp_status_t bp__rms_norm_rule(bp__infer_t* x, uint32_t weight_mask) {
   const bp_rms_norm_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
   if (!bp__dtype_is_float(in->dtype)) {
@@ -172,10 +175,25 @@ bp_status_t bp__infer_rms_norm(bp__infer_t* x) {
     return bp__infer_fail(x, "attrs.normalized_rank = %u must be in 1..%u (the input's rank)",
                           a->normalized_rank, in->rank);
   }
-  bp_status_t st = bp__norm_params(x, a->normalized_rank, 0x2);
+  if (!(a->eps >= 0.0) || !isfinite(a->eps)) {
+    return bp__infer_fail(x, "attrs.eps = %g must be finite and >= 0 (0: the dtype's epsilon)",
+                          a->eps);
+  }
+  bp_status_t st = bp__norm_params(x, a->normalized_rank, weight_mask);
   if (st != BP_OK) return st;
   x->compute_dtype = in->dtype;
   return bp__infer_set_out(x, 0, in->dtype, in->rank, in->sizes);
+}
+
+bp_status_t bp__infer_rms_norm(bp__infer_t* x) { return bp__rms_norm_rule(x, 0x2); }
+
+/* add_rms_norm(input, residual, weight?): residual_out = input + residual
+ * (same dtype and shape, no broadcasting), out = rms_norm(residual_out). */
+bp_status_t bp__infer_add_rms_norm(bp__infer_t* x) {
+  bp_status_t st = bp__rms_norm_rule(x, 0x4);
+  if (st == BP_OK) st = bp__infer_like_input(x, 1, 0);
+  if (st != BP_OK) return st;
+  return bp__infer_set_out(x, 1, x->in[0].dtype, x->in[0].rank, x->in[0].sizes);
 }
 
 /* ---- embedding, dropout ------------------------------------------------ */

@@ -1,6 +1,6 @@
 /* backplane core: inference rules of the normalizations (batch_norm,
  * group_norm and its backward, layer_norm and its backward) and of the fused
- * cross_entropy. Shapes, dtypes and error cases follow PyTorch's CPU
+ * cross_entropy and add_layer_norm. Shapes, dtypes and error cases follow PyTorch's CPU
  * kernels (aten/src/ATen/native/{Normalization,group_norm,layer_norm,
  * LossNLL}.cpp).
  *
@@ -267,6 +267,23 @@ bp_status_t bp__infer_layer_norm(bp__infer_t* x) {
   st = bp__infer_set_out(x, 0, in->dtype, in->rank, in->sizes);
   if (st == BP_OK) st = bp__infer_set_out(x, 1, stat, in->rank, ssz);
   if (st == BP_OK) st = bp__infer_set_out(x, 2, stat, in->rank, ssz);
+  return st;
+}
+
+/* add_layer_norm(input, residual, weight?, bias?): residual_out = input +
+ * residual (same dtype and shape, no broadcasting), out =
+ * layer_norm(residual_out); no saved statistics. */
+bp_status_t bp__infer_add_layer_norm(bp__infer_t* x) {
+  const bp_tensor_desc_t* in = &x->in[0];
+  uint32_t stat = BP_DTYPE_INVALID;
+  bp_status_t st = bp__norm_float_input(x, 0);
+  if (st == BP_OK) st = bp__infer_like_input(x, 1, 0);
+  if (st == BP_OK) st = bp__layer_norm_shape(x, 0, 0xC);
+  if (st == BP_OK) st = bp__norm_param_dtypes(x, 0, 0xC, &stat);
+  if (st != BP_OK) return st;
+  x->compute_dtype = in->dtype;
+  st = bp__infer_set_out(x, 0, in->dtype, in->rank, in->sizes);
+  if (st == BP_OK) st = bp__infer_set_out(x, 1, in->dtype, in->rank, in->sizes);
   return st;
 }
 

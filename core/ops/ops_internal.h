@@ -235,6 +235,8 @@ BP__HIDDEN bp_status_t bp__infer_reject_storage_only(const bp__infer_t* x);
  * right-aligned, size 1 expands). */
 BP__HIDDEN bp_status_t bp__infer_broadcast(const bp__infer_t* x, uint32_t mask,
                                            uint32_t* out_rank, int64_t* out_sizes);
+/* Input j must have exactly input i's dtype and shape (a residual). */
+BP__HIDDEN bp_status_t bp__infer_like_input(const bp__infer_t* x, uint32_t j, uint32_t i);
 /* Normalizes dim against rank (rank 0 accepts 0 and -1, as PyTorch). */
 BP__HIDDEN bp_status_t bp__infer_wrap_dim(const bp__infer_t* x, int64_t dim, uint32_t rank,
                                           const char* what, uint32_t* out_dim);

@@ -77,7 +77,8 @@ enum bp_op_family {
   BP_OP_FAMILY_RANDOM = 20,
   BP_OP_FAMILY_FFT = 21,
   BP_OP_FAMILY_ATTENTION = 22,
-  BP_OP_FAMILY_COUNT_ = 23
+  BP_OP_FAMILY_GLU = 23,       /* gated activations: act(first half of the last dim) * second half */
+  BP_OP_FAMILY_COUNT_ = 24
 };
 
 /* The family of op id `op`; BP_OP_FAMILY_INVALID for 0 and ids past the

@@ -268,6 +268,63 @@ static void test_cat(void** state) {
   assert_status(infer(BP_OP_cat, NULL, 0, &d0, o, 1), BP_INVALID_ARGUMENT, "at least one");
 }
 
+/* ---- fused layers: add + norm, gated activations ------------------------------------ */
+
+static void test_fused_layer_rules(void** state) {
+  (void)state;
+  bp_tensor_desc_t o2[2], o[1];
+  /* add_rms_norm: out and residual_out like the input; weight of any float dtype */
+  assert_ok(INFER(add_rms_norm, NULL, o2, T(F16, 3, 8), T(F16, 3, 8), T(F32, 8)));
+  assert_desc(&o2[0], F16, 3, 8);
+  assert_desc(&o2[1], F16, 3, 8);
+  assert_ok(INFER(add_rms_norm, NULL, o2, T(BF16, 5), T(BF16, 5), NULL));
+  assert_desc(&o2[1], BF16, 5);
+  assert_status(INFER(add_rms_norm, NULL, o2, T(F32, 3, 8), T(F32, 1, 8), NULL),
+                BP_INVALID_ARGUMENT, "input 'residual' has shape [1, 8]; expected [3, 8]");
+  assert_status(INFER(add_rms_norm, NULL, o2, T(F32, 3, 8), T(F16, 3, 8), NULL),
+                BP_INVALID_ARGUMENT, "input 'residual' has dtype f16; expected f32");
+  assert_status(INFER(add_rms_norm, NULL, o2, T(F32, 3, 8), T(F32, 3, 8), T(F32, 3)),
+                BP_INVALID_ARGUMENT, "input 'weight' has shape [3]");
+  assert_status(INFER(add_rms_norm, NULL, o2, T(I32, 3, 8), T(I32, 3, 8), NULL),
+                BP_INVALID_ARGUMENT, "floating");
+  bp_rms_norm_attrs_t ra = {.struct_size = sizeof(ra), .normalized_rank = 2, .eps = 1e-6};
+  assert_ok(INFER(add_rms_norm, &ra, o2, T(F32, 2, 3, 8), T(F32, 2, 3, 8), T(F32, 3, 8)));
+  assert_desc(&o2[0], F32, 2, 3, 8);
+  ra.normalized_rank = 4;
+  assert_status(INFER(add_rms_norm, &ra, o2, T(F32, 2, 3, 8), T(F32, 2, 3, 8), NULL),
+                BP_INVALID_ARGUMENT, "normalized_rank = 4");
+  ra.normalized_rank = 1;
+  ra.eps = -1.0;
+  assert_status(INFER(add_rms_norm, &ra, o2, T(F32, 3, 8), T(F32, 3, 8), NULL),
+                BP_INVALID_ARGUMENT, "attrs.eps = -1");
+
+  /* add_layer_norm: layer_norm's parameter rules (mixed f32 for half inputs) */
+  assert_ok(INFER(add_layer_norm, NULL, o2, T(F16, 4, 6), T(F16, 4, 6), T(F32, 6), T(F32, 6)));
+  assert_desc(&o2[0], F16, 4, 6);
+  assert_desc(&o2[1], F16, 4, 6);
+  assert_status(INFER(add_layer_norm, NULL, o2, T(F32, 4, 6), T(F32, 4, 6), T(F32, 6), T(F32, 5)),
+                BP_INVALID_ARGUMENT, "input 'bias' has shape [5]");
+  assert_status(INFER(add_layer_norm, NULL, o2, T(F16, 4, 6), T(F16, 4, 6), T(F64, 6), NULL),
+                BP_INVALID_ARGUMENT, "input 'weight' has dtype f64");
+  assert_status(INFER(add_layer_norm, NULL, o2, T(F32, 4, 6), T(F32, 6), NULL, NULL),
+                BP_INVALID_ARGUMENT, "input 'residual' has shape [6]; expected [4, 6]");
+
+  /* swiglu / geglu: last dim 2H -> H */
+  assert_ok(INFER(swiglu, NULL, o, T(F32, 3, 10)));
+  assert_desc(&o[0], F32, 3, 5);
+  bp_gelu_attrs_t ga = {.struct_size = sizeof(ga), .approximate = BP_GELU_TANH};
+  assert_ok(INFER(geglu, &ga, o, T(BF16, 2, 4, 2)));
+  assert_desc(&o[0], BF16, 2, 4, 1);
+  assert_ok(INFER(geglu, NULL, o, T(F16, 0, 6)));
+  assert_desc(&o[0], F16, 0, 3);
+  assert_status(INFER(swiglu, NULL, o, T(F32, 3, 7)), BP_INVALID_ARGUMENT,
+                "last dim (7) must be even");
+  assert_status(INFER(geglu, NULL, o, T0(F32)), BP_INVALID_ARGUMENT, "0-d");
+  assert_status(INFER(swiglu, NULL, o, T(I64, 4)), BP_INVALID_ARGUMENT, "floating");
+  ga.approximate = 7;
+  assert_status(INFER(geglu, &ga, o, T(F32, 4)), BP_INVALID_ARGUMENT, "approximate");
+}
+
 /* ---- other rules -------------------------------------------------------------------- */
 
 static void test_misc_rules(void** state) {
@@ -444,6 +501,7 @@ int run_infer_tests(void) {
       cmocka_unit_test_teardown(test_matmul, ops_release_all),
       cmocka_unit_test_teardown(test_cat, ops_release_all),
       cmocka_unit_test_teardown(test_misc_rules, ops_release_all),
+      cmocka_unit_test_teardown(test_fused_layer_rules, ops_release_all),
       cmocka_unit_test_teardown(test_creation, ops_release_all),
       cmocka_unit_test_teardown(test_attrs, ops_release_all),
       cmocka_unit_test_teardown(test_operand_checks, ops_release_all),

@@ -1,5 +1,6 @@
 /* Case generators of the norm family: batch_norm, group_norm (+ backward),
- * layer_norm (+ backward), rms_norm and cross_entropy. Every op runs over
+ * layer_norm (+ backward), rms_norm, their residual-add forms and
+ * cross_entropy. Every op runs over
  * f32, f64, f16 and bf16 (and the mixed form: f32 parameters of a half
  * input), special values, empty inputs, odd sizes, each attribute mode,
  * and offset / strided / transposed inputs and outputs. */
@@ -186,15 +187,27 @@ static bpc_shape_t trailing(const bpc_shape_t* s, int nr) {
   return t;
 }
 
+/* The add_ forms: input 1 is the residual (the input's dtype and shape; an
+ * offset layout on odd variants, random values beside special inputs), the
+ * parameters move up by one, and the outputs are out and residual_out. */
+static uint32_t add_residual(bpc_case_t* c, uint32_t d, const norm_spec_t* v, double lo, double hi) {
+  c->num_outputs = 2;
+  set_values(&c->in[1], d, v->s, (v->variant & 1) ? BPC_LAYOUT_OFFSET : v->lin,
+             v->values == BPC_V_SPECIAL ? BPC_V_RANDOM : v->values, lo, hi);
+  return 1;
+}
+
 static void layer_norm_case(bpc_gen_t* g, uint32_t d, int mixed, const norm_spec_t* v) {
-  bpc_case_t* c = new_case(g, d, mixed, v, 3);
+  int add = g->op == BP_OP_add_layer_norm;
+  bpc_case_t* c = new_case(g, d, mixed, v, add ? 4 : 3);
   if (!c) return;
   uint32_t pd = mixed ? BP_DTYPE_F32 : d;
   bpc_shape_t ps = trailing(&v->s, v->mode);
   double lo = v->variant == 5 ? 100.0 : -3.0, hi = v->variant == 5 ? 104.0 : 3.0; /* offset mean */
   set_values(&c->in[0], d, v->s, v->lin, v->values, lo, hi);
-  if (v->params & 2) bpc_operand_set(&c->in[1], pd, ps, BPC_LAYOUT_OFFSET, BPC_V_RANDOM, -2.0, 2.0);
-  if (v->params & 4) bpc_operand_set(&c->in[2], pd, ps, v->lin, BPC_V_RANDOM, -2.0, 2.0);
+  uint32_t k = add ? add_residual(c, d, v, -3.0, 3.0) : 0;
+  if (v->params & 2) bpc_operand_set(&c->in[1 + k], pd, ps, BPC_LAYOUT_OFFSET, BPC_V_RANDOM, -2.0, 2.0);
+  if (v->params & 4) bpc_operand_set(&c->in[2 + k], pd, ps, v->lin, BPC_V_RANDOM, -2.0, 2.0);
   layer_attrs(c, v, 7);
 }
 
@@ -216,12 +229,14 @@ static void layer_norm_backward_case(bpc_gen_t* g, uint32_t d, int mixed, const 
 }
 
 static void rms_norm_case(bpc_gen_t* g, uint32_t d, int mixed, const norm_spec_t* v) {
-  bpc_case_t* c = new_case(g, d, mixed, v, 2);
+  int add = g->op == BP_OP_add_rms_norm;
+  bpc_case_t* c = new_case(g, d, mixed, v, add ? 3 : 2);
   if (!c) return;
   c->num_outputs = 1;
   uint32_t pd = mixed ? BP_DTYPE_F32 : d;
   set_values(&c->in[0], d, v->s, v->lin, v->values, -3.0, 3.0);
-  if (v->params & 2) bpc_operand_set(&c->in[1], pd, trailing(&v->s, v->mode), BPC_LAYOUT_STRIDED, BPC_V_RANDOM, -2.0, 2.0);
+  uint32_t k = add ? add_residual(c, d, v, -3.0, 3.0) : 0;
+  if (v->params & 2) bpc_operand_set(&c->in[1 + k], pd, trailing(&v->s, v->mode), BPC_LAYOUT_STRIDED, BPC_V_RANDOM, -2.0, 2.0);
   bp_rms_norm_attrs_t* a = &c->attrs.rms_norm;
   a->struct_size = sizeof *a;
   a->normalized_rank = (uint32_t)v->mode;
@@ -247,11 +262,15 @@ static void gen_layer_norm(bpc_gen_t* g) {
       {"offset", 2, S2(5, 7), BPC_LAYOUT_OFFSET, BPC_LAYOUT_TRANSPOSED, BPC_V_RANDOM, 6, 1, 0},
       {"special", 0, S2(8, 8), 0, 0, BPC_V_SPECIAL, 6, 1, 0},
       {"empty_rows", 0, S2(0, 8), 0, 0, BPC_V_RANDOM, 6, 1, 0},
+      /* add_ forms only: rows of an LLM's hidden size, past the CPU kernel's
+       * non-temporal-store threshold (2^21 elements) */
+      {"large", 1, S2(512, 4096), 0, 0, BPC_V_RANDOM, 2, 1, 0},
   };
-  norm_case_fn fn = g->op == BP_OP_layer_norm ? layer_norm_case
-                  : g->op == BP_OP_rms_norm   ? rms_norm_case
-                                              : layer_norm_backward_case;
-  for_all(g, v, COUNT(v), fn);
+  int add = g->op == BP_OP_add_layer_norm || g->op == BP_OP_add_rms_norm;
+  norm_case_fn fn = g->op == BP_OP_layer_norm || g->op == BP_OP_add_layer_norm ? layer_norm_case
+                  : g->op == BP_OP_rms_norm || g->op == BP_OP_add_rms_norm     ? rms_norm_case
+                                                                                : layer_norm_backward_case;
+  for_all(g, v, COUNT(v) - (add ? 0 : 1), fn);
 }
 
 /* ---- cross_entropy ------------------------------------------------------------------ */

@@ -1,5 +1,6 @@
 /* References of the norm family: batch_norm, group_norm (+ backward),
- * layer_norm (+ backward), rms_norm and cross_entropy. Plain fp64 loops
+ * layer_norm (+ backward), rms_norm, add_layer_norm, add_rms_norm and
+ * cross_entropy. Plain fp64 loops
  * over dense inputs, PyTorch's formulas written out:
  *
  *   normalization: y = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps),
@@ -302,18 +303,10 @@ static bp_status_t ref_layer_norm(const bpc_case_t* c, const bpc_host_tensor_t* 
 /* machine epsilon of a floating dtype (torch.finfo(dtype).eps) */
 static double dtype_eps(uint32_t d) { return ldexp(1.0, -bpc_float_mant_bits(d)); }
 
-static bp_status_t ref_rms_norm(const bpc_case_t* c, const bpc_host_tensor_t* in,
-                                bpc_ref_result_t* res) {
-  const bp_rms_norm_attrs_t* a = &c->attrs.rms_norm;
-  const bpc_host_tensor_t *x = &in[0], *w = &in[1];
-  uint32_t nr = a->normalized_rank;
-  if (!is_float_io(x->dtype) || nr == 0 || nr > x->rank) return bpc_ref_reject(res, "rms_norm: bad rank");
-  if (w->dtype != BP_DTYPE_INVALID && !is_float_io(w->dtype)) return bpc_ref_reject(res, "rms_norm: weight dtype");
-  double eps = a->eps != 0.0 ? a->eps : dtype_eps(x->dtype);
+/* rms_norm rows of x (trailing nr dims) into e. */
+static void rms_rows(const bpc_host_tensor_t* x, const bpc_host_tensor_t* w, uint32_t nr,
+                     double eps, bpc_expected_t* e) {
   int64_t inner = prod(x->sizes, x->rank - nr, x->rank);
-  bp_status_t st = bpc_ref_single_output(res, x->dtype, x->rank, x->sizes, 1, x->dtype);
-  if (st != BP_OK) return st;
-  bpc_expected_t* e = &res->out[0];
   for (int64_t r = 0; inner > 0 && r < x->numel / inner; r++) {
     double ss = 0.0;
     for (int64_t j = 0; j < inner; j++) {
@@ -328,7 +321,91 @@ static bp_status_t ref_rms_norm(const bpc_case_t* c, const bpc_host_tensor_t* in
       e->nterms[k] = (double)inner + 8.0;
     }
   }
+}
+
+static bp_status_t ref_rms_norm(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                bpc_ref_result_t* res) {
+  const bp_rms_norm_attrs_t* a = &c->attrs.rms_norm;
+  const bpc_host_tensor_t *x = &in[0], *w = &in[1];
+  uint32_t nr = a->normalized_rank;
+  if (!is_float_io(x->dtype) || nr == 0 || nr > x->rank) return bpc_ref_reject(res, "rms_norm: bad rank");
+  if (w->dtype != BP_DTYPE_INVALID && !is_float_io(w->dtype)) return bpc_ref_reject(res, "rms_norm: weight dtype");
+  bp_status_t st = bpc_ref_single_output(res, x->dtype, x->rank, x->sizes, 1, x->dtype);
+  if (st != BP_OK) return st;
+  rms_rows(x, w, nr, a->eps != 0.0 ? a->eps : dtype_eps(x->dtype), &res->out[0]);
   return BP_OK;
+}
+
+/* ---- add_rms_norm, add_layer_norm ----------------------------------------------- */
+/* residual_out = input + residual: its expected values into res->out[1] (one
+ * rounding of the exact sum), and in *z (dense, the input's dtype) the values
+ * it stores, which the norm then reads. Frees nothing on failure; z->data is
+ * the caller's to free. */
+static bp_status_t residual_sum(const bpc_host_tensor_t* x, const bpc_host_tensor_t* r,
+                                bpc_ref_result_t* res, bpc_host_tensor_t* z) {
+  if (!is_float_io(x->dtype) || r->dtype != x->dtype || r->numel != x->numel) {
+    return bpc_ref_reject(res, "residual must match the input's dtype and shape");
+  }
+  *z = *x;
+  void* data = malloc((size_t)(x->numel > 0 ? x->numel : 1) * bpc_dtype_size(x->dtype));
+  if (!data) return BP_RESOURCE_EXHAUSTED;
+  z->data = data;
+  res->num_outputs = 2;
+  res->compute_dtype = x->dtype;
+  bp_status_t st = bpc_expected_init(&res->out[0], x->dtype, x->rank, x->sizes, 1);
+  if (st == BP_OK) st = bpc_expected_init(&res->out[1], x->dtype, x->rank, x->sizes, 1);
+  if (st != BP_OK) return st;
+  bpc_expected_t* e = &res->out[1];
+  for (int64_t k = 0; k < x->numel; k++) {
+    double a = load_f(x, k), b = load_f(r, k);
+    e->f[k] = a + b;
+    e->mag[k] = fabs(a) + fabs(b);
+    e->nterms[k] = 1.0;
+    bpc_store(x->dtype, data, k, (bpc_num_t){a + b, 0, 0.0}, BP_DTYPE_F64);
+  }
+  return BP_OK;
+}
+
+static bp_status_t ref_add_rms_norm(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                    bpc_ref_result_t* res) {
+  const bp_rms_norm_attrs_t* a = &c->attrs.rms_norm;
+  const bpc_host_tensor_t *x = &in[0], *w = &in[2];
+  uint32_t nr = a->normalized_rank;
+  if (!is_float_io(x->dtype) || nr == 0 || nr > x->rank) return bpc_ref_reject(res, "add_rms_norm: bad rank");
+  if (w->dtype != BP_DTYPE_INVALID && !is_float_io(w->dtype)) return bpc_ref_reject(res, "add_rms_norm: weight dtype");
+  bpc_host_tensor_t z;
+  memset(&z, 0, sizeof z);
+  bp_status_t st = residual_sum(x, &in[1], res, &z);
+  if (st == BP_OK) rms_rows(&z, w, nr, a->eps != 0.0 ? a->eps : dtype_eps(x->dtype), &res->out[0]);
+  free((void*)z.data);
+  return st;
+}
+
+static bp_status_t ref_add_layer_norm(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                      bpc_ref_result_t* res) {
+  const bp_layer_norm_attrs_t* a = &c->attrs.layer_norm;
+  const bpc_host_tensor_t *x = &in[0], *w = &in[2], *b = &in[3];
+  uint32_t nr = a->normalized_rank;
+  if (!is_float_io(x->dtype) || nr == 0 || nr > x->rank) return bpc_ref_reject(res, "add_layer_norm: bad rank");
+  const bpc_host_tensor_t* ps[2] = {w, b};
+  uint32_t sd;
+  bp_status_t st = stat_dtype(x, ps, 2, &sd, res);
+  if (st != BP_OK) return st;
+  bpc_host_tensor_t z;
+  memset(&z, 0, sizeof z);
+  st = residual_sum(x, &in[1], res, &z);
+  int64_t inner = prod(x->sizes, x->rank - nr, x->rank);
+  if (st == BP_OK && inner > 0) {
+    norm_map_t m = {MAP_ROWS, inner, 0, 0, x->numel / inner, inner};
+    moments_t mo;
+    st = moments_compute(&m, &z, &mo);
+    if (st == BP_OK) {
+      normalize_out(&m, &z, w, b, &mo, a->eps, &res->out[0]);
+      moments_free(&mo);
+    }
+  }
+  free((void*)z.data);
+  return st;
 }
 
 /* ---- backward ---------------------------------------------------------------------- */
@@ -539,6 +616,8 @@ static const bpc_ref_group_t k_groups[] = {
     {ref_layer_norm, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_layer_norm), bpc_gen_norm, NULL},
     {ref_layer_norm_backward, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_layer_norm_backward), bpc_gen_norm, NULL},
     {ref_rms_norm, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_rms_norm), bpc_gen_norm, NULL},
+    {ref_add_rms_norm, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_add_rms_norm), bpc_gen_norm, NULL},
+    {ref_add_layer_norm, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_add_layer_norm), bpc_gen_norm, NULL},
     {ref_cross_entropy, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_cross_entropy), bpc_gen_norm, NULL},
 };
 const bpc_ref_family_t bpc_ref_family_norm = BPC_FAMILY(norm, k_groups);

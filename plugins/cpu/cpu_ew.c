@@ -104,8 +104,6 @@ static inline int64_t ipow(int64_t base, int64_t e) {
 #define CPU_IMINO(a, b, has) (((has) && (a) > (b)) ? (b) : (a))
 #define PF(k) ((T)p->f[k])
 #define PI(k) ((T)p->i[k])
-#define SQRT1_2 0.70710678118654752440
-#define SQRT_2_OVER_PI 0.79788456080286535588
 
 /* ---- op lists ---------------------------------------------------------
  * X(K, C type, kernel id, result type, expression). Unary expressions use
@@ -128,11 +126,9 @@ static inline int64_t ipow(int64_t base, int64_t e) {
   X(K, C, isnan, uint8_t, isnan(x) != 0)                                          \
   X(K, C, clamp, T, CPU_FMIN(CPU_FMAX(x, PF(0)), PF(1)))                          \
   X(K, C, elu, T, x > 0 ? x * PF(1) : expm1(x * PF(2)) * PF(0) * PF(1))           \
-  X(K, C, gelu, T, (T)0.5 * x * ((T)1 + erf(x * (T)SQRT1_2)))                     \
-  X(K, C, gelu_tanh, T,                                                           \
-    (T)0.5 * x * ((T)1 + tanh((T)SQRT_2_OVER_PI * (x + (T)0.044715 * x * x * x)))) \
+  X(K, C, gelu, T, CPU_ACT_GELU(T, x)) X(K, C, gelu_tanh, T, CPU_ACT_GELU_TANH(T, x)) \
   X(K, C, hardtanh, T, CPU_FMIN(CPU_FMAX(x, PF(0)), PF(1)))                       \
-  X(K, C, leaky_relu, T, x > 0 ? x : x * PF(0)) X(K, C, silu, T, x / ((T)1 + exp(-x)))  \
+  X(K, C, leaky_relu, T, x > 0 ? x : x * PF(0)) X(K, C, silu, T, CPU_ACT_SILU(T, x))      \
   X(K, C, hardsigmoid, T, CPU_FMIN(CPU_FMAX(x + (T)3, (T)0), (T)6) / (T)6)        \
   X(K, C, hardswish, T, x * CPU_FMIN(CPU_FMAX(x + (T)3, (T)0), (T)6) / (T)6)      \
   X(K, C, softplus, T, x * PF(0) > PF(1) ? x : log1p(exp(x * PF(0))) / PF(0))     \

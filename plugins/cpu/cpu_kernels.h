@@ -69,4 +69,18 @@ CPU_HIDDEN bp_status_t cpu_broadcast_strides(const bp_tensor_desc_t* in, uint32_
                                              const int64_t* sizes, int64_t* out_strides,
                                              const char* what);
 
+/* Layout of dims [from, to) of `sizes` over the given descriptors' strides
+ * (NULL entries get stride 0), collapsed; at least one dim. */
+CPU_HIDDEN void cpu_sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const* ds, int nops,
+                               const int64_t* sizes, uint32_t from, uint32_t to);
+
+/* Activations shared by the elementwise kernels and the gated ones (GLU);
+ * with <tgmath.h> they run in the type of x. */
+#define CPU_SQRT1_2 0.70710678118654752440
+#define CPU_SQRT_2_OVER_PI 0.79788456080286535588
+#define CPU_ACT_SILU(T, x) ((x) / ((T)1 + exp(-(x))))
+#define CPU_ACT_GELU(T, x) ((T)0.5 * (x) * ((T)1 + erf((x) * (T)CPU_SQRT1_2)))
+#define CPU_ACT_GELU_TANH(T, x) \
+  ((T)0.5 * (x) * ((T)1 + tanh((T)CPU_SQRT_2_OVER_PI * ((x) + (T)0.044715 * (x) * (x) * (x)))))
+
 #endif /* BP_CPU_KERNELS_H_ */

@@ -1,11 +1,15 @@
 /* backplane CPU plugin: the norm kernel family -- batch_norm, group_norm
- * (+ backward), layer_norm (+ backward), rms_norm and cross_entropy.
+ * (+ backward), layer_norm (+ backward), rms_norm, the fused residual adds
+ * add_layer_norm / add_rms_norm, and cross_entropy.
  *
  * Operands may have any strides and offsets: a row (the elements that share
  * one statistic, or one row of a statistic's elements) is gathered into a
  * dense staging buffer in the compute type, computed, and scattered back.
  * layer_norm and rms_norm compute in f32 (f64 for f64 inputs) with
- * vectorisable multi-accumulator loops, parallel over rows; the other ops
+ * vectorisable multi-accumulator loops, parallel over rows. Their add_
+ * forms read a row of input and residual once, write residual_out = input +
+ * residual (rounded to the dtype) and normalize that row from the staging
+ * buffer: one pass over memory where add then norm take two. The other ops
  * compute in f64, parallel over statistics. Equivalent to PyTorch's CPU
  * kernels (batch_norm_cpu, GroupNormKernelImpl, LayerNormKernelImpl,
  * cross_entropy), computed without intermediate roundings to the input
@@ -59,9 +63,7 @@ static void scatter(int kt, const bp_tensor_desc_t* d, int64_t base, const bp_nd
   }
 }
 
-/* Layout of dims [from, to) of the given descriptors (NULL entries get
- * stride 0), collapsed; at least one dim. */
-static void sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const* ds, int nops,
+void cpu_sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const* ds, int nops,
                        const int64_t* sizes, uint32_t from, uint32_t to) {
   memset(l, 0, sizeof *l);
   l->nops = nops;
@@ -95,7 +97,7 @@ static void* load_all(int kt, const bp_tensor_desc_t* d, int64_t n, double fill)
   if (n > 0) {
     bp_nd_layout_t l;
     const bp_tensor_desc_t* ds[1] = {d};
-    sub_layout(&l, ds, 1, d->sizes, 0, d->rank);
+    cpu_sub_layout(&l, ds, 1, d->sizes, 0, d->rank);
     gather(kt, buf, d, 0, &l, 0, n);
   }
   return buf;
@@ -149,6 +151,10 @@ static const bp_tensor_desc_t* opt_in(const bp_op_call_t* call, uint32_t i) {
                             double eps) {                                             \
     T r = (T)(1.0 / sqrt((double)(sqdev_##SFX(x, n, 0) / (T)n) + eps));               \
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];                           \
+  }                                                                                   \
+  /* z = x + r (z may be x or r) */                                                   \
+  static void add_row_##SFX(const T* x, const T* r, T* z, int64_t n) {                \
+    for (int64_t i = 0; i < n; i++) z[i] = x[i] + r[i];                               \
   }
 CPU__NORM_ROWS(float, f32)
 CPU__NORM_ROWS(double, f64)
@@ -178,6 +184,13 @@ static void stream_row_f32(const float* x, float* y, int64_t n, float m, float r
   }
   for (; i < n; i++) y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];
 }
+/* y = x with non-temporal stores (residual_out of a large add_ op). */
+static void stream_copy_f32(float* y, const float* x, int64_t n) {
+  int64_t i = 0;
+  for (; i < n && ((uintptr_t)(y + i) & 15u) != 0; i++) y[i] = x[i];
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(y + i, _mm_loadu_ps(x + i));
+  for (; i < n; i++) y[i] = x[i];
+}
 #else
 #define NORM_HAVE_STREAM 0
 #endif
@@ -185,20 +198,54 @@ static void stream_row_f32(const float* x, float* y, int64_t n, float m, float r
 typedef struct row_job {
   const bp_op_call_t* call;
   int kt, rms;
-  int direct;         /* input and output rows dense in the compute type */
+  int add;            /* add_ forms: inputs 0 input, 1 residual; outputs 0 out, 1 residual_out */
+  int stats;          /* layer_norm: saved mean and rstd */
+  int direct;         /* input and output rows (residual ones too) dense in the compute type */
   int stream;         /* direct f32 rows of a large output: non-temporal stores */
   int64_t n;          /* elements per row */
-  bp_nd_layout_t R;   /* rows: 0 out, 1 in, 2 mean, 3 rstd */
-  bp_nd_layout_t I;   /* inside a row: 0 out, 1 in */
+  bp_nd_layout_t R;   /* rows: 0 out, 1 in, 2 mean or residual, 3 rstd or residual_out */
+  bp_nd_layout_t I;   /* inside a row: 0 out, 1 in (add_: 2 residual, 3 residual_out) */
   const void *w, *b;  /* dense kt parameters */
   double eps;
   _Atomic int failed;
 } row_job_t;
 
+/* add_ forms: buf = input row + residual row (buf2 stages a strided or
+ * converted residual), written to residual_out; then buf holds the values
+ * residual_out stores (rounded to its dtype), which the norm reads. */
+static void add_residual(const row_job_t* j, const bp_nd_cursor_t* c, void* buf, void* buf2) {
+  const bp_op_call_t* call = j->call;
+  const bp_tensor_desc_t *in = call->inputs[0], *res = call->inputs[1], *ro = call->outputs[1];
+  size_t ks = cpu_kt_size[j->kt];
+  const void *x = buf, *r = buf2;
+  if (j->direct) {
+    x = cpu_desc_ptr(in) + c->off[1] * (int64_t)ks;
+    r = cpu_desc_ptr(res) + c->off[2] * (int64_t)ks;
+  } else {
+    gather(j->kt, buf, in, c->off[1], &j->I, 1, j->n);
+    gather(j->kt, buf2, res, c->off[2], &j->I, 2, j->n);
+  }
+  if (j->kt == CPU_KT_F64) add_row_f64(x, r, buf, j->n);
+  else add_row_f32(x, r, buf, j->n);
+  unsigned char* zp = cpu_desc_ptr(ro) + c->off[3] * (int64_t)ks;
+#if NORM_HAVE_STREAM
+  if (j->stream) {
+    stream_copy_f32((float*)zp, buf, j->n);
+    return;
+  }
+#endif
+  if (j->direct) {
+    memcpy(zp, buf, (size_t)j->n * ks);
+    return;
+  }
+  scatter(j->kt, ro, c->off[3], &j->I, 3, buf, j->n);
+  if (ro->dtype != cpu_kt_dtype[j->kt]) gather(j->kt, buf, ro, c->off[3], &j->I, 3, j->n);
+}
+
 static void rows_run(void* ctx, int64_t begin, int64_t end) {
   row_job_t* j = ctx;
   const bp_op_call_t* call = j->call;
-  void* buf = malloc((size_t)(j->n > 0 ? j->n : 1) * cpu_kt_size[j->kt]);
+  void* buf = malloc((size_t)(j->n > 0 ? j->n : 1) * cpu_kt_size[j->kt] * (j->add ? 2 : 1));
   if (!buf) {
     atomic_store(&j->failed, 1);
     return;
@@ -210,9 +257,11 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; r++) {
     /* rows already dense in the compute type are read and written in place */
     void *x = buf, *y = buf;
-    if (j->direct) {
+    if (j->direct) y = cpu_desc_ptr(out) + c.off[0] * (int64_t)ks;
+    if (j->add) {
+      add_residual(j, &c, buf, (unsigned char*)buf + (size_t)j->n * ks);
+    } else if (j->direct) {
       x = cpu_desc_ptr(in) + c.off[1] * (int64_t)ks;
-      y = cpu_desc_ptr(out) + c.off[0] * (int64_t)ks;
     } else {
       gather(j->kt, buf, in, c.off[1], &j->I, 1, j->n);
     }
@@ -239,7 +288,7 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
       else layer_row_f32(x, y, j->n, j->w, j->b, j->eps, (float*)st);
     }
     if (!j->direct) scatter(j->kt, out, c.off[0], &j->I, 0, buf, j->n);
-    if (!j->rms) {
+    if (j->stats) {
       const bp_tensor_desc_t *m = call->outputs[1], *rs = call->outputs[2];
       cpu_store[j->kt](cpu_desc_ptr(m) + c.off[2] * (int64_t)bp_dtype_size(m->dtype), 1, st, 1, m->dtype);
       cpu_store[j->kt](cpu_desc_ptr(rs) + c.off[3] * (int64_t)bp_dtype_size(rs->dtype), 1, st + ks, 1,
@@ -265,7 +314,8 @@ static double dtype_eps(uint32_t d) {
 
 static bp_status_t exec_rows(const bp_op_call_t* call) {
   const bp_tensor_desc_t* in = call->inputs[0];
-  int rms = call->op_id == BP_OP_rms_norm;
+  int rms = call->op_id == BP_OP_rms_norm || call->op_id == BP_OP_add_rms_norm;
+  int add = call->op_id == BP_OP_add_rms_norm || call->op_id == BP_OP_add_layer_norm;
   uint32_t nr = rms ? ((const bp_rms_norm_attrs_t*)call->attrs)->normalized_rank
                     : ((const bp_layer_norm_attrs_t*)call->attrs)->normalized_rank;
   if (nr == 0 || nr > in->rank) {
@@ -277,6 +327,8 @@ static bp_status_t exec_rows(const bp_op_call_t* call) {
   memset(&j, 0, sizeof j);
   j.call = call;
   j.rms = rms;
+  j.add = add;
+  j.stats = call->op_id == BP_OP_layer_norm;
   j.kt = in->dtype == BP_DTYPE_F64 ? CPU_KT_F64 : CPU_KT_F32;
   j.n = numel_range(in->sizes, lead, in->rank);
   int64_t rows = numel_range(in->sizes, 0, lead);
@@ -287,16 +339,21 @@ static bp_status_t exec_rows(const bp_op_call_t* call) {
     j.eps = ((const bp_layer_norm_attrs_t*)call->attrs)->eps;
   }
   if (rows == 0) return BP_OK;
-  const bp_tensor_desc_t* rd[4] = {call->outputs[0], in, rms ? NULL : call->outputs[1],
-                                   rms ? NULL : call->outputs[2]};
-  sub_layout(&j.R, rd, 4, in->sizes, 0, lead);
-  sub_layout(&j.I, rd, 2, in->sizes, lead, in->rank);
-  j.direct = in->dtype == cpu_kt_dtype[j.kt] && call->outputs[0]->dtype == cpu_kt_dtype[j.kt] &&
-             j.I.ndim == 1 && j.I.strides[0][0] == 1 && j.I.strides[1][0] == 1;
+  const bp_tensor_desc_t* rd[4] = {call->outputs[0], in, NULL, NULL};
+  if (j.stats) rd[2] = call->outputs[1], rd[3] = call->outputs[2];
+  if (add) rd[2] = call->inputs[1], rd[3] = call->outputs[1];
+  int nops = add ? 4 : 2;
+  cpu_sub_layout(&j.R, rd, 4, in->sizes, 0, lead);
+  cpu_sub_layout(&j.I, rd, nops, in->sizes, lead, in->rank);
+  j.direct = j.I.ndim == 1;
+  for (int k = 0; k < nops; k++) {
+    j.direct = j.direct && rd[k]->dtype == cpu_kt_dtype[j.kt] && j.I.strides[k][0] == 1;
+  }
   /* past a few MiB the output will not stay in cache anyway */
   j.stream = NORM_HAVE_STREAM && j.direct && j.kt == CPU_KT_F32 && rows * j.n >= ((int64_t)1 << 21);
-  void* w = load_all(j.kt, opt_in(call, 1), j.n, 1.0);
-  void* b = load_all(j.kt, rms ? NULL : opt_in(call, 2), j.n, 0.0);
+  uint32_t wi = add ? 2 : 1; /* weight, then bias */
+  void* w = load_all(j.kt, opt_in(call, wi), j.n, 1.0);
+  void* b = load_all(j.kt, rms ? NULL : opt_in(call, wi + 1), j.n, 0.0);
   bp_status_t st = BP_OK;
   if (!w || !b) {
     st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for parameters", cpu_op_name(call->op_id));
@@ -466,7 +523,7 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
   j.smean = call->outputs[1];
   j.srstd = call->outputs[2];
   const bp_tensor_desc_t* ld[3] = {j.y ? j.y : x, x, j.dy};
-  sub_layout(&j.L, ld, 3, x->sizes, 2, x->rank);
+  cpu_sub_layout(&j.L, ld, 3, x->sizes, 2, x->rank);
   bp_status_t st = BP_OK;
   double *w = NULL, *b = NULL, *rm = NULL, *rv = NULL, *mean = NULL, *rstd = NULL;
   double *pdw = NULL, *pdb = NULL, *red = NULL;
@@ -506,7 +563,7 @@ static bp_status_t exec_grouped(const bp_op_call_t* call) {
       const bp_tensor_desc_t* o = call->outputs[k];
       bp_nd_layout_t l;
       const bp_tensor_desc_t* od[1] = {o};
-      sub_layout(&l, od, 1, o->sizes, 0, o->rank);
+      cpu_sub_layout(&l, od, 1, o->sizes, 0, o->rank);
       if (j.C > 0) scatter(CPU_KT_F64, o, 0, &l, 0, red, j.C);
     }
   }
@@ -591,8 +648,8 @@ static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
   int64_t rows = numel_range(x->sizes, 0, lead);
   const bp_tensor_desc_t* dx = (j.mask & 1u) ? call->outputs[0] : x;
   const bp_tensor_desc_t* rd[3] = {dx, x, call->inputs[0]};
-  sub_layout(&j.R, rd, 3, x->sizes, 0, lead);
-  sub_layout(&j.I, rd, 3, x->sizes, lead, x->rank);
+  cpu_sub_layout(&j.R, rd, 3, x->sizes, 0, lead);
+  cpu_sub_layout(&j.I, rd, 3, x->sizes, lead, x->rank);
   int64_t grain = j.n > 0 ? NORM_GRAIN / j.n : 1;
   j.chunk = grain < 1 ? 1 : grain;
   int64_t chunks = rows > 0 ? (rows + j.chunk - 1) / j.chunk : 0;
@@ -620,7 +677,7 @@ static bp_status_t exec_layer_norm_backward(const bp_op_call_t* call) {
     }
     bp_nd_layout_t l;
     const bp_tensor_desc_t* od[1] = {o};
-    sub_layout(&l, od, 1, o->sizes, 0, o->rank);
+    cpu_sub_layout(&l, od, 1, o->sizes, 0, o->rank);
     scatter(CPU_KT_F64, o, 0, &l, 0, acc, j.n);
   }
   goto cleanup;
@@ -721,7 +778,7 @@ static bp_status_t exec_cross_entropy(const bp_op_call_t* call) {
   }
   int none = a->reduction == BP_LOSS_NONE;
   const bp_tensor_desc_t* pd[3] = {none ? out : NULL, &xs, call->inputs[1]};
-  sub_layout(&j.P, pd, 3, psz, 0, pr);
+  cpu_sub_layout(&j.P, pd, 3, psz, 0, pr);
   int64_t npos = numel_range(psz, 0, pr);
   bp_status_t st = BP_OK;
   double* w = load_all(CPU_KT_F64, opt_in(call, 2), j.C, 1.0);
@@ -767,7 +824,9 @@ static int supported_norm(const bp_op_call_t* call, char* msg, size_t cap) {
 static bp_status_t exec_norm(const bp_op_call_t* call) {
   switch (call->op_id) {
     case BP_OP_layer_norm:
-    case BP_OP_rms_norm: return exec_rows(call);
+    case BP_OP_rms_norm:
+    case BP_OP_add_layer_norm:
+    case BP_OP_add_rms_norm: return exec_rows(call);
     case BP_OP_batch_norm:
     case BP_OP_group_norm:
     case BP_OP_group_norm_backward: return exec_grouped(call);
@@ -782,5 +841,5 @@ const cpu_family_t cpu_family_norm = {
     "norm",
     CPU_FAMILY_OPS(BP_OP_batch_norm, BP_OP_group_norm, BP_OP_group_norm_backward,
                    BP_OP_layer_norm, BP_OP_layer_norm_backward, BP_OP_rms_norm,
-                   BP_OP_cross_entropy),
+                   BP_OP_cross_entropy, BP_OP_add_rms_norm, BP_OP_add_layer_norm),
     exec_norm, supported_norm, 0};

@@ -97,6 +97,64 @@ static void test_rms_norm_default_eps(void** state) {
   assert_true(fabs(y[7] - 4.0 * r1) < 1e-6);
 }
 
+/* add_rms_norm / add_layer_norm on cpu:0 are exactly add then the norm: the
+ * same f32 arithmetic on the same rounded sum, bit for bit, on rows past the
+ * streaming threshold (600 x 4096) and on small ones; the inputs are left
+ * as they were. */
+static void check_add_norm(uint32_t op, int64_t rows, int64_t n) {
+  int64_t xs[2] = {rows, n}, ps[1] = {n}, total = rows * n;
+  float* x = random_f32(total, 4, -2.0f, 3.0f);
+  float* r = random_f32(total, 5, -3.0f, 2.0f);
+  float* w = random_f32(n, 6, -1.5f, 1.5f);
+  float* b = random_f32(n, 7, -1.0f, 1.0f);
+  float* got = malloc(sizeof(float) * (size_t)total * 4);
+  assert_non_null(got);
+  float *got_res = got + total, *want = got + 2 * total, *want_res = got + 3 * total;
+  bp_tensor_t *tx = cpu_f32(2, xs, x), *tr = cpu_f32(2, xs, r), *tw = cpu_f32(1, ps, w),
+              *tb = cpu_f32(1, ps, b);
+  bp_tensor_t *out = NULL, *res_out = NULL, *sum = NULL, *ref = NULL, *m = NULL, *rs = NULL;
+  bp_rms_norm_attrs_t ra = {sizeof ra, 1, 1e-6};
+  bp_layer_norm_attrs_t la = {sizeof la, 1, {n}, 1e-5, 7, 0};
+  if (op == BP_OP_add_rms_norm) {
+    assert_ok(bp_op_add_rms_norm(g_stream, tx, tr, tw, &ra, &out, &res_out));
+  } else {
+    assert_ok(bp_op_add_layer_norm(g_stream, tx, tr, tw, tb, &la, &out, &res_out));
+  }
+  ops_track(out), ops_track(res_out);
+  assert_ok(bp_op_add(g_stream, tx, tr, NULL, &sum));
+  ops_track(sum);
+  if (op == BP_OP_add_rms_norm) {
+    assert_ok(bp_op_rms_norm(g_stream, sum, tw, &ra, &ref));
+  } else {
+    assert_ok(bp_op_layer_norm(g_stream, sum, tw, tb, &la, &ref, &m, &rs));
+    ops_track(m), ops_track(rs);
+  }
+  ops_track(ref);
+  read_f32(out, got, total);
+  read_f32(res_out, got_res, total);
+  read_f32(ref, want, total);
+  read_f32(sum, want_res, total);
+  assert_memory_equal(got_res, want_res, sizeof(float) * (size_t)total);
+  assert_memory_equal(got, want, sizeof(float) * (size_t)total);
+  read_f32(tx, got, total);
+  read_f32(tr, got_res, total);
+  assert_memory_equal(got, x, sizeof(float) * (size_t)total);
+  assert_memory_equal(got_res, r, sizeof(float) * (size_t)total);
+  free(x), free(r), free(w), free(b), free(got);
+}
+
+static void test_add_rms_norm_is_add_then_rms_norm(void** state) {
+  (void)state;
+  check_add_norm(BP_OP_add_rms_norm, 600, 4096);
+  check_add_norm(BP_OP_add_rms_norm, 5, 19);
+}
+
+static void test_add_layer_norm_is_add_then_layer_norm(void** state) {
+  (void)state;
+  check_add_norm(BP_OP_add_layer_norm, 600, 4096);
+  check_add_norm(BP_OP_add_layer_norm, 5, 19);
+}
+
 /* Training reads no running statistics and writes none (inputs are never
  * written); eval uses them; save_mean/save_invstd are [0] in eval. */
 static void test_batch_norm_running_stats(void** state) {
@@ -244,6 +302,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_layer_norm_large_rows, ops_release_all),
       cmocka_unit_test_teardown(test_layer_norm_small_rows, ops_release_all),
       cmocka_unit_test_teardown(test_rms_norm_default_eps, ops_release_all),
+      cmocka_unit_test_teardown(test_add_rms_norm_is_add_then_rms_norm, ops_release_all),
+      cmocka_unit_test_teardown(test_add_layer_norm_is_add_then_layer_norm, ops_release_all),
       cmocka_unit_test_teardown(test_batch_norm_running_stats, ops_release_all),
       cmocka_unit_test_teardown(test_batch_norm_bad_input, ops_release_all),
       cmocka_unit_test_teardown(test_group_norm_bad_group, ops_release_all),

@@ -161,12 +161,15 @@ CPU__NORM_ROWS(double, f64)
 
 /* Large f32 outputs: the final pass y = (x - m) * r * w (+ b) with
  * non-temporal stores, so that writing the output does not first read it
- * into the cache (the same arithmetic as layer_row_f32 / rms_row_f32). */
+ * into the cache (the same arithmetic as layer_row_f32 / rms_row_f32).
+ * Meanwhile it prefetches the next row's inputs, pf0 and pf1 (n elements
+ * each; x itself when there is nothing to fetch), so that memory keeps
+ * streaming while this row is finished from the cache. */
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <immintrin.h>
 #define NORM_HAVE_STREAM 1
 static void stream_row_f32(const float* x, float* y, int64_t n, float m, float r, const float* w,
-                           const float* b) {
+                           const float* b, const float* pf0, const float* pf1) {
   int64_t i = 0;
   for (; i < n && ((uintptr_t)(y + i) & 15u) != 0; i++) {
     y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];
@@ -174,22 +177,32 @@ static void stream_row_f32(const float* x, float* y, int64_t n, float m, float r
   __m128 vm = _mm_set1_ps(m), vr = _mm_set1_ps(r);
   if (b) {
     for (; i + 4 <= n; i += 4) {
+      _mm_prefetch((const char*)(pf0 + i), _MM_HINT_T0);
+      _mm_prefetch((const char*)(pf1 + i), _MM_HINT_T0);
       __m128 v = _mm_mul_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + i), vm), vr), _mm_loadu_ps(w + i));
       _mm_stream_ps(y + i, _mm_add_ps(v, _mm_loadu_ps(b + i)));
     }
   } else {
     for (; i + 4 <= n; i += 4) {
+      _mm_prefetch((const char*)(pf0 + i), _MM_HINT_T0);
+      _mm_prefetch((const char*)(pf1 + i), _MM_HINT_T0);
       _mm_stream_ps(y + i, _mm_mul_ps(_mm_mul_ps(_mm_loadu_ps(x + i), vr), _mm_loadu_ps(w + i)));
     }
   }
   for (; i < n; i++) y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];
 }
-/* y = x with non-temporal stores (residual_out of a large add_ op). */
-static void stream_copy_f32(float* y, const float* x, int64_t n) {
+/* z = x + r into the staging row z and, with non-temporal stores, into y
+ * (residual_out of a large add_ op): one loop, so that the row's loads and
+ * its streamed stores overlap. */
+static void stream_add_f32(float* y, float* z, const float* x, const float* r, int64_t n) {
   int64_t i = 0;
-  for (; i < n && ((uintptr_t)(y + i) & 15u) != 0; i++) y[i] = x[i];
-  for (; i + 4 <= n; i += 4) _mm_stream_ps(y + i, _mm_loadu_ps(x + i));
-  for (; i < n; i++) y[i] = x[i];
+  for (; i < n && ((uintptr_t)(y + i) & 15u) != 0; i++) y[i] = z[i] = x[i] + r[i];
+  for (; i + 4 <= n; i += 4) {
+    __m128 v = _mm_add_ps(_mm_loadu_ps(x + i), _mm_loadu_ps(r + i));
+    _mm_storeu_ps(z + i, v);
+    _mm_stream_ps(y + i, v);
+  }
+  for (; i < n; i++) y[i] = z[i] = x[i] + r[i];
 }
 #else
 #define NORM_HAVE_STREAM 0
@@ -225,15 +238,15 @@ static void add_residual(const row_job_t* j, const bp_nd_cursor_t* c, void* buf,
     gather(j->kt, buf, in, c->off[1], &j->I, 1, j->n);
     gather(j->kt, buf2, res, c->off[2], &j->I, 2, j->n);
   }
-  if (j->kt == CPU_KT_F64) add_row_f64(x, r, buf, j->n);
-  else add_row_f32(x, r, buf, j->n);
   unsigned char* zp = cpu_desc_ptr(ro) + c->off[3] * (int64_t)ks;
 #if NORM_HAVE_STREAM
   if (j->stream) {
-    stream_copy_f32((float*)zp, buf, j->n);
+    stream_add_f32((float*)zp, buf, x, r, j->n);
     return;
   }
 #endif
+  if (j->kt == CPU_KT_F64) add_row_f64(x, r, buf, j->n);
+  else add_row_f32(x, r, buf, j->n);
   if (j->direct) {
     memcpy(zp, buf, (size_t)j->n * ks);
     return;
@@ -277,7 +290,15 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
         stf[0] = sum_f32(xf, j->n) / (float)j->n;
         stf[1] = (float)(1.0 / sqrt((double)(sqdev_f32(xf, j->n, stf[0]) / (float)j->n) + j->eps));
       }
-      stream_row_f32(xf, y, j->n, stf[0], stf[1], j->w, j->rms ? NULL : j->b);
+      /* the next row's input (and residual), when this task has one */
+      const float *pf0 = xf, *pf1 = xf;
+      if (r + 1 < end) {
+        bp_nd_cursor_t nc = c;
+        bp_nd_cursor_advance(&nc, &j->R, 1);
+        pf0 = (const float*)cpu_desc_ptr(in) + nc.off[1];
+        pf1 = j->add ? (const float*)cpu_desc_ptr(call->inputs[1]) + nc.off[2] : pf0;
+      }
+      stream_row_f32(xf, y, j->n, stf[0], stf[1], j->w, j->rms ? NULL : j->b, pf0, pf1);
     } else
 #endif
     if (j->kt == CPU_KT_F64) {

@@ -599,12 +599,18 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const bp_tensor_desc_t* in = call->inputs[0];
   const bp_tensor_desc_t* out = call->outputs[0];
-  uint32_t meta[154];
+  uint32_t meta[222];
   memset(meta, 0, sizeof meta);
   uint32_t rowmask = 0, code = 0, flags = 0;
   double eps = 0;
   const bp_tensor_desc_t *w = NULL, *b = NULL, *mean = NULL, *rstd = NULL;
   uint32_t nrank = 0;
+  /* add_ forms: input 1 is the residual, output 1 residual_out, the
+   * parameters follow them (pi: index of the weight) */
+  int add = op == BP_OP_add_layer_norm || op == BP_OP_add_rms_norm;
+  const bp_tensor_desc_t* res = add ? call->inputs[1] : NULL;
+  const bp_tensor_desc_t* res_out = add ? call->outputs[1] : NULL;
+  uint32_t pi = add ? 2 : 1;
   if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
     const bp_softmax_attrs_t* a = call->attrs;
     int32_t d = a->dim < 0 ? a->dim + (int32_t)in->rank : a->dim;
@@ -614,21 +620,21 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
     if (in->rank) rowmask = 1u << d;
     code = op == BP_OP_softmax ? 0 : 1;
   } else {
-    if (op == BP_OP_layer_norm) {
+    if (op == BP_OP_layer_norm || op == BP_OP_add_layer_norm) {
       const bp_layer_norm_attrs_t* a = call->attrs;
       nrank = a->normalized_rank;
       eps = a->eps;
       code = 2;
-      if (call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID) b = call->inputs[2];
-      if (call->num_outputs > 1 && call->outputs[1]->dtype != BP_DTYPE_INVALID) mean = call->outputs[1];
-      if (call->num_outputs > 2 && call->outputs[2]->dtype != BP_DTYPE_INVALID) rstd = call->outputs[2];
+      if (call->num_inputs > pi + 1 && call->inputs[pi + 1]->dtype != BP_DTYPE_INVALID) b = call->inputs[pi + 1];
+      if (!add && call->num_outputs > 1 && call->outputs[1]->dtype != BP_DTYPE_INVALID) mean = call->outputs[1];
+      if (!add && call->num_outputs > 2 && call->outputs[2]->dtype != BP_DTYPE_INVALID) rstd = call->outputs[2];
     } else {
       const bp_rms_norm_attrs_t* a = call->attrs;
       nrank = a->normalized_rank ? a->normalized_rank : 1;
       eps = a->eps > 0 ? a->eps : dtype_eps(in->dtype);
       code = 3;
     }
-    if (call->num_inputs > 1 && call->inputs[1]->dtype != BP_DTYPE_INVALID) w = call->inputs[1];
+    if (call->num_inputs > pi && call->inputs[pi]->dtype != BP_DTYPE_INVALID) w = call->inputs[pi];
     if (nrank > in->rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: normalized rank %u > input rank %u", nrank, in->rank);
     for (uint32_t d = in->rank - nrank; d < in->rank; d++) rowmask |= 1u << d;
   }
@@ -636,6 +642,11 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   if (b) flags |= 2;
   if (mean) flags |= 4;
   if (rstd) flags |= 8;
+  if (add) {
+    flags |= 16;
+    vk_meta64(&meta[154], vk_desc_addr(res));
+    vk_meta64(&meta[156], vk_desc_addr(res_out));
+  }
   const bp_tensor_desc_t* stat = mean ? mean : rstd;
   vk_meta64(&meta[0], vk_desc_addr(in));
   meta[2] = in->dtype;
@@ -661,6 +672,10 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
       put_i64(&meta[106 + 2 * rr], out->strides[d]);
       if (w && j < w->rank) put_i64(&meta[122 + 2 * rr], w->sizes[j] == 1 ? 0 : w->strides[j]);
       if (b && j < b->rank) put_i64(&meta[138 + 2 * rr], b->sizes[j] == 1 ? 0 : b->strides[j]);
+      if (add) {
+        put_i64(&meta[190 + 2 * rr], res->strides[d]);
+        put_i64(&meta[206 + 2 * rr], res_out->strides[d]);
+      }
       n *= (uint64_t)in->sizes[d];
       rr++;
     } else {
@@ -668,6 +683,10 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
       put_i64(&meta[34 + 2 * kr], in->strides[d]);
       put_i64(&meta[50 + 2 * kr], out->strides[d]);
       if (stat && d < stat->rank) put_i64(&meta[66 + 2 * kr], stat->sizes[d] == 1 ? 0 : stat->strides[d]);
+      if (add) {
+        put_i64(&meta[158 + 2 * kr], res->strides[d]);
+        put_i64(&meta[174 + 2 * kr], res_out->strides[d]);
+      }
       rows *= (uint64_t)in->sizes[d];
       kr++;
     }
@@ -681,11 +700,15 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_norm_f64, spec, 3, &pipe);
   if (st) return st;
-  vk_access_t acc[6];
+  vk_access_t acc[8];
   uint32_t na = 0;
   vk_access_of(in, 0, &acc[na++]);
   if (w) vk_access_of(w, 0, &acc[na++]);
   if (b) vk_access_of(b, 0, &acc[na++]);
+  if (add) {
+    vk_access_of(res, 0, &acc[na++]);
+    vk_access_of(res_out, 1, &acc[na++]);
+  }
   vk_access_of(out, 1, &acc[na++]);
   if (mean) vk_access_of(mean, 1, &acc[na++]);
   if (rstd) vk_access_of(rstd, 1, &acc[na++]);
@@ -702,6 +725,38 @@ static int norm_supported(struct bpp_device_s* d, const bp_op_call_t* call, char
     }
   }
   return 0;
+}
+
+/* ======================================================================== */
+/* swiglu, geglu: an elementwise program over two views of the input        */
+/* ======================================================================== */
+/* out = act(gate) * up with gate = self[..., :H] and up = self[..., H:]
+ * (same buffer, the second view H elements further along the last dim);
+ * the activation runs in the program's compute dtype (f32, f64 for f64),
+ * as the elementwise ops do. */
+bp_status_t vk_launch_glu(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
+  if (in->rank == 0 || out->rank != in->rank || in->sizes[in->rank - 1] != 2 * out->sizes[out->rank - 1])
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: %s: the input's last dim is not twice the output's",
+                    bp_kit_op_name(call->op_id));
+  uint32_t last = in->rank - 1;
+  int64_t h = out->sizes[last];
+  bp_tensor_desc_t gate = *in, up = *in;
+  gate.sizes[last] = h;
+  up.sizes[last] = h;
+  up.byte_offset += (uint64_t)(h * in->strides[last]) * bp_dtype_size(in->dtype);
+  uint32_t act = BP_OP_silu, aux = 0;
+  if (call->op_id == BP_OP_geglu) {
+    act = BP_OP_gelu;
+    aux = call->attrs ? ((const bp_gelu_attrs_t*)call->attrs)->approximate : 0;
+  }
+  vk_ew_t p;
+  vk_ew_init(&p, in->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32);
+  uint8_t g = vk_ew_load_input(&p, vk_ew_input(&p, &gate));
+  uint8_t u = vk_ew_load_input(&p, vk_ew_input(&p, &up));
+  uint8_t y = vk_ew_op(&p, BP_OP_mul, vk_ew_op(&p, act, g, 0, 0, aux), u, 0, 0);
+  vk_ew_store(&p, vk_ew_output(&p, out), y);
+  return vk_ew_launch(s, &p);
 }
 
 /* ======================================================================== */
@@ -793,6 +848,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_logsumexp: case BP_OP_max_dim: case BP_OP_min_dim:
     case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
     case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
+    case BP_OP_add_layer_norm: case BP_OP_add_rms_norm: case BP_OP_swiglu: case BP_OP_geglu:
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
       return 1;
@@ -811,6 +867,8 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
     case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
       return matmul_supported(d, call, msg, cap);
     case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
+    case BP_OP_add_layer_norm: case BP_OP_add_rms_norm:
+    case BP_OP_swiglu: case BP_OP_geglu: /* the norms' rule: floating operands */
       return norm_supported(d, call, msg, cap);
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
       return index_supported(d, call, msg, cap);

@@ -462,7 +462,10 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
     case BP_OP_logsumexp: case BP_OP_max_dim: case BP_OP_min_dim:
       return vk_launch_reduce(s, call);
     case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
+    case BP_OP_add_layer_norm: case BP_OP_add_rms_norm:
       return vk_launch_norm(s, call);
+    case BP_OP_swiglu: case BP_OP_geglu:
+      return vk_launch_glu(s, call);
     case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
       return vk_launch_matmul(s, call);
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:

@@ -155,6 +155,31 @@ static void test_add_layer_norm_is_add_then_layer_norm(void** state) {
   check_add_norm(BP_OP_add_layer_norm, 5, 19);
 }
 
+/* The norm of add_layer_norm reads residual_out as stored: in f16, 2048 + 1
+ * rounds to 2048 (ties to even), so the row [2048 + 1, 2048 + 0] is
+ * [2048, 2048] and normalizes to [0, 0]; normalizing the unrounded sums
+ * would give [1, -1]. */
+static void test_add_layer_norm_reads_rounded_residual(void** state) {
+  (void)state;
+  int64_t xs[2] = {1, 2};
+  const uint16_t x[2] = {0x6800, 0x6800}, r[2] = {0x3C00, 0x0000}; /* 2048, 2048; 1, 0 */
+  bp_tensor_t* tx = ops_tensor(g_cpu, BP_DTYPE_F16, 2, xs);
+  bp_tensor_t* tr = ops_tensor(g_cpu, BP_DTYPE_F16, 2, xs);
+  assert_ok(bp_tensor_write(g_stream, tx, x, sizeof x));
+  assert_ok(bp_tensor_write(g_stream, tr, r, sizeof r));
+  bp_tensor_t *out = NULL, *res_out = NULL;
+  assert_ok(bp_op_add_layer_norm(g_stream, tx, tr, NULL, NULL, NULL, &out, &res_out));
+  ops_track(out), ops_track(res_out);
+  uint16_t y[2], z[2];
+  assert_ok(bp_tensor_read(g_stream, res_out, z, sizeof z));
+  assert_ok(bp_tensor_read(g_stream, out, y, sizeof y));
+  assert_ok(bp_stream_synchronize(g_stream));
+  assert_int_equal(z[0], 0x6800);
+  assert_int_equal(z[1], 0x6800);
+  assert_int_equal(y[0], 0x0000);
+  assert_int_equal(y[1], 0x0000);
+}
+
 /* Training reads no running statistics and writes none (inputs are never
  * written); eval uses them; save_mean/save_invstd are [0] in eval. */
 static void test_batch_norm_running_stats(void** state) {
@@ -304,6 +329,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_rms_norm_default_eps, ops_release_all),
       cmocka_unit_test_teardown(test_add_rms_norm_is_add_then_rms_norm, ops_release_all),
       cmocka_unit_test_teardown(test_add_layer_norm_is_add_then_layer_norm, ops_release_all),
+      cmocka_unit_test_teardown(test_add_layer_norm_reads_rounded_residual, ops_release_all),
       cmocka_unit_test_teardown(test_batch_norm_running_stats, ops_release_all),
       cmocka_unit_test_teardown(test_batch_norm_bad_input, ops_release_all),
       cmocka_unit_test_teardown(test_group_norm_bad_group, ops_release_all),

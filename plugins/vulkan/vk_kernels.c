@@ -759,6 +759,20 @@ bp_status_t vk_launch_glu(bpp_stream_t s, const bp_op_call_t* call) {
   return vk_ew_launch(s, &p);
 }
 
+/* The norms' rule (floating operands); geglu's erf form not in f64, like
+ * gelu's (the double-precision erf is not accurate to f64's tolerance). */
+static int glu_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  int reason = norm_supported(d, call, msg, cap);
+  if (reason) return reason;
+  const bp_gelu_attrs_t* a = call->attrs;
+  if (call->op_id == BP_OP_geglu && call->inputs[0]->dtype == BP_DTYPE_F64 &&
+      !(a && a->approximate == BP_GELU_TANH)) {
+    bp_plugin_format(msg, cap, 0, "f64 has no accurate GLSL implementation of erf (gelu's erf form)");
+    return BP_SUPPORT_DTYPE;
+  }
+  return 0;
+}
+
 /* ======================================================================== */
 /* gather, index_select, embedding                                         */
 /* ======================================================================== */
@@ -868,8 +882,9 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return matmul_supported(d, call, msg, cap);
     case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
     case BP_OP_add_layer_norm: case BP_OP_add_rms_norm:
-    case BP_OP_swiglu: case BP_OP_geglu: /* the norms' rule: floating operands */
       return norm_supported(d, call, msg, cap);
+    case BP_OP_swiglu: case BP_OP_geglu:
+      return glu_supported(d, call, msg, cap);
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
       return index_supported(d, call, msg, cap);
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:

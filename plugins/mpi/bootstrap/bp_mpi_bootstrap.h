@@ -1,0 +1,27 @@
+/* A bp_bootstrap_t over MPI_COMM_WORLD, for programs that link MPI
+ * themselves (tests, bp-bench's comm suite, applications started with
+ * mpirun): rank and nranks are the world's, and every function is the MPI
+ * call of the same name on a private duplicate of MPI_COMM_WORLD.
+ *
+ * The caller initialises MPI first (MPI_Init_thread with
+ * MPI_THREAD_MULTIPLE, so the plugin's streams may call MPI too) and
+ * destroys the bootstrap before MPI_Finalize. Thread-compatible, like
+ * every bootstrap.
+ */
+#ifndef BACKPLANE_MPI_BOOTSTRAP_H_
+#define BACKPLANE_MPI_BOOTSTRAP_H_
+
+#include "backplane/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills *out (caller-owned storage). INTERNAL when an MPI call fails. */
+bp_status_t bp_mpi_bootstrap_create(bp_bootstrap_t* out);
+void bp_mpi_bootstrap_destroy(bp_bootstrap_t* bootstrap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BACKPLANE_MPI_BOOTSTRAP_H_ */

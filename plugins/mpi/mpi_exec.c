@@ -1,0 +1,344 @@
+/* Running a batch of calls: count and header exchange, posting the
+ * nonblocking MPI calls, polling them against the deadline and aborts,
+ * and post-processing (mpi_internal.h gives the steps).
+ *
+ * Cost: every collective pays one MPI_Iallgather of a 64-byte header
+ * (nranks * 64 bytes gathered) before its data moves; all_to_allv also an
+ * MPI_Ialltoall of its counts. docs/backends/mpi.md measures it.
+ */
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bp_kit.h"
+#include "mpi_internal.h"
+
+#define HDR 8 /* int64 fields per header */
+enum { H_KIND, H_DTYPE, H_COUNT, H_ROP, H_ROOT, H_OK };
+
+uint64_t bp_mpi_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const char* bp_mpi_kind_name(uint32_t kind) {
+  static const char* const k[] = {"?", "all_reduce", "broadcast", "reduce", "all_gather",
+                                  "reduce_scatter", "all_to_all", "all_to_allv", "send", "recv",
+                                  "barrier", "comm_split"};
+  return kind < sizeof k / sizeof k[0] ? k[kind] : "?";
+}
+
+void bp_mpi_comm_break(struct bpp_comm_s* comm, bp_status_t status, const char* msg) {
+  pthread_mutex_lock(&comm->lock);
+  int expected = BP_OK;
+  if (atomic_compare_exchange_strong(&comm->error, &expected, (int)status))
+    snprintf(comm->error_msg, sizeof comm->error_msg, "%s", msg);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+/* The broken communicator's error, for a call that finds it. */
+static bp_status_t broken(struct bpp_comm_s* comm, const char* what, uint64_t seq) {
+  pthread_mutex_lock(&comm->lock);
+  bp_status_t st = (bp_status_t)atomic_load(&comm->error);
+  bp_status_t r = bp_kit_error(st, "mpi: %s (call %llu): the communicator is broken: %s", what,
+                               (unsigned long long)seq, comm->error_msg);
+  pthread_mutex_unlock(&comm->lock);
+  return r;
+}
+
+bp_status_t bp_mpi_wait(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n, bp_mpi_status_t* statuses,
+                        uint64_t start_ns, const char* what, uint64_t seq) {
+  uint64_t deadline = start_ns + comm->timeout_ns;
+  for (uint64_t it = 0;; it++) {
+    if (atomic_load_explicit(&comm->error, memory_order_acquire) != BP_OK)
+      return broken(comm, what, seq);
+    int flag = 0, rc;
+    BP_MPI(rc, MPI_Testall, n, reqs, &flag, statuses);
+    if (rc != BP_MPI_SUCCESS) {
+      for (int i = 0; statuses && i < n; i++)
+        if (statuses[i].error != BP_MPI_SUCCESS) rc = statuses[i].error;
+      return bp_mpi_check(rc, what);
+    }
+    if (flag) return BP_OK;
+    if ((it & 31) != 31) continue;
+    uint64_t now = bp_mpi_now_ns();
+    if (now > deadline) {
+      char msg[200];
+      snprintf(msg, sizeof msg,
+               "%s (call %llu) did not complete within %llu ms: a rank is missing, behind, or "
+               "called something else",
+               what, (unsigned long long)seq, (unsigned long long)(comm->timeout_ns / 1000000u));
+      bp_mpi_comm_break(comm, BP_DEADLINE_EXCEEDED, msg);
+      return bp_kit_error(BP_DEADLINE_EXCEEDED, "mpi: %s", msg);
+    }
+    /* Spin first (latency), then let oversubscribed ranks run. */
+    if (now - start_ns > 50000000u) nanosleep(&(struct timespec){0, 20000}, NULL);
+    else if (now - start_ns > 1000000u) sched_yield();
+  }
+}
+
+static uint64_t elem_bytes(const bp_mpi_op_t* op) { return bp_dtype_size(op->dtype); }
+
+static int overlaps(const void* a, uint64_t an, const void* b, uint64_t bn) {
+  const unsigned char *x = a, *y = b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+/* ---- step 1 and 2: counts and headers ----------------------------------- */
+static bp_status_t post_alltoallv_counts(bp_mpi_op_t* op) {
+  int n = op->comm->size, rc;
+  op->counts_in = calloc((size_t)n, sizeof *op->counts_in);
+  if (!op->counts_in) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  BP_MPI(rc, MPI_Ialltoall, op->v, 1, bp_mpi.f.ompi_mpi_int64_t, op->counts_in, 1,
+         bp_mpi.f.ompi_mpi_int64_t, op->comm->comm, &op->req[0]);
+  op->nreq = rc == BP_MPI_SUCCESS;
+  return bp_mpi_check(rc, "MPI_Ialltoall (all_to_allv counts)");
+}
+
+static void check_alltoallv_counts(bp_mpi_op_t* op) {
+  if (op->local != BP_OK) return;
+  const uint64_t* recv_counts = op->v + 2 * op->comm->size;
+  for (int p = 0; p < op->comm->size; p++)
+    if ((uint64_t)op->counts_in[p] != recv_counts[p]) {
+      op->local = BP_INVALID_ARGUMENT;
+      snprintf(op->local_msg, sizeof op->local_msg,
+               "rank %d sends %lld elements to rank %d, which expects %llu", p,
+               (long long)op->counts_in[p], op->comm->rank, (unsigned long long)recv_counts[p]);
+      return;
+    }
+}
+
+static bp_status_t post_header(bp_mpi_op_t* op) {
+  int rc;
+  memset(op->hdr, 0, sizeof op->hdr);
+  op->hdr[H_KIND] = op->kind;
+  op->hdr[H_DTYPE] = op->dtype;
+  /* all_to_allv's counts were checked pairwise (step 1). */
+  op->hdr[H_COUNT] = op->kind == BP_MPI_ALL_TO_ALLV ? 0 : (int64_t)op->count;
+  op->hdr[H_ROP] = op->rop;
+  op->hdr[H_ROOT] = op->root;
+  op->hdr[H_OK] = op->local == BP_OK;
+  op->hdr_all = calloc((size_t)op->comm->size * HDR, sizeof *op->hdr_all);
+  if (!op->hdr_all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  BP_MPI(rc, MPI_Iallgather, op->hdr, HDR, bp_mpi.f.ompi_mpi_int64_t, op->hdr_all, HDR,
+         bp_mpi.f.ompi_mpi_int64_t, op->comm->comm, &op->req[0]);
+  op->nreq = rc == BP_MPI_SUCCESS;
+  return bp_mpi_check(rc, "MPI_Iallgather (call header)");
+}
+
+/* Every rank runs this on the same headers, so every rank decides alike. */
+static bp_status_t verify_headers(bp_mpi_op_t* op) {
+  const char* what = bp_mpi_kind_name(op->kind);
+  unsigned long long seq = (unsigned long long)op->seq;
+  if (op->local != BP_OK)
+    return bp_kit_error(op->local, "mpi: %s (call %llu): %s", what, seq, op->local_msg);
+  for (int r = 0; r < op->comm->size; r++) {
+    const int64_t* h = op->hdr_all + (size_t)r * HDR;
+    if (!h[H_OK]) {
+      return bp_kit_error(BP_INVALID_ARGUMENT,
+                          "mpi: %s (call %llu): rank %d's arguments were invalid (its own error "
+                          "says why); no rank ran the call",
+                          what, seq, r);
+    }
+  }
+  const int64_t* a = op->hdr_all;
+  static const char* const field[] = {"call", "dtype", "count", "reduction", "root"};
+  for (int r = 1; r < op->comm->size; r++) {
+    const int64_t* b = op->hdr_all + (size_t)r * HDR;
+    for (int f = H_KIND; f <= H_ROOT; f++)
+      if (a[f] != b[f]) {
+        if (f == H_KIND)
+          return bp_kit_error(BP_INVALID_ARGUMENT,
+                              "mpi: %s (call %llu): rank 0 called %s, rank %d called %s", what,
+                              seq, bp_mpi_kind_name((uint32_t)a[f]), r,
+                              bp_mpi_kind_name((uint32_t)b[f]));
+        return bp_kit_error(BP_INVALID_ARGUMENT,
+                            "mpi: mismatched %s (call %llu): %s is %lld on rank 0 and %lld on "
+                            "rank %d; no rank ran the call",
+                            what, seq, field[f], (long long)a[f], (long long)b[f], r);
+      }
+  }
+  return BP_OK;
+}
+
+/* ---- step 3: the data ------------------------------------------------------ */
+static bp_status_t post_data(bp_mpi_op_t* op) {
+  struct bpp_comm_s* c = op->comm;
+  int rop = (op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE ||
+             op->kind == BP_MPI_REDUCE_SCATTER)
+                ? (int)op->rop
+                : -1;
+  bp_mpi_h type = NULL, mop = NULL;
+  uint32_t mult = 1;
+  bp_status_t st = BP_OK;
+  if (op->kind != BP_MPI_BARRIER && op->kind != BP_MPI_SPLIT &&
+      (st = bp_mpi_types(op->dtype, rop, &type, &mop, &mult)) != BP_OK)
+    return st;
+  int cnt = (int)(op->count * mult), n = c->size, rc = BP_MPI_SUCCESS;
+  uint64_t eb = elem_bytes(op), bytes = op->count * eb;
+  const void* sb = op->send;
+  void* rb = op->recv;
+  op->nreq = 0;
+  switch (op->kind) {
+    case BP_MPI_ALL_REDUCE:
+      if (sb == rb) sb = BP_MPI_IN_PLACE;
+      BP_MPI(rc, MPI_Iallreduce, sb, rb, cnt, type, mop, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_REDUCE:
+      if (c->rank == op->root && sb == rb) sb = BP_MPI_IN_PLACE;
+      BP_MPI(rc, MPI_Ireduce, sb, rb, cnt, type, mop, op->root, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_BROADCAST:
+      if (c->rank == op->root && sb != rb) memmove(rb, sb, bytes);
+      BP_MPI(rc, MPI_Ibcast, rb, cnt, type, op->root, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_ALL_GATHER:
+      if (sb == op->recv + (uint64_t)c->rank * bytes) sb = BP_MPI_IN_PLACE;
+      else if (overlaps(sb, bytes, rb, bytes * n) && !(rb = op->tmp = malloc(bytes * n)))
+        return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      BP_MPI(rc, MPI_Iallgather, sb, cnt, type, rb, cnt, type, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_REDUCE_SCATTER:
+      if (overlaps(sb, bytes * n, rb, bytes) && !(rb = op->tmp = malloc(bytes)))
+        return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      BP_MPI(rc, MPI_Ireduce_scatter_block, sb, rb, cnt, type, mop, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_ALL_TO_ALL:
+      if (sb == rb) sb = BP_MPI_IN_PLACE;
+      else if (overlaps(sb, bytes * n, rb, bytes * n) && !(rb = op->tmp = malloc(bytes * n)))
+        return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      BP_MPI(rc, MPI_Ialltoall, sb, cnt, type, rb, cnt, type, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_ALL_TO_ALLV: {
+      /* op->count: the receive extent in elements (validation). */
+      uint64_t sext = 0;
+      for (int p = 0; p < n; p++)
+        if (op->v[p] && op->v[n + p] + op->v[p] > sext) sext = op->v[n + p] + op->v[p];
+      if (overlaps(sb, sext * eb, rb, bytes) && !(rb = op->tmp = malloc(bytes ? bytes : 1)))
+        return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      op->iv = malloc(4u * (size_t)n * sizeof *op->iv);
+      if (!op->iv) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      for (int i = 0; i < 4 * n; i++) op->iv[i] = (int)(op->v[i] * mult);
+      BP_MPI(rc, MPI_Ialltoallv, sb, op->iv, op->iv + n, type, rb, op->iv + 2 * n, op->iv + 3 * n,
+             type, c->comm, &op->req[0]);
+      break;
+    }
+    case BP_MPI_SEND:
+      BP_MPI(rc, MPI_Isend, sb, cnt, type, op->root, 0, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_RECV:
+      BP_MPI(rc, MPI_Irecv, rb, cnt, type, op->root, 0, c->comm, &op->req[0]);
+      break;
+    case BP_MPI_BARRIER:
+      BP_MPI(rc, MPI_Ibarrier, c->comm, &op->req[0]);
+      break;
+    default: return BP_OK; /* comm_split: headers only */
+  }
+  op->nreq = rc == BP_MPI_SUCCESS;
+  return bp_mpi_check(rc, bp_mpi_kind_name(op->kind));
+}
+
+/* ---- step 5 ------------------------------------------------------------- */
+static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
+  struct bpp_comm_s* c = op->comm;
+  uint64_t eb = elem_bytes(op), bytes = op->count * eb;
+  if (op->kind == BP_MPI_RECV && status->ucount != bytes)
+    return bp_kit_error(BP_INVALID_ARGUMENT,
+                        "mpi: recv (from rank %d): %zu bytes arrived, %llu expected", op->root,
+                        status->ucount, (unsigned long long)bytes);
+  if (op->tmp) {
+    uint64_t n = op->kind == BP_MPI_ALL_GATHER || op->kind == BP_MPI_ALL_TO_ALL ? (uint64_t)c->size
+                                                                                 : 1;
+    memcpy(op->recv, op->tmp, bytes * n);
+  }
+  int avg = op->rop == BP_REDUCE_AVG &&
+            (op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE_SCATTER ||
+             (op->kind == BP_MPI_REDUCE && c->rank == op->root));
+  if (avg) bp_mpi_divide(op->dtype, op->recv, op->count, c->size);
+  return BP_OK;
+}
+
+void bp_mpi_op_free(bp_mpi_op_t* op) {
+  free(op->v);
+  free(op->hdr_all);
+  free(op->counts_in);
+  free(op->iv);
+  free(op->tmp);
+  op->v = NULL;
+  op->hdr_all = NULL;
+  op->counts_in = NULL;
+  op->iv = NULL;
+  op->tmp = NULL;
+}
+
+static int is_collective(const bp_mpi_op_t* op) {
+  return op->kind != BP_MPI_SEND && op->kind != BP_MPI_RECV;
+}
+
+#define KEEP(expr)                        \
+  do {                                    \
+    bp_status_t s_ = (expr);              \
+    if (s_ != BP_OK && first == BP_OK) first = s_; \
+  } while (0)
+
+/* Waits every op's posted requests; ops already failed are skipped. */
+static void wait_all(bp_mpi_op_t* ops, uint32_t n, bp_status_t* per, uint64_t t0,
+                     bp_mpi_status_t* statuses) {
+  for (uint32_t i = 0; i < n; i++) {
+    if (per[i] != BP_OK || !ops[i].nreq) continue;
+    per[i] = bp_mpi_wait(ops[i].comm, ops[i].req, ops[i].nreq, statuses + 2 * i, t0,
+                         bp_mpi_kind_name(ops[i].kind), ops[i].seq);
+    ops[i].nreq = 0;
+  }
+}
+
+bp_status_t bp_mpi_batch_run(bp_mpi_op_t* ops, uint32_t n) {
+  uint64_t t0 = bp_mpi_now_ns();
+  bp_status_t first = BP_OK;
+  bp_status_t* per = calloc(n ? n : 1, sizeof *per);
+  bp_mpi_status_t* statuses = calloc(2u * (n ? n : 1), sizeof *statuses);
+  if (!per || !statuses) {
+    free(per);
+    free(statuses);
+    return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    bp_mpi_op_t* op = &ops[i];
+    op->seq = atomic_fetch_add(&op->comm->calls, 1) + 1;
+    if (atomic_load(&op->comm->error) != BP_OK)
+      per[i] = broken(op->comm, bp_mpi_kind_name(op->kind), op->seq);
+    else if (op->kind == BP_MPI_ALL_TO_ALLV)
+      per[i] = post_alltoallv_counts(op);
+  }
+  wait_all(ops, n, per, t0, statuses);
+  for (uint32_t i = 0; i < n; i++) {
+    if (per[i] != BP_OK) continue;
+    if (ops[i].kind == BP_MPI_ALL_TO_ALLV) check_alltoallv_counts(&ops[i]);
+    if (is_collective(&ops[i])) per[i] = post_header(&ops[i]);
+    else if (ops[i].local != BP_OK)
+      per[i] = bp_kit_error(ops[i].local, "mpi: %s: %s", bp_mpi_kind_name(ops[i].kind),
+                            ops[i].local_msg);
+  }
+  wait_all(ops, n, per, t0, statuses);
+  /* Every rank sees the same headers: a bad collective stops the batch on
+   * every rank before any data moves. */
+  int go = 1;
+  for (uint32_t i = 0; i < n; i++) {
+    if (per[i] == BP_OK && is_collective(&ops[i])) per[i] = verify_headers(&ops[i]);
+    if (per[i] != BP_OK && is_collective(&ops[i])) go = 0;
+  }
+  for (uint32_t i = 0; i < n && go; i++)
+    if (per[i] == BP_OK) per[i] = post_data(&ops[i]);
+  wait_all(ops, n, per, t0, statuses);
+  for (uint32_t i = 0; i < n; i++) {
+    if (per[i] == BP_OK && go) per[i] = finish(&ops[i], &statuses[2 * i]);
+    KEEP(per[i]);
+  }
+  if (!go && first == BP_OK) first = bp_kit_error(BP_INVALID_ARGUMENT, "mpi: group not run");
+  free(per);
+  free(statuses);
+  return first;
+}

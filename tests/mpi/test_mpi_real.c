@@ -1,0 +1,404 @@
+/* The MPI plugin against the real Open MPI, one process per rank:
+ *   mpirun --allow-run-as-root --oversubscribe -np 4 test_mpi_real
+ * Drives the plugin's comm table (bp_plugin_vtable) on host pointers and
+ * on its own streams and buffers: every collective, every numeric dtype
+ * and reduction, sizes 0, 1, 7 and 1000, in place and out of place,
+ * against exact references (mpi_test_values.h); then split, groups,
+ * mismatches, a timeout and an abort. Every rank runs every test; a
+ * failure on any rank fails mpirun. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <pthread.h>
+
+#include <cmocka.h>
+#include <mpi.h>
+
+#include "backplane/plugin.h"
+#include "bp_mpi_bootstrap.h"
+#include "mpi_test_context.h"
+#include "mpi_test_values.h"
+
+static struct {
+  void* ctx;
+  const bp_plugin_vtable_t* vt;
+  const bpp_comm_table_t* cm;
+  bpp_instance_t inst;
+  bpp_device_t dev;
+  bp_bootstrap_t boot;
+  bpp_comm_t comm;
+  int rank, size;
+} E;
+
+static const int64_t k_sizes[] = {0, 1, 7, 1000};
+#define NSIZES (sizeof k_sizes / sizeof k_sizes[0])
+
+static bpp_comm_t make_comm(uint64_t timeout_ns) {
+  bp_comm_create_info_t info = {.struct_size = sizeof info, .timeout_ns = timeout_ns,
+                                .bootstrap = &E.boot};
+  bpp_comm_t c = NULL;
+  assert_int_equal(E.cm->comm_create(E.dev, &info, &c), BP_OK);
+  assert_non_null(c);
+  return c;
+}
+
+static int setup(void** state) {
+  (void)state;
+  MPI_Comm_rank(MPI_COMM_WORLD, &E.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &E.size);
+  if (!(E.vt = mpi_test_open(&E.ctx))) return -1;
+  E.cm = E.vt->comm;
+  bpp_instance_create_info_t ii = {.struct_size = sizeof ii};
+  if (!E.cm || E.vt->core->instance_create(&ii, &E.inst) != BP_OK ||
+      E.vt->core->device_open(E.inst, 0, &E.dev) != BP_OK || bp_mpi_bootstrap_create(&E.boot))
+    return -1;
+  E.comm = make_comm(0);
+  return 0;
+}
+
+static int teardown(void** state) {
+  (void)state;
+  E.cm->comm_destroy(E.comm);
+  E.vt->core->device_close(E.dev);
+  E.vt->core->instance_destroy(E.inst);
+  bp_mpi_bootstrap_destroy(&E.boot);
+  mpi_test_close(E.ctx);
+  return 0;
+}
+
+static void* fill(uint32_t dtype, uint64_t n, uint64_t first) {
+  unsigned char* p = malloc(n * bp_dtype_size(dtype) + 16);
+  for (uint64_t i = 0; i < n; i++) tv_set(dtype, p, i, tv_value(dtype, E.rank, first + i));
+  return p;
+}
+
+static void* sentinel(uint32_t dtype, uint64_t n) {
+  unsigned char* p = malloc(n * bp_dtype_size(dtype) + 16);
+  memset(p, 0x5a, n * bp_dtype_size(dtype) + 16);
+  return p;
+}
+
+#define EXPECT(dt, p, i, want)                                                                  \
+  do {                                                                                          \
+    double got_ = tv_get((dt), (p), (i)), want_ = (want);                                       \
+    if (got_ != want_) {                                                                        \
+      fprintf(stderr, "rank %d: %s element %llu: got %g, want %g (%s:%d)\n", E.rank,            \
+              bp_dtype_name(dt), (unsigned long long)(i), got_, want_, __FILE__, __LINE__);     \
+      fail();                                                                                   \
+    }                                                                                           \
+  } while (0)
+
+/* ---- reductions ------------------------------------------------------------ */
+static void test_all_reduce(void** state) {
+  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
+    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
+      for (size_t s = 0; s < NSIZES; s++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          uint32_t dt = k_test_dtypes[d];
+          int64_t n = k_sizes[s];
+          void* send = fill(dt, (uint64_t)n, 0);
+          void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
+          bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
+          assert_int_equal(E.cm->all_reduce(E.comm, NULL, &sd, &rd, op, NULL), BP_OK);
+          for (int64_t i = 0; i < n; i++) EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, i));
+          if (!inplace) free(recv);
+          free(send);
+        }
+}
+
+static void test_reduce(void** state) {
+  int root = E.size - 1;
+  bp_collective_options_t o = {.struct_size = sizeof o, .root = root};
+  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
+    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        uint32_t dt = k_test_dtypes[d];
+        int64_t n = 7;
+        void* send = fill(dt, (uint64_t)n, 0);
+        void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
+        bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
+        assert_int_equal(E.cm->reduce(E.comm, NULL, &sd, &rd, op, &o), BP_OK);
+        for (int64_t i = 0; i < n; i++) {
+          if (E.rank == root) EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, i));
+          else if (!inplace) assert_int_equal(((unsigned char*)recv)[0], 0x5a); /* untouched */
+        }
+        if (!inplace) free(recv);
+        free(send);
+      }
+}
+
+static void test_reduce_scatter(void** state) {
+  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
+    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
+      for (size_t s = 0; s < NSIZES; s++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          uint32_t dt = k_test_dtypes[d];
+          int64_t n = k_sizes[s];
+          size_t es = bp_dtype_size(dt);
+          void* send = fill(dt, (uint64_t)(n * E.size), 0);
+          /* In place: recv is this rank's block of send (NCCL's rule). */
+          void* recv = inplace ? (char*)send + (size_t)(E.rank * n) * es : sentinel(dt, (uint64_t)n);
+          bp_tensor_desc_t sd = tv_desc(send, dt, n * E.size), rd = tv_desc(recv, dt, n);
+          assert_int_equal(E.cm->reduce_scatter(E.comm, NULL, &sd, &rd, op, NULL), BP_OK);
+          for (int64_t i = 0; i < n; i++)
+            EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, (uint64_t)(E.rank * n + i)));
+          if (!inplace) free(recv);
+          free(send);
+        }
+}
+
+/* ---- moves ---------------------------------------------------------------- */
+static void test_broadcast_and_gather(void** state) {
+  int root = 1 % E.size;
+  bp_collective_options_t o = {.struct_size = sizeof o, .root = root};
+  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
+    for (size_t s = 0; s < NSIZES; s++)
+      for (int inplace = 0; inplace < 2; inplace++) {
+        uint32_t dt = k_test_dtypes[d];
+        int64_t n = k_sizes[s];
+        size_t es = bp_dtype_size(dt);
+        /* broadcast: the root's values reach every rank */
+        void* send = fill(dt, (uint64_t)n, 0);
+        void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
+        bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
+        assert_int_equal(E.cm->broadcast(E.comm, NULL, &sd, &rd, &o), BP_OK);
+        for (int64_t i = 0; i < n; i++) EXPECT(dt, recv, i, tv_value(dt, root, (uint64_t)i));
+        if (!inplace) free(recv);
+        free(send);
+        /* all_gather: rank r's block at r * n */
+        unsigned char* all = sentinel(dt, (uint64_t)(n * E.size));
+        send = inplace ? all + (size_t)(E.rank * n) * es : fill(dt, (uint64_t)n, 0);
+        if (inplace)
+          for (int64_t i = 0; i < n; i++) tv_set(dt, send, i, tv_value(dt, E.rank, i));
+        sd = tv_desc(send, dt, n);
+        rd = tv_desc(all, dt, n * E.size);
+        assert_int_equal(E.cm->all_gather(E.comm, NULL, &sd, &rd, NULL), BP_OK);
+        for (int r = 0; r < E.size; r++)
+          for (int64_t i = 0; i < n; i++) EXPECT(dt, all, r * n + i, tv_value(dt, r, i));
+        if (!inplace) free(send);
+        free(all);
+        /* all_to_all: block p of rank q lands as block q on rank p */
+        send = fill(dt, (uint64_t)(n * E.size), 0);
+        recv = inplace ? send : sentinel(dt, (uint64_t)(n * E.size));
+        sd = tv_desc(send, dt, n * E.size);
+        rd = tv_desc(recv, dt, n * E.size);
+        assert_int_equal(E.cm->all_to_all(E.comm, NULL, &sd, &rd, NULL), BP_OK);
+        for (int q = 0; q < E.size; q++)
+          for (int64_t i = 0; i < n; i++)
+            EXPECT(dt, recv, q * n + i, tv_value(dt, q, (uint64_t)(E.rank * n + i)));
+        if (!inplace) free(recv);
+        free(send);
+      }
+}
+
+/* Rank r sends c(r, p) elements to rank p. */
+static uint64_t vcount(int r, int p) { return (uint64_t)((r + 2 * p) % 3) * 5u + (uint64_t)p; }
+
+static void test_all_to_allv(void** state) {
+  int n = E.size;
+  uint64_t sc[64], sdp[64], rc[64], rdp[64], stot = 0, rtot = 0;
+  for (int p = 0; p < n; p++) {
+    sc[p] = vcount(E.rank, p);
+    sdp[p] = stot;
+    stot += sc[p];
+    rc[p] = vcount(p, E.rank);
+    rdp[p] = rtot + 1; /* a gap before each block */
+    rtot += rc[p] + 1;
+  }
+  uint32_t dt = BP_DTYPE_I32;
+  int32_t* send = fill(dt, stot, 0);
+  int32_t* recv = sentinel(dt, rtot);
+  bp_tensor_desc_t sd = tv_desc(send, dt, (int64_t)stot), rd = tv_desc(recv, dt, (int64_t)rtot);
+  assert_int_equal(E.cm->all_to_allv(E.comm, NULL, &sd, sc, sdp, &rd, rc, rdp, NULL), BP_OK);
+  for (int q = 0; q < n; q++) {
+    uint64_t qoff = 0; /* where q's block for this rank starts in q's send */
+    for (int p = 0; p < E.rank; p++) qoff += vcount(q, p);
+    for (uint64_t i = 0; i < rc[q]; i++) EXPECT(dt, recv, rdp[q] + i, tv_value(dt, q, qoff + i));
+    assert_int_equal(((unsigned char*)&recv[rdp[q] - 1])[0], 0x5a); /* the gap */
+  }
+  /* Counts that disagree between a pair fail on every rank. */
+  if (E.rank == 0 && n > 1) rc[1] += 1;
+  rd = tv_desc(recv, dt, (int64_t)rtot + 1);
+  assert_int_equal(E.cm->all_to_allv(E.comm, NULL, &sd, sc, sdp, &rd, rc, rdp, NULL),
+                   n > 1 ? BP_INVALID_ARGUMENT : BP_OK);
+  free(send);
+  free(recv);
+}
+
+static void test_send_recv_group_and_barrier(void** state) {
+  int n = E.size, next = (E.rank + 1) % n, prev = (E.rank + n - 1) % n;
+  uint32_t dt = BP_DTYPE_F64;
+  double* out = fill(dt, 333, 0);
+  double* in = sentinel(dt, 333);
+  bp_tensor_desc_t od = tv_desc(out, dt, 333), id = tv_desc(in, dt, 333);
+  bp_collective_options_t to = {.struct_size = sizeof to, .peer = next};
+  bp_collective_options_t from = {.struct_size = sizeof from, .peer = prev};
+  /* A ring: every rank sends and receives; one by one it could deadlock,
+   * in a (nested) group it completes. */
+  assert_int_equal(E.cm->group_begin(), BP_OK);
+  assert_int_equal(E.cm->group_begin(), BP_OK);
+  assert_int_equal(E.cm->send(E.comm, NULL, &od, &to), BP_OK);
+  assert_int_equal(E.cm->recv(E.comm, NULL, &id, &from), BP_OK);
+  assert_int_equal(E.cm->group_end(), BP_OK);
+  for (int i = 0; i < 333; i++) assert_int_equal(((unsigned char*)in)[0], 0x5a); /* not yet */
+  assert_int_equal(E.cm->group_end(), BP_OK);
+  for (int i = 0; i < 333; i++) EXPECT(dt, in, i, tv_value(dt, prev, i));
+  assert_int_equal(E.cm->group_end(), BP_FAILED_PRECONDITION);
+  assert_int_equal(E.cm->barrier(E.comm, NULL), BP_OK);
+  free(out);
+  free(in);
+}
+
+/* Buffers of the plugin's device and a collective ordered on its stream. */
+static void test_stream_ordered(void** state) {
+  const bpp_core_table_t* core = E.vt->core;
+  bpp_stream_t s = NULL;
+  bpp_buffer_t b = NULL;
+  bp_stream_create_info_t si = {.struct_size = sizeof si};
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 4096 * sizeof(float)};
+  assert_int_equal(core->stream_create(E.dev, &si, &s), BP_OK);
+  assert_int_equal(core->buffer_allocate(E.dev, &ai, &b), BP_OK);
+  float* p = NULL;
+  assert_int_equal(core->buffer_map(b, 0, ai.size_bytes, (void**)&p), BP_OK);
+  for (int i = 0; i < 4096; i++) p[i] = (float)(E.rank + i);
+  bp_tensor_desc_t d = tv_desc(NULL, BP_DTYPE_F32, 4096);
+  d.buffer = b;
+  d.byte_offset = 0;
+  bpp_comm_t c2 = make_comm(0);
+  void* reg = NULL;
+  assert_int_equal(E.cm->comm_register(c2, b, &reg), BP_OK);
+  for (int k = 0; k < 3; k++) assert_int_equal(E.cm->all_reduce(c2, s, &d, &d, BP_REDUCE_SUM, NULL), BP_OK);
+  assert_int_equal(core->stream_synchronize(s), BP_OK);
+  double base = 0;
+  for (int r = 0; r < E.size; r++) base += r;
+  double mult = (double)E.size * E.size; /* three sums: x * size^2 after the first */
+  for (int i = 0; i < 4096; i += 511) assert_true(p[i] == (float)((base + (double)E.size * i) * mult));
+  assert_int_equal(E.cm->comm_deregister(c2, reg), BP_OK);
+  assert_int_equal(E.cm->comm_deregister(c2, NULL), BP_INVALID_ARGUMENT);
+  E.cm->comm_destroy(c2);
+  core->buffer_unmap(b);
+  core->buffer_release(b);
+  core->stream_destroy(s);
+}
+
+/* ---- errors ------------------------------------------------------------------ */
+static void test_mismatch_fails_everywhere(void** state) {
+  float buf[16] = {0};
+  int64_t n = 5 + (E.rank == E.size - 1);
+  bp_tensor_desc_t d = tv_desc(buf, BP_DTYPE_F32, n);
+  bp_status_t want = E.size > 1 ? BP_INVALID_ARGUMENT : BP_OK;
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), want);
+  d = tv_desc(buf, E.rank == 0 ? BP_DTYPE_I32 : BP_DTYPE_F32, 4);
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), want);
+  /* One rank's invalid arguments fail the call on every rank. */
+  bp_tensor_desc_t bad = tv_desc(buf, BP_DTYPE_F32, 4);
+  if (E.rank == 0) bad.strides[0] = 2;
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &bad, &bad, BP_REDUCE_SUM, NULL),
+                   E.rank == 0 ? BP_INVALID_ARGUMENT : want);
+  bp_collective_options_t o = {.struct_size = sizeof o, .root = E.rank == 0 ? 0 : E.size - 1};
+  d = tv_desc(buf, BP_DTYPE_F32, 4);
+  assert_int_equal(E.cm->broadcast(E.comm, NULL, &d, &d, &o), want);
+  /* The communicator still works. */
+  for (int i = 0; i < 4; i++) buf[i] = 1.0f;
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_OK);
+  assert_true(buf[3] == (float)E.size);
+  assert_int_equal(E.cm->comm_get_async_error(E.comm), BP_OK);
+  /* Too many elements for MPI's int counts. */
+  d = tv_desc(buf, BP_DTYPE_F32, (int64_t)1 << 31);
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_OUT_OF_RANGE);
+  assert_int_equal(E.cm->all_reduce(NULL, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_INVALID_ARGUMENT);
+}
+
+static void test_split(void** state) {
+  int color = E.rank == E.size - 1 && E.size > 1 ? BP_COMM_SPLIT_NO_COLOR : E.rank % 2;
+  bpp_comm_t sub = (bpp_comm_t)1;
+  assert_int_equal(E.cm->comm_split(E.comm, color, -E.rank, NULL, &sub), BP_OK);
+  if (color == BP_COMM_SPLIT_NO_COLOR) {
+    assert_null(sub);
+    return;
+  }
+  assert_non_null(sub);
+  int members = 0, pos = 0; /* key -rank: ordered by descending old rank */
+  for (int r = 0; r < E.size; r++)
+    if (!(r == E.size - 1 && E.size > 1) && r % 2 == color) members++;
+  for (int r = E.rank + 1; r < E.size; r++)
+    if (!(r == E.size - 1 && E.size > 1) && r % 2 == color) pos++;
+  int32_t v[2] = {1, E.rank}, w[2] = {0, 0};
+  bp_tensor_desc_t sd = tv_desc(v, BP_DTYPE_I32, 2), rd = tv_desc(w, BP_DTYPE_I32, 2);
+  assert_int_equal(E.cm->all_reduce(sub, NULL, &sd, &rd, BP_REDUCE_SUM, NULL), BP_OK);
+  assert_int_equal(w[0], members);
+  /* Its rank 0 has the highest old rank: a broadcast from 0 shows it. */
+  bp_collective_options_t o = {.struct_size = sizeof o, .root = 0};
+  int32_t who = E.rank;
+  bp_tensor_desc_t bd = tv_desc(&who, BP_DTYPE_I32, 1);
+  assert_int_equal(E.cm->broadcast(sub, NULL, &bd, &bd, &o), BP_OK);
+  if (pos == 0) assert_int_equal(who, E.rank);
+  else assert_true(who > E.rank);
+  E.cm->comm_destroy(sub);
+}
+
+static void test_timeout_breaks_the_communicator(void** state) {
+  if (E.size < 2) skip();
+  bpp_comm_t c = make_comm(300u * 1000000u);
+  if (E.rank != 0) { /* rank 0 never arrives */
+    uint64_t t0 = (uint64_t)time(NULL);
+    assert_int_equal(E.cm->barrier(c, NULL), BP_DEADLINE_EXCEEDED);
+    assert_true((uint64_t)time(NULL) - t0 < 10);
+    assert_int_equal(E.cm->comm_get_async_error(c), BP_DEADLINE_EXCEEDED);
+    assert_int_equal(E.cm->barrier(c, NULL), BP_DEADLINE_EXCEEDED); /* broken for good */
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  E.cm->comm_destroy(c);
+}
+
+static void* abort_later(void* c) {
+  struct timespec ts = {0, 100 * 1000000};
+  nanosleep(&ts, NULL);
+  E.cm->comm_abort(c);
+  return NULL;
+}
+
+static void test_abort_wakes_a_waiting_call(void** state) {
+  if (E.size < 2) skip();
+  bpp_comm_t c = make_comm(0); /* the default, 300 s: only the abort ends the wait */
+  if (E.rank == 1) {
+    pthread_t t;
+    pthread_create(&t, NULL, abort_later, c);
+    float x = 1;
+    bp_tensor_desc_t d = tv_desc(&x, BP_DTYPE_F32, 1);
+    assert_int_equal(E.cm->all_reduce(c, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_ABORTED);
+    pthread_join(t, NULL);
+    assert_int_equal(E.cm->comm_get_async_error(c), BP_ABORTED);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  E.cm->comm_destroy(c);
+}
+
+int main(void) {
+  int provided = 0;
+  MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_all_reduce),
+      cmocka_unit_test(test_reduce),
+      cmocka_unit_test(test_reduce_scatter),
+      cmocka_unit_test(test_broadcast_and_gather),
+      cmocka_unit_test(test_all_to_allv),
+      cmocka_unit_test(test_send_recv_group_and_barrier),
+      cmocka_unit_test(test_stream_ordered),
+      cmocka_unit_test(test_mismatch_fails_everywhere),
+      cmocka_unit_test(test_split),
+      cmocka_unit_test(test_timeout_breaks_the_communicator),
+      cmocka_unit_test(test_abort_wakes_a_waiting_call),
+  };
+  int failed = cmocka_run_group_tests(tests, setup, teardown);
+  /* A failure on one rank must not leave the others waiting. */
+  int any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}

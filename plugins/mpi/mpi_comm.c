@@ -272,12 +272,11 @@ static bp_status_t check_call(bp_mpi_op_t* op, const call_args_t* a) {
   if (op->kind != BP_MPI_ALL_TO_ALLV && (st = fits_int(op, op->count))) return st;
   int reduces = op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE ||
                 op->kind == BP_MPI_REDUCE_SCATTER;
-  if (reduces && (why = bp_mpi_reduce_support(op->dtype, op->rop)) != NULL)
-    return bp_plugin_format(op->local_msg, sizeof op->local_msg,
-                            op->rop > BP_REDUCE_AVG ? BP_INVALID_ARGUMENT : BP_UNIMPLEMENTED,
-                            "%s", why);
-  if (!reduces && op->kind != BP_MPI_BARRIER && (why = bp_mpi_reduce_support(op->dtype, -1)))
-    return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED, "%s", why);
+  bp_status_t refusal = BP_OK;
+  if (op->kind != BP_MPI_BARRIER &&
+      (why = bp_mpi_reduce_support(op->dtype, reduces ? (int)op->rop : -1, &refusal)) != NULL)
+    return bp_plugin_format(op->local_msg, sizeof op->local_msg, refusal, "%s %s: %s",
+                            bp_mpi_kind_name(op->kind), bp_dtype_name(op->dtype), why);
   return BP_OK;
 }
 

@@ -94,8 +94,9 @@ typedef struct bp_mpi_op {
 bp_status_t bp_mpi_types(uint32_t dtype, int rop, bp_mpi_h* out_type, bp_mpi_h* out_op,
                          uint32_t* out_mult);
 /* NULL when `dtype` can be reduced with `rop` (rop < 0: moved), else why
- * not (static text). */
-const char* bp_mpi_reduce_support(uint32_t dtype, int rop);
+ * not (static text) and the status to fail with (INVALID_ARGUMENT for an
+ * undefined reduction, UNIMPLEMENTED for one MPI lacks). */
+const char* bp_mpi_reduce_support(uint32_t dtype, int rop, bp_status_t* out_status);
 /* Divides n elements at p by `by` (AVG): integers toward zero, floats with
  * one rounding. */
 void bp_mpi_divide(uint32_t dtype, void* p, uint64_t n, int by);

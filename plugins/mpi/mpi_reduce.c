@@ -106,15 +106,18 @@ static bp_mpi_h native_type(uint32_t dtype) {
   }
 }
 
-const char* bp_mpi_reduce_support(uint32_t dtype, int rop) {
+const char* bp_mpi_reduce_support(uint32_t dtype, int rop, bp_status_t* out_status) {
   uint32_t bytes = bp_dtype_size(dtype);
+  *out_status = BP_UNIMPLEMENTED;
   if (!bytes || bp_dtype_bits(dtype) != 8u * bytes) return "sub-byte dtypes are not supported";
   if (rop < 0) return NULL;
+  *out_status = BP_INVALID_ARGUMENT;
   if (rop > BP_REDUCE_AVG) return "unknown reduction";
   if (dtype < BP_DTYPE_SLOTS && k_user_fns[dtype][0]) return NULL;
   int complex = dtype == BP_DTYPE_C64 || dtype == BP_DTYPE_C128;
   if (complex && (rop == BP_REDUCE_MIN || rop == BP_REDUCE_MAX))
     return "min and max of complex numbers are not defined";
+  *out_status = BP_UNIMPLEMENTED;
   return native_type_known(dtype) ? NULL : "no reduction over this dtype (bool, e8m0)";
 }
 

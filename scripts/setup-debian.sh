@@ -11,6 +11,9 @@ packages=(
   # GLSL compiler for the kernels, and the Khronos validation layer (tests).
   libvulkan-dev libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools
   vulkan-validationlayers vulkan-tools
+  # MPI backend: Open MPI (the plugin dlopens libmpi; the tests and the
+  # comm benchmark link it and run under mpirun).
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

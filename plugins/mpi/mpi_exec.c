@@ -2,8 +2,10 @@
  * nonblocking MPI calls, polling them against the deadline and aborts,
  * and post-processing (mpi_internal.h gives the steps).
  *
- * Cost: every collective pays one MPI_Iallgather of a 64-byte header
- * (nranks * 64 bytes gathered) before its data moves; all_to_allv also an
+ * Cost: every collective pays one MPI_Iallgather of a 128-byte header
+ * record (nranks * 128 bytes gathered) before its data moves, except an
+ * all_reduce of at most 64 bytes, whose data travels in the record, and a
+ * barrier, which is the exchange; all_to_allv also an
  * MPI_Ialltoall of its counts. docs/backends/mpi.md measures it.
  */
 #include <sched.h>
@@ -15,8 +17,22 @@
 #include "bp_kit.h"
 #include "mpi_internal.h"
 
-#define HDR 8 /* int64 fields per header */
+/* A header record: 8 int64 fields, then BP_MPI_FUSED_BYTES of payload.
+ * Every collective exchanges records of this one size, so ranks that
+ * disagree about a call still exchange matching messages. */
+#define HDR 16 /* int64 per record */
+#define H_PAYLOAD 8
+#define BP_MPI_FUSED_BYTES ((HDR - H_PAYLOAD) * 8u)
 enum { H_KIND, H_DTYPE, H_COUNT, H_ROP, H_ROOT, H_OK };
+
+/* A small all_reduce travels inside its header record and is reduced
+ * locally, in rank order, on every rank (MPI_Reduce_local): one exchange
+ * instead of two. A barrier is its header exchange alone (an allgather
+ * completes on no rank before every rank has entered it). */
+static int fused(const bp_mpi_op_t* op) {
+  return op->kind == BP_MPI_ALL_REDUCE &&
+         op->count * bp_dtype_size(op->dtype) <= BP_MPI_FUSED_BYTES;
+}
 
 uint64_t bp_mpi_now_ns(void) {
   struct timespec ts;
@@ -121,6 +137,8 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_ROP] = op->rop;
   op->hdr[H_ROOT] = op->root;
   op->hdr[H_OK] = op->local == BP_OK;
+  if (op->local == BP_OK && fused(op))
+    memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
   op->hdr_all = calloc((size_t)op->comm->size * HDR, sizeof *op->hdr_all);
   if (!op->hdr_all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
   BP_MPI(rc, MPI_Iallgather, op->hdr, HDR, bp_mpi.f.ompi_mpi_int64_t, op->hdr_all, HDR,
@@ -165,6 +183,21 @@ static bp_status_t verify_headers(bp_mpi_op_t* op) {
 }
 
 /* ---- step 3: the data ------------------------------------------------------ */
+/* A fused all_reduce: recv = record 0 op record 1 op ... (rank order). */
+static bp_status_t reduce_records(bp_mpi_op_t* op) {
+  bp_mpi_h type, mop;
+  uint32_t mult;
+  bp_status_t st = bp_mpi_types(op->dtype, (int)op->rop, &type, &mop, &mult);
+  if (st != BP_OK) return st;
+  int cnt = (int)(op->count * mult), rc = BP_MPI_SUCCESS;
+  size_t bytes = op->count * bp_dtype_size(op->dtype);
+  memcpy(op->recv, op->hdr_all + H_PAYLOAD, bytes);
+  for (int r = 1; r < op->comm->size && rc == BP_MPI_SUCCESS; r++)
+    BP_MPI(rc, MPI_Reduce_local, op->hdr_all + (size_t)r * HDR + H_PAYLOAD, op->recv, cnt, type,
+           mop);
+  return bp_mpi_check(rc, "all_reduce: MPI_Reduce_local");
+}
+
 static bp_status_t post_data(bp_mpi_op_t* op) {
   struct bpp_comm_s* c = op->comm;
   int rop = (op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE ||
@@ -174,7 +207,9 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
   bp_mpi_h type = NULL, mop = NULL;
   uint32_t mult = 1;
   bp_status_t st = BP_OK;
-  if (op->kind != BP_MPI_BARRIER && op->kind != BP_MPI_SPLIT &&
+  if (fused(op)) return reduce_records(op);
+  if (op->kind == BP_MPI_BARRIER) return BP_OK; /* the header exchange was the barrier */
+  if (op->kind != BP_MPI_SPLIT &&
       (st = bp_mpi_types(op->dtype, rop, &type, &mop, &mult)) != BP_OK)
     return st;
   int cnt = (int)(op->count * mult), n = c->size, rc = BP_MPI_SUCCESS;

@@ -77,7 +77,7 @@ typedef struct bp_mpi_op {
   char local_msg[200];
   /* Filled while running. */
   uint64_t seq;
-  int64_t hdr[8];
+  int64_t hdr[16]; /* the header record (mpi_exec.c) */
   int64_t* hdr_all; /* size * 8 */
   int64_t* counts_in; /* all_to_allv: what every rank sends here */
   int* iv;            /* all_to_allv: int counts and displs */

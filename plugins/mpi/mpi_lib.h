@@ -78,6 +78,7 @@ typedef int (*pfn_MPI_Ialltoallv)(const void*, const int*, const int*, bp_mpi_h,
 typedef int (*pfn_MPI_Ibarrier)(bp_mpi_h, bp_mpi_h*);
 typedef int (*pfn_MPI_Isend)(const void*, int, bp_mpi_h, int, int, bp_mpi_h, bp_mpi_h*);
 typedef int (*pfn_MPI_Irecv)(void*, int, bp_mpi_h, int, int, bp_mpi_h, bp_mpi_h*);
+typedef int (*pfn_MPI_Reduce_local)(const void*, void*, int, bp_mpi_h, bp_mpi_h);
 typedef int (*pfn_MPI_Testall)(int, bp_mpi_h*, int*, bp_mpi_status_t*);
 typedef int (*pfn_MPI_Op_create)(bp_mpi_user_fn, int, bp_mpi_h*);
 typedef int (*pfn_MPI_Op_free)(bp_mpi_h*);
@@ -111,6 +112,7 @@ typedef int (*pfn_MPI_Get_library_version)(char*, int*);
   REQ(pfn_MPI_Isend, MPI_Isend)                                   \
   REQ(pfn_MPI_Irecv, MPI_Irecv)                                   \
   REQ(pfn_MPI_Testall, MPI_Testall)                               \
+  REQ(pfn_MPI_Reduce_local, MPI_Reduce_local)                     \
   REQ(pfn_MPI_Op_create, MPI_Op_create)                           \
   REQ(pfn_MPI_Op_free, MPI_Op_free)                               \
   REQ(pfn_MPI_Error_string, MPI_Error_string)                     \

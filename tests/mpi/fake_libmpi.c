@@ -242,6 +242,12 @@ static int reduce_into(const void* s, void* r, int n, h_t t, h_t op, int size) {
   free(x);
   return rc ? 16 : 0; /* MPI_ERR_OTHER */
 }
+EXPORT int MPI_Reduce_local(const void* in, void* inout, int n, h_t t, h_t op) {
+  FAILPOINT(MPI_Reduce_local);
+  S.last_type = t;
+  S.last_op = op;
+  return apply(op, t, in, inout, n) ? 16 : 0;
+}
 EXPORT int MPI_Iallreduce(const void* s, void* r, int n, h_t t, h_t op, h_t c, h_t* req) {
   FAILPOINT(MPI_Iallreduce);
   int rc = reduce_into(s, r, n, t, op, comm_size(c));

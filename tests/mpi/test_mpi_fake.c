@@ -142,12 +142,15 @@ static void test_dtypes_and_reductions_map(void** state) {
   char* lib = dlopen(FAKE_MPI_PATH, RTLD_NOW | RTLD_NOLOAD);
   assert_non_null(lib);
   bp_mpi_h type, op;
+  /* 5 elements travel in the header record (MPI_Reduce_local), 100 go
+   * through MPI_Iallreduce. */
+  for (int n = 5; n <= 100; n += 95)
   for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
     for (uint32_t rop = BP_REDUCE_SUM; rop <= BP_REDUCE_AVG; rop++) {
       uint32_t dt = k_test_dtypes[d];
-      unsigned char buf[64], out[64];
-      for (int i = 0; i < 5; i++) tv_set(dt, buf, i, tv_value(dt, 1, i));
-      bp_tensor_desc_t sd = tv_desc(buf, dt, 5), rd = tv_desc(out, dt, 5);
+      unsigned char buf[800], out[800];
+      for (int i = 0; i < n; i++) tv_set(dt, buf, i, tv_value(dt, 1, i));
+      bp_tensor_desc_t sd = tv_desc(buf, dt, n), rd = tv_desc(out, dt, n);
       bp_status_t st = vt->comm->all_reduce(e.comm, NULL, &sd, &rd, rop, NULL);
       if (st == BP_INTERNAL) continue; /* a predefined type the fake does not reduce */
       assert_int_equal(st, BP_OK);
@@ -165,7 +168,7 @@ static void test_dtypes_and_reductions_map(void** state) {
       }
       if (dt == BP_DTYPE_F32) assert_ptr_equal(type, dlsym(lib, "ompi_mpi_float"));
       /* x op x op x, and AVG = (x + x + x) / 3 */
-      for (int i = 0; i < 5; i++) {
+      for (int i = 0; i < n; i++) {
         double x = tv_value(dt, 1, i), want = x;
         if (rop == BP_REDUCE_SUM) want = 3 * x;
         if (rop == BP_REDUCE_PROD) want = x * x * x;
@@ -190,8 +193,8 @@ static void test_dtypes_and_reductions_map(void** state) {
 static void test_mpi_errors_map_to_statuses(void** state) {
   env_t e = {0};
   assert_int_equal(open_env(&e, 0), BP_OK);
-  float x[2] = {1, 2};
-  bp_tensor_desc_t d = tv_desc(x, BP_DTYPE_F32, 2);
+  float x[32] = {1, 2}; /* past the 64 bytes that travel in the header */
+  bp_tensor_desc_t d = tv_desc(x, BP_DTYPE_F32, 32);
   static const struct {
     int code;
     bp_status_t want;

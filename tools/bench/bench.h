@@ -38,6 +38,10 @@ typedef struct bpb_figure {
   int lower_is_better;       /* the target applies to the value (times) */
 } bpb_figure_t;
 
+/* Set by a suite when this process does not report (an MPI rank other
+ * than 0): main then prints no table and writes no files. */
+extern int bpb_quiet;
+
 /* Monotonic seconds. */
 double bpb_now(void);
 /* Median of v[0..n) (sorts v). */
@@ -113,7 +117,7 @@ double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const f
  * OpenBLAS) and skips with a printed reason otherwise. */
 #define BPB_SUITES(X) \
   X(core) X(ew) X(matmul) X(reduce) X(norm) X(conv) X(attention) X(quant) X(vs_cpu) X(vk_raw) \
-  X(comm)
+  X(comm) X(comm_mpi)
 #define BPB__SUITE_DECL(s) void bpb_suite_##s(bpb_ctx_t* ctx);
 BPB_SUITES(BPB__SUITE_DECL)
 #undef BPB__SUITE_DECL

@@ -24,6 +24,8 @@ int bpb__figure_count(void);
 const bpb_figure_t* bpb__figure(int i);
 void bpb__figures_free(void);
 
+int bpb_quiet;
+
 #define BPB__NAME(s) #s " "
 static const char k_suite_names[] = BPB_SUITES(BPB__NAME);
 #undef BPB__NAME
@@ -157,6 +159,12 @@ int main(int argc, char** argv) {
   }
   BPB_SUITES(BPB__RUN)
 #undef BPB__RUN
+  if (bpb_quiet) { /* another process reports (comm_mpi under mpirun) */
+    bpb__figures_free();
+    bp_stream_release(stream);
+    bp_context_release(ctx);
+    return 0;
+  }
 
   printf("\n%-62s %12s %12s %9s %10s\n", "figure", "backplane", "baseline", "ratio", "target");
   cJSON* root = cJSON_CreateObject();

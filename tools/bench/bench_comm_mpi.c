@@ -1,0 +1,171 @@
+/* bp-bench suite "comm_mpi" (the cross-process part of the comm figures):
+ * all_reduce through the mpi plugin's comm table against MPI_Allreduce
+ * called directly on the same buffers, in the same run, interleaved.
+ * Run it under mpirun, one process per rank:
+ *
+ *   mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bp-bench --suite comm_mpi
+ *
+ * Figures (rank 0 reports; every time is the slowest rank's):
+ *  - all_reduce of 64 MiB f32: bus bandwidth (NCCL's definition,
+ *    2 (n - 1) / n * bytes / time), median; target ratio >= 1.0;
+ *  - all_reduce of 8 bytes: latency per call, median of bursts; target
+ *    ratio <= 2.0 (the plugin's header exchange, one 64-byte allgather
+ *    per call, is part of it);
+ *  - the header exchange alone (MPI_Allgather of 64 bytes), no target.
+ * Without MPI at build time, or without the mpi plugin, the suite says so
+ * and records nothing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+#ifndef BP_BENCH_HAVE_MPI
+void bpb_suite_comm_mpi(bpb_ctx_t* ctx) {
+  (void)ctx;
+  printf("suite comm_mpi skipped: bp-bench was built without MPI (libopenmpi-dev)\n");
+}
+#else
+#include <mpi.h>
+
+#include "backplane/plugin.h"
+#include "bp_mpi_bootstrap.h"
+
+typedef struct comm_env {
+  const bp_plugin_vtable_t* vt;
+  bpp_instance_t inst;
+  bpp_device_t dev;
+  bpp_comm_t comm;
+  bp_bootstrap_t boot;
+  int rank, size;
+} comm_env_t;
+
+static bp_tensor_desc_t host_desc(const void* p, int64_t n) {
+  bp_tensor_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.dtype = BP_DTYPE_F32;
+  d.rank = 1;
+  d.sizes[0] = n;
+  d.strides[0] = 1;
+  d.byte_offset = (uint64_t)(uintptr_t)p;
+  return d;
+}
+
+/* The slowest rank's seconds. */
+static double slowest(double s) {
+  double m = 0;
+  MPI_Allreduce(&s, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return m;
+}
+
+/* Seconds per call of `calls` back-to-back all_reduces, both ways. */
+static void time_pair(comm_env_t* e, const float* src, float* dst, int64_t n, int calls,
+                      double* out_plugin, double* out_mpi) {
+  bp_tensor_desc_t sd = host_desc(src, n), rd = host_desc(dst, n);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = bpb_now();
+  for (int i = 0; i < calls; i++)
+    MPI_Allreduce(src, dst, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  *out_mpi = slowest((bpb_now() - t0) / calls);
+  MPI_Barrier(MPI_COMM_WORLD);
+  t0 = bpb_now();
+  for (int i = 0; i < calls; i++)
+    BPB_CHECK(e->vt->comm->all_reduce(e->comm, NULL, &sd, &rd, BP_REDUCE_SUM, NULL));
+  *out_plugin = slowest((bpb_now() - t0) / calls);
+}
+
+/* After main: the context (and its plugin instance) is released first. */
+static void finalize_at_exit(void) {
+  int done = 0;
+  MPI_Finalized(&done);
+  if (!done) MPI_Finalize();
+}
+
+static int env_open(bpb_ctx_t* ctx, comm_env_t* e) {
+  int inited = 0, provided = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+    atexit(finalize_at_exit);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &e->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &e->size);
+  bp_plugin_t* p = NULL;
+  if (bp_context_find_plugin(ctx->context, "mpi", &p) != BP_OK) {
+    printf("suite comm_mpi skipped: no mpi plugin (%s)\n", bp_status_message());
+    return 0;
+  }
+  e->vt = bp_plugin_vtable(p);
+  bpp_instance_create_info_t ii = {.struct_size = sizeof ii};
+  BPB_CHECK(e->vt->core->instance_create(&ii, &e->inst));
+  BPB_CHECK(e->vt->core->device_open(e->inst, 0, &e->dev));
+  BPB_CHECK(bp_mpi_bootstrap_create(&e->boot));
+  bp_comm_create_info_t ci = {.struct_size = sizeof ci, .bootstrap = &e->boot};
+  BPB_CHECK(e->vt->comm->comm_create(e->dev, &ci, &e->comm));
+  if (e->size < 2 && e->rank == 0)
+    printf("comm_mpi: one rank (not under mpirun): the figures measure no communication\n");
+  return 1;
+}
+
+static void env_close(comm_env_t* e) {
+  e->vt->comm->comm_destroy(e->comm);
+  e->vt->core->device_close(e->dev);
+  e->vt->core->instance_destroy(e->inst);
+  bp_mpi_bootstrap_destroy(&e->boot);
+  /* MPI_Finalize runs at exit (finalize_at_exit), after the context. */
+}
+
+void bpb_suite_comm_mpi(bpb_ctx_t* ctx) {
+  comm_env_t e;
+  memset(&e, 0, sizeof e);
+  if (!env_open(ctx, &e)) return;
+  if (e.rank != 0) bpb_quiet = 1; /* rank 0 reports */
+  int64_t n = ctx->quick ? (int64_t)1 << 20 : (int64_t)16 << 20; /* 64 MiB of f32 */
+  float* src = bpb_alloc((size_t)n * sizeof(float));
+  float* dst = bpb_alloc((size_t)n * sizeof(float));
+  bpb_fill_random(src, (size_t)n, 7u + (unsigned)e.rank);
+  memset(dst, 0, (size_t)n * sizeof(float));
+  double bus = 2.0 * (e.size - 1) / (e.size > 1 ? e.size : 1) * (double)n * sizeof(float);
+  double vp[BPB_MAX_REPS], vm[BPB_MAX_REPS];
+  time_pair(&e, src, dst, n, 1, vp, vm); /* warm-up: pages, connections */
+  for (int r = 0; r < ctx->reps; r++) time_pair(&e, src, dst, n, 1, &vp[r], &vm[r]);
+  double tp = bpb_median(vp, ctx->reps), tm = bpb_median(vm, ctx->reps);
+  char name[96];
+  snprintf(name, sizeof name, "all_reduce f32 %lld MiB, %d processes (bus bandwidth)",
+           (long long)(n * 4 >> 20), e.size);
+  if (e.rank == 0)
+    bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "GB/s", .value = bus / tp / 1e9,
+                                   .baseline = bus / tm / 1e9,
+                                   .baseline_name = "MPI_Allreduce direct", .target = 1.0});
+  /* 8 bytes: latency per call over bursts of calls. */
+  int calls = ctx->quick ? 50 : 500;
+  time_pair(&e, src, dst, 2, calls, vp, vm);
+  for (int r = 0; r < ctx->reps; r++) time_pair(&e, src, dst, 2, calls, &vp[r], &vm[r]);
+  tp = bpb_median(vp, ctx->reps);
+  tm = bpb_median(vm, ctx->reps);
+  snprintf(name, sizeof name, "all_reduce 8 bytes, %d processes (latency)", e.size);
+  if (e.rank == 0)
+    bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "us", .value = tp * 1e6,
+                                   .baseline = tm * 1e6, .baseline_name = "MPI_Allreduce direct",
+                                   .target = 2.0 * tm * 1e6, .lower_is_better = 1});
+  /* The header exchange alone, for the latency's breakdown. */
+  int64_t hdr[8] = {0}, *all = calloc((size_t)e.size * 8, sizeof *all);
+  for (int r = 0; r < ctx->reps; r++) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = bpb_now();
+    for (int i = 0; i < calls; i++)
+      MPI_Allgather(hdr, 8, MPI_INT64_T, all, 8, MPI_INT64_T, MPI_COMM_WORLD);
+    vm[r] = slowest((bpb_now() - t0) / calls);
+  }
+  free(all);
+  snprintf(name, sizeof name, "header exchange alone (MPI_Allgather 64 B), %d processes", e.size);
+  if (e.rank == 0)
+    bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "us",
+                                   .value = bpb_median(vm, ctx->reps) * 1e6, .baseline = tm * 1e6,
+                                   .baseline_name = "MPI_Allreduce 8 B"});
+  free(src);
+  free(dst);
+  env_close(&e);
+}
+#endif

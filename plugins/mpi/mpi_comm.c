@@ -503,6 +503,7 @@ static void comm_destroy(bpp_comm_t comm) {
   pthread_mutex_lock(&comm->lock);
   while (comm->inflight > 0) pthread_cond_wait(&comm->idle_cv, &comm->lock);
   pthread_mutex_unlock(&comm->lock);
+  bp_mpi_comm_reap(comm);
   int rc;
   BP_MPI(rc, MPI_Comm_free, &comm->comm);
   (void)rc;

@@ -129,7 +129,10 @@ static void check_alltoallv_counts(bp_mpi_op_t* op) {
 
 static bp_status_t post_header(bp_mpi_op_t* op) {
   int rc;
-  memset(op->hdr, 0, sizeof op->hdr);
+  /* The gathered records, then this rank's (MPI reads it until done). */
+  op->hdr_all = calloc(((size_t)op->comm->size + 1) * HDR, sizeof *op->hdr_all);
+  if (!op->hdr_all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  op->hdr = op->hdr_all + (size_t)op->comm->size * HDR;
   op->hdr[H_KIND] = op->kind;
   op->hdr[H_DTYPE] = op->dtype;
   /* all_to_allv's counts were checked pairwise (step 1). */
@@ -139,8 +142,6 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_OK] = op->local == BP_OK;
   if (op->local == BP_OK && fused(op))
     memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
-  op->hdr_all = calloc((size_t)op->comm->size * HDR, sizeof *op->hdr_all);
-  if (!op->hdr_all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
   BP_MPI(rc, MPI_Iallgather, op->hdr, HDR, bp_mpi.f.ompi_mpi_int64_t, op->hdr_all, HDR,
          bp_mpi.f.ompi_mpi_int64_t, op->comm->comm, &op->req[0]);
   op->nreq = rc == BP_MPI_SUCCESS;
@@ -296,12 +297,80 @@ static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
   return BP_OK;
 }
 
+/* Buffers of abandoned requests (a deadline, an abort, an MPI error while
+ * pending): MPI may still read or write them when the peers arrive. The
+ * communicator keeps them with their requests; comm_destroy frees those
+ * whose requests completed (bp_mpi_comm_reap) and leaves the rest here,
+ * reachable, until this plugin finalizes MPI. */
+static pthread_mutex_t g_parked_lock = PTHREAD_MUTEX_INITIALIZER;
+static bp_mpi_parked_t* g_parked;
+static size_t g_nparked, g_capparked;
+
+/* Appends to a growing array; on no memory the entry is left to the
+ * process (never freed while MPI might use it). */
+static void parked_push(bp_mpi_parked_t** list, uint32_t* n, uint32_t* cap,
+                        const bp_mpi_parked_t* p) {
+  if (*n == *cap) {
+    uint32_t c = *cap ? 2 * *cap : 8;
+    bp_mpi_parked_t* grown = realloc(*list, c * sizeof *grown);
+    if (!grown) return;
+    *list = grown;
+    *cap = c;
+  }
+  (*list)[(*n)++] = *p;
+}
+
+static void parked_free(bp_mpi_parked_t* p) {
+  for (int i = 0; i < 5; i++) free(p->buf[i]);
+}
+
+void bp_mpi_comm_reap(struct bpp_comm_s* comm) {
+  for (uint32_t i = 0; i < comm->nparked; i++) {
+    bp_mpi_parked_t* p = &comm->parked[i];
+    int flag = 0, rc;
+    BP_MPI(rc, MPI_Testall, p->nreq, p->req, &flag, NULL);
+    if (rc != BP_MPI_SUCCESS || flag) {
+      parked_free(p);
+      continue;
+    }
+    pthread_mutex_lock(&g_parked_lock);
+    uint32_t n = (uint32_t)g_nparked, cap = (uint32_t)g_capparked;
+    parked_push(&g_parked, &n, &cap, p);
+    g_nparked = n;
+    g_capparked = cap;
+    pthread_mutex_unlock(&g_parked_lock);
+  }
+  free(comm->parked);
+  comm->parked = NULL;
+  comm->nparked = comm->capparked = 0;
+}
+
+void bp_mpi_parked_release(void) {
+  pthread_mutex_lock(&g_parked_lock);
+  for (size_t i = 0; i < g_nparked; i++) parked_free(&g_parked[i]);
+  free(g_parked);
+  g_parked = NULL;
+  g_nparked = g_capparked = 0;
+  pthread_mutex_unlock(&g_parked_lock);
+}
+
 void bp_mpi_op_free(bp_mpi_op_t* op) {
-  free(op->v);
-  free(op->hdr_all);
-  free(op->counts_in);
-  free(op->iv);
-  free(op->tmp);
+  if (op->abandoned && op->nreq > 0) {
+    bp_mpi_parked_t p = {.req = {op->req[0], op->req[1]},
+                         .nreq = op->nreq,
+                         .buf = {op->v, op->hdr_all, op->counts_in, op->iv, op->tmp}};
+    pthread_mutex_lock(&op->comm->lock);
+    parked_push(&op->comm->parked, &op->comm->nparked, &op->comm->capparked, &p);
+    pthread_mutex_unlock(&op->comm->lock);
+  } else {
+    free(op->v);
+    free(op->hdr_all);
+    free(op->counts_in);
+    free(op->iv);
+    free(op->tmp);
+  }
+  op->nreq = 0;
+  op->hdr = NULL;
   op->v = NULL;
   op->hdr_all = NULL;
   op->counts_in = NULL;
@@ -326,7 +395,8 @@ static void wait_all(bp_mpi_op_t* ops, uint32_t n, bp_status_t* per, uint64_t t0
     if (per[i] != BP_OK || !ops[i].nreq) continue;
     per[i] = bp_mpi_wait(ops[i].comm, ops[i].req, ops[i].nreq, statuses + 2 * i, t0,
                          bp_mpi_kind_name(ops[i].kind), ops[i].seq);
-    ops[i].nreq = 0;
+    if (per[i] != BP_OK) ops[i].abandoned = 1; /* its requests may be pending */
+    else ops[i].nreq = 0;
   }
 }
 

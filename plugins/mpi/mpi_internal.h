@@ -29,6 +29,13 @@
 
 struct bpp_device_s;
 
+/* Requests a failed call left pending, and the buffers MPI may still use. */
+typedef struct bp_mpi_parked {
+  bp_mpi_h req[2];
+  int nreq;
+  void* buf[5];
+} bp_mpi_parked_t;
+
 #define BP_MPI_COMM_MAGIC 0x4d504943u /* "MPIC" */
 
 struct bpp_comm_s {
@@ -43,6 +50,8 @@ struct bpp_comm_s {
   pthread_cond_t idle_cv;
   int inflight; /* batches enqueued on streams and not yet run */
   char error_msg[320];
+  bp_mpi_parked_t* parked; /* under lock */
+  uint32_t nparked, capparked;
 };
 
 enum bp_mpi_kind {
@@ -77,13 +86,14 @@ typedef struct bp_mpi_op {
   char local_msg[200];
   /* Filled while running. */
   uint64_t seq;
-  int64_t hdr[16]; /* the header record (mpi_exec.c) */
-  int64_t* hdr_all; /* size * 8 */
+  int64_t* hdr;     /* this rank's header record (inside hdr_all's block) */
+  int64_t* hdr_all; /* every rank's record, then this rank's */
   int64_t* counts_in; /* all_to_allv: what every rank sends here */
   int* iv;            /* all_to_allv: int counts and displs */
   void* tmp;          /* temporary receive buffer (overlapping in place) */
   bp_mpi_h req[2];
   int nreq;
+  int abandoned; /* a request may still be pending: buffers are parked */
 } bp_mpi_op_t;
 
 /* The dtype's MPI datatype and reduction for `rop` (enum bp_reduce_op;
@@ -104,8 +114,13 @@ void bp_mpi_divide(uint32_t dtype, void* p, uint64_t n, int by);
 /* Runs a batch of `n` ops (validated; op->local may carry an argument
  * error). Returns the first failure. Frees nothing. */
 bp_status_t bp_mpi_batch_run(bp_mpi_op_t* ops, uint32_t n);
-/* Frees an op's owned arrays. */
+/* Frees an op's owned arrays; an abandoned op's are parked until MPI is
+ * finalized (bp_mpi_parked_release). */
 void bp_mpi_op_free(bp_mpi_op_t* op);
+/* At comm_destroy: frees what completed requests left; the rest stays
+ * (reachable) until bp_mpi_parked_release, after MPI_Finalize. */
+void bp_mpi_comm_reap(struct bpp_comm_s* comm);
+void bp_mpi_parked_release(void);
 
 /* Marks `comm` broken with `status` (first one wins) and the message. */
 void bp_mpi_comm_break(struct bpp_comm_s* comm, bp_status_t status, const char* msg);

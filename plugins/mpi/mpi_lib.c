@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "bp_kit.h"
+#include "mpi_internal.h"
 
 bp_mpi_lib_t bp_mpi = {.lock = PTHREAD_MUTEX_INITIALIZER,
                        .call_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -105,7 +106,10 @@ void bp_mpi_lib_release(void) {
       for (uint32_t d = 0; d < BP_DTYPE_SLOTS; d++)
         for (uint32_t o = 0; o < 4; o++)
           if (bp_mpi.user_ops[d][o]) (void)bp_mpi.f.MPI_Op_free(&bp_mpi.user_ops[d][o]);
-      if (bp_mpi.owned) (void)bp_mpi.f.MPI_Finalize();
+      if (bp_mpi.owned) {
+        (void)bp_mpi.f.MPI_Finalize();
+        bp_mpi_parked_release(); /* nothing of MPI runs any more */
+      }
     }
     memset(bp_mpi.user_ops, 0, sizeof bp_mpi.user_ops);
     if (!bp_mpi.ready) { /* never initialised: nothing of MPI runs, unload */

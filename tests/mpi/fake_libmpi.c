@@ -59,10 +59,19 @@ static struct {
   int live_comms, live_ops;
 } S = {.size = 1, .provided = 3};
 
+/* Requests not completed yet (a deadline or an abort left them): freed by
+ * "reset". */
+#define MAX_LIVE 256
+static void* g_live[MAX_LIVE];
+
 /* key: "size", "initialized", "provided" (thread level), "hang";
  * "reset" clears everything. */
 EXPORT void fake_mpi_set(const char* key, int value) {
   if (!strcmp(key, "reset")) {
+    for (int i = 0; i < MAX_LIVE; i++) {
+      free(g_live[i]);
+      g_live[i] = NULL;
+    }
     memset(&S, 0, sizeof S);
     S.size = 1;
     S.provided = 3;
@@ -215,6 +224,11 @@ static int post_n(h_t* req, size_t ucount) {
   size_t* r = malloc(sizeof *r);
   *r = ucount; /* what a receive got */
   *req = r;
+  for (int i = 0; i < MAX_LIVE; i++)
+    if (!g_live[i]) {
+      g_live[i] = r;
+      break;
+    }
   S.live_ops++;
   return 0;
 }
@@ -318,6 +332,8 @@ EXPORT int MPI_Testall(int n, h_t* reqs, int* flag, status_t* st) {
   for (int i = 0; i < n; i++) {
     if (reqs[i] != REQ_NULL) {
       if (st) st[i].ucount = *(size_t*)reqs[i];
+      for (int k = 0; k < MAX_LIVE; k++)
+        if (g_live[k] == reqs[i]) g_live[k] = NULL;
       free(reqs[i]);
       S.live_ops--;
     }

@@ -172,7 +172,8 @@ static void test_dtypes_and_reductions_map(void** state) {
         double x = tv_value(dt, 1, i), want = x;
         if (rop == BP_REDUCE_SUM) want = 3 * x;
         if (rop == BP_REDUCE_PROD) want = x * x * x;
-        assert_true(tv_get(dt, out, i) == want);
+        if (tv_get(dt, out, i) != want)
+          fail_msg("%s %u n=%d [%d]: %g, want %g", bp_dtype_name(dt), rop, n, i, tv_get(dt, out, i), want);
       }
     }
   /* What MPI cannot reduce, refused with the reason. */

@@ -23,6 +23,22 @@
 #define HDR 16 /* int64 per record */
 #define H_PAYLOAD 8
 #define BP_MPI_FUSED_BYTES ((HDR - H_PAYLOAD) * 8u)
+/* Up to this many ranks (BP_MPI_HEADER_P2P_MAX, default 8), records go by
+ * point to point (one round of n - 1 messages each way); above, by
+ * MPI_Iallgather (log2 n rounds). */
+#define BP_MPI_HEADER_TAG 1
+static int p2p_max(void) {
+  static int cached = -1;
+  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  if (v < 0) {
+    uint64_t u = 8;
+    (void)bp_plugin_parse_uint(bp_kit_host(), "BP_MPI_HEADER_P2P_MAX",
+                               getenv("BP_MPI_HEADER_P2P_MAX"), 0, 1u << 20, 8, &u);
+    v = (int)u;
+    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+  }
+  return v;
+}
 enum { H_KIND, H_DTYPE, H_COUNT, H_ROP, H_ROOT, H_OK };
 
 /* A small all_reduce travels inside its header record and is reduced
@@ -142,6 +158,30 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_OK] = op->local == BP_OK;
   if (op->local == BP_OK && fused(op))
     memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
+  int n = op->comm->size, me = op->comm->rank;
+  if (n > 1 && n <= p2p_max()) {
+    /* Small communicators: every record straight to every rank, one round
+     * of eager messages (tag 1; the plugin's point to point uses tag 0). */
+    memcpy(op->hdr_all + (size_t)me * HDR, op->hdr, HDR * sizeof *op->hdr);
+    op->hreq = malloc(2u * (size_t)(n - 1) * sizeof *op->hreq);
+    if (!op->hreq) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+    op->nreq = 0;
+    rc = BP_MPI_SUCCESS;
+    for (int p = 0; p < n && rc == BP_MPI_SUCCESS; p++)
+      if (p != me) {
+        BP_MPI(rc, MPI_Irecv, op->hdr_all + (size_t)p * HDR, HDR, bp_mpi.f.ompi_mpi_int64_t, p,
+               BP_MPI_HEADER_TAG, op->comm->comm, &op->hreq[op->nreq]);
+        op->nreq += rc == BP_MPI_SUCCESS;
+      }
+    for (int p = 0; p < n && rc == BP_MPI_SUCCESS; p++)
+      if (p != me) {
+        BP_MPI(rc, MPI_Isend, op->hdr, HDR, bp_mpi.f.ompi_mpi_int64_t, p, BP_MPI_HEADER_TAG,
+               op->comm->comm, &op->hreq[op->nreq]);
+        op->nreq += rc == BP_MPI_SUCCESS;
+      }
+    if (rc != BP_MPI_SUCCESS) op->abandoned = 1; /* what was posted may be pending */
+    return bp_mpi_check(rc, "MPI_Isend/MPI_Irecv (call header)");
+  }
   BP_MPI(rc, MPI_Iallgather, op->hdr, HDR, bp_mpi.f.ompi_mpi_int64_t, op->hdr_all, HDR,
          bp_mpi.f.ompi_mpi_int64_t, op->comm->comm, &op->req[0]);
   op->nreq = rc == BP_MPI_SUCCESS;
@@ -322,13 +362,14 @@ static void parked_push(bp_mpi_parked_t** list, uint32_t* n, uint32_t* cap,
 
 static void parked_free(bp_mpi_parked_t* p) {
   for (int i = 0; i < 5; i++) free(p->buf[i]);
+  free(p->hreq);
 }
 
 void bp_mpi_comm_reap(struct bpp_comm_s* comm) {
   for (uint32_t i = 0; i < comm->nparked; i++) {
     bp_mpi_parked_t* p = &comm->parked[i];
     int flag = 0, rc;
-    BP_MPI(rc, MPI_Testall, p->nreq, p->req, &flag, NULL);
+    BP_MPI(rc, MPI_Testall, p->nreq, p->hreq ? p->hreq : p->req, &flag, NULL);
     if (rc != BP_MPI_SUCCESS || flag) {
       parked_free(p);
       continue;
@@ -357,12 +398,14 @@ void bp_mpi_parked_release(void) {
 void bp_mpi_op_free(bp_mpi_op_t* op) {
   if (op->abandoned && op->nreq > 0) {
     bp_mpi_parked_t p = {.req = {op->req[0], op->req[1]},
+                         .hreq = op->hreq,
                          .nreq = op->nreq,
                          .buf = {op->v, op->hdr_all, op->counts_in, op->iv, op->tmp}};
     pthread_mutex_lock(&op->comm->lock);
     parked_push(&op->comm->parked, &op->comm->nparked, &op->comm->capparked, &p);
     pthread_mutex_unlock(&op->comm->lock);
   } else {
+    free(op->hreq);
     free(op->v);
     free(op->hdr_all);
     free(op->counts_in);
@@ -370,6 +413,7 @@ void bp_mpi_op_free(bp_mpi_op_t* op) {
     free(op->tmp);
   }
   op->nreq = 0;
+  op->hreq = NULL;
   op->hdr = NULL;
   op->v = NULL;
   op->hdr_all = NULL;
@@ -393,10 +437,17 @@ static void wait_all(bp_mpi_op_t* ops, uint32_t n, bp_status_t* per, uint64_t t0
                      bp_mpi_status_t* statuses) {
   for (uint32_t i = 0; i < n; i++) {
     if (per[i] != BP_OK || !ops[i].nreq) continue;
-    per[i] = bp_mpi_wait(ops[i].comm, ops[i].req, ops[i].nreq, statuses + 2 * i, t0,
-                         bp_mpi_kind_name(ops[i].kind), ops[i].seq);
-    if (per[i] != BP_OK) ops[i].abandoned = 1; /* its requests may be pending */
-    else ops[i].nreq = 0;
+    bp_mpi_op_t* op = &ops[i];
+    per[i] = bp_mpi_wait(op->comm, op->hreq ? op->hreq : op->req, op->nreq,
+                         op->hreq ? NULL : statuses + 2 * i, t0, bp_mpi_kind_name(op->kind),
+                         op->seq);
+    if (per[i] != BP_OK) {
+      op->abandoned = 1; /* its requests may be pending */
+      continue;
+    }
+    op->nreq = 0;
+    free(op->hreq);
+    op->hreq = NULL;
   }
 }
 

@@ -32,6 +32,7 @@ struct bpp_device_s;
 /* Requests a failed call left pending, and the buffers MPI may still use. */
 typedef struct bp_mpi_parked {
   bp_mpi_h req[2];
+  bp_mpi_h* hreq; /* owned; the requests when not NULL */
   int nreq;
   void* buf[5];
 } bp_mpi_parked_t;
@@ -92,7 +93,8 @@ typedef struct bp_mpi_op {
   int* iv;            /* all_to_allv: int counts and displs */
   void* tmp;          /* temporary receive buffer (overlapping in place) */
   bp_mpi_h req[2];
-  int nreq;
+  bp_mpi_h* hreq; /* header exchange by point to point: 2 (size - 1), owned */
+  int nreq;       /* requests pending in hreq, or else in req */
   int abandoned; /* a request may still be pending: buffers are parked */
 } bp_mpi_op_t;
 

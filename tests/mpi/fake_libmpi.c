@@ -62,6 +62,7 @@ static struct {
 /* Requests not completed yet (a deadline or an abort left them): freed by
  * "reset". */
 #define MAX_LIVE 256
+static int g_nrecvs; /* pending header receives (point to point, below) */
 static void* g_live[MAX_LIVE];
 
 /* key: "size", "initialized", "provided" (thread level), "hang";
@@ -73,6 +74,7 @@ EXPORT void fake_mpi_set(const char* key, int value) {
       g_live[i] = NULL;
     }
     memset(&S, 0, sizeof S);
+    g_nrecvs = 0;
     S.size = 1;
     S.provided = 3;
   } else if (!strcmp(key, "size")) S.size = value;
@@ -300,20 +302,42 @@ EXPORT int MPI_Ibarrier(h_t c, h_t* req) {
   FAILPOINT(MPI_Ibarrier);
   return post(req);
 }
-/* Point to point: to and from this process only, matched in order. */
+/* Point to point. Tag 0 (the plugin's send/recv): to and from this
+ * process only, matched in order. Other tags (the plugin's header
+ * records): the simulated rank `dest` sends back what it is sent, so a
+ * pending receive from `dest` gets a copy. */
 static struct {
   const void* data;
   size_t bytes;
 } g_sent[16];
 static int g_nsent;
+static struct {
+  void* buf;
+  int src, tag;
+  size_t bytes;
+} g_recvs[64];
 EXPORT int MPI_Isend(const void* b, int n, h_t t, int dest, int tag, h_t c, h_t* req) {
   FAILPOINT(MPI_Isend);
-  if (g_nsent < 16) g_sent[g_nsent++] = (typeof(g_sent[0])){b, (size_t)n * type_size(t)};
+  size_t bytes = (size_t)n * type_size(t);
+  if (tag != 0) {
+    for (int i = 0; i < g_nrecvs; i++)
+      if (g_recvs[i].src == dest && g_recvs[i].tag == tag) {
+        memcpy(g_recvs[i].buf, b, bytes < g_recvs[i].bytes ? bytes : g_recvs[i].bytes);
+        g_recvs[i] = g_recvs[--g_nrecvs];
+        break;
+      }
+    return post(req);
+  }
+  if (g_nsent < 16) g_sent[g_nsent++] = (typeof(g_sent[0])){b, bytes};
   return post(req);
 }
 EXPORT int MPI_Irecv(void* b, int n, h_t t, int src, int tag, h_t c, h_t* req) {
   FAILPOINT(MPI_Irecv);
   size_t want = (size_t)n * type_size(t), got = 0;
+  if (tag != 0) {
+    if (g_nrecvs < 64) g_recvs[g_nrecvs++] = (typeof(g_recvs[0])){b, src, tag, want};
+    return post_n(req, want);
+  }
   if (g_nsent > 0) {
     if (g_sent[0].bytes > want) return 15; /* MPI_ERR_TRUNCATE */
     memcpy(b, g_sent[0].data, got = g_sent[0].bytes);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "bp_mpi_bootstrap.h" /* bp_mpi_host_desc */
 #include "bp_plugin_common.h"
 
 static const uint32_t k_test_dtypes[] = {
@@ -80,20 +81,6 @@ static inline double tv_reduce(uint32_t dtype, uint32_t op, int n, uint64_t i) {
     acc = is_int ? trunc(acc / n) : acc / n;
   }
   return acc;
-}
-
-/* A dense rank-1 descriptor of host memory (buffer NULL, byte_offset = the
- * address: BPP_COMM_HOST_POINTERS). */
-static inline bp_tensor_desc_t tv_desc(const void* p, uint32_t dtype, int64_t n) {
-  bp_tensor_desc_t d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.dtype = dtype;
-  d.rank = 1;
-  d.sizes[0] = n;
-  d.strides[0] = 1;
-  d.byte_offset = (uint64_t)(uintptr_t)p;
-  return d;
 }
 
 #endif /* BP_TESTS_MPI_TEST_VALUES_H_ */

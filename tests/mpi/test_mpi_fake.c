@@ -119,7 +119,7 @@ static void test_application_initialised_mpi_is_left_alone(void** state) {
   assert_int_equal(fake_get("init_calls"), 0);
   assert_false(bp_mpi.multiple); /* serialized by the plugin's lock */
   float x[3] = {1, 2, 3};
-  bp_tensor_desc_t d = tv_desc(x, BP_DTYPE_F32, 3);
+  bp_tensor_desc_t d = bp_mpi_host_desc(x, BP_DTYPE_F32, 3);
   assert_int_equal(vt->comm->all_reduce(e.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_OK);
   close_env(&e);
   assert_int_equal(fake_get("finalize_calls"), 0);
@@ -150,7 +150,7 @@ static void test_dtypes_and_reductions_map(void** state) {
       uint32_t dt = k_test_dtypes[d];
       unsigned char buf[800], out[800];
       for (int i = 0; i < n; i++) tv_set(dt, buf, i, tv_value(dt, 1, i));
-      bp_tensor_desc_t sd = tv_desc(buf, dt, n), rd = tv_desc(out, dt, n);
+      bp_tensor_desc_t sd = bp_mpi_host_desc(buf, dt, n), rd = bp_mpi_host_desc(out, dt, n);
       bp_status_t st = vt->comm->all_reduce(e.comm, NULL, &sd, &rd, rop, NULL);
       if (st == BP_INTERNAL) continue; /* a predefined type the fake does not reduce */
       assert_int_equal(st, BP_OK);
@@ -178,11 +178,11 @@ static void test_dtypes_and_reductions_map(void** state) {
     }
   /* What MPI cannot reduce, refused with the reason. */
   uint8_t b[4] = {0};
-  bp_tensor_desc_t bd = tv_desc(b, BP_DTYPE_BOOL, 4);
+  bp_tensor_desc_t bd = bp_mpi_host_desc(b, BP_DTYPE_BOOL, 4);
   assert_int_equal(vt->comm->all_reduce(e.comm, NULL, &bd, &bd, BP_REDUCE_SUM, NULL),
                    BP_UNIMPLEMENTED);
   float c[8] = {0};
-  bp_tensor_desc_t cd = tv_desc(c, BP_DTYPE_C64, 4);
+  bp_tensor_desc_t cd = bp_mpi_host_desc(c, BP_DTYPE_C64, 4);
   assert_int_equal(vt->comm->all_reduce(e.comm, NULL, &cd, &cd, BP_REDUCE_MAX, NULL),
                    BP_INVALID_ARGUMENT);
   assert_int_equal(vt->comm->all_reduce(e.comm, NULL, &cd, &cd, 9, NULL), BP_INVALID_ARGUMENT);
@@ -195,7 +195,7 @@ static void test_mpi_errors_map_to_statuses(void** state) {
   env_t e = {0};
   assert_int_equal(open_env(&e, 0), BP_OK);
   float x[32] = {1, 2}; /* past the 64 bytes that travel in the header */
-  bp_tensor_desc_t d = tv_desc(x, BP_DTYPE_F32, 32);
+  bp_tensor_desc_t d = bp_mpi_host_desc(x, BP_DTYPE_F32, 32);
   static const struct {
     int code;
     bp_status_t want;
@@ -225,7 +225,7 @@ static void test_deadline_breaks_the_communicator(void** state) {
   env_t e = {0};
   assert_int_equal(open_env(&e, 50u * 1000000u), BP_OK);
   float x = 1;
-  bp_tensor_desc_t d = tv_desc(&x, BP_DTYPE_F32, 1);
+  bp_tensor_desc_t d = bp_mpi_host_desc(&x, BP_DTYPE_F32, 1);
   assert_int_equal(vt->comm->all_reduce(e.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_OK);
   fake_set("hang", 1);
   struct timespec t0, t1;
@@ -281,7 +281,7 @@ static void test_bad_bootstraps_and_arguments(void** state) {
   fake_set("size", 1);
   /* send/recv to self in a group; a peer outside the communicator */
   double out[4] = {1, 2, 3, 4}, in[4] = {0};
-  bp_tensor_desc_t od = tv_desc(out, BP_DTYPE_F64, 4), id = tv_desc(in, BP_DTYPE_F64, 4);
+  bp_tensor_desc_t od = bp_mpi_host_desc(out, BP_DTYPE_F64, 4), id = bp_mpi_host_desc(in, BP_DTYPE_F64, 4);
   bp_collective_options_t self = {.struct_size = sizeof self, .peer = 0};
   assert_int_equal(vt->comm->group_begin(), BP_OK);
   assert_int_equal(vt->comm->send(e.comm, NULL, &od, &self), BP_OK);

@@ -93,108 +93,111 @@ static void* sentinel(uint32_t dtype, uint64_t n) {
     }                                                                                           \
   } while (0)
 
-/* ---- reductions ------------------------------------------------------------ */
-static void test_all_reduce(void** state) {
+/* One case: a dtype, a reduction (SUM only for moves), a size and in
+ * place or not. */
+typedef struct tcase {
+  uint32_t dt, op;
+  int64_t n;
+  int inplace;
+} tcase_t;
+
+/* Runs fn over every dtype, reduction (or none), size and placement. */
+static void each_case(int reductions, void (*fn)(const tcase_t*)) {
   for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
-    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
+    for (uint32_t op = BP_REDUCE_SUM; op <= (reductions ? BP_REDUCE_AVG : BP_REDUCE_SUM); op++)
       for (size_t s = 0; s < NSIZES; s++)
         for (int inplace = 0; inplace < 2; inplace++) {
-          uint32_t dt = k_test_dtypes[d];
-          int64_t n = k_sizes[s];
-          void* send = fill(dt, (uint64_t)n, 0);
-          void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
-          bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
-          assert_int_equal(E.cm->all_reduce(E.comm, NULL, &sd, &rd, op, NULL), BP_OK);
-          for (int64_t i = 0; i < n; i++) EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, i));
-          if (!inplace) free(recv);
-          free(send);
+          tcase_t c = {k_test_dtypes[d], op, k_sizes[s], inplace};
+          fn(&c);
         }
 }
 
-static void test_reduce(void** state) {
+/* ---- reductions ------------------------------------------------------------ */
+static void all_reduce_case(const tcase_t* c) {
+  uint32_t dt = c->dt;
+  void* send = fill(dt, (uint64_t)c->n, 0);
+  void* recv = c->inplace ? send : sentinel(dt, (uint64_t)c->n);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(send, dt, c->n), rd = bp_mpi_host_desc(recv, dt, c->n);
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &sd, &rd, c->op, NULL), BP_OK);
+  for (int64_t i = 0; i < c->n; i++) EXPECT(dt, recv, i, tv_reduce(dt, c->op, E.size, i));
+  if (!c->inplace) free(recv);
+  free(send);
+}
+static void test_all_reduce(void** state) { each_case(1, all_reduce_case); }
+
+static void reduce_case(const tcase_t* c) {
+  uint32_t dt = c->dt;
   int root = E.size - 1;
   bp_collective_options_t o = {.struct_size = sizeof o, .root = root};
-  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
-    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
-      for (int inplace = 0; inplace < 2; inplace++) {
-        uint32_t dt = k_test_dtypes[d];
-        int64_t n = 7;
-        void* send = fill(dt, (uint64_t)n, 0);
-        void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
-        bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
-        assert_int_equal(E.cm->reduce(E.comm, NULL, &sd, &rd, op, &o), BP_OK);
-        for (int64_t i = 0; i < n; i++) {
-          if (E.rank == root) EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, i));
-          else if (!inplace) assert_int_equal(((unsigned char*)recv)[0], 0x5a); /* untouched */
-        }
-        if (!inplace) free(recv);
-        free(send);
-      }
+  void* send = fill(dt, (uint64_t)c->n, 0);
+  void* recv = c->inplace ? send : sentinel(dt, (uint64_t)c->n);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(send, dt, c->n), rd = bp_mpi_host_desc(recv, dt, c->n);
+  assert_int_equal(E.cm->reduce(E.comm, NULL, &sd, &rd, c->op, &o), BP_OK);
+  for (int64_t i = 0; i < c->n; i++) {
+    if (E.rank == root) EXPECT(dt, recv, i, tv_reduce(dt, c->op, E.size, i));
+    else if (!c->inplace) assert_int_equal(((unsigned char*)recv)[0], 0x5a); /* untouched */
+  }
+  if (!c->inplace) free(recv);
+  free(send);
 }
+static void test_reduce(void** state) { each_case(1, reduce_case); }
 
-static void test_reduce_scatter(void** state) {
-  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
-    for (uint32_t op = BP_REDUCE_SUM; op <= BP_REDUCE_AVG; op++)
-      for (size_t s = 0; s < NSIZES; s++)
-        for (int inplace = 0; inplace < 2; inplace++) {
-          uint32_t dt = k_test_dtypes[d];
-          int64_t n = k_sizes[s];
-          size_t es = bp_dtype_size(dt);
-          void* send = fill(dt, (uint64_t)(n * E.size), 0);
-          /* In place: recv is this rank's block of send (NCCL's rule). */
-          void* recv = inplace ? (char*)send + (size_t)(E.rank * n) * es : sentinel(dt, (uint64_t)n);
-          bp_tensor_desc_t sd = tv_desc(send, dt, n * E.size), rd = tv_desc(recv, dt, n);
-          assert_int_equal(E.cm->reduce_scatter(E.comm, NULL, &sd, &rd, op, NULL), BP_OK);
-          for (int64_t i = 0; i < n; i++)
-            EXPECT(dt, recv, i, tv_reduce(dt, op, E.size, (uint64_t)(E.rank * n + i)));
-          if (!inplace) free(recv);
-          free(send);
-        }
+static void reduce_scatter_case(const tcase_t* c) {
+  uint32_t dt = c->dt;
+  int64_t n = c->n;
+  size_t es = bp_dtype_size(dt);
+  void* send = fill(dt, (uint64_t)(n * E.size), 0);
+  /* In place: recv is this rank's block of send (NCCL's rule). */
+  void* recv = c->inplace ? (char*)send + (size_t)(E.rank * n) * es : sentinel(dt, (uint64_t)n);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(send, dt, n * E.size), rd = bp_mpi_host_desc(recv, dt, n);
+  assert_int_equal(E.cm->reduce_scatter(E.comm, NULL, &sd, &rd, c->op, NULL), BP_OK);
+  for (int64_t i = 0; i < n; i++)
+    EXPECT(dt, recv, i, tv_reduce(dt, c->op, E.size, (uint64_t)(E.rank * n + i)));
+  if (!c->inplace) free(recv);
+  free(send);
 }
+static void test_reduce_scatter(void** state) { each_case(1, reduce_scatter_case); }
 
 /* ---- moves ---------------------------------------------------------------- */
-static void test_broadcast_and_gather(void** state) {
-  int root = 1 % E.size;
+static void moves_case(const tcase_t* c) {
+  uint32_t dt = c->dt;
+  int64_t n = c->n;
+  int inplace = c->inplace, root = 1 % E.size;
+  size_t es = bp_dtype_size(dt);
   bp_collective_options_t o = {.struct_size = sizeof o, .root = root};
-  for (size_t d = 0; d < TEST_DTYPE_COUNT; d++)
-    for (size_t s = 0; s < NSIZES; s++)
-      for (int inplace = 0; inplace < 2; inplace++) {
-        uint32_t dt = k_test_dtypes[d];
-        int64_t n = k_sizes[s];
-        size_t es = bp_dtype_size(dt);
-        /* broadcast: the root's values reach every rank */
-        void* send = fill(dt, (uint64_t)n, 0);
-        void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
-        bp_tensor_desc_t sd = tv_desc(send, dt, n), rd = tv_desc(recv, dt, n);
-        assert_int_equal(E.cm->broadcast(E.comm, NULL, &sd, &rd, &o), BP_OK);
-        for (int64_t i = 0; i < n; i++) EXPECT(dt, recv, i, tv_value(dt, root, (uint64_t)i));
-        if (!inplace) free(recv);
-        free(send);
-        /* all_gather: rank r's block at r * n */
-        unsigned char* all = sentinel(dt, (uint64_t)(n * E.size));
-        send = inplace ? all + (size_t)(E.rank * n) * es : fill(dt, (uint64_t)n, 0);
-        if (inplace)
-          for (int64_t i = 0; i < n; i++) tv_set(dt, send, i, tv_value(dt, E.rank, i));
-        sd = tv_desc(send, dt, n);
-        rd = tv_desc(all, dt, n * E.size);
-        assert_int_equal(E.cm->all_gather(E.comm, NULL, &sd, &rd, NULL), BP_OK);
-        for (int r = 0; r < E.size; r++)
-          for (int64_t i = 0; i < n; i++) EXPECT(dt, all, r * n + i, tv_value(dt, r, i));
-        if (!inplace) free(send);
-        free(all);
-        /* all_to_all: block p of rank q lands as block q on rank p */
-        send = fill(dt, (uint64_t)(n * E.size), 0);
-        recv = inplace ? send : sentinel(dt, (uint64_t)(n * E.size));
-        sd = tv_desc(send, dt, n * E.size);
-        rd = tv_desc(recv, dt, n * E.size);
-        assert_int_equal(E.cm->all_to_all(E.comm, NULL, &sd, &rd, NULL), BP_OK);
-        for (int q = 0; q < E.size; q++)
-          for (int64_t i = 0; i < n; i++)
-            EXPECT(dt, recv, q * n + i, tv_value(dt, q, (uint64_t)(E.rank * n + i)));
-        if (!inplace) free(recv);
-        free(send);
-      }
+  /* broadcast: the root's values reach every rank */
+  void* send = fill(dt, (uint64_t)n, 0);
+  void* recv = inplace ? send : sentinel(dt, (uint64_t)n);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(send, dt, n), rd = bp_mpi_host_desc(recv, dt, n);
+  assert_int_equal(E.cm->broadcast(E.comm, NULL, &sd, &rd, &o), BP_OK);
+  for (int64_t i = 0; i < n; i++) EXPECT(dt, recv, i, tv_value(dt, root, (uint64_t)i));
+  if (!inplace) free(recv);
+  free(send);
+  /* all_gather: rank r's block at r * n */
+  unsigned char* all = sentinel(dt, (uint64_t)(n * E.size));
+  send = inplace ? all + (size_t)(E.rank * n) * es : fill(dt, (uint64_t)n, 0);
+  if (inplace)
+    for (int64_t i = 0; i < n; i++) tv_set(dt, send, i, tv_value(dt, E.rank, i));
+  sd = bp_mpi_host_desc(send, dt, n);
+  rd = bp_mpi_host_desc(all, dt, n * E.size);
+  assert_int_equal(E.cm->all_gather(E.comm, NULL, &sd, &rd, NULL), BP_OK);
+  for (int r = 0; r < E.size; r++)
+    for (int64_t i = 0; i < n; i++) EXPECT(dt, all, r * n + i, tv_value(dt, r, i));
+  if (!inplace) free(send);
+  free(all);
+  /* all_to_all: block p of rank q lands as block q on rank p */
+  send = fill(dt, (uint64_t)(n * E.size), 0);
+  recv = inplace ? send : sentinel(dt, (uint64_t)(n * E.size));
+  sd = bp_mpi_host_desc(send, dt, n * E.size);
+  rd = bp_mpi_host_desc(recv, dt, n * E.size);
+  assert_int_equal(E.cm->all_to_all(E.comm, NULL, &sd, &rd, NULL), BP_OK);
+  for (int q = 0; q < E.size; q++)
+    for (int64_t i = 0; i < n; i++)
+      EXPECT(dt, recv, q * n + i, tv_value(dt, q, (uint64_t)(E.rank * n + i)));
+  if (!inplace) free(recv);
+  free(send);
 }
+static void test_broadcast_and_gather(void** state) { each_case(0, moves_case); }
 
 /* Rank r sends c(r, p) elements to rank p. */
 static uint64_t vcount(int r, int p) { return (uint64_t)((r + 2 * p) % 3) * 5u + (uint64_t)p; }
@@ -213,7 +216,7 @@ static void test_all_to_allv(void** state) {
   uint32_t dt = BP_DTYPE_I32;
   int32_t* send = fill(dt, stot, 0);
   int32_t* recv = sentinel(dt, rtot);
-  bp_tensor_desc_t sd = tv_desc(send, dt, (int64_t)stot), rd = tv_desc(recv, dt, (int64_t)rtot);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(send, dt, (int64_t)stot), rd = bp_mpi_host_desc(recv, dt, (int64_t)rtot);
   assert_int_equal(E.cm->all_to_allv(E.comm, NULL, &sd, sc, sdp, &rd, rc, rdp, NULL), BP_OK);
   for (int q = 0; q < n; q++) {
     uint64_t qoff = 0; /* where q's block for this rank starts in q's send */
@@ -223,7 +226,7 @@ static void test_all_to_allv(void** state) {
   }
   /* Counts that disagree between a pair fail on every rank. */
   if (E.rank == 0 && n > 1) rc[1] += 1;
-  rd = tv_desc(recv, dt, (int64_t)rtot + 1);
+  rd = bp_mpi_host_desc(recv, dt, (int64_t)rtot + 1);
   assert_int_equal(E.cm->all_to_allv(E.comm, NULL, &sd, sc, sdp, &rd, rc, rdp, NULL),
                    n > 1 ? BP_INVALID_ARGUMENT : BP_OK);
   free(send);
@@ -235,7 +238,7 @@ static void test_send_recv_group_and_barrier(void** state) {
   uint32_t dt = BP_DTYPE_F64;
   double* out = fill(dt, 333, 0);
   double* in = sentinel(dt, 333);
-  bp_tensor_desc_t od = tv_desc(out, dt, 333), id = tv_desc(in, dt, 333);
+  bp_tensor_desc_t od = bp_mpi_host_desc(out, dt, 333), id = bp_mpi_host_desc(in, dt, 333);
   bp_collective_options_t to = {.struct_size = sizeof to, .peer = next};
   bp_collective_options_t from = {.struct_size = sizeof from, .peer = prev};
   /* A ring: every rank sends and receives; one by one it could deadlock,
@@ -266,7 +269,7 @@ static void test_stream_ordered(void** state) {
   float* p = NULL;
   assert_int_equal(core->buffer_map(b, 0, ai.size_bytes, (void**)&p), BP_OK);
   for (int i = 0; i < 4096; i++) p[i] = (float)(E.rank + i);
-  bp_tensor_desc_t d = tv_desc(NULL, BP_DTYPE_F32, 4096);
+  bp_tensor_desc_t d = bp_mpi_host_desc(NULL, BP_DTYPE_F32, 4096);
   d.buffer = b;
   d.byte_offset = 0;
   bpp_comm_t c2 = make_comm(0);
@@ -290,18 +293,18 @@ static void test_stream_ordered(void** state) {
 static void test_mismatch_fails_everywhere(void** state) {
   float buf[16] = {0};
   int64_t n = 5 + (E.rank == E.size - 1);
-  bp_tensor_desc_t d = tv_desc(buf, BP_DTYPE_F32, n);
+  bp_tensor_desc_t d = bp_mpi_host_desc(buf, BP_DTYPE_F32, n);
   bp_status_t want = E.size > 1 ? BP_INVALID_ARGUMENT : BP_OK;
   assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), want);
-  d = tv_desc(buf, E.rank == 0 ? BP_DTYPE_I32 : BP_DTYPE_F32, 4);
+  d = bp_mpi_host_desc(buf, E.rank == 0 ? BP_DTYPE_I32 : BP_DTYPE_F32, 4);
   assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), want);
   /* One rank's invalid arguments fail the call on every rank. */
-  bp_tensor_desc_t bad = tv_desc(buf, BP_DTYPE_F32, 4);
+  bp_tensor_desc_t bad = bp_mpi_host_desc(buf, BP_DTYPE_F32, 4);
   if (E.rank == 0) bad.strides[0] = 2;
   assert_int_equal(E.cm->all_reduce(E.comm, NULL, &bad, &bad, BP_REDUCE_SUM, NULL),
                    E.rank == 0 ? BP_INVALID_ARGUMENT : want);
   bp_collective_options_t o = {.struct_size = sizeof o, .root = E.rank == 0 ? 0 : E.size - 1};
-  d = tv_desc(buf, BP_DTYPE_F32, 4);
+  d = bp_mpi_host_desc(buf, BP_DTYPE_F32, 4);
   assert_int_equal(E.cm->broadcast(E.comm, NULL, &d, &d, &o), want);
   /* The communicator still works. */
   for (int i = 0; i < 4; i++) buf[i] = 1.0f;
@@ -309,7 +312,7 @@ static void test_mismatch_fails_everywhere(void** state) {
   assert_true(buf[3] == (float)E.size);
   assert_int_equal(E.cm->comm_get_async_error(E.comm), BP_OK);
   /* Too many elements for MPI's int counts. */
-  d = tv_desc(buf, BP_DTYPE_F32, (int64_t)1 << 31);
+  d = bp_mpi_host_desc(buf, BP_DTYPE_F32, (int64_t)1 << 31);
   assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_OUT_OF_RANGE);
   assert_int_equal(E.cm->all_reduce(NULL, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_INVALID_ARGUMENT);
 }
@@ -329,13 +332,13 @@ static void test_split(void** state) {
   for (int r = E.rank + 1; r < E.size; r++)
     if (!(r == E.size - 1 && E.size > 1) && r % 2 == color) pos++;
   int32_t v[2] = {1, E.rank}, w[2] = {0, 0};
-  bp_tensor_desc_t sd = tv_desc(v, BP_DTYPE_I32, 2), rd = tv_desc(w, BP_DTYPE_I32, 2);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(v, BP_DTYPE_I32, 2), rd = bp_mpi_host_desc(w, BP_DTYPE_I32, 2);
   assert_int_equal(E.cm->all_reduce(sub, NULL, &sd, &rd, BP_REDUCE_SUM, NULL), BP_OK);
   assert_int_equal(w[0], members);
   /* Its rank 0 has the highest old rank: a broadcast from 0 shows it. */
   bp_collective_options_t o = {.struct_size = sizeof o, .root = 0};
   int32_t who = E.rank;
-  bp_tensor_desc_t bd = tv_desc(&who, BP_DTYPE_I32, 1);
+  bp_tensor_desc_t bd = bp_mpi_host_desc(&who, BP_DTYPE_I32, 1);
   assert_int_equal(E.cm->broadcast(sub, NULL, &bd, &bd, &o), BP_OK);
   if (pos == 0) assert_int_equal(who, E.rank);
   else assert_true(who > E.rank);
@@ -371,7 +374,7 @@ static void test_abort_wakes_a_waiting_call(void** state) {
   if (E.size < 2) skip();
   bpp_comm_t c = make_comm(0); /* the default, 300 s: only the abort ends the wait */
   float x = 1;
-  bp_tensor_desc_t d = tv_desc(&x, BP_DTYPE_F32, 1);
+  bp_tensor_desc_t d = bp_mpi_host_desc(&x, BP_DTYPE_F32, 1);
   if (E.rank == 1) {
     pthread_t t;
     pthread_create(&t, NULL, abort_later, c);

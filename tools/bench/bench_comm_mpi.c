@@ -41,18 +41,6 @@ typedef struct comm_env {
   int rank, size;
 } comm_env_t;
 
-static bp_tensor_desc_t host_desc(const void* p, int64_t n) {
-  bp_tensor_desc_t d;
-  memset(&d, 0, sizeof d);
-  d.struct_size = sizeof d;
-  d.dtype = BP_DTYPE_F32;
-  d.rank = 1;
-  d.sizes[0] = n;
-  d.strides[0] = 1;
-  d.byte_offset = (uint64_t)(uintptr_t)p;
-  return d;
-}
-
 /* The slowest rank's seconds. */
 static double slowest(double s) {
   double m = 0;
@@ -63,7 +51,8 @@ static double slowest(double s) {
 /* Seconds per call of `calls` back-to-back all_reduces, both ways. */
 static void time_pair(comm_env_t* e, const float* src, float* dst, int64_t n, int calls,
                       double* out_plugin, double* out_mpi) {
-  bp_tensor_desc_t sd = host_desc(src, n), rd = host_desc(dst, n);
+  bp_tensor_desc_t sd = bp_mpi_host_desc(src, BP_DTYPE_F32, n),
+                   rd = bp_mpi_host_desc(dst, BP_DTYPE_F32, n);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = bpb_now();
   for (int i = 0; i < calls; i++)

@@ -39,9 +39,16 @@ if [ "$bench" = 1 ]; then
   cat docs/performance.intro.md build/reports/bench-cpu.md > docs/performance.md
   # Every other device: its figures against the CPU plugin, and for Vulkan
   # devices against raw Vulkan (the vk_raw suite says where it does not apply).
-  for dev in $(build/bin/bp-info --devices | grep -v -e '^cpu:' -e '^template:' || true); do
+  for dev in $(build/bin/bp-info --devices | grep -v -e '^cpu:' -e '^template:' -e '^mpi:' || true); do
     build/bin/bp-bench --device "$dev" --suite vs_cpu,vk_raw --markdown "build/reports/bench-$dev.md" >/dev/null
     cat "build/reports/bench-$dev.md" >> docs/performance.md
   done
+  # Collectives across 4 processes (the mpi plugin against MPI called
+  # directly), where Open MPI's mpirun is installed.
+  if command -v mpirun >/dev/null && build/bin/bp-info --devices | grep -q '^mpi:'; then
+    mpirun --allow-run-as-root --oversubscribe -np 4 build/bin/bp-bench --suite comm_mpi \
+      --markdown build/reports/bench-comm-mpi.md >/dev/null
+    cat build/reports/bench-comm-mpi.md >> docs/performance.md
+  fi
   echo "wrote docs/performance.md"
 fi

@@ -41,6 +41,9 @@ typedef struct bpb_figure {
 /* Set by a suite when this process does not report (an MPI rank other
  * than 0): main then prints no table and writes no files. */
 extern int bpb_quiet;
+/* Set by a suite whose figures are not the device's (comm_mpi): the
+ * Markdown section's heading instead of the device name. */
+extern const char* bpb_title;
 
 /* Monotonic seconds. */
 double bpb_now(void);

@@ -111,6 +111,14 @@ void bpb_suite_comm_mpi(bpb_ctx_t* ctx) {
   memset(&e, 0, sizeof e);
   if (!env_open(ctx, &e)) return;
   if (e.rank != 0) bpb_quiet = 1; /* rank 0 reports */
+  static char title[160];
+  const bp_device_properties_t* props = NULL;
+  bp_device_t* mpi_dev = NULL;
+  if (bp_context_find_device(ctx->context, "mpi:0", &mpi_dev) == BP_OK)
+    props = bp_device_properties(mpi_dev);
+  snprintf(title, sizeof title, "mpi:0, %d processes under mpirun (%s)", e.size,
+           props ? props->driver_version : "MPI");
+  bpb_title = title;
   int64_t n = ctx->quick ? (int64_t)1 << 20 : (int64_t)16 << 20; /* 64 MiB of f32 */
   float* src = bpb_alloc((size_t)n * sizeof(float));
   float* dst = bpb_alloc((size_t)n * sizeof(float));

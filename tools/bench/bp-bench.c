@@ -25,6 +25,7 @@ const bpb_figure_t* bpb__figure(int i);
 void bpb__figures_free(void);
 
 int bpb_quiet;
+const char* bpb_title;
 
 #define BPB__NAME(s) #s " "
 static const char k_suite_names[] = BPB_SUITES(BPB__NAME);
@@ -39,7 +40,8 @@ static int write_markdown(const char* path, const bpb_ctx_t* ctx, const char* su
     return 1;
   }
   const bp_device_properties_t* p = bp_device_properties(ctx->device);
-  fprintf(f, "\n## %s (%s)\n\n", bp_device_name(ctx->device), p->name);
+  if (bpb_title) fprintf(f, "\n## %s\n\n", bpb_title);
+  else fprintf(f, "\n## %s (%s)\n\n", bp_device_name(ctx->device), p->name);
   fprintf(f, "`bp-bench --device %s%s%s%s`: medians of %d repetitions%s.\n\n",
           bp_device_name(ctx->device), suites ? " --suite " : "", suites ? suites : "",
           ctx->quick ? " --quick" : "", ctx->reps, ctx->quick ? " (quick sizes)" : "");

@@ -156,7 +156,7 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_ROP] = op->rop;
   op->hdr[H_ROOT] = op->root;
   op->hdr[H_OK] = op->local == BP_OK;
-  if (op->local == BP_OK && fused(op))
+  if (op->local == BP_OK && fused(op) && op->count)
     memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
   int n = op->comm->size, me = op->comm->rank;
   if (n > 1 && n <= p2p_max()) {
@@ -232,6 +232,7 @@ static bp_status_t reduce_records(bp_mpi_op_t* op) {
   if (st != BP_OK) return st;
   int cnt = (int)(op->count * mult), rc = BP_MPI_SUCCESS;
   size_t bytes = op->count * bp_dtype_size(op->dtype);
+  if (!bytes) return BP_OK;
   memcpy(op->recv, op->hdr_all + H_PAYLOAD, bytes);
   for (int r = 1; r < op->comm->size && rc == BP_MPI_SUCCESS; r++)
     BP_MPI(rc, MPI_Reduce_local, op->hdr_all + (size_t)r * HDR + H_PAYLOAD, op->recv, cnt, type,
@@ -268,7 +269,7 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
       BP_MPI(rc, MPI_Ireduce, sb, rb, cnt, type, mop, op->root, c->comm, &op->req[0]);
       break;
     case BP_MPI_BROADCAST:
-      if (c->rank == op->root && sb != rb) memmove(rb, sb, bytes);
+      if (c->rank == op->root && sb != rb && bytes) memmove(rb, sb, bytes);
       BP_MPI(rc, MPI_Ibcast, rb, cnt, type, op->root, c->comm, &op->req[0]);
       break;
     case BP_MPI_ALL_GATHER:
@@ -293,8 +294,11 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
       uint64_t sext = 0;
       for (int p = 0; p < n; p++)
         if (op->v[p] && op->v[n + p] + op->v[p] > sext) sext = op->v[n + p] + op->v[p];
-      if (overlaps(sb, sext * eb, rb, bytes) && !(rb = op->tmp = malloc(bytes ? bytes : 1)))
-        return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+      if (overlaps(sb, sext * eb, rb, bytes)) {
+        if (!(rb = op->tmp = malloc(bytes)))
+          return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+        memcpy(rb, op->recv, bytes); /* what lies between the blocks stays */
+      }
       op->iv = malloc(4u * (size_t)n * sizeof *op->iv);
       if (!op->iv) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
       for (int i = 0; i < 4 * n; i++) op->iv[i] = (int)(op->v[i] * mult);
@@ -325,7 +329,7 @@ static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
     return bp_kit_error(BP_INVALID_ARGUMENT,
                         "mpi: recv (from rank %d): %zu bytes arrived, %llu expected", op->root,
                         status->ucount, (unsigned long long)bytes);
-  if (op->tmp) {
+  if (op->tmp && bytes) {
     uint64_t n = op->kind == BP_MPI_ALL_GATHER || op->kind == BP_MPI_ALL_TO_ALL ? (uint64_t)c->size
                                                                                  : 1;
     memcpy(op->recv, op->tmp, bytes * n);

@@ -533,6 +533,18 @@ static bp_status_t comm_get_async_error(bpp_comm_t comm) {
   return st;
 }
 
+/* ncclCommUserRank / ncclCommCount: MPI_Comm_rank and MPI_Comm_size,
+ * read once when the communicator was made. */
+static bp_status_t comm_info(bpp_comm_t comm, int32_t* out_rank, int32_t* out_size) {
+  bp_status_t st = check_comm(comm, "comm_info");
+  if (st != BP_OK) return st;
+  if (!out_rank || !out_size)
+    return bp_kit_error(BP_INVALID_ARGUMENT, "mpi: comm_info: NULL out");
+  *out_rank = comm->rank;
+  *out_size = comm->size;
+  return BP_OK;
+}
+
 /* Host memory needs no registration with MPI: the handle is a token that
  * deregister checks. */
 typedef struct token {
@@ -589,4 +601,5 @@ const bpp_comm_table_t bp_mpi_comm_table = {
     .barrier = barrier,
     .group_begin = group_begin,
     .group_end = group_end,
+    .comm_info = comm_info,
 };

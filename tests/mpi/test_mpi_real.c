@@ -306,6 +306,21 @@ static void test_stream_ordered(void** state) {
   core->stream_destroy(s);
 }
 
+/* The application API (comm.h) on mpi:0: the core calls this plugin's
+ * table with its own tensors and streams. */
+static void test_application_api(void** state) {
+  float out[1000];
+  int32_t rank = -1, size = -1;
+  uint32_t tier = 0;
+  assert_int_equal(mpi_test_app_all_reduce(E.ctx, &E.boot, 1000, out, &rank, &size, &tier), BP_OK);
+  assert_int_equal(rank, E.rank);
+  assert_int_equal(size, E.size);
+  assert_int_equal(tier, BP_COMM_TIER_NATIVE);
+  double base = 0;
+  for (int r = 0; r < E.size; r++) base += r;
+  for (int i = 0; i < 1000; i++) assert_true(out[i] == (float)(base + (double)E.size * i));
+}
+
 /* ---- errors ------------------------------------------------------------------ */
 static void test_mismatch_fails_everywhere(void** state) {
   float buf[16] = {0};
@@ -422,6 +437,7 @@ int main(void) {
       cmocka_unit_test(test_all_to_allv),
       cmocka_unit_test(test_send_recv_group_and_barrier),
       cmocka_unit_test(test_stream_ordered),
+      cmocka_unit_test(test_application_api),
       cmocka_unit_test(test_mismatch_fails_everywhere),
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_timeout_breaks_the_communicator),

@@ -312,9 +312,6 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
     case BP_MPI_RECV:
       BP_MPI(rc, MPI_Irecv, rb, cnt, type, op->root, 0, c->comm, &op->req[0]);
       break;
-    case BP_MPI_BARRIER:
-      BP_MPI(rc, MPI_Ibarrier, c->comm, &op->req[0]);
-      break;
     default: return BP_OK; /* comm_split: headers only */
   }
   op->nreq = rc == BP_MPI_SUCCESS;
@@ -348,7 +345,7 @@ static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
  * reachable, until this plugin finalizes MPI. */
 static pthread_mutex_t g_parked_lock = PTHREAD_MUTEX_INITIALIZER;
 static bp_mpi_parked_t* g_parked;
-static size_t g_nparked, g_capparked;
+static uint32_t g_nparked, g_capparked;
 
 /* Appends to a growing array; on no memory the entry is left to the
  * process (never freed while MPI might use it). */
@@ -379,10 +376,7 @@ void bp_mpi_comm_reap(struct bpp_comm_s* comm) {
       continue;
     }
     pthread_mutex_lock(&g_parked_lock);
-    uint32_t n = (uint32_t)g_nparked, cap = (uint32_t)g_capparked;
-    parked_push(&g_parked, &n, &cap, p);
-    g_nparked = n;
-    g_capparked = cap;
+    parked_push(&g_parked, &g_nparked, &g_capparked, p);
     pthread_mutex_unlock(&g_parked_lock);
   }
   free(comm->parked);
@@ -392,7 +386,7 @@ void bp_mpi_comm_reap(struct bpp_comm_s* comm) {
 
 void bp_mpi_parked_release(void) {
   pthread_mutex_lock(&g_parked_lock);
-  for (size_t i = 0; i < g_nparked; i++) parked_free(&g_parked[i]);
+  for (uint32_t i = 0; i < g_nparked; i++) parked_free(&g_parked[i]);
   free(g_parked);
   g_parked = NULL;
   g_nparked = g_capparked = 0;

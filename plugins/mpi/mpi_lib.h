@@ -75,7 +75,6 @@ typedef int (*pfn_MPI_Ialltoall)(const void*, int, bp_mpi_h, void*, int, bp_mpi_
                                  bp_mpi_h*);
 typedef int (*pfn_MPI_Ialltoallv)(const void*, const int*, const int*, bp_mpi_h, void*, const int*,
                                   const int*, bp_mpi_h, bp_mpi_h, bp_mpi_h*);
-typedef int (*pfn_MPI_Ibarrier)(bp_mpi_h, bp_mpi_h*);
 typedef int (*pfn_MPI_Isend)(const void*, int, bp_mpi_h, int, int, bp_mpi_h, bp_mpi_h*);
 typedef int (*pfn_MPI_Irecv)(void*, int, bp_mpi_h, int, int, bp_mpi_h, bp_mpi_h*);
 typedef int (*pfn_MPI_Reduce_local)(const void*, void*, int, bp_mpi_h, bp_mpi_h);
@@ -108,7 +107,6 @@ typedef int (*pfn_MPI_Get_library_version)(char*, int*);
   REQ(pfn_MPI_Ireduce_scatter_block, MPI_Ireduce_scatter_block)   \
   REQ(pfn_MPI_Ialltoall, MPI_Ialltoall)                           \
   REQ(pfn_MPI_Ialltoallv, MPI_Ialltoallv)                         \
-  REQ(pfn_MPI_Ibarrier, MPI_Ibarrier)                             \
   REQ(pfn_MPI_Isend, MPI_Isend)                                   \
   REQ(pfn_MPI_Irecv, MPI_Irecv)                                   \
   REQ(pfn_MPI_Testall, MPI_Testall)                               \

@@ -246,6 +246,11 @@ BP__HIDDEN bp_status_t bp__stream_sync_for_core(bp_stream_t* stream, const char*
  * message set, and `status` (when it is an error, with the message already
  * set) is kept in its place for the next call. */
 BP__HIDDEN bp_status_t bp__stream_take_kept(bp_stream_t* stream, bp_status_t status);
+/* Keeps `status` and `message` on `stream` (unless an error is kept
+ * already) for its next synchronize or query: how work the core runs in a
+ * host function on another plugin's stream reports its error. Any thread. */
+BP__HIDDEN void bp__stream_keep_error(bp_stream_t* stream, bp_status_t status,
+                                      const char* message);
 /* Asks the plugin to import `desc` (kind-specific checks done) and wraps
  * the handle; the memory space is checked here. */
 BP__HIDDEN bp_status_t bp__buffer_import_checked(bp_device_t* device,

@@ -16,6 +16,9 @@
 static uint64_t timeout_of(const bp_comm_options_t* o) {
   return (o && o->struct_size >= BP_COMM_OPTIONS_V1_SIZE) ? o->timeout_ns : 0;
 }
+static uint32_t flags_of(const bp_comm_options_t* o) {
+  return (o && o->struct_size >= BP_COMM_OPTIONS_V1_SIZE) ? o->flags : 0;
+}
 
 static bp_comm_t* comm_alloc(bp_device_t* device) {
   bp_comm_t* c = calloc(1, sizeof(*c));
@@ -35,29 +38,83 @@ static void comm_free(bp_comm_t* c) {
   free(c);
 }
 
-/* Makes one rank; on failure the thread's message is set. */
+/* Asks `plugin`'s comm table for a rank on `device`; the thread's message
+ * is set on failure. */
+static bp_status_t plugin_rank(bp_plugin_t* plugin, bpp_device_t device, const bp_bootstrap_t* bs,
+                               uint64_t timeout_ns, bpp_comm_t* out) {
+  bp_comm_create_info_t info = {.struct_size = sizeof(info), .timeout_ns = timeout_ns,
+                                .bootstrap = bs};
+  bp_status_t st = BP__NOTE_CALL(plugin, "comm_create", NULL,
+                                 plugin->comm.comm_create(device, &info, out));
+  return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_create");
+}
+
+/* Rank and size from the plugin (after a split or a launcher's world). */
+static bp_status_t plugin_info(bp_plugin_t* plugin, bpp_comm_t comm, int32_t* rank,
+                               int32_t* size) {
+  if (!plugin->comm.comm_info)
+    return bp__error(BP_UNIMPLEMENTED, "plugin %s lacks comm_info", plugin->name);
+  bp_status_t st = BP__NOTE_CALL(plugin, "comm_info", NULL,
+                                 plugin->comm.comm_info(comm, rank, size));
+  return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_info");
+}
+
+/* A rank through another plugin's communicator (an engine that reaches
+ * host memory: BPP_COMM_HOST_POINTERS), tried in load order. Every rank
+ * walks the same list and each attempt fails or succeeds on all ranks
+ * together (comm_create is collective), so they agree on the engine. */
+static bp_status_t bridge_rank(bp_comm_t* c, const bp_bootstrap_t* bs, uint64_t timeout_ns) {
+  bp_context_t* ctx = c->device->plugin->context;
+  bp_status_t st = BP_UNIMPLEMENTED;
+  char tried[256] = "";
+  size_t len = 0;
+  for (uint32_t i = 0; i < ctx->plugin_count; ++i) {
+    bp_plugin_t* p = ctx->plugins[i];
+    if (p == c->device->plugin || !p->has_comm || !(p->comm.flags & BPP_COMM_HOST_POINTERS) ||
+        p->device_count == 0 || !p->devices[0] || !p->comm.comm_create)
+      continue;
+    st = plugin_rank(p, p->devices[0]->handle, bs, timeout_ns, &c->bridge);
+    if (st == BP_OK && !bs) st = plugin_info(p, c->bridge, &c->rank, &c->size);
+    if (st == BP_OK) {
+      c->bridge_plugin = p;
+      c->tier = BP_COMM_TIER_HOST_STAGED;
+      return BP_OK;
+    }
+    if (c->bridge) {
+      BP__NOTE_CALL_VOID(p, "comm_destroy", p->comm.comm_destroy(c->bridge));
+      c->bridge = NULL;
+    }
+    len += (size_t)snprintf(tried + len, len < sizeof(tried) ? sizeof(tried) - len : 0, "%s%s: %s",
+                            len ? "; " : "", p->name, bp_status_message());
+  }
+  return bp__error(st, "no plugin offers collectives across these ranks%s%s",
+                   len ? " (" : " (load one that does: the mpi plugin under mpirun)",
+                   len ? tried : "");
+}
+
+/* Makes one rank; on failure the thread's message is set. bs NULL: the
+ * launcher's world. */
 static bp_status_t make_rank(bp_device_t* device, const bp_bootstrap_t* bs, uint64_t timeout_ns,
-                             bp_comm_t** out) {
+                             uint32_t flags, bp_comm_t** out) {
   static const char fn[] = "bp_comm_create";
   bp_plugin_t* plugin = device->plugin;
   bp_comm_t* c = comm_alloc(device);
   if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
-  c->rank = bs->rank;
-  c->size = bs->nranks;
-  bp_status_t st;
-  if (plugin->has_comm && plugin->comm.comm_create) {
+  c->rank = bs ? bs->rank : -1;
+  c->size = bs ? bs->nranks : 0;
+  bp_status_t st = BP_UNIMPLEMENTED;
+  if (bs && plugin->has_comm && plugin->comm.comm_create) {
     c->tier = plugin->comm.tier;
-    bp_comm_create_info_t info = {.struct_size = sizeof(info), .timeout_ns = timeout_ns,
-                                  .bootstrap = bs};
-    st = BP__NOTE_CALL(plugin, "comm_create", NULL,
-                       plugin->comm.comm_create(device->handle, &info, &c->native));
-    if (st != BP_OK) st = bp__plugin_error(plugin, st, "comm_create");
-  } else {
+    st = plugin_rank(plugin, device->handle, bs, timeout_ns, &c->native);
+  } else if (bs && !(flags & BP_COMM_PREFER_PLUGIN_ENGINE)) {
     c->tier = BP_COMM_TIER_HOST_STAGED;
     bp_kit_comm_error_t e;
     st = bp_kit_comm_create(bs, timeout_ns, &c->engine, &e);
     if (st != BP_OK) st = bp__error(st, "%s: %s (host-staged for %s)", fn, e.text, device->name);
   }
+  /* Ranks in several processes (UNIMPLEMENTED on every rank alike), or
+   * the launcher's world: another plugin's communicator. */
+  if (st == BP_UNIMPLEMENTED) st = bridge_rank(c, bs, timeout_ns);
   if (st != BP_OK) {
     comm_free(c);
     return st;
@@ -73,20 +130,24 @@ bp_status_t bp_comm_create(bp_device_t* device, const bp_bootstrap_t* bootstrap,
   BP__REQUIRE_ARG(fn, out_comm);
   *out_comm = NULL;
   BP__REQUIRE_ARG(fn, device);
-  BP__REQUIRE_ARG(fn, bootstrap);
-  if (bootstrap->struct_size < BP_BOOTSTRAP_V1_SIZE || !bootstrap->allgather ||
-      !bootstrap->broadcast)
+  if (bootstrap && (bootstrap->struct_size < BP_BOOTSTRAP_V1_SIZE || !bootstrap->allgather ||
+                    !bootstrap->broadcast))
     return bp__error(BP_INVALID_ARGUMENT, "%s: the bootstrap is incomplete", fn);
-  if (bootstrap->nranks < 1 || bootstrap->rank < 0 || bootstrap->rank >= bootstrap->nranks)
+  if (bootstrap &&
+      (bootstrap->nranks < 1 || bootstrap->rank < 0 || bootstrap->rank >= bootstrap->nranks))
     return bp__error(BP_INVALID_ARGUMENT, "%s: rank %d of %d is out of range", fn,
                      bootstrap->rank, bootstrap->nranks);
-  return make_rank(device, bootstrap, timeout_of(options), out_comm);
+  if (flags_of(options) & ~(uint32_t)BP_COMM_PREFER_PLUGIN_ENGINE)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: unknown option flags 0x%x", fn,
+                     flags_of(options));
+  return make_rank(device, bootstrap, timeout_of(options), flags_of(options), out_comm);
 }
 
 typedef struct rank_job {
   bp_device_t* device;
   const bp_bootstrap_t* bootstrap;
   uint64_t timeout_ns;
+  uint32_t flags;
   bp_comm_t* comm;
   bp_status_t status;
   char message[512];
@@ -94,7 +155,7 @@ typedef struct rank_job {
 
 static void* rank_main(void* arg) {
   rank_job_t* j = arg;
-  j->status = make_rank(j->device, j->bootstrap, j->timeout_ns, &j->comm);
+  j->status = make_rank(j->device, j->bootstrap, j->timeout_ns, j->flags, &j->comm);
   if (j->status != BP_OK) snprintf(j->message, sizeof(j->message), "%s", bp_status_message());
   return NULL;
 }
@@ -107,6 +168,9 @@ bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
   BP__REQUIRE_ARG(fn, out_comms);
   if (count == 0 || count > 4096)
     return bp__error(BP_INVALID_ARGUMENT, "%s: %u ranks (1 to 4096)", fn, count);
+  if (flags_of(options) & ~(uint32_t)BP_COMM_PREFER_PLUGIN_ENGINE)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: unknown option flags 0x%x", fn,
+                     flags_of(options));
   for (uint32_t r = 0; r < count; ++r) {
     out_comms[r] = NULL;
     if (!devices[r]) return bp__error(BP_INVALID_ARGUMENT, "%s: devices[%u] is NULL", fn, r);
@@ -127,7 +191,7 @@ bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
   uint32_t started = 0;
   for (uint32_t r = 0; r < count; ++r) {
     jobs[r] = (rank_job_t){.device = devices[r], .bootstrap = &bs[r],
-                           .timeout_ns = timeout_of(options)};
+                           .timeout_ns = timeout_of(options), .flags = flags_of(options)};
     if (r == 0) continue; /* rank 0 runs on this thread */
     if (pthread_create(&threads[r], NULL, rank_main, &jobs[r]) != 0) break;
     started = r;
@@ -173,29 +237,35 @@ bp_status_t bp_comm_split(bp_comm_t* comm, int32_t color, int32_t key, bp_comm_t
   if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
   c->tier = comm->tier;
   bp_status_t st;
-  if (comm->native) {
-    bp_plugin_t* plugin = comm->device->plugin;
+  bp_plugin_t* plugin = comm->native ? comm->device->plugin : comm->bridge_plugin;
+  bpp_comm_t parent = comm->native ? comm->native : comm->bridge;
+  if (parent) {
+    bpp_comm_t child = NULL;
     bp_comm_create_info_t info = {.struct_size = sizeof(info)};
-    st = BP__NOTE_CALL(plugin, "comm_split", NULL,
-                       plugin->comm.comm_split(comm->native, color, key, &info, &c->native));
-    if (st != BP_OK) st = bp__plugin_error(plugin, st, "comm_split");
-    if (st == BP_OK && c->native) {
-      st = plugin->comm.comm_info
-               ? BP__NOTE_CALL(plugin, "comm_info", NULL,
-                               plugin->comm.comm_info(c->native, &c->rank, &c->size))
-               : bp__error(BP_UNIMPLEMENTED, "%s: plugin %s lacks comm_info", fn, plugin->name);
+    st = plugin->comm.comm_split
+             ? BP__NOTE_CALL(plugin, "comm_split", NULL,
+                             plugin->comm.comm_split(parent, color, key, &info, &child))
+             : bp__error(BP_UNIMPLEMENTED, "%s: plugin %s cannot split", fn, plugin->name);
+    if (st != BP_OK && plugin->comm.comm_split) st = bp__plugin_error(plugin, st, "comm_split");
+    if (st == BP_OK && child) {
+      st = plugin_info(plugin, child, &c->rank, &c->size);
       if (st != BP_OK) {
-        if (plugin->comm.comm_info) st = bp__plugin_error(plugin, st, "comm_info");
-        BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(c->native));
-        c->native = NULL;
+        BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(child));
+        child = NULL;
       }
+    }
+    if (comm->native)
+      c->native = child;
+    else {
+      c->bridge = child;
+      c->bridge_plugin = plugin;
     }
   } else {
     bp_kit_comm_error_t e;
     st = bp_kit_comm_split(comm->engine, color, key, 0, &c->engine, &e);
     if (st != BP_OK) st = bp__error(st, "%s: %s", fn, e.text);
   }
-  if (st != BP_OK || (!c->native && !c->engine)) {
+  if (st != BP_OK || (!c->native && !c->engine && !c->bridge)) {
     comm_free(c);
     return st;
   }
@@ -216,6 +286,10 @@ void bp_comm_destroy(bp_comm_t* comm) {
     bp_plugin_t* plugin = comm->device->plugin;
     BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(comm->native));
   }
+  if (comm->bridge) {
+    bp_plugin_t* plugin = comm->bridge_plugin;
+    BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(comm->bridge));
+  }
   bp_kit_comm_destroy(comm->engine);
   comm_free(comm);
 }
@@ -227,10 +301,11 @@ bp_status_t bp_comm_abort(bp_comm_t* comm) {
     bp_kit_comm_abort(comm->engine);
     return BP_OK;
   }
-  bp_plugin_t* plugin = comm->device->plugin;
+  bp_plugin_t* plugin = comm->native ? comm->device->plugin : comm->bridge_plugin;
+  bpp_comm_t pc = comm->native ? comm->native : comm->bridge;
   if (!plugin->comm.comm_abort)
     return bp__error(BP_UNIMPLEMENTED, "bp_comm_abort: plugin %s cannot abort", plugin->name);
-  bp_status_t st = BP__NOTE_CALL(plugin, "comm_abort", NULL, plugin->comm.comm_abort(comm->native));
+  bp_status_t st = BP__NOTE_CALL(plugin, "comm_abort", NULL, plugin->comm.comm_abort(pc));
   return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_abort");
 }
 
@@ -242,10 +317,11 @@ bp_status_t bp_comm_get_async_error(bp_comm_t* comm) {
     bp_status_t st = bp_kit_comm_status(comm->engine, &e);
     return st == BP_OK ? st : bp__error(st, "%s", e.text);
   }
-  bp_plugin_t* plugin = comm->device->plugin;
+  bp_plugin_t* plugin = comm->native ? comm->device->plugin : comm->bridge_plugin;
+  bpp_comm_t pc = comm->native ? comm->native : comm->bridge;
   if (!plugin->comm.comm_get_async_error) return BP_OK;
   bp_status_t st = BP__NOTE_CALL(plugin, "comm_get_async_error", NULL,
-                                 plugin->comm.comm_get_async_error(comm->native));
+                                 plugin->comm.comm_get_async_error(pc));
   return st == BP_OK ? st : bp__plugin_error(plugin, st, "comm_get_async_error");
 }
 

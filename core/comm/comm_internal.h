@@ -13,7 +13,9 @@ struct bp_comm {
   int32_t rank, size;
   uint32_t tier;       /* enum bp_comm_tier */
   bpp_comm_t native;   /* tier NATIVE: the plugin's communicator */
-  bp_kit_comm_t* engine; /* tier HOST_STAGED: the core's host engine */
+  bp_kit_comm_t* engine; /* tier HOST_STAGED: the core's host engine, or */
+  bp_plugin_t* bridge_plugin; /* another plugin's communicator (BPP_COMM_HOST_POINTERS) */
+  bpp_comm_t bridge;          /* called with stream NULL from host functions */
   /* Host-staged jobs queued on streams and not finished (under mu). */
   pthread_mutex_t mu;
   pthread_cond_t idle;

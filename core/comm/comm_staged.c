@@ -20,6 +20,7 @@
 
 typedef struct staged_job {
   bp_comm_t* comm;
+  bp_stream_t* stream;      /* retained: where errors are kept */
   uint32_t n;
   bp_kit_coll_t* kit;       /* n calls with host pointers */
   bp_tensor_t** tensors;    /* 2n: send, recv of each call (retained, or NULL) */
@@ -39,6 +40,7 @@ static void job_free(staged_job_t* j) {
     free(j->staging ? j->staging[i] : NULL);
     if (j->tensors && j->tensors[i]) bp_tensor_release(j->tensors[i]);
   }
+  if (j->stream) bp_stream_release(j->stream);
   free(j->kit);
   free(j->tensors);
   free(j->staging);
@@ -52,19 +54,91 @@ static void job_done(bp_comm_t* c) {
   pthread_mutex_unlock(&c->mu);
 }
 
+/* A host descriptor (BPP_COMM_HOST_POINTERS): buffer NULL, the address in
+ * byte_offset, one dimension. */
+static const bp_tensor_desc_t* host_desc(bp_tensor_desc_t* d, const void* p, uint32_t dtype,
+                                         uint64_t count) {
+  if (!p) return NULL;
+  memset(d, 0, sizeof(*d));
+  d->struct_size = sizeof(*d);
+  d->dtype = dtype;
+  d->rank = 1;
+  d->sizes[0] = (int64_t)count;
+  d->strides[0] = 1;
+  d->byte_offset = (uint64_t)(uintptr_t)p;
+  return d;
+}
+
+/* One call through the bridge plugin's communicator, now, on this thread. */
+static bp_status_t bridge_call(bp_comm_t* c, const bp_kit_coll_t* k) {
+  const bpp_comm_table_t* t = &c->bridge_plugin->comm;
+  const uint64_t n = (uint64_t)c->size;
+  uint64_t sc = k->count, rc = k->count;
+  switch (k->kind) {
+    case BP_KIT_COLL_ALL_GATHER: rc = k->count * n; break;
+    case BP_KIT_COLL_REDUCE_SCATTER: sc = k->count * n; break;
+    case BP_KIT_COLL_ALL_TO_ALL: sc = rc = k->count * n; break;
+    case BP_KIT_COLL_ALL_TO_ALLV:
+      sc = rc = 0;
+      for (uint64_t q = 0; q < n; ++q) {
+        if (k->send_displs[q] + k->send_counts[q] > sc) sc = k->send_displs[q] + k->send_counts[q];
+        if (k->recv_displs[q] + k->recv_counts[q] > rc) rc = k->recv_displs[q] + k->recv_counts[q];
+      }
+      break;
+    default: break;
+  }
+  bp_tensor_desc_t sd, rd;
+  const bp_tensor_desc_t* s = host_desc(&sd, k->send, k->dtype, sc);
+  const bp_tensor_desc_t* r = host_desc(&rd, k->recv, k->dtype, rc);
+  bp_collective_options_t o = {.struct_size = sizeof(o), .root = k->root, .peer = k->root};
+  bpp_comm_t pc = c->bridge;
+#define CALL(slot_, ...) (t->slot_ ? t->slot_(__VA_ARGS__) : BP_UNIMPLEMENTED)
+  switch (k->kind) {
+    case BP_KIT_COLL_ALL_REDUCE: return CALL(all_reduce, pc, NULL, s, r, k->op, &o);
+    case BP_KIT_COLL_BROADCAST: return CALL(broadcast, pc, NULL, s, r, &o);
+    case BP_KIT_COLL_REDUCE: return CALL(reduce, pc, NULL, s, r, k->op, &o);
+    case BP_KIT_COLL_ALL_GATHER: return CALL(all_gather, pc, NULL, s, r, &o);
+    case BP_KIT_COLL_REDUCE_SCATTER: return CALL(reduce_scatter, pc, NULL, s, r, k->op, &o);
+    case BP_KIT_COLL_ALL_TO_ALL: return CALL(all_to_all, pc, NULL, s, r, &o);
+    case BP_KIT_COLL_ALL_TO_ALLV:
+      return CALL(all_to_allv, pc, NULL, s, k->send_counts, k->send_displs, r, k->recv_counts,
+                  k->recv_displs, &o);
+    case BP_KIT_COLL_SEND: return CALL(send, pc, NULL, s, &o);
+    case BP_KIT_COLL_RECV: return CALL(recv, pc, NULL, r, &o);
+    default: return CALL(barrier, pc, NULL);
+  }
+#undef CALL
+}
+
+/* Runs the job's calls on the engine; an error is kept on the stream for
+ * its next synchronize (with the message, which the device plugin's own
+ * sticky error could not carry) and on the communicator. */
 static bp_status_t run_engine(void* user) {
   staged_job_t* j = user;
-  bp_kit_comm_error_t e;
-  bp_status_t st = bp_kit_comm_run(j->comm->engine, j->kit, j->n, &e);
-  if (st != BP_OK) {
-    /* A host function's error poisons the stream; its message reaches the
-     * application through the plugin's report, which is the core here. */
-    const bp_host_services_t* host = bp__host_services();
-    char msg[320];
-    snprintf(msg, sizeof(msg), "host-staged collective: %s", e.text);
-    if (host && host->report) host->report(host->host_ctx, st, msg);
+  bp_comm_t* c = j->comm;
+  bp_status_t st;
+  char msg[600];
+  if (c->engine) {
+    bp_kit_comm_error_t e;
+    st = bp_kit_comm_run(c->engine, j->kit, j->n, &e);
+    if (st != BP_OK) snprintf(msg, sizeof(msg), "host-staged collective: %s", e.text);
+  } else {
+    bp_plugin_t* p = c->bridge_plugin;
+    bp__clear_error();
+    const int group = j->n > 1 && p->comm.group_begin && p->comm.group_end;
+    st = group ? p->comm.group_begin() : BP_OK;
+    for (uint32_t i = 0; st == BP_OK && i < j->n; ++i) st = bridge_call(c, &j->kit[i]);
+    if (group) {
+      bp_status_t end = p->comm.group_end();
+      if (st == BP_OK) st = end;
+    }
+    if (st != BP_OK) {
+      bp__plugin_error(p, st, "collective");
+      snprintf(msg, sizeof(msg), "host-staged collective through %s", bp_status_message());
+    }
   }
-  return st;
+  if (st != BP_OK) bp__stream_keep_error(j->stream, st, msg);
+  return BP_OK;
 }
 
 static bp_status_t finish(void* user) {
@@ -141,6 +215,8 @@ bp_status_t bp__comm_staged_enqueue(bp_comm_t* comm, bp_stream_t* stream,
                                     const bp__comm_call_t* calls, uint32_t n) {
   staged_job_t* j = job_new(comm, calls, n);
   if (!j) return bp__error(BP_RESOURCE_EXHAUSTED, "host-staged collective: out of memory");
+  bp_stream_retain(stream);
+  j->stream = stream;
   bp_status_t st = BP_OK;
   for (uint32_t i = 0; st == BP_OK && i < n; ++i) {
     if (j->tensors[2 * i]) st = copy_down(stream, j->tensors[2 * i], j->staging[2 * i]);

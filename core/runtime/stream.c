@@ -113,6 +113,15 @@ bp_status_t bp__stream_sync_for_core(bp_stream_t* stream, const char* why) {
   return status;
 }
 
+void bp__stream_keep_error(bp_stream_t* stream, bp_status_t status, const char* message) {
+  pthread_mutex_lock(&stream->kept_lock);
+  if (stream->kept_status == BP_OK) {
+    stream->kept_status = status;
+    snprintf(stream->kept_message, sizeof stream->kept_message, "%s", message);
+  }
+  pthread_mutex_unlock(&stream->kept_lock);
+}
+
 bp_status_t bp__stream_take_kept(bp_stream_t* stream, bp_status_t status) {
   pthread_mutex_lock(&stream->kept_lock);
   bp_status_t kept = stream->kept_status;

@@ -39,9 +39,17 @@ extern "C" {
 
 typedef struct bp_comm bp_comm_t;
 
+/* bp_comm_options_t.flags */
+enum bp_comm_option_flags {
+  /* For a device whose plugin has no collectives, use another plugin's
+   * communicator that reaches host memory (BPP_COMM_HOST_POINTERS: cpu,
+   * mpi) instead of the core's host engine, also within one process. */
+  BP_COMM_PREFER_PLUGIN_ENGINE = 1u << 0
+};
+
 typedef struct bp_comm_options {
   uint32_t struct_size;
-  uint32_t flags;      /* reserved, 0 */
+  uint32_t flags;      /* enum bp_comm_option_flags */
   uint64_t timeout_ns; /* 0: BACKPLANE_COMM_TIMEOUT_MS, else 300 s */
   const void* next;
 } bp_comm_options_t;
@@ -53,9 +61,23 @@ typedef struct bp_comm_options {
 BP_API bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
                                     const bp_comm_options_t* options, bp_comm_t** out_comms);
 /* This process's rank on `device`, connected by `bootstrap`; blocks until
- * every rank called it (ncclCommInitRank). */
+ * every rank called it (ncclCommInitRank). The device's plugin (or the
+ * core's host engine) makes the rank when the ranks share this process;
+ * across processes a plugin that can reach host memory of others (comm
+ * table flag BPP_COMM_HOST_POINTERS, the mpi plugin) does, staged through
+ * host memory. bootstrap NULL: the launcher's world (`mpirun`), through
+ * such a plugin. */
 BP_API bp_status_t bp_comm_create(bp_device_t* device, const bp_bootstrap_t* bootstrap,
                                   const bp_comm_options_t* options, bp_comm_t** out_comm);
+/* A bootstrap over TCP from the environment, as torch.distributed's env://:
+ * BACKPLANE_RANK and BACKPLANE_WORLD_SIZE (else OMPI_COMM_WORLD_RANK/SIZE
+ * or PMI_RANK/SIZE), BACKPLANE_MASTER_ADDR (default 127.0.0.1) and
+ * BACKPLANE_MASTER_PORT (default 29500), where rank 0 listens. Blocks until
+ * every rank connected or the timeout passed. */
+BP_API bp_status_t bp_bootstrap_create_env(const bp_comm_options_t* options,
+                                           bp_bootstrap_t** out_bootstrap);
+BP_API void bp_bootstrap_destroy(bp_bootstrap_t* bootstrap);
+
 /* Ranks with the same color form a new communicator ordered by key, then
  * by rank; BP_COMM_SPLIT_NO_COLOR gives NULL. Collective: every rank of
  * `comm` calls it (from its own thread, for ranks of one process). */

@@ -439,7 +439,10 @@ typedef struct bp_comm_create_info {
    * fails the same way until it is destroyed): a missing rank is an error,
    * never a hang. 0: the default (BACKPLANE_COMM_TIMEOUT_MS, else 300 s). */
   uint64_t timeout_ns;
-  const bp_bootstrap_t* bootstrap; /* required; only used during the call */
+  /* Used only during the call. NULL asks for the launcher's world (the
+   * processes of an `mpirun`), which only a plugin that has one provides;
+   * others answer INVALID_ARGUMENT. */
+  const bp_bootstrap_t* bootstrap;
   const void* next;
 } bp_comm_create_info_t;
 #define BP_COMM_CREATE_INFO_V1_SIZE 32u

@@ -121,6 +121,9 @@ bp_status_t bp_kit_group_for_each(const void* items, uint32_t n, size_t stride,
                                                        uint32_t k),
                                   void* user);
 
+/* timeout_ns when nonzero, else BACKPLANE_COMM_TIMEOUT_MS, else 300 s. */
+uint64_t bp_kit_comm_timeout(uint64_t timeout_ns);
+
 /* Bytes of `count` elements of `dtype` (0 for unknown dtypes). */
 uint64_t bp_kit_coll_bytes(uint32_t dtype, uint64_t count);
 /* Nonzero when the engine can reduce `dtype` (every float, fp8, integer

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "bp_kit_comm.h"
 #include "kit_comm_sync.h"
 
 #define DEFAULT_TIMEOUT_NS (300ull * 1000000000ull)

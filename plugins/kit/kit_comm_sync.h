@@ -42,7 +42,5 @@ bp_status_t bp_kit_barrier_wait(bp_kit_sync_t* s, bp_kit_barrier_t* b, int32_t r
                                 const struct timespec* deadline, const bp_status_t* broken,
                                 char* msg, size_t cap);
 
-/* timeout_ns, or BACKPLANE_COMM_TIMEOUT_MS, or 300 s. */
-uint64_t bp_kit_comm_timeout(uint64_t timeout_ns);
 
 #endif /* BACKPLANE_KIT_COMM_SYNC_H_ */

@@ -143,10 +143,7 @@ static bp_status_t issue(bpp_comm_t comm, bpp_stream_t stream, const bp_kit_coll
     return engine_error(checked, &mine);
   }
   bp_status_t st;
-  if (!stream) { /* BPP_COMM_HOST_POINTERS: now, on this thread */
-    if (t_group.depth)
-      return BP_KIT_ERROR(BP_INVALID_ARGUMENT,
-                          "collective: a call without a stream cannot join a group");
+  if (!stream && !t_group.depth) { /* BPP_COMM_HOST_POINTERS: now, on this thread */
     st = bp_kit_comm_run(comm->engine, call, 1, &e);
     return st == BP_OK ? st : engine_error(st, &e);
   }
@@ -383,7 +380,16 @@ static bp_status_t issue_bucket(void* user, const uint32_t* idx, uint32_t k) {
   const bp_kit_coll_t* calls[k];
   for (uint32_t i = 0; i < k; ++i) calls[i] = &items[idx[i]].call;
   const pending_t* head = &items[idx[0]];
-  return enqueue_job((bpp_comm_t)head->key.comm, (bpp_stream_t)head->key.stream, calls, k);
+  if (head->key.stream)
+    return enqueue_job((bpp_comm_t)head->key.comm, (bpp_stream_t)head->key.stream, calls, k);
+  /* Host-pointer calls of the group: now, on this thread, as one group. */
+  bp_kit_coll_t* batch = malloc(sizeof(*batch) * k);
+  if (!batch) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "group_end: out of memory");
+  for (uint32_t i = 0; i < k; ++i) batch[i] = *calls[i];
+  bp_kit_comm_error_t e;
+  bp_status_t st = bp_kit_comm_run(((bpp_comm_t)head->key.comm)->engine, batch, k, &e);
+  free(batch);
+  return st == BP_OK ? st : engine_error(st, &e);
 }
 
 /* Issues the group: one job per (communicator, stream), calls in order. */

@@ -50,6 +50,12 @@ typedef struct world {
   bp_device_t* devices[MAX_RANKS];
 } world_t;
 
+static void check_mismatch(const char* plugin);
+static void check_split(const char* plugin);
+
+/* Options flags of the next world_open (BP_COMM_PREFER_PLUGIN_ENGINE). */
+static uint32_t g_flags;
+
 /* n ranks on cpu:0..n-1 ("cpu") or all on template:0 ("template"). */
 static void world_open(world_t* w, const char* plugin, int n, uint64_t timeout_ns) {
   memset(w, 0, sizeof(*w));
@@ -61,7 +67,7 @@ static void world_open(world_t* w, const char* plugin, int n, uint64_t timeout_n
     assert_int_equal(bp_context_find_device(w->ctx, spec, &w->devices[r]), BP_OK);
     assert_int_equal(bp_stream_create(w->devices[r], NULL, &w->streams[r]), BP_OK);
   }
-  bp_comm_options_t o = {.struct_size = sizeof(o), .timeout_ns = timeout_ns};
+  bp_comm_options_t o = {.struct_size = sizeof(o), .flags = g_flags, .timeout_ns = timeout_ns};
   bp_status_t st = bp_comm_init_all(w->devices, (uint32_t)n, &o, w->comms);
   if (st != BP_OK) fail_msg("bp_comm_init_all: %s", bp_status_message());
   for (int r = 0; r < n; ++r) {
@@ -368,6 +374,26 @@ static void test_collectives_host_staged(void** state) {
   for (int n = 2; n <= 4; ++n) check_others("template", n, 19);
 }
 
+/* Template devices through the cpu plugin's communicator, called with
+ * host pointers from host functions on the template's streams (the path
+ * the mpi plugin serves across processes). */
+static void test_collectives_bridged(void** state) {
+  (void)state;
+  g_flags = BP_COMM_PREFER_PLUGIN_ENGINE;
+  world_t w;
+  world_open(&w, "template", 2, 0);
+  assert_int_equal(bp_comm_tier(w.comms[0]), BP_COMM_TIER_HOST_STAGED);
+  world_close(&w);
+  for (int n = 2; n <= 4; ++n) {
+    check_all_reduce("template", n, BP_DTYPE_F32, BP_REDUCE_SUM, 333, 0);
+    check_all_reduce("template", n, BP_DTYPE_BF16, BP_REDUCE_AVG, 64, 1);
+    check_others("template", n, 11);
+  }
+  check_mismatch("template");
+  check_split("template");
+  g_flags = 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Errors                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -547,6 +573,7 @@ int main(void) {
       cmocka_unit_test(test_host_staged_all_reduce),
       cmocka_unit_test(test_collectives_native),
       cmocka_unit_test(test_collectives_host_staged),
+      cmocka_unit_test(test_collectives_bridged),
       cmocka_unit_test(test_mismatch_fails_every_rank),
       cmocka_unit_test(test_missing_rank_times_out),
       cmocka_unit_test(test_abort_wakes_a_waiting_rank),

@@ -1,0 +1,155 @@
+/* The TCP bootstrap (bp_bootstrap_create_env) across real processes:
+ * forked ranks on loopback run allgather, broadcast, barrier and tagged
+ * send/recv received out of order; a communicator across processes
+ * without a cross-process engine fails on every rank with a reason; a
+ * missing rank makes the others fail with DEADLINE_EXCEEDED, not hang.
+ */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "backplane/comm.h"
+
+/* Exit codes of a rank: 0 passed, else the step that failed. */
+enum { STEP_CREATE = 10, STEP_ALLGATHER, STEP_BROADCAST, STEP_BARRIER, STEP_P2P, STEP_COMM,
+       STEP_TIMEOUT };
+
+static int g_port;
+
+static void set_env(int rank, int size) {
+  char v[32];
+  snprintf(v, sizeof v, "%d", rank);
+  setenv("BACKPLANE_RANK", v, 1);
+  snprintf(v, sizeof v, "%d", size);
+  setenv("BACKPLANE_WORLD_SIZE", v, 1);
+  snprintf(v, sizeof v, "%d", g_port);
+  setenv("BACKPLANE_MASTER_PORT", v, 1);
+  setenv("BACKPLANE_MASTER_ADDR", "127.0.0.1", 1);
+}
+
+static int rank_main(int rank, int size) {
+  set_env(rank, size);
+  bp_comm_options_t o = {.struct_size = sizeof o, .timeout_ns = 20ull * 1000000000ull};
+  bp_bootstrap_t* b = NULL;
+  if (bp_bootstrap_create_env(&o, &b) != BP_OK || b->rank != rank || b->nranks != size) {
+    fprintf(stderr, "rank %d: %s\n", rank, bp_status_message());
+    return STEP_CREATE;
+  }
+  int32_t mine = 100 + rank, all[8] = {0};
+  if (b->allgather(b->ctx, &mine, all, sizeof mine) != BP_OK) return STEP_ALLGATHER;
+  for (int r = 0; r < size; ++r)
+    if (all[r] != 100 + r) return STEP_ALLGATHER;
+  char word[6] = "-----";
+  if (rank == size - 1) memcpy(word, "hello", 6);
+  if (b->broadcast(b->ctx, word, sizeof word, size - 1) != BP_OK || strcmp(word, "hello") != 0)
+    return STEP_BROADCAST;
+  if (b->barrier(b->ctx) != BP_OK) return STEP_BARRIER;
+  /* Rank 0 sends tags 5 then 7 to rank 1, which takes 7 first. */
+  if (rank == 0) {
+    int32_t five = 5, seven = 7;
+    if (b->send(b->ctx, 1, &five, 4, 5) != BP_OK || b->send(b->ctx, 1, &seven, 4, 7) != BP_OK)
+      return STEP_P2P;
+  } else if (rank == 1) {
+    int32_t x = 0, y = 0;
+    if (b->recv(b->ctx, 0, &x, 4, 7) != BP_OK || b->recv(b->ctx, 0, &y, 4, 5) != BP_OK ||
+        x != 7 || y != 5)
+      return STEP_P2P;
+  }
+  /* Without a cross-process engine (no mpi plugin here), every rank is
+   * told so, together. */
+  setenv("BACKPLANE_PLUGINS", "cpu", 1);
+  bp_context_t* ctx = NULL;
+  bp_device_t* dev = NULL;
+  bp_comm_t* comm = NULL;
+  if (bp_context_create(NULL, &ctx) != BP_OK || bp_context_find_device(ctx, "cpu:0", &dev) != BP_OK)
+    return STEP_COMM;
+  bp_status_t st = bp_comm_create(dev, b, &o, &comm);
+  if (st != BP_UNIMPLEMENTED || !strstr(bp_status_message(), "no plugin offers collectives")) {
+    fprintf(stderr, "rank %d: %d %s\n", rank, st, bp_status_message());
+    return STEP_COMM;
+  }
+  bp_context_release(ctx);
+  bp_bootstrap_destroy(b);
+  return 0;
+}
+
+/* Starts `started` of `size` ranks as processes; returns their exit codes. */
+static void run_ranks(int size, int started, int (*body)(int, int), int* codes) {
+  pid_t pids[8];
+  for (int r = 0; r < started; ++r) {
+    pids[r] = fork();
+    assert_true(pids[r] >= 0);
+    if (pids[r] == 0) _exit(body(r, size));
+  }
+  for (int r = 0; r < started; ++r) {
+    int status = 0;
+    assert_int_equal(waitpid(pids[r], &status, 0), pids[r]);
+    codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+}
+
+static void test_bootstrap_four_processes(void** state) {
+  (void)state;
+  int codes[4];
+  run_ranks(4, 4, rank_main, codes);
+  for (int r = 0; r < 4; ++r)
+    if (codes[r] != 0) fail_msg("rank %d failed at step %d", r, codes[r]);
+}
+
+static int missing_main(int rank, int size) {
+  set_env(rank, size);
+  bp_comm_options_t o = {.struct_size = sizeof o, .timeout_ns = 300ull * 1000000ull};
+  bp_bootstrap_t* b = NULL;
+  bp_status_t st = bp_bootstrap_create_env(&o, &b);
+  if (st == BP_DEADLINE_EXCEEDED && strstr(bp_status_message(), "timeout")) return 0;
+  fprintf(stderr, "rank %d: %d %s\n", rank, st, bp_status_message());
+  return STEP_TIMEOUT;
+}
+
+static void test_bootstrap_missing_rank_times_out(void** state) {
+  (void)state;
+  int codes[3];
+  g_port += 1;
+  run_ranks(3, 2, missing_main, codes); /* rank 2 never starts */
+  for (int r = 0; r < 2; ++r) assert_int_equal(codes[r], 0);
+}
+
+static void test_bootstrap_bad_environment(void** state) {
+  (void)state;
+  bp_bootstrap_t* b = (bp_bootstrap_t*)1;
+  unsetenv("BACKPLANE_RANK");
+  unsetenv("OMPI_COMM_WORLD_RANK");
+  unsetenv("PMI_RANK");
+  setenv("BACKPLANE_WORLD_SIZE", "2", 1);
+  assert_int_equal(bp_bootstrap_create_env(NULL, &b), BP_FAILED_PRECONDITION);
+  assert_null(b);
+  setenv("BACKPLANE_RANK", "2", 1);
+  assert_int_equal(bp_bootstrap_create_env(NULL, &b), BP_INVALID_ARGUMENT);
+  setenv("BACKPLANE_RANK", "x", 1);
+  assert_int_equal(bp_bootstrap_create_env(NULL, &b), BP_FAILED_PRECONDITION);
+  setenv("BACKPLANE_RANK", "0", 1);
+  setenv("BACKPLANE_MASTER_PORT", "70000", 1);
+  assert_int_equal(bp_bootstrap_create_env(NULL, &b), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_bootstrap_create_env(NULL, NULL), BP_INVALID_ARGUMENT);
+  bp_bootstrap_destroy(NULL);
+}
+
+int main(void) {
+  /* A port per run, so that parallel test runs do not meet. */
+  g_port = 20000 + (int)(getpid() % 20000) * 2;
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bootstrap_four_processes),
+      cmocka_unit_test(test_bootstrap_missing_rank_times_out),
+      cmocka_unit_test(test_bootstrap_bad_environment),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

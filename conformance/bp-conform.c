@@ -37,7 +37,8 @@ typedef struct options {
   uint32_t num_backends;
   uint32_t ops[BP_OP_ID_END_];
   uint32_t num_ops;
-  int runtime; /* run the runtime section (after the ops) */
+  int runtime;     /* run the runtime section (after the ops) */
+  int collectives; /* and the collectives in it */
   int quick, list, verbose;
   const char *json, *markdown, *html, *journal;
   int resume;
@@ -58,12 +59,15 @@ typedef struct run_ctx {
 
 static void usage(FILE* fp) {
   fprintf(fp,
-          "usage: bp-conform [--backend NAME]... [--op NAME|runtime]... [--quick] [--json FILE]\n"
+          "usage: bp-conform [--backend NAME]... [--op NAME|runtime|collectives]... [--quick]\n"
+          "                  [--json FILE]\n"
           "                  [--markdown FILE] [--html FILE] [--journal FILE] [--resume]\n"
           "                  [--timeout SEC] [--list] [--verbose] [--progress|--no-progress]\n"
           "  Without --op: every op with a reference, then the runtime section (memory,\n"
           "  copies, stream order, events, several devices, error hygiene).\n"
           "  --op runtime selects the runtime section; other --op names select ops.\n"
+          "  --op collectives: the collectives alone (2, 3 and 4 ranks in this process; under\n"
+          "  mpirun, one rank per process in the launcher's world).\n"
           "  --journal FILE  where each result is appended as it comes (default: the first\n"
           "                  report path + \".journal\"); the reports are built from it.\n"
           "  --resume        continue the run recorded in the journal: cases already there\n"
@@ -99,6 +103,11 @@ static int parse_args(int argc, char** argv, options_t* o) {
       ops_given = 1;
       if (strcmp(val, "runtime") == 0) {
         o->runtime = 1;
+        o->collectives = 1;
+        continue;
+      }
+      if (strcmp(val, "collectives") == 0) {
+        o->collectives = 1;
         continue;
       }
       uint32_t id = bpc_op_find(val);
@@ -127,6 +136,7 @@ static int parse_args(int argc, char** argv, options_t* o) {
   }
   if (!ops_given) {
     o->runtime = 1;
+    o->collectives = 1;
     for (uint32_t id = 1; id < bpc_op_count(); id++) {
       const bpc_op_entry_t* e = bpc_op_entry(id);
       if (e && e->reference) o->ops[o->num_ops++] = id;
@@ -309,6 +319,11 @@ int main(int argc, char** argv) {
   bpc_progress_t progress;
   bpc_progress_start(&progress, stderr, 0, 0);
   if (!lists) return 2;
+  if (opt.collectives && !opt.runtime && opt.num_ops == 0 && !opt.list &&
+      bpc_world_size_from_env() > 1) {
+    free(lists);
+    return bpc_run_world(opt.num_backends ? opt.backends[0] : "cpu", opt.quick, opt.verbose);
+  }
   for (uint32_t k = 0; k < opt.num_ops; k++) {
     if (bpc_cases_generate(opt.ops[k], opt.quick, &lists[k]) != BP_OK) {
       fprintf(stderr, "bp-conform: out of memory generating cases\n");
@@ -406,13 +421,15 @@ int main(int argc, char** argv) {
     exit_code = 1;
     goto cleanup;
   }
-  groups = opt.num_ops + (opt.runtime ? 1u : 0u); /* the ops, then the runtime section */
+  /* the ops, then the runtime section (with or without its classic areas) */
+  groups = opt.num_ops + (opt.runtime || opt.collectives ? 1u : 0u);
   reports = calloc(nb, sizeof *reports);
   all_results = calloc((size_t)nb * groups + 1, sizeof *all_results);
   if (!reports || !all_results) { exit_code = 2; goto cleanup; }
   uint64_t total = 0; /* every case of the run, for the progress line */
   for (uint32_t b = 0; b < nb; b++) {
-    if (opt.runtime && bpc_runtime_cases_generate(&targets[b], &rt_lists[b]) != BP_OK) {
+    if ((opt.runtime && bpc_runtime_cases_generate(&targets[b], &rt_lists[b]) != BP_OK) ||
+        (opt.collectives && bpc_collective_cases_generate(opt.quick, 0, &rt_lists[b]) != BP_OK)) {
       fprintf(stderr, "bp-conform: out of memory generating cases\n");
       exit_code = 2;
       goto cleanup;
@@ -478,6 +495,17 @@ int main(int argc, char** argv) {
     }
   }
   bpc_report_print_summary(reports, nb, opt.verbose);
+  if (opt.collectives && !opt.runtime && opt.num_ops == 0) {
+    /* The closing line of a collectives-only run, over every backend. */
+    uint64_t p = 0, f = 0, sk = 0;
+    for (uint32_t b = 0; b < nb; b++) {
+      uint64_t bp_, bf, bs;
+      bpc_report_counts(&reports[b], &bp_, &bf, &bs);
+      p += bp_, f += bf, sk += bs;
+    }
+    printf("collectives: %llu passed, %llu failed, %llu skipped\n", (unsigned long long)p,
+           (unsigned long long)f, (unsigned long long)sk);
+  }
   for (uint32_t b = 0; b < nb; b++) {
     uint64_t p, f, s;
     bpc_report_counts(&reports[b], &p, &f, &s);

@@ -344,7 +344,8 @@ enum bpc_runtime_area {
   BPC_RT_EVENT = 3,
   BPC_RT_MULTI_DEVICE = 4,
   BPC_RT_ERRORS = 5,
-  BPC_RT_AREA_COUNT_ = 6
+  BPC_RT_COLLECTIVES = 6,
+  BPC_RT_AREA_COUNT_ = 7
 };
 #define BPC_RUNTIME_OP_BASE 0x10000u
 #define BPC_RUNTIME_OP(area) (BPC_RUNTIME_OP_BASE + (uint32_t)(area))
@@ -365,6 +366,8 @@ typedef struct bpc_runtime_target {
 bp_status_t bpc_runtime_target_query(bp_device_t* device, bpc_runtime_target_t* out);
 /* Appends the runtime cases for a backend like `target`. */
 bp_status_t bpc_runtime_cases_generate(const bpc_runtime_target_t* target, bpc_case_list_t* list);
+
+
 
 /* ------------------------------------------------------------------------ */
 /* References (reference/).                                                  */
@@ -478,6 +481,23 @@ void bpc_result_set(bpc_result_t* r, uint32_t status, const char* fmt, ...)
  * in *out. */
 void bpc_execute_case(bp_device_t* device, bp_stream_t* stream, const bpc_case_t* c,
                       bpc_result_t* out);
+
+/* Collectives (collectives.c), a runtime area of their own: cases for 2, 3
+ * and 4 ranks in one process, or, with world_size > 0, for the launcher's
+ * world (one rank per process, mpirun). */
+bp_status_t bpc_collective_cases_generate(int quick, int world_size, bpc_case_list_t* list);
+void bpc_collective_execute(bp_device_t* device, bp_stream_t* stream, const bpc_case_t* c,
+                            bpc_result_t* out);
+/* World mode (world.c): under a launcher (mpirun: OMPI_COMM_WORLD_SIZE,
+ * PMI_SIZE, or BACKPLANE_WORLD_SIZE) the collectives run in this process,
+ * one rank per process, without the per-op child processes (MPI does not
+ * survive fork). Returns the exit code; prints "collectives: N passed, F
+ * failed, S skipped". */
+int bpc_world_size_from_env(void);
+int bpc_run_world(const char* backend, int quick, int verbose);
+/* World mode: the communicator of this process's rank (not owned), or NULL. */
+struct bp_comm;
+void bpc_collectives_set_world(struct bp_comm* world);
 /* Runs one runtime case (called by bpc_execute_case). `device` is the
  * backend's first device, `stream` a stream of it; the multi-device cases
  * use the plugin's second device. Never fails: problems become statuses. */

@@ -282,6 +282,8 @@ void bp_comm_destroy(bp_comm_t* comm) {
   pthread_mutex_lock(&comm->mu);
   while (comm->queued) pthread_cond_wait(&comm->idle, &comm->mu);
   pthread_mutex_unlock(&comm->mu);
+  bp__comm_staged_collect(comm);
+  bp__comm_staged_free_pool(comm);
   if (comm->native) {
     bp_plugin_t* plugin = comm->device->plugin;
     BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(comm->native));

@@ -358,6 +358,10 @@ struct bpp_stream_s {
   pthread_mutex_t mu;
   pthread_cond_t cv_work, cv_done;
   vk_batch_t *pending_head, *pending_tail, *free_list;
+  /* Recorded while host actions of a submitted batch are still to run:
+   * submitted by the completion thread once they ran (vk_stream.c). */
+  vk_batch_t *deferred_head, *deferred_tail;
+  int host_blocked; /* a submitted batch ends in host actions not yet run */
   uint64_t done_value;
   int shutdown;
   bp_status_t error;

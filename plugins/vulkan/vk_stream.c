@@ -15,7 +15,12 @@
  * order (device-to-host copies out of staging or mapped memory, host
  * functions) and, when the batch ends in such an action, signals the next
  * timeline value from the host (vkSignalSemaphore) so that later batches
- * start only after the actions ran. It never touches the command pool:
+ * start only after the actions ran. Batches recorded while such host
+ * actions are still to run are not submitted yet (deferred): a submission
+ * that waits for a value only the host will signal would stall the queue,
+ * which other streams share, and a host function may itself wait for work
+ * of another stream (a collective's peers). The completion thread submits
+ * them, in order, right after it signalled. It never touches the command pool:
  * command buffers are reset by vkBeginCommandBuffer on the enqueueing
  * thread when a completed batch is reused.
  *
@@ -66,6 +71,11 @@ struct vk_batch {
     struct bpp_event_s* event; /* a reference, dropped when the batch retires */
   } * signals; /* event semaphores */
   uint32_t nsignals, cap_signals;
+  /* What the submission waits for, kept so that a deferred batch can be
+   * submitted later by the completion thread. */
+  VkSemaphore waits[VK_MAX_WAITS + 1];
+  uint64_t wvals[VK_MAX_WAITS + 1];
+  uint32_t nwaits;
   struct vk_batch* next;
 };
 
@@ -123,6 +133,8 @@ static void batch_retire(bpp_stream_t s, vk_batch_t* b) {
   b->next = s->free_list;
   s->free_list = b;
 }
+
+static void submit_deferred(bpp_stream_t s);
 
 static void* completion_main(void* arg) {
   bpp_stream_t s = arg;
@@ -189,7 +201,12 @@ static void* completion_main(void* arg) {
     s->pending_head = b->next;
     if (!s->pending_head) s->pending_tail = NULL;
     s->done_value = b->value + (b->host_tail ? 1 : 0);
+    const int was_blocking = b->host_tail;
     batch_retire(s, b);
+    if (was_blocking) {
+      s->host_blocked = 0;
+      submit_deferred(s);
+    }
     pthread_cond_broadcast(&s->cv_done);
   }
   pthread_mutex_unlock(&s->mu);
@@ -328,6 +345,53 @@ static void hazard_check(bpp_stream_t s, vk_batch_t* b, const vk_access_t* acc, 
     s->tracked[s->num_tracked++] = acc[i];
 }
 
+/* Submits `b` (its waits and value set) and hands it to the completion
+ * thread; s->mu held, which orders submissions between the enqueuing
+ * thread and the completion thread. */
+static bp_status_t submit_batch(bpp_stream_t s, vk_batch_t* b) {
+  struct bpp_device_s* d = s->dev;
+  VkPipelineStageFlags wstages[VK_MAX_WAITS + 1];
+  for (uint32_t i = 0; i < b->nwaits; i++) wstages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  VkSemaphore sigs[1 + 64];
+  uint64_t svals[1 + 64];
+  uint32_t ns = 0;
+  sigs[ns] = s->timeline;
+  svals[ns++] = b->value;
+  for (uint32_t i = 0; i < b->nsignals && ns < 65; i++) {
+    sigs[ns] = b->signals[i].sem;
+    svals[ns++] = b->signals[i].value;
+  }
+  VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                      .waitSemaphoreValueCount = b->nwaits,
+                                      .pWaitSemaphoreValues = b->wvals,
+                                      .signalSemaphoreValueCount = ns,
+                                      .pSignalSemaphoreValues = svals};
+  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                     .pNext = &ti,
+                     .waitSemaphoreCount = b->nwaits,
+                     .pWaitSemaphores = b->waits,
+                     .pWaitDstStageMask = wstages,
+                     .commandBufferCount = 1,
+                     .pCommandBuffers = &b->cmd,
+                     .signalSemaphoreCount = ns,
+                     .pSignalSemaphores = sigs};
+  pthread_mutex_lock(&d->queue_locks[s->queue]);
+  VkResult r = d->vk.vkQueueSubmit(d->queues[s->queue], 1, &si, VK_NULL_HANDLE);
+  pthread_mutex_unlock(&d->queue_locks[s->queue]);
+  if (r != VK_SUCCESS) {
+    batch_retire(s, b);
+    return vk_error(vk_status_of(r), "vulkan: vkQueueSubmit failed: %s", vk_result_name(r));
+  }
+  s->submits++;
+  if (b->host_tail) s->host_blocked = 1;
+  b->next = NULL;
+  if (s->pending_tail) s->pending_tail->next = b;
+  else s->pending_head = b;
+  s->pending_tail = b;
+  pthread_cond_signal(&s->cv_work);
+  return BP_OK;
+}
+
 /* Submits the current batch (if any). */
 bp_status_t vk_stream_flush(bpp_stream_t s) {
   struct bpp_device_s* d = s->dev;
@@ -344,62 +408,56 @@ bp_status_t vk_stream_flush(bpp_stream_t s) {
     pthread_mutex_unlock(&s->mu);
     return vk_error(vk_status_of(r), "vulkan: vkEndCommandBuffer failed: %s", vk_result_name(r));
   }
-  VkSemaphore waits[VK_MAX_WAITS + 1];
-  uint64_t wvals[VK_MAX_WAITS + 1];
-  VkPipelineStageFlags wstages[VK_MAX_WAITS + 1];
   uint32_t nw = 0;
   if (s->last_value) {
-    waits[nw] = s->timeline;
-    wvals[nw++] = s->last_value;
+    b->waits[nw] = s->timeline;
+    b->wvals[nw++] = s->last_value;
   }
   for (uint32_t i = 0; i < s->num_waits; i++) {
-    waits[nw] = s->wait_sems[i];
-    wvals[nw++] = s->wait_values[i];
+    b->waits[nw] = s->wait_sems[i];
+    b->wvals[nw++] = s->wait_values[i];
   }
+  b->nwaits = nw;
   s->num_waits = 0;
-  for (uint32_t i = 0; i < nw; i++) wstages[i] = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  const uint64_t before = s->last_value;
   b->value = s->last_value + 1;
-  VkSemaphore sigs[1 + 64];
-  uint64_t svals[1 + 64];
-  uint32_t ns = 0;
-  sigs[ns] = s->timeline;
-  svals[ns++] = b->value;
-  for (uint32_t i = 0; i < b->nsignals && ns < 65; i++) {
-    sigs[ns] = b->signals[i].sem;
-    svals[ns++] = b->signals[i].value;
-  }
-  VkTimelineSemaphoreSubmitInfo ti = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-                                      .waitSemaphoreValueCount = nw,
-                                      .pWaitSemaphoreValues = wvals,
-                                      .signalSemaphoreValueCount = ns,
-                                      .pSignalSemaphoreValues = svals};
-  VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
-                     .pNext = &ti,
-                     .waitSemaphoreCount = nw,
-                     .pWaitSemaphores = waits,
-                     .pWaitDstStageMask = wstages,
-                     .commandBufferCount = 1,
-                     .pCommandBuffers = &b->cmd,
-                     .signalSemaphoreCount = ns,
-                     .pSignalSemaphores = sigs};
-  pthread_mutex_lock(&d->queue_locks[s->queue]);
-  r = d->vk.vkQueueSubmit(d->queues[s->queue], 1, &si, VK_NULL_HANDLE);
-  pthread_mutex_unlock(&d->queue_locks[s->queue]);
-  if (r != VK_SUCCESS) {
-    pthread_mutex_lock(&s->mu);
-    batch_retire(s, b);
-    pthread_mutex_unlock(&s->mu);
-    return vk_error(vk_status_of(r), "vulkan: vkQueueSubmit failed: %s", vk_result_name(r));
-  }
-  s->submits++;
   s->last_value = b->value + (b->host_tail ? 1 : 0);
   pthread_mutex_lock(&s->mu);
-  if (s->pending_tail) s->pending_tail->next = b;
-  else s->pending_head = b;
-  s->pending_tail = b;
-  pthread_cond_signal(&s->cv_work);
+  bp_status_t st = BP_OK;
+  if (s->host_blocked || s->deferred_head) {
+    /* Host actions of an earlier batch are still to run: keep it. */
+    b->next = NULL;
+    if (s->deferred_tail) s->deferred_tail->next = b;
+    else s->deferred_head = b;
+    s->deferred_tail = b;
+  } else {
+    st = submit_batch(s, b);
+    if (st != BP_OK) s->last_value = before; /* nothing will signal it */
+  }
   pthread_mutex_unlock(&s->mu);
-  return BP_OK;
+  return st;
+}
+
+/* Submits the deferred batches in order (s->mu held), up to and including
+ * the first one that ends in host actions. Errors become the stream's. */
+static void submit_deferred(bpp_stream_t s) {
+  while (s->deferred_head && !s->host_blocked) {
+    vk_batch_t* b = s->deferred_head;
+    s->deferred_head = b->next;
+    if (!s->deferred_head) s->deferred_tail = NULL;
+    const uint64_t reached = b->value + (b->host_tail ? 1 : 0);
+    bp_status_t st = submit_batch(s, b);
+    if (st != BP_OK) {
+      /* Later batches wait for this one's value: the host gives it, so
+       * the stream still drains (with the error). */
+      set_error(s, st, vk_last_error());
+      VkSemaphoreSignalInfo si = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_SIGNAL_INFO,
+                                  .semaphore = s->timeline,
+                                  .value = reached};
+      s->dev->vk.vkSignalSemaphore(s->dev->dev, &si);
+      s->done_value = reached;
+    }
+  }
 }
 
 /* After recording one command: submit when the batch is full. */

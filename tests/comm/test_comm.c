@@ -56,7 +56,7 @@ static void check_split(const char* plugin);
 /* Options flags of the next world_open (BP_COMM_PREFER_PLUGIN_ENGINE). */
 static uint32_t g_flags;
 
-/* n ranks on cpu:0..n-1 ("cpu") or all on template:0 ("template"). */
+/* n ranks on cpu:0..n-1 ("cpu") or all on device 0 of another backend. */
 static void world_open(world_t* w, const char* plugin, int n, uint64_t timeout_ns) {
   memset(w, 0, sizeof(*w));
   w->n = n;
@@ -566,7 +566,25 @@ static void test_split(void** state) {
   check_split("template");
 }
 
+/* Vulkan (lavapipe in CI): host-staged ranks sharing vulkan:0, whose
+ * host functions wait for each other across streams of one queue. */
+static void test_collectives_vulkan(void** state) {
+  (void)state;
+  for (int n = 2; n <= 4; ++n) {
+    check_all_reduce("vulkan", n, BP_DTYPE_F32, BP_REDUCE_SUM, 4099, 0);
+    check_all_reduce("vulkan", n, BP_DTYPE_F16, BP_REDUCE_MAX, 77, 1);
+    check_others("vulkan", n, 13);
+  }
+  check_mismatch("vulkan");
+}
+
 int main(void) {
+  /* test_comm_vulkan: the Vulkan group only (it must find vulkan:0). */
+  const char* vk = getenv("BP_TEST_COMM_VULKAN");
+  if (vk && strcmp(vk, "1") == 0) {
+    const struct CMUnitTest vk_tests[] = {cmocka_unit_test(test_collectives_vulkan)};
+    return cmocka_run_group_tests(vk_tests, NULL, NULL);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_all_reduce_dtypes_ops),
       cmocka_unit_test(test_all_reduce_ranks_sizes_in_place),

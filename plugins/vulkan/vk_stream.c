@@ -82,11 +82,20 @@ struct vk_batch {
 /* Reference counted: the creator holds one and every batch that signals
  * the event holds one until the completion thread retired it, so the
  * semaphore outlives every wait on it (event_destroy drops the creator's). */
+/* Announces event submissions to enqueuers waiting for one (any device;
+ * rare: only while a recording batch is deferred). */
+static pthread_mutex_t g_submit_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_submit_cv = PTHREAD_COND_INITIALIZER;
+
 struct bpp_event_s {
   struct bpp_device_s* dev;
   atomic_uint refs;
   VkSemaphore sem;
   uint64_t counter; /* value the last record signals */
+  /* The highest value whose signalling batch has been submitted: a
+   * recorded batch may be deferred (see the top), and no batch may be
+   * submitted waiting for a value nobody submitted yet. */
+  _Atomic uint64_t submitted;
   VkQueryPool query;
   int timed;        /* the last record wrote a timestamp */
   int imported;     /* a semaphore of another instance: waited on, never recorded */
@@ -102,6 +111,17 @@ static int grow(void** p, uint32_t* cap, uint32_t need, size_t elem) {
   *p = q;
   *cap = n;
   return 0;
+}
+
+/* Waits until the batch that signals the event's last recorded value has
+ * been submitted (it may be deferred behind host actions of its stream):
+ * before a submission waits for that value, or another instance does. */
+static void wait_submitted(struct bpp_event_s* e) {
+  const uint64_t want = e->counter;
+  if (e->imported || atomic_load(&e->submitted) >= want) return;
+  pthread_mutex_lock(&g_submit_mu);
+  while (atomic_load(&e->submitted) < want) pthread_cond_wait(&g_submit_cv, &g_submit_mu);
+  pthread_mutex_unlock(&g_submit_mu);
 }
 
 /* ---- completion thread ------------------------------------------------ */
@@ -384,6 +404,16 @@ static bp_status_t submit_batch(bpp_stream_t s, vk_batch_t* b) {
   }
   s->submits++;
   if (b->host_tail) s->host_blocked = 1;
+  if (b->nsignals) {
+    for (uint32_t i = 0; i < b->nsignals; i++) {
+      struct bpp_event_s* e = b->signals[i].event;
+      if (atomic_load(&e->submitted) < b->signals[i].value)
+        atomic_store(&e->submitted, b->signals[i].value);
+    }
+    pthread_mutex_lock(&g_submit_mu);
+    pthread_cond_broadcast(&g_submit_cv);
+    pthread_mutex_unlock(&g_submit_mu);
+  }
   b->next = NULL;
   if (s->pending_tail) s->pending_tail->next = b;
   else s->pending_head = b;
@@ -855,6 +885,7 @@ bp_status_t vk_event_export(bpp_event_t e, bp_external_event_desc_t* out) {
   if (r != VK_SUCCESS)
     return vk_error(vk_status_of(r), "vulkan: event_export: vkGetSemaphoreFdKHR failed: %s",
                     vk_result_name(r));
+  wait_submitted(e); /* the importer's queue must not wait for an unsubmitted value */
   out->fd = fd;
   out->value = e->counter;
   return BP_OK;
@@ -983,6 +1014,10 @@ bp_status_t vk_stream_wait_event(bpp_stream_t s, bpp_event_t e) {
   if (!e->counter) return BP_OK; /* never recorded: nothing to wait for */
   bp_status_t st = vk_stream_flush(s);
   if (st) return st;
+  /* The recording batch may still be deferred behind host actions of its
+   * stream; a submission waiting for it now would stall the shared queue,
+   * so wait here until its completion thread submitted it. */
+  wait_submitted(e);
   if (s->num_waits == VK_MAX_WAITS) {
     vk_batch_t* b;
     if ((st = cur_batch(s, &b)) != BP_OK || (st = vk_stream_flush(s)) != BP_OK) return st;

@@ -65,7 +65,8 @@ static void usage(FILE* fp) {
           "                  [--timeout SEC] [--list] [--verbose] [--progress|--no-progress]\n"
           "  Without --op: every op with a reference, then the runtime section (memory,\n"
           "  copies, stream order, events, several devices, error hygiene).\n"
-          "  --op runtime selects the runtime section; other --op names select ops.\n"
+          "  --op runtime selects the runtime section (without collectives); other --op names\n"
+          "  select ops.\n"
           "  --op collectives: the collectives alone (2, 3 and 4 ranks in this process; under\n"
           "  mpirun, one rank per process in the launcher's world).\n"
           "  --journal FILE  where each result is appended as it comes (default: the first\n"
@@ -103,7 +104,6 @@ static int parse_args(int argc, char** argv, options_t* o) {
       ops_given = 1;
       if (strcmp(val, "runtime") == 0) {
         o->runtime = 1;
-        o->collectives = 1;
         continue;
       }
       if (strcmp(val, "collectives") == 0) {

@@ -47,6 +47,8 @@ static void fixture_open(fixture_t* f, const char* dir, const char* file, const 
   assert_int_equal(bpc_runtime_target_query(f->dev, &t), BP_OK);
   assert_true(t.num_spaces >= 1);
   assert_int_equal(bpc_runtime_cases_generate(&t, &f->cases), BP_OK);
+  /* The collectives area comes from its own generator (quick set). */
+  assert_int_equal(bpc_collective_cases_generate(1, 0, &f->cases), BP_OK);
 }
 
 static void fixture_close(fixture_t* f) {
@@ -81,7 +83,8 @@ static void test_cpu_two_devices_pass(void** state) {
   fixture_t f;
   fixture_open(&f, getenv("BACKPLANE_TEST_PLUGIN_DIR"), "libbp_plugin_cpu.so", "cpu");
   unsetenv("BP_CPU_DEVICES");
-  /* Three memory spaces, two devices: every area has cases. */
+  /* Three memory spaces, two devices: every area has cases (collectives
+   * on the cpu plugin's native comm table). */
   for (uint32_t a = 0; a < BPC_RT_AREA_COUNT_; a++) assert_true(count_area(&f.cases, a) > 0);
   assert_int_equal(run_all(&f), 0);
   fixture_close(&f);
@@ -91,8 +94,9 @@ static void test_template_pass(void** state) {
   (void)state;
   fixture_t f;
   fixture_open(&f, getenv("BACKPLANE_TEST_PLUGIN_DIR"), "libbp_plugin_template.so", "template");
-  /* One device: no multi-device cases. */
+  /* One device: no multi-device cases; collectives host-staged. */
   assert_int_equal(count_area(&f.cases, BPC_RT_MULTI_DEVICE), 0);
+  assert_true(count_area(&f.cases, BPC_RT_COLLECTIVES) > 0);
   assert_true(count_area(&f.cases, BPC_RT_STREAM_ORDER) > 0);
   assert_int_equal(run_all(&f), 0);
   fixture_close(&f);
@@ -108,7 +112,9 @@ static void test_wrong_add_fails(void** state) {
     const bpc_case_t* c = &f.cases.items[k];
     bpc_result_t r;
     bpc_execute_case(f.dev, f.stream, c, &r);
-    int op_based = strcmp(c->dtype_label, "f32") == 0;
+    /* Collectives use no op: they pass on the faulty plugin too. */
+    int op_based = strcmp(c->dtype_label, "f32") == 0 &&
+                   c->op_id != BPC_RUNTIME_OP(BPC_RT_COLLECTIVES);
     int refusal = c->op_id == BPC_RUNTIME_OP(BPC_RT_ERRORS); /* add never runs */
     if (op_based && !refusal) {
       if (r.status != BPC_FAIL) fail_msg("%s: %s, expected FAIL", c->id, bpc_status_name(r.status));

@@ -62,12 +62,31 @@ static bp_status_t check_comm(bpp_comm_t c, const char* what) {
   return BP_OK;
 }
 
+/* The launcher's world: a communicator over MPI_COMM_WORLD's group (every
+ * process calls it), in world rank order. */
+static bp_status_t world_comm(bpp_device_t device, const bp_comm_create_info_t* info,
+                              bpp_comm_t* out) {
+  bp_status_t st = bp_mpi_lib_ready();
+  if (st != BP_OK) return st;
+  int rc;
+  bp_mpi_h wg = NULL, mc = NULL;
+  BP_MPI(rc, MPI_Comm_group, bp_mpi.f.ompi_mpi_comm_world, &wg);
+  if (rc == BP_MPI_SUCCESS)
+    BP_MPI(rc, MPI_Comm_create_group, bp_mpi.f.ompi_mpi_comm_world, wg, BP_MPI_CREATE_TAG, &mc);
+  st = bp_mpi_check(rc, "comm_create: the world (MPI_Comm_create_group)");
+  if (wg) BP_MPI(rc, MPI_Group_free, &wg);
+  if (st == BP_OK) st = comm_wrap(device, mc, default_timeout_ns(info, 0), out);
+  return st;
+}
+
 /* Equivalent to ncclCommInitRank. The communicator holds the MPI
  * processes of the bootstrap's ranks, ordered by bootstrap rank: each rank
  * shares its MPI_COMM_WORLD rank through the bootstrap, and
  * MPI_Comm_create_group (collective over those processes only) builds it.
  * When the bootstrap is MPI_COMM_WORLD itself this is a copy of the world;
- * any other order or a subset of the world works alike. */
+ * any other order or a subset of the world works alike. A NULL bootstrap
+ * asks for the launcher's world (every process of the mpirun) in world
+ * rank order (docs/ABI.md section 13). */
 static bp_status_t comm_create(bpp_device_t device, const bp_comm_create_info_t* info,
                                bpp_comm_t* out) {
   if (!out) return bp_kit_error(BP_INVALID_ARGUMENT, "mpi: comm_create: out_comm is NULL");
@@ -75,7 +94,8 @@ static bp_status_t comm_create(bpp_device_t device, const bp_comm_create_info_t*
   if (!device || !info || info->struct_size < BP_COMM_CREATE_INFO_V1_SIZE)
     return bp_kit_error(BP_INVALID_ARGUMENT, "mpi: comm_create: NULL device or short create info");
   const bp_bootstrap_t* b = info->bootstrap;
-  if (!b || b->struct_size < BP_BOOTSTRAP_V1_SIZE || !b->allgather || b->nranks < 1 ||
+  if (!b) return world_comm(device, info, out);
+  if (b->struct_size < BP_BOOTSTRAP_V1_SIZE || !b->allgather || b->nranks < 1 ||
       b->rank < 0 || b->rank >= b->nranks)
     return bp_kit_error(BP_INVALID_ARGUMENT,
                         "mpi: comm_create: a bootstrap with allgather, nranks >= 1 and 0 <= rank "

@@ -201,9 +201,15 @@ static bp_status_t issue(uint32_t kind, bp_comm_t* comm, bp_stream_t* stream, bp
   bp_status_t st = check_call(fn, comm, stream, &call);
   if (st != BP_OK) return st;
   if (comm->native) return issue_native(fn, comm, stream, &call);
-  if (options && options->compression != BP_DTYPE_INVALID)
-    return bp__error(BP_UNIMPLEMENTED, "%s: payload compression is not implemented by the "
-                     "host-staged path", fn);
+  if (options && options->compression != BP_DTYPE_INVALID) {
+    call.kit.compression = options->compression;
+    call.kit.block = options->compression_block ? options->compression_block : 256;
+    if (comm->engine) {
+      bp_kit_comm_error_t e;
+      bp_status_t checked = bp_kit_coll_check(comm->engine, &call.kit, &e);
+      if (checked != BP_OK) return bp__error(checked, "%s: %s", fn, e.text);
+    }
+  }
   if (bp__comm_group_open()) return bp__comm_group_add_staged(comm, stream, &call);
   return bp__comm_staged_enqueue(comm, stream, &call, 1);
 }

@@ -168,7 +168,8 @@ static bp_status_t bridge_call(bp_comm_t* c, const bp_kit_coll_t* k) {
   bp_tensor_desc_t sd, rd;
   const bp_tensor_desc_t* s = host_desc(&sd, k->send, k->dtype, sc);
   const bp_tensor_desc_t* r = host_desc(&rd, k->recv, k->dtype, rc);
-  bp_collective_options_t o = {.struct_size = sizeof(o), .root = k->root, .peer = k->root};
+  bp_collective_options_t o = {.struct_size = sizeof(o), .root = k->root, .peer = k->root,
+                               .compression = k->compression, .compression_block = k->block};
   bpp_comm_t pc = c->bridge;
 #define CALL(slot_, ...) (t->slot_ ? t->slot_(__VA_ARGS__) : BP_UNIMPLEMENTED)
   switch (k->kind) {

@@ -67,6 +67,12 @@ typedef struct bp_kit_coll {
   uint32_t op;    /* enum bp_reduce_op */
   int32_t root;   /* broadcast, reduce: root rank; send, recv: peer rank */
   uint64_t count;
+  /* Payload compression of all_reduce (SUM, AVG), all_gather and
+   * reduce_scatter (SUM, AVG) over float dtypes: BP_DTYPE_I8 or
+   * BP_DTYPE_F8E4M3FN codes with one f32 scale per `block` elements
+   * (kit_comm_quant.c), or 0. */
+  uint32_t compression;
+  uint32_t block;
   const void* send;
   void* recv;
   const uint64_t* send_counts;
@@ -123,6 +129,24 @@ bp_status_t bp_kit_group_for_each(const void* items, uint32_t n, size_t stride,
 
 /* timeout_ns when nonzero, else BACKPLANE_COMM_TIMEOUT_MS, else 300 s. */
 uint64_t bp_kit_comm_timeout(uint64_t timeout_ns);
+
+/* Block quantization of payloads (kit_comm_quant.c). */
+int bp_kit_comm_can_compress(uint32_t dtype, uint32_t compression);
+uint64_t bp_kit_comm_scale_count(uint64_t count, uint32_t block);
+/* Codes and scales of elements [first, first + count) of src (scales of
+ * blocks counted from `first`, which is a multiple of block). */
+void bp_kit_comm_encode(uint32_t dtype, uint32_t compression, uint32_t block, const void* src,
+                        uint64_t first, uint64_t count, int8_t* codes, float* scales);
+/* acc[i] = sum over q of decode(codes[q][first + i]) in f32, in q order. */
+void bp_kit_comm_decode_sum(uint32_t compression, uint32_t block, const int8_t* const* codes,
+                            const float* const* scales, uint32_t n, uint64_t first,
+                            uint64_t count, float* acc);
+/* dst[dst_first + i] = decode(codes[first + i]) as dtype. */
+void bp_kit_comm_decode(uint32_t dtype, uint32_t compression, uint32_t block,
+                        const int8_t* codes, const float* scales, uint64_t first, uint64_t count,
+                        void* dst, uint64_t dst_first);
+void bp_kit_comm_store_floats(uint32_t dtype, const float* src, uint64_t count, void* dst,
+                              uint64_t dst_first);
 
 /* Bytes of `count` elements of `dtype` (0 for unknown dtypes). */
 uint64_t bp_kit_coll_bytes(uint32_t dtype, uint64_t count);

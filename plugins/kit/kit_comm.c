@@ -34,6 +34,12 @@ typedef struct p2p_msg {
 typedef struct slot {
   const bp_kit_coll_t* call; /* this rank's call, valid until barrier C */
   const void* send;          /* the input peers read (a copy for all_to_all overlaps) */
+  /* Compressed calls: this rank's encoded input, and (all_reduce) its
+   * encoded chunk of the result. */
+  const int8_t* codes;
+  const float* scales;
+  const int8_t* out_codes;
+  const float* out_scales;
   bp_status_t local_status;  /* this rank's own check */
   char local_msg[256];
 } slot_t;
@@ -60,6 +66,16 @@ struct bp_kit_comm {
   int32_t rank;
   uint64_t calls;   /* collectives issued by this rank, for messages */
   const void** src; /* nranks: the inputs of a reduction */
+  /* Scratch of compressed calls, grown on demand: codes and scales of the
+   * input and of the result chunk, the f32 sum of a chunk. */
+  int8_t* codes;
+  float* scales;
+  int8_t* out_codes;
+  float* out_scales;
+  float* acc;
+  uint64_t cap_elems, cap_scales, cap_acc;
+  const int8_t** peer_codes; /* nranks */
+  const float** peer_scales;
 };
 
 static const char* kind_name(uint32_t kind) {
@@ -134,7 +150,12 @@ static bp_kit_comm_t* comm_new(world_t* w, int32_t rank) {
   bp_kit_comm_t* c = calloc(1, sizeof(*c));
   if (!c) return NULL;
   c->src = calloc((size_t)w->nranks, sizeof(void*));
-  if (!c->src) {
+  c->peer_codes = calloc((size_t)w->nranks, sizeof(void*));
+  c->peer_scales = calloc((size_t)w->nranks, sizeof(void*));
+  if (!c->src || !c->peer_codes || !c->peer_scales) {
+    free(c->src);
+    free(c->peer_codes);
+    free(c->peer_scales);
     free(c);
     return NULL;
   }
@@ -231,6 +252,13 @@ void bp_kit_comm_destroy(bp_kit_comm_t* c) {
   pthread_mutex_unlock(&w->sync.mu);
   if (last) world_free(w);
   free(c->src);
+  free(c->codes);
+  free(c->scales);
+  free(c->out_codes);
+  free(c->out_scales);
+  free(c->acc);
+  free(c->peer_codes);
+  free(c->peer_scales);
   free(c);
 }
 
@@ -324,6 +352,23 @@ bp_status_t bp_kit_coll_check(const bp_kit_comm_t* c, const bp_kit_coll_t* call,
       return fail(err, BP_UNIMPLEMENTED, "%s: cannot reduce dtype %s", name,
                   bp_dtype_name(call->dtype));
   }
+  if (call->compression) {
+    const int kind_ok = call->kind == BP_KIT_COLL_ALL_REDUCE ||
+                        call->kind == BP_KIT_COLL_ALL_GATHER ||
+                        call->kind == BP_KIT_COLL_REDUCE_SCATTER;
+    if (!kind_ok)
+      return fail(err, BP_INVALID_ARGUMENT, "%s: payload compression applies to all_reduce, "
+                  "all_gather and reduce_scatter only", name);
+    if (!bp_kit_comm_can_compress(call->dtype, call->compression))
+      return fail(err, BP_UNIMPLEMENTED, "%s: cannot compress %s to dtype %u (i8 or "
+                  "float8_e4m3fn blocks of f32, f16, bf16, f64)", name,
+                  bp_dtype_name(call->dtype), call->compression);
+    if (is_reduction(call->kind) && call->op != BP_REDUCE_SUM && call->op != BP_REDUCE_AVG)
+      return fail(err, BP_UNIMPLEMENTED, "%s: compressed reductions are SUM and AVG", name);
+    if (call->block == 0 || call->block > (1u << 24))
+      return fail(err, BP_INVALID_ARGUMENT, "%s: compression block %u (1 to 2^24)", name,
+                  call->block);
+  }
   if ((has_root(call->kind) || call->kind == BP_KIT_COLL_SEND ||
        call->kind == BP_KIT_COLL_RECV) &&
       (call->root < 0 || call->root >= n))
@@ -375,6 +420,10 @@ static bp_status_t check_all(world_t* w, bp_kit_comm_error_t* err, const char* w
     if (is_reduction(a->kind) && a->op != b->op)
       return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 reduces with op %u, rank %d "
                   "with op %u", what, a->op, r, b->op);
+    if (a->compression != b->compression || (a->compression && a->block != b->block))
+      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 compresses to %u in blocks of "
+                  "%u, rank %d to %u in blocks of %u", what, a->compression, a->block, r,
+                  b->compression, b->block);
     if (has_root(a->kind) && a->root != b->root)
       return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 names root %d, rank %d "
                   "names root %d", what, a->root, r, b->root);
@@ -412,6 +461,87 @@ static void reduce_range(bp_kit_comm_t* c, const bp_kit_coll_t* me, void* dst,
   const uint64_t es = bp_dtype_size(me->dtype);
   for (int32_t q = 0; q < w->nranks; ++q) c->src[q] = at(w->slots[q].send, src_off, es);
   bp_kit_comm_reduce(me->dtype, me->op, dst, c->src, (uint32_t)w->nranks, len);
+}
+
+/* ---- compressed calls (kit_comm_quant.c) ---- */
+static int grow_scratch(bp_kit_comm_t* c, uint64_t elems, uint64_t acc, uint32_t block) {
+  if (elems > c->cap_elems) {
+    int8_t* a = realloc(c->codes, (size_t)elems);
+    if (a) c->codes = a;
+    int8_t* b = realloc(c->out_codes, (size_t)elems);
+    if (b) c->out_codes = b;
+    if (!a || !b) return 0;
+    c->cap_elems = elems;
+  }
+  const uint64_t ns = bp_kit_comm_scale_count(elems, block);
+  if (ns > c->cap_scales) {
+    float* d = realloc(c->scales, sizeof(float) * (size_t)ns);
+    if (d) c->scales = d;
+    float* e = realloc(c->out_scales, sizeof(float) * (size_t)ns);
+    if (e) c->out_scales = e;
+    if (!d || !e) return 0;
+    c->cap_scales = ns;
+  }
+  if (acc > c->cap_acc) {
+    float* f = realloc(c->acc, sizeof(float) * (size_t)acc);
+    if (!f) return 0;
+    c->acc = f;
+    c->cap_acc = acc;
+  }
+  return 1;
+}
+
+/* The elements [b, e) of all_reduce chunk r: whole blocks. */
+static void block_chunk(const bp_kit_coll_t* me, int32_t n, int32_t r, uint64_t* b,
+                        uint64_t* e) {
+  const uint64_t nb = bp_kit_comm_scale_count(me->count, me->block);
+  uint64_t bb, bl;
+  chunk_of(nb, n, r, &bb, &bl);
+  /* A rank past the last block (more ranks than blocks) gets [count, count). */
+  *b = bb * me->block < me->count ? bb * me->block : me->count;
+  *e = (bb + bl) * me->block < me->count ? (bb + bl) * me->block : me->count;
+}
+
+static void phase1_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
+  world_t* w = c->w;
+  const int32_t r = c->rank, n = w->nranks;
+  for (int32_t q = 0; q < n; ++q) {
+    c->peer_codes[q] = w->slots[q].codes;
+    c->peer_scales[q] = w->slots[q].scales;
+  }
+  if (me->kind == BP_KIT_COLL_ALL_GATHER) {
+    for (int32_t q = 0; q < n; ++q)
+      bp_kit_comm_decode(me->dtype, me->compression, me->block, c->peer_codes[q],
+                         c->peer_scales[q], 0, me->count, me->recv, (uint64_t)q * me->count);
+    return;
+  }
+  uint64_t b = (uint64_t)r * me->count, e = b + me->count;
+  if (me->kind == BP_KIT_COLL_ALL_REDUCE) block_chunk(me, n, r, &b, &e);
+  bp_kit_comm_decode_sum(me->compression, me->block, c->peer_codes, c->peer_scales,
+                         (uint32_t)n, b, e - b, c->acc);
+  if (me->op == BP_REDUCE_AVG)
+    for (uint64_t i = 0; i < e - b; ++i) c->acc[i] /= (float)n;
+  if (me->kind == BP_KIT_COLL_REDUCE_SCATTER) {
+    bp_kit_comm_store_floats(me->dtype, c->acc, e - b, me->recv, 0);
+    return;
+  }
+  /* all_reduce: the chunk travels encoded again; every rank, this one
+   * included, takes the decoded values, so all agree bit for bit. */
+  bp_kit_comm_encode(BP_DTYPE_F32, me->compression, me->block, c->acc, 0, e - b,
+                     c->out_codes + b, c->out_scales + b / me->block);
+  bp_kit_comm_decode(me->dtype, me->compression, me->block, c->out_codes, c->out_scales, b,
+                     e - b, me->recv, b);
+}
+
+static void phase2_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
+  world_t* w = c->w;
+  for (int32_t q = 0; q < w->nranks; ++q) {
+    if (q == c->rank) continue;
+    uint64_t b, e;
+    block_chunk(me, w->nranks, q, &b, &e);
+    bp_kit_comm_decode(me->dtype, me->compression, me->block, w->slots[q].out_codes,
+                       w->slots[q].out_scales, b, e - b, me->recv, b);
+  }
 }
 
 /* Phase 1: this rank's share. */
@@ -515,10 +645,25 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
       input = copy;
     }
   }
+  if (local_status == BP_OK && call->compression) {
+    /* Encode this rank's input (peers decode it after barrier A). */
+    const uint64_t in = call->kind == BP_KIT_COLL_REDUCE_SCATTER
+                            ? call->count * (uint64_t)w->nranks : call->count;
+    const uint64_t acc = call->kind == BP_KIT_COLL_ALL_GATHER ? 0 : call->count;
+    if (!grow_scratch(c, in ? in : 1, acc ? acc : 1, call->block))
+      local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory for the compression");
+    else
+      bp_kit_comm_encode(call->dtype, call->compression, call->block, call->send, 0, in,
+                         c->codes, c->scales);
+  }
   const struct timespec deadline = bp_kit_deadline(w->timeout_ns);
   pthread_mutex_lock(&w->sync.mu);
   s->call = call;
   s->send = input;
+  s->codes = c->codes;
+  s->scales = c->scales;
+  s->out_codes = c->out_codes;
+  s->out_scales = c->out_scales;
   s->local_status = local_status;
   snprintf(s->local_msg, sizeof(s->local_msg), "%s", local_status ? local.text : "");
   bp_status_t st = world_barrier(c, &deadline, what, err); /* A */
@@ -526,13 +671,21 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
   pthread_mutex_unlock(&w->sync.mu);
   if (st == BP_OK) {
     /* Barrier B also keeps every slot unchanged until all ranks checked. */
-    if (verdict == BP_OK) phase1(c, call);
+    if (verdict == BP_OK) {
+      if (call->compression)
+        phase1_compressed(c, call);
+      else
+        phase1(c, call);
+    }
     pthread_mutex_lock(&w->sync.mu);
     st = world_barrier(c, &deadline, what, verdict == BP_OK ? err : NULL); /* B */
     pthread_mutex_unlock(&w->sync.mu);
     if (verdict != BP_OK) st = verdict;
     if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE) {
-      phase2(w, c->rank, call);
+      if (call->compression)
+        phase2_compressed(c, call);
+      else
+        phase2(w, c->rank, call);
       pthread_mutex_lock(&w->sync.mu);
       st = world_barrier(c, &deadline, what, err); /* C */
       pthread_mutex_unlock(&w->sync.mu);

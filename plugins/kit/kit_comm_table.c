@@ -192,11 +192,11 @@ static bp_kit_coll_t make_call(uint32_t kind, const bp_tensor_desc_t* send,
 
 static int32_t opt_root(const bp_collective_options_t* o) { return o ? o->root : 0; }
 static int32_t opt_peer(const bp_collective_options_t* o) { return o ? o->peer : -1; }
-static bp_status_t check_compression(const bp_collective_options_t* o) {
-  if (o && o->compression != BP_DTYPE_INVALID)
-    return BP_KIT_ERROR(BP_UNIMPLEMENTED, "collective: payload compression is not implemented "
-                        "by this engine");
-  return BP_OK;
+/* The options' payload compression into the call (block 0: 256). */
+static void set_compression(bp_kit_coll_t* c, const bp_collective_options_t* o) {
+  if (!o || o->compression == BP_DTYPE_INVALID) return;
+  c->compression = o->compression;
+  c->block = o->compression_block ? o->compression_block : 256;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -292,42 +292,42 @@ static bp_status_t comm_deregister(bpp_comm_t comm, void* handle) {
 static bp_status_t all_reduce(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                               const bp_tensor_desc_t* recv, uint32_t op,
                               const bp_collective_options_t* o) {
-  bp_status_t st = check_compression(o);
-  if (st != BP_OK) return st;
   bp_kit_coll_t c = make_call(BP_KIT_COLL_ALL_REDUCE, send, recv, op, 0);
+  set_compression(&c, o);
   return issue(comm, stream, &c);
 }
 static bp_status_t broadcast(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                              const bp_tensor_desc_t* recv, const bp_collective_options_t* o) {
   bp_kit_coll_t c = make_call(BP_KIT_COLL_BROADCAST, send, recv, 0, opt_root(o));
   c.count = desc_count(recv);
+  set_compression(&c, o); /* refused by the engine's check */
   return issue(comm, stream, &c);
 }
 static bp_status_t reduce(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                           const bp_tensor_desc_t* recv, uint32_t op,
                           const bp_collective_options_t* o) {
   bp_kit_coll_t c = make_call(BP_KIT_COLL_REDUCE, send, recv, op, opt_root(o));
+  set_compression(&c, o); /* refused by the engine's check */
   return issue(comm, stream, &c);
 }
 static bp_status_t all_gather(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                               const bp_tensor_desc_t* recv, const bp_collective_options_t* o) {
-  bp_status_t st = check_compression(o);
-  if (st != BP_OK) return st;
   bp_kit_coll_t c = make_call(BP_KIT_COLL_ALL_GATHER, send, recv, 0, 0);
+  set_compression(&c, o);
   return issue(comm, stream, &c);
 }
 static bp_status_t reduce_scatter(bpp_comm_t comm, bpp_stream_t stream,
                                   const bp_tensor_desc_t* send, const bp_tensor_desc_t* recv,
                                   uint32_t op, const bp_collective_options_t* o) {
-  bp_status_t st = check_compression(o);
-  if (st != BP_OK) return st;
   bp_kit_coll_t c = make_call(BP_KIT_COLL_REDUCE_SCATTER, send, recv, op, 0);
+  set_compression(&c, o);
   return issue(comm, stream, &c);
 }
 static bp_status_t all_to_all(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* send,
                               const bp_tensor_desc_t* recv, const bp_collective_options_t* o) {
   if (!comm) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "all_to_all: NULL communicator");
   bp_kit_coll_t c = make_call(BP_KIT_COLL_ALL_TO_ALL, send, recv, 0, 0);
+  set_compression(&c, o); /* refused by the engine's check */
   const uint64_t n = (uint64_t)bp_kit_comm_size(comm->engine);
   if (c.count % n != 0)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "all_to_all: %llu elements do not split into %llu "
@@ -340,6 +340,7 @@ static bp_status_t all_to_allv(bpp_comm_t comm, bpp_stream_t stream, const bp_te
                                const bp_tensor_desc_t* recv, const uint64_t* recv_counts,
                                const uint64_t* recv_displs, const bp_collective_options_t* o) {
   bp_kit_coll_t c = make_call(BP_KIT_COLL_ALL_TO_ALLV, send, recv, 0, 0);
+  set_compression(&c, o); /* refused by the engine's check */
   c.send_counts = send_counts;
   c.send_displs = send_displs;
   c.recv_counts = recv_counts;
@@ -358,11 +359,13 @@ static bp_status_t all_to_allv(bpp_comm_t comm, bpp_stream_t stream, const bp_te
 static bp_status_t send(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* data,
                         const bp_collective_options_t* o) {
   bp_kit_coll_t c = make_call(BP_KIT_COLL_SEND, data, NULL, 0, opt_peer(o));
+  set_compression(&c, o); /* refused by the engine's check */
   return issue(comm, stream, &c);
 }
 static bp_status_t recv(bpp_comm_t comm, bpp_stream_t stream, const bp_tensor_desc_t* data,
                         const bp_collective_options_t* o) {
   bp_kit_coll_t c = make_call(BP_KIT_COLL_RECV, NULL, data, 0, opt_peer(o));
+  set_compression(&c, o); /* refused by the engine's check */
   return issue(comm, stream, &c);
 }
 static bp_status_t barrier(bpp_comm_t comm, bpp_stream_t stream) {

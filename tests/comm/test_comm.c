@@ -17,7 +17,12 @@
 
 #include <cmocka.h>
 
+#include <math.h>
+
 #include "backplane/comm.h"
+
+/* Collective kinds of the compressed checks. */
+enum { BP_KIT_ALL_REDUCE_ = 1, BP_KIT_ALL_GATHER_ = 4, BP_KIT_REDUCE_SCATTER_ = 5 };
 
 /* fp8 conversions of the plugin kit (linked statically); f16 and bf16
  * hold the test's small integers exactly through _Float16 and the top
@@ -566,6 +571,128 @@ static void test_split(void** state) {
   check_split("template");
 }
 
+/* ------------------------------------------------------------------------ */
+/* Compressed payloads (int8 / fp8 e4m3 blocks with f32 scales)              */
+/* ------------------------------------------------------------------------ */
+static float fvalue(int r, int64_t i) {
+  return (float)(sin((double)i * 0.37 + r) * (double)(1 + i % 13));
+}
+
+/* The bound of docs/collectives.md for one element of block b: n encoded
+ * inputs plus, for all_reduce, the encoded result. */
+static double bound(uint32_t comp, int terms, double amax_in) {
+  const double per = comp == BP_DTYPE_I8 ? amax_in / 254.0 : amax_in * (1.0 / 16 + 1.0 / 458752);
+  return terms * per * 1.0001 + 1e-6;
+}
+
+static void check_compressed(uint32_t kind, uint32_t comp, uint32_t block, int n, int64_t count,
+                             uint32_t op) {
+  world_t w;
+  world_open(&w, "cpu", n, 0);
+  const int64_t in_n = kind == BP_KIT_REDUCE_SCATTER_ ? count * n : count;
+  const int64_t out_n = kind == BP_KIT_ALL_GATHER_ ? count * n : count;
+  bp_tensor_t *send[MAX_RANKS], *recv[MAX_RANKS];
+  float* host = malloc(sizeof(float) * (size_t)(in_n > out_n ? in_n : out_n));
+  for (int r = 0; r < n; ++r) {
+    send[r] = tensor(&w, r, BP_DTYPE_F32, in_n);
+    recv[r] = tensor(&w, r, BP_DTYPE_F32, out_n);
+    for (int64_t i = 0; i < in_n; ++i) host[i] = fvalue(r, i);
+    assert_int_equal(bp_tensor_write(w.streams[r], send[r], host, (uint64_t)in_n * 4), BP_OK);
+  }
+  bp_collective_options_t o = {.struct_size = sizeof o, .compression = comp,
+                               .compression_block = block};
+  for (int r = 0; r < n; ++r) {
+    bp_status_t st = kind == BP_KIT_ALL_GATHER_
+                         ? bp_comm_all_gather(w.comms[r], w.streams[r], send[r], recv[r], &o)
+                     : kind == BP_KIT_REDUCE_SCATTER_
+                         ? bp_comm_reduce_scatter(w.comms[r], w.streams[r], send[r], recv[r], op, &o)
+                         : bp_comm_all_reduce(w.comms[r], w.streams[r], send[r], recv[r], op, &o);
+    if (st != BP_OK) fail_msg("issue: %s", bp_status_message());
+  }
+  sync_all(&w);
+  float* first = NULL;
+  for (int r = 0; r < n; ++r) {
+    float* got = read_all(&w, r, recv[r]);
+    for (int64_t i = 0; i < out_n; ++i) {
+      /* The exact result and the block's largest input magnitude. */
+      double exact = 0, amax = 0;
+      int terms = 1;
+      if (kind == BP_KIT_ALL_GATHER_) {
+        const int q = (int)(i / count);
+        const int64_t e = i % count, b0 = e / block * block;
+        exact = fvalue(q, e);
+        for (int64_t k = b0; k < b0 + block && k < count; ++k)
+          amax = fmax(amax, fabs(fvalue(q, k)));
+      } else {
+        const int64_t e = kind == BP_KIT_REDUCE_SCATTER_ ? (int64_t)r * count + i : i;
+        const int64_t b0 = e / block * block, lim = kind == BP_KIT_REDUCE_SCATTER_ ? in_n : count;
+        for (int q = 0; q < n; ++q) {
+          exact += fvalue(q, e);
+          for (int64_t k = b0; k < b0 + block && k < lim; ++k)
+            amax = fmax(amax, fabs(fvalue(q, k)));
+        }
+        terms = kind == BP_KIT_ALL_REDUCE_ ? 2 * n : n;
+        if (op == BP_REDUCE_AVG) {
+          exact /= n;
+          amax /= 1; /* the bound scales with the sum; AVG divides both */
+          terms = kind == BP_KIT_ALL_REDUCE_ ? 2 * n : n;
+        }
+      }
+      const double limit = bound(comp, terms, amax) / (op == BP_REDUCE_AVG ? n : 1);
+      if (fabs(got[i] - exact) > limit)
+        fail_msg("comp %u kind %u rank %d [%lld]: got %.7g, exact %.7g, bound %.3g", comp, kind,
+                 r, (long long)i, got[i], exact, limit);
+    }
+    if (kind == BP_KIT_ALL_REDUCE_) {
+      /* Every rank holds the same values. */
+      if (first) assert_memory_equal(first, got, (size_t)out_n * 4);
+      else first = got;
+    }
+    if (got != first) free(got);
+  }
+  free(first);
+  free(host);
+  for (int r = 0; r < n; ++r) {
+    bp_tensor_release(send[r]);
+    bp_tensor_release(recv[r]);
+  }
+  world_close(&w);
+}
+
+static void test_compressed_collectives(void** state) {
+  (void)state;
+  static const uint32_t comps[] = {BP_DTYPE_I8, BP_DTYPE_F8E4M3FN};
+  for (int c = 0; c < 2; ++c)
+    for (int n = 2; n <= 4; ++n) {
+      check_compressed(BP_KIT_ALL_REDUCE_, comps[c], 256, n, 1000, BP_REDUCE_SUM);
+      check_compressed(BP_KIT_ALL_REDUCE_, comps[c], 32, n, 77, BP_REDUCE_AVG);
+      check_compressed(BP_KIT_ALL_GATHER_, comps[c], 64, n, 300, BP_REDUCE_SUM);
+      check_compressed(BP_KIT_REDUCE_SCATTER_, comps[c], 128, n, 513, BP_REDUCE_SUM);
+    }
+  /* Refusals: integers, PROD, a collective without a compressed form, an
+   * unknown code dtype. A refused collective is still shown to the peers
+   * (so they fail with it rather than wait): the peer here never calls,
+   * so rank 0's stream ends with the timeout of a short-lived world. */
+  world_t w;
+  world_open(&w, "cpu", 2, 200 * 1000000ull);
+  bp_tensor_t* i32 = tensor(&w, 0, BP_DTYPE_I32, 8);
+  bp_tensor_t* f = tensor(&w, 0, BP_DTYPE_F32, 8);
+  bp_collective_options_t o = {.struct_size = sizeof o, .compression = BP_DTYPE_I8};
+  assert_int_equal(bp_comm_all_reduce(w.comms[0], w.streams[0], i32, i32, BP_REDUCE_SUM, &o),
+                   BP_UNIMPLEMENTED);
+  assert_non_null(strstr(bp_status_message(), "cannot compress"));
+  assert_int_equal(bp_comm_all_reduce(w.comms[0], w.streams[0], f, f, BP_REDUCE_PROD, &o),
+                   BP_UNIMPLEMENTED);
+  assert_int_equal(bp_comm_broadcast(w.comms[0], w.streams[0], f, f, &o), BP_INVALID_ARGUMENT);
+  o.compression = BP_DTYPE_U8;
+  assert_int_equal(bp_comm_all_reduce(w.comms[0], w.streams[0], f, f, BP_REDUCE_SUM, &o),
+                   BP_UNIMPLEMENTED);
+  assert_int_equal(bp_stream_synchronize(w.streams[0]), BP_DEADLINE_EXCEEDED);
+  bp_tensor_release(i32);
+  bp_tensor_release(f);
+  world_close(&w);
+}
+
 /* Vulkan (lavapipe in CI): host-staged ranks sharing vulkan:0, whose
  * host functions wait for each other across streams of one queue. */
 static void test_collectives_vulkan(void** state) {
@@ -597,6 +724,7 @@ int main(void) {
       cmocka_unit_test(test_abort_wakes_a_waiting_rank),
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_split),
+      cmocka_unit_test(test_compressed_collectives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

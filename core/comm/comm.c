@@ -78,6 +78,7 @@ static bp_status_t bridge_rank(bp_comm_t* c, const bp_bootstrap_t* bs, uint64_t 
     if (st == BP_OK) {
       c->bridge_plugin = p;
       c->tier = BP_COMM_TIER_HOST_STAGED;
+      c->link = BP_LINK_NETWORK; /* another process, possibly machine */
       return BP_OK;
     }
     if (c->bridge) {
@@ -102,6 +103,7 @@ static bp_status_t make_rank(bp_device_t* device, const bp_bootstrap_t* bs, uint
   if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
   c->rank = bs ? bs->rank : -1;
   c->size = bs ? bs->nranks : 0;
+  c->link = BP_LINK_HOST; /* peers unknown: bp_comm_init_all refines it */
   bp_status_t st = BP_UNIMPLEMENTED;
   if (bs && plugin->has_comm && plugin->comm.comm_create) {
     c->tier = plugin->comm.tier;
@@ -222,7 +224,17 @@ bp_status_t bp_comm_init_all(bp_device_t* const* devices, uint32_t count,
     free(bs), free(jobs), free(threads);
     return bp__error(st, "%s: rank %u: %s", fn, bad, msg);
   }
-  for (uint32_t r = 0; r < count; ++r) out_comms[r] = jobs[r].comm;
+  /* The slowest link between any two of the ranks' devices. */
+  uint32_t link = BP_LINK_SAME_DEVICE;
+  for (uint32_t a = 0; a < count; ++a)
+    for (uint32_t b = a + 1; b < count; ++b) {
+      const uint32_t t = bp_device_link_tier(devices[a], devices[b]);
+      if (t > link) link = t;
+    }
+  for (uint32_t r = 0; r < count; ++r) {
+    out_comms[r] = jobs[r].comm;
+    if (!out_comms[r]->bridge) out_comms[r]->link = link;
+  }
   free(bs), free(jobs), free(threads);
   return BP_OK;
 }
@@ -236,6 +248,7 @@ bp_status_t bp_comm_split(bp_comm_t* comm, int32_t color, int32_t key, bp_comm_t
   bp_comm_t* c = comm_alloc(comm->device);
   if (!c) return bp__error(BP_RESOURCE_EXHAUSTED, "%s: out of memory", fn);
   c->tier = comm->tier;
+  c->link = comm->link; /* a subset of the ranks: no slower */
   bp_status_t st;
   bp_plugin_t* plugin = comm->native ? comm->device->plugin : comm->bridge_plugin;
   bpp_comm_t parent = comm->native ? comm->native : comm->bridge;

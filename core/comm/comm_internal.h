@@ -20,6 +20,7 @@ struct bp_comm {
   bp_device_t* device; /* not retained: devices live as long as the context */
   int32_t rank, size;
   uint32_t tier;       /* enum bp_comm_tier */
+  uint32_t link;       /* enum bp_link_tier: the slowest link among the ranks */
   bpp_comm_t native;   /* tier NATIVE: the plugin's communicator */
   bp_kit_comm_t* engine; /* tier HOST_STAGED: the core's host engine, or */
   bp_plugin_t* bridge_plugin; /* another plugin's communicator (BPP_COMM_HOST_POINTERS) */

@@ -124,6 +124,39 @@ BP_API bp_status_t bp_comm_recv(bp_comm_t* comm, bp_stream_t* stream, bp_tensor_
                                 int32_t peer);
 BP_API bp_status_t bp_comm_barrier(bp_comm_t* comm, bp_stream_t* stream);
 
+/* How two ranks' devices are connected, slowest last. */
+enum bp_link_tier {
+  BP_LINK_SAME_DEVICE = 0, /* one device: its own memory */
+  BP_LINK_PEER = 1,        /* devices of one plugin that copy to each other directly
+                              (BP_DEVICE_FLAG_PEER_COPY), or share host memory */
+  BP_LINK_HOST = 2,        /* through host memory (another plugin, host staging) */
+  BP_LINK_NETWORK = 3      /* another process, possibly another machine */
+};
+/* The tier between two devices of this process (host staging between
+ * plugins; a plugin's devices with PEER_COPY or UNIFIED_MEMORY are peers). */
+BP_API uint32_t bp_device_link_tier(const bp_device_t* a, const bp_device_t* b);
+/* The slowest link of the communicator: the largest tier between any two of
+ * its ranks (bp_comm_init_all knows them all; a bp_comm_create rank in this
+ * process counts as HOST, across processes as NETWORK). */
+BP_API uint32_t bp_comm_link_tier(const bp_comm_t* comm);
+
+/* Collective kinds of bp_comm_estimate_ns. */
+enum bp_collective_kind {
+  BP_COLLECTIVE_ALL_REDUCE = 0, BP_COLLECTIVE_BROADCAST = 1, BP_COLLECTIVE_REDUCE = 2,
+  BP_COLLECTIVE_ALL_GATHER = 3, BP_COLLECTIVE_REDUCE_SCATTER = 4, BP_COLLECTIVE_ALL_TO_ALL = 5,
+  BP_COLLECTIVE_SEND_RECV = 6, BP_COLLECTIVE_BARRIER = 7
+};
+/* Estimated time of one collective moving `bytes` (the recv size of
+ * all_gather, the send size of reduce_scatter, the tensor otherwise): the
+ * bus bytes of the kind (2(n-1)/n of the size for all_reduce, as NCCL
+ * counts) over the link tier's bandwidth (the devices' memory bandwidth on
+ * one device or between peers, their host link for HOST, plus the two
+ * staging copies of a HOST_STAGED tier, BACKPLANE_NETWORK_GBPS (default
+ * 10) for NETWORK), plus a latency per step. What the graph compiler asks;
+ * a model, not a measurement (docs/collectives.md). */
+BP_API bp_status_t bp_comm_estimate_ns(const bp_comm_t* comm, uint32_t kind, uint64_t bytes,
+                                       double* out_ns);
+
 /* Groups of the calling thread (ncclGroupStart/End); they nest and span
  * communicators of every plugin. */
 BP_API bp_status_t bp_comm_group_begin(void);

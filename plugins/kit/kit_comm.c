@@ -76,7 +76,14 @@ struct bp_kit_comm {
   uint64_t cap_elems, cap_scales, cap_acc;
   const int8_t** peer_codes; /* nranks */
   const float** peer_scales;
+  unsigned char* small; /* ONE_SHOT_BYTES: a copy of a small all_reduce input */
 };
+
+/* all_reduce up to this many bytes runs one-shot: every rank reduces the
+ * whole vector from copies of the inputs (two barriers); larger ones run
+ * reduce-scatter + all-gather (three barriers, 1/n of the reduction work
+ * per rank). Latency against bandwidth, as NCCL's one-shot and ring. */
+#define ONE_SHOT_BYTES 16384u
 
 static const char* kind_name(uint32_t kind) {
   static const char* const names[] = {"?",          "all_reduce", "broadcast", "reduce",
@@ -259,6 +266,7 @@ void bp_kit_comm_destroy(bp_kit_comm_t* c) {
   free(c->acc);
   free(c->peer_codes);
   free(c->peer_scales);
+  free(c->small);
   free(c);
 }
 
@@ -544,6 +552,11 @@ static void phase2_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   }
 }
 
+static int one_shot(const bp_kit_coll_t* me) {
+  return me->kind == BP_KIT_COLL_ALL_REDUCE && !me->compression &&
+         bp_kit_coll_bytes(me->dtype, me->count) <= ONE_SHOT_BYTES;
+}
+
 /* Phase 1: this rank's share. */
 static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   world_t* w = c->w;
@@ -552,6 +565,10 @@ static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   uint64_t b, len;
   switch (me->kind) {
     case BP_KIT_COLL_ALL_REDUCE:
+      if (one_shot(me)) {
+        reduce_range(c, me, me->recv, 0, me->count);
+        break;
+      }
       chunk_of(me->count, n, r, &b, &len);
       reduce_range(c, me, (unsigned char*)me->recv + b * es, b, len);
       break;
@@ -645,6 +662,17 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
       input = copy;
     }
   }
+  if (local_status == BP_OK && one_shot(call)) {
+    /* Peers read this copy while this rank writes its output in place. */
+    if (!c->small) c->small = malloc(ONE_SHOT_BYTES);
+    if (!c->small)
+      local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory");
+    else {
+      const uint64_t bytes = bp_kit_coll_bytes(call->dtype, call->count);
+      if (bytes) memcpy(c->small, call->send, bytes);
+      input = c->small;
+    }
+  }
   if (local_status == BP_OK && call->compression) {
     /* Encode this rank's input (peers decode it after barrier A). */
     const uint64_t in = call->kind == BP_KIT_COLL_REDUCE_SCATTER
@@ -681,7 +709,7 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
     st = world_barrier(c, &deadline, what, verdict == BP_OK ? err : NULL); /* B */
     pthread_mutex_unlock(&w->sync.mu);
     if (verdict != BP_OK) st = verdict;
-    if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE) {
+    if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE && !one_shot(call)) {
       if (call->compression)
         phase2_compressed(c, call);
       else

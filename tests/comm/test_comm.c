@@ -693,6 +693,44 @@ static void test_compressed_collectives(void** state) {
   world_close(&w);
 }
 
+/* Link tiers and the cost model the compiler reads. */
+static void test_link_tiers_and_cost(void** state) {
+  (void)state;
+  world_t w;
+  world_open(&w, "cpu", 4, 0);
+  bp_device_t* tmpl = NULL;
+  assert_int_equal(bp_context_find_device(w.ctx, "template:0", &tmpl), BP_OK);
+  assert_int_equal(bp_device_link_tier(w.devices[0], w.devices[0]), BP_LINK_SAME_DEVICE);
+  assert_int_equal(bp_device_link_tier(w.devices[0], w.devices[1]), BP_LINK_PEER);
+  assert_int_equal(bp_device_link_tier(w.devices[0], tmpl), BP_LINK_HOST);
+  assert_int_equal(bp_device_link_tier(NULL, tmpl), BP_LINK_NETWORK);
+  assert_int_equal(bp_comm_link_tier(w.comms[0]), BP_LINK_PEER);
+  /* all_reduce: 2 steps of latency + 2(n-1)/n of the bytes at memory speed. */
+  const bp_device_properties_t* p = bp_device_properties(w.devices[0]);
+  const uint64_t bytes = 64u << 20;
+  double ns = 0, small = 0, bcast = 0;
+  assert_int_equal(bp_comm_estimate_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE, bytes, &ns), BP_OK);
+  const double want = 2 * 2000.0 + 1.5 * (double)bytes / p->memory_bandwidth_bytes_per_s * 1e9;
+  assert_true(fabs(ns - want) <= 1e-9 * want);
+  assert_int_equal(bp_comm_estimate_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE, 8, &small), BP_OK);
+  assert_int_equal(bp_comm_estimate_ns(w.comms[0], BP_COLLECTIVE_BROADCAST, bytes, &bcast), BP_OK);
+  assert_true(small < ns && bcast < ns);
+  assert_int_equal(bp_comm_estimate_ns(w.comms[0], 99, bytes, &ns), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_comm_estimate_ns(NULL, 0, bytes, &ns), BP_INVALID_ARGUMENT);
+  world_close(&w);
+  /* Ranks sharing one template device, host-staged: the staging copies
+   * are part of the cost. */
+  world_open(&w, "template", 2, 0);
+  assert_int_equal(bp_comm_link_tier(w.comms[0]), BP_LINK_SAME_DEVICE);
+  double staged = 0;
+  assert_int_equal(bp_comm_estimate_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE, bytes, &staged),
+                   BP_OK);
+  const bp_device_properties_t* tp = bp_device_properties(w.devices[0]);
+  const double base = 2 * 1000.0 + 1.0 * (double)bytes / tp->memory_bandwidth_bytes_per_s * 1e9;
+  assert_true(staged > base);
+  world_close(&w);
+}
+
 /* Vulkan (lavapipe in CI): host-staged ranks sharing vulkan:0, whose
  * host functions wait for each other across streams of one queue. */
 static void test_collectives_vulkan(void** state) {
@@ -725,6 +763,7 @@ int main(void) {
       cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_compressed_collectives),
+      cmocka_unit_test(test_link_tiers_and_cost),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

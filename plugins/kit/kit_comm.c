@@ -557,6 +557,13 @@ static int one_shot(const bp_kit_coll_t* me) {
          bp_kit_coll_bytes(me->dtype, me->count) <= ONE_SHOT_BYTES;
 }
 
+/* In place (the root's broadcast, this rank's all_gather block) the
+ * bytes are already there, and peers are reading them: no self-copy,
+ * which would be a write racing with their reads. */
+static void copy_unless_same(void* dst, const void* src, uint64_t bytes) {
+  if (dst != src && bytes) memmove(dst, src, bytes);
+}
+
 /* Phase 1: this rank's share. */
 static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   world_t* w = c->w;
@@ -582,12 +589,12 @@ static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
       reduce_range(c, me, me->recv, (uint64_t)r * me->count, me->count);
       break;
     case BP_KIT_COLL_BROADCAST:
-      memmove(me->recv, w->slots[me->root].send, me->count * es);
+      copy_unless_same(me->recv, w->slots[me->root].send, me->count * es);
       break;
     case BP_KIT_COLL_ALL_GATHER:
       for (int32_t q = 0; q < n; ++q)
-        memmove((unsigned char*)me->recv + (uint64_t)q * me->count * es, w->slots[q].send,
-                me->count * es);
+        copy_unless_same((unsigned char*)me->recv + (uint64_t)q * me->count * es,
+                         w->slots[q].send, me->count * es);
       break;
     case BP_KIT_COLL_ALL_TO_ALL:
       for (int32_t q = 0; q < n; ++q)

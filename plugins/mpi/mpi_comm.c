@@ -123,7 +123,9 @@ static bp_status_t comm_create(bpp_device_t device, const bp_comm_create_info_t*
                         r, world[r], wsize);
     for (int q = 0; q < r && st == BP_OK; q++)
       if (world[q] == world[r])
-        st = bp_kit_error(BP_INVALID_ARGUMENT,
+        /* Not a bad argument but a capability this plugin lacks: the core
+         * then takes an in-process engine (docs/collectives.md). */
+        st = bp_kit_error(BP_UNIMPLEMENTED,
                           "mpi: comm_create: bootstrap ranks %d and %d are the same MPI process "
                           "(world rank %d): one rank per process",
                           q, r, world[r]);

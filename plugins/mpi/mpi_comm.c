@@ -13,6 +13,7 @@
 #include "bp_kit.h"
 #include "bp_kit_host.h"
 #include "bp_kit_stream.h"
+#include "bp_kit_comm.h"
 #include "mpi_internal.h"
 
 #define BP_MPI_TOKEN_MAGIC 0x4d504952u /* registration token */
@@ -210,9 +211,13 @@ static bp_status_t check_call(bp_mpi_op_t* op, const call_args_t* a) {
   uint64_t ns = 0, nr = 0;
   const char* why;
   if (a->options && a->options->struct_size >= BP_COLLECTIVE_OPTIONS_V1_SIZE &&
-      a->options->compression)
-    return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
-                            "compressed collectives are not implemented by this plugin");
+      a->options->compression) {
+    if (op->kind != BP_MPI_ALL_REDUCE)
+      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
+                              "compression: this plugin compresses all_reduce only");
+    op->comp = a->options->compression;
+    op->block = a->options->compression_block ? a->options->compression_block : 256;
+  }
   int rooted = op->kind == BP_MPI_BROADCAST || op->kind == BP_MPI_REDUCE ||
                op->kind == BP_MPI_SEND || op->kind == BP_MPI_RECV;
   if (rooted && (op->root < 0 || op->root >= n))
@@ -299,6 +304,20 @@ static bp_status_t check_call(bp_mpi_op_t* op, const call_args_t* a) {
       (why = bp_mpi_reduce_support(op->dtype, reduces ? (int)op->rop : -1, &refusal)) != NULL)
     return bp_plugin_format(op->local_msg, sizeof op->local_msg, refusal, "%s %s: %s",
                             bp_mpi_kind_name(op->kind), bp_dtype_name(op->dtype), why);
+  if (op->comp) {
+    if (!bp_kit_comm_can_compress(op->dtype, op->comp))
+      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
+                              "cannot compress %s to dtype %u (i8 or float8_e4m3fn blocks of "
+                              "f32, f16, bf16, f64)", bp_dtype_name(op->dtype), op->comp);
+    if (op->rop != BP_REDUCE_SUM && op->rop != BP_REDUCE_AVG)
+      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
+                              "compressed reductions are SUM and AVG");
+    if (op->block > (1u << 24) ||
+        fits_int(op, op->count + 4 + 4 * bp_kit_comm_scale_count(op->count, op->block)))
+      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_OUT_OF_RANGE,
+                              "compressed all_reduce: block %u, or the payload exceeds an int "
+                              "count", op->block);
+  }
   return BP_OK;
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "bp_kit.h"
+#include "bp_kit_comm.h"
 #include "mpi_internal.h"
 
 /* A header record: 8 int64 fields, then BP_MPI_FUSED_BYTES of payload.
@@ -39,14 +40,14 @@ static int p2p_max(void) {
   }
   return v;
 }
-enum { H_KIND, H_DTYPE, H_COUNT, H_ROP, H_ROOT, H_OK };
+enum { H_KIND, H_DTYPE, H_COUNT, H_ROP, H_ROOT, H_OK, H_COMP };
 
 /* A small all_reduce travels inside its header record and is reduced
  * locally, in rank order, on every rank (MPI_Reduce_local): one exchange
  * instead of two. A barrier is its header exchange alone (an allgather
  * completes on no rank before every rank has entered it). */
 static int fused(const bp_mpi_op_t* op) {
-  return op->kind == BP_MPI_ALL_REDUCE &&
+  return op->kind == BP_MPI_ALL_REDUCE && !op->comp &&
          op->count * bp_dtype_size(op->dtype) <= BP_MPI_FUSED_BYTES;
 }
 
@@ -156,6 +157,7 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_ROP] = op->rop;
   op->hdr[H_ROOT] = op->root;
   op->hdr[H_OK] = op->local == BP_OK;
+  op->hdr[H_COMP] = (int64_t)op->comp | (int64_t)op->block << 8;
   if (op->local == BP_OK && fused(op) && op->count)
     memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
   int n = op->comm->size, me = op->comm->rank;
@@ -207,6 +209,11 @@ static bp_status_t verify_headers(bp_mpi_op_t* op) {
   static const char* const field[] = {"call", "dtype", "count", "reduction", "root"};
   for (int r = 1; r < op->comm->size; r++) {
     const int64_t* b = op->hdr_all + (size_t)r * HDR;
+    if (a[H_COMP] != b[H_COMP])
+      return bp_kit_error(BP_INVALID_ARGUMENT,
+                          "mpi: mismatched %s (call %llu): compression %lld (dtype | block << 8) "
+                          "on rank 0 and %lld on rank %d; no rank ran the call",
+                          what, seq, (long long)a[H_COMP], (long long)b[H_COMP], r);
     for (int f = H_KIND; f <= H_ROOT; f++)
       if (a[f] != b[f]) {
         if (f == H_KIND)
@@ -240,6 +247,69 @@ static bp_status_t reduce_records(bp_mpi_op_t* op) {
   return bp_mpi_check(rc, "all_reduce: MPI_Reduce_local");
 }
 
+/* A compressed all_reduce: every rank encodes its input (the kit's block
+ * encoding: codes, then one f32 scale per block), the records are
+ * gathered (MPI_Iallgather of bytes: (n - 1) x (count + 4 x blocks) bytes
+ * arrive per rank instead of an all_reduce's 2 (n - 1) / n x 4 x count
+ * for f32), and every rank decodes and sums them in rank order in step 5,
+ * so all agree bit for bit. op->tmp: n records, then this rank's. */
+/* A record: the f32 scales, then the codes, padded to 4 bytes so that
+ * every record's scales are aligned. */
+static uint64_t scale_bytes(const bp_mpi_op_t* op) {
+  return 4 * bp_kit_comm_scale_count(op->count, op->block);
+}
+static uint64_t packed_bytes(const bp_mpi_op_t* op) {
+  return scale_bytes(op) + ((op->count + 3) & ~(uint64_t)3);
+}
+
+static bp_status_t post_compressed(bp_mpi_op_t* op) {
+  struct bpp_comm_s* c = op->comm;
+  const uint64_t pb = packed_bytes(op);
+  unsigned char* all = malloc((size_t)pb * ((size_t)c->size + 1) + 1);
+  if (!all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  op->tmp = all;
+  unsigned char* mine = all + pb * (uint64_t)c->size;
+  memset(mine, 0, (size_t)pb); /* the padding travels too */
+  bp_kit_comm_encode(op->dtype, op->comp, op->block, op->send, 0, op->count,
+                     (int8_t*)(mine + scale_bytes(op)), (float*)(void*)mine);
+  bp_mpi_h type = NULL, mop = NULL;
+  uint32_t mult = 1;
+  bp_status_t st = bp_mpi_types(BP_DTYPE_U8, -1, &type, &mop, &mult);
+  if (st != BP_OK) return st;
+  int rc;
+  BP_MPI(rc, MPI_Iallgather, mine, (int)pb, type, all, (int)pb, type, c->comm, &op->req[0]);
+  op->nreq = rc == BP_MPI_SUCCESS;
+  return bp_mpi_check(rc, "all_reduce (compressed): MPI_Iallgather");
+}
+
+/* Step 5 of a compressed all_reduce: decode and sum the records. */
+static bp_status_t finish_compressed(bp_mpi_op_t* op) {
+  struct bpp_comm_s* c = op->comm;
+  const uint64_t pb = packed_bytes(op);
+  const int n = c->size;
+  const int8_t** codes = malloc(sizeof(*codes) * (size_t)n);
+  const float** scales = malloc(sizeof(*scales) * (size_t)n);
+  float* acc = malloc(sizeof(float) * (size_t)(op->count ? op->count : 1));
+  bp_status_t st = BP_OK;
+  if (!codes || !scales || !acc) {
+    st = bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
+  } else {
+    const unsigned char* all = op->tmp;
+    for (int r = 0; r < n; ++r) {
+      scales[r] = (const float*)(const void*)(all + pb * (uint64_t)r);
+      codes[r] = (const int8_t*)(all + pb * (uint64_t)r + scale_bytes(op));
+    }
+    bp_kit_comm_decode_sum(op->comp, op->block, codes, scales, (uint32_t)n, 0, op->count, acc);
+    if (op->rop == BP_REDUCE_AVG)
+      for (uint64_t i = 0; i < op->count; ++i) acc[i] /= (float)n;
+    bp_kit_comm_store_floats(op->dtype, acc, op->count, op->recv, 0);
+  }
+  free(codes);
+  free(scales);
+  free(acc);
+  return st;
+}
+
 static bp_status_t post_data(bp_mpi_op_t* op) {
   struct bpp_comm_s* c = op->comm;
   int rop = (op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE ||
@@ -259,6 +329,7 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
   const void* sb = op->send;
   void* rb = op->recv;
   op->nreq = 0;
+  if (op->comp) return post_compressed(op);
   switch (op->kind) {
     case BP_MPI_ALL_REDUCE:
       if (sb == rb) sb = BP_MPI_IN_PLACE;
@@ -321,6 +392,7 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
 /* ---- step 5 ------------------------------------------------------------- */
 static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
   struct bpp_comm_s* c = op->comm;
+  if (op->comp) return finish_compressed(op);
   uint64_t eb = elem_bytes(op), bytes = op->count * eb;
   if (op->kind == BP_MPI_RECV && status->ucount != bytes)
     return bp_kit_error(BP_INVALID_ARGUMENT,

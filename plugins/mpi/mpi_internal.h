@@ -76,6 +76,9 @@ typedef struct bp_mpi_op {
   uint32_t dtype, rop;
   int32_t root; /* broadcast, reduce: root; send, recv: peer */
   uint64_t count; /* elements: see bp_mpi_op_count in mpi_comm.c */
+  /* Compressed all_reduce: BP_DTYPE_I8 or BP_DTYPE_F8E4M3FN codes with an
+   * f32 scale per `block` elements (the kit's encoding), or 0. */
+  uint32_t comp, block;
   struct bpp_comm_s* comm;
   bpp_stream_t stream;
   const unsigned char* send;

@@ -349,6 +349,55 @@ static void test_mismatch_fails_everywhere(void** state) {
   assert_int_equal(E.cm->all_reduce(NULL, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_INVALID_ARGUMENT);
 }
 
+/* Compressed all_reduce (int8 and fp8 blocks): within one encoding's bound
+ * per rank (docs/collectives.md: n x A_b / 254, or n x A_b (1/16 +
+ * 1/458752) for e4m3fn), the same on every rank; a mismatched compression
+ * fails everywhere; other collectives refuse it. */
+static float cvalue(int r, int i) { return (float)((i % 13) - 6) * 0.37f + (float)r * 0.11f; }
+static void test_compressed_all_reduce(void** state) {
+  (void)state;
+  enum { N = 1000, BLOCK = 64 };
+  static const uint32_t comps[] = {BP_DTYPE_I8, BP_DTYPE_F8E4M3FN};
+  for (int k = 0; k < 2; ++k) {
+    float buf[N], first[N];
+    for (int i = 0; i < N; ++i) buf[i] = cvalue(E.rank, i);
+    bp_tensor_desc_t d = bp_mpi_host_desc(buf, BP_DTYPE_F32, N);
+    bp_collective_options_t o = {.struct_size = sizeof o, .compression = comps[k],
+                                 .compression_block = BLOCK};
+    assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, &o), BP_OK);
+    for (int i = 0; i < N; ++i) {
+      double exact = 0, amax = 0;
+      for (int r = 0; r < E.size; ++r) {
+        exact += cvalue(r, i);
+        for (int j = i / BLOCK * BLOCK; j < (i / BLOCK + 1) * BLOCK && j < N; ++j) {
+          const double a = cvalue(r, j) < 0 ? -cvalue(r, j) : cvalue(r, j);
+          if (a > amax) amax = a;
+        }
+      }
+      const double per = comps[k] == BP_DTYPE_I8 ? amax / 254.0 : amax * (1.0 / 16 + 1.0 / 458752);
+      const double err = buf[i] - exact;
+      if (err > E.size * per * 1.0001 + 1e-6 || -err > E.size * per * 1.0001 + 1e-6)
+        fail_msg("rank %d comp %u [%d]: got %g, exact %g", E.rank, comps[k], i, buf[i], exact);
+    }
+    /* Every rank holds the same values: rank 0's, broadcast. */
+    memcpy(first, buf, sizeof buf);
+    bp_tensor_desc_t f = bp_mpi_host_desc(first, BP_DTYPE_F32, N);
+    bp_collective_options_t root0 = {.struct_size = sizeof root0, .root = 0};
+    assert_int_equal(E.cm->broadcast(E.comm, NULL, &f, &f, &root0), BP_OK);
+    assert_memory_equal(first, buf, sizeof buf);
+  }
+  /* Ranks disagreeing on the block fail together; broadcast refuses it. */
+  float small[300] = {0};
+  bp_tensor_desc_t d = bp_mpi_host_desc(small, BP_DTYPE_F32, 300);
+  bp_collective_options_t o = {.struct_size = sizeof o, .compression = BP_DTYPE_I8,
+                               .compression_block = E.rank == 0 ? 32 : 64};
+  assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, &o),
+                   E.size > 1 ? BP_INVALID_ARGUMENT : BP_OK);
+  o.compression_block = 64;
+  assert_int_equal(E.cm->broadcast(E.comm, NULL, &d, &d, &o), BP_UNIMPLEMENTED);
+  assert_int_equal(E.cm->comm_get_async_error(E.comm), BP_OK);
+}
+
 static void test_split(void** state) {
   int color = E.rank == E.size - 1 && E.size > 1 ? BP_COMM_SPLIT_NO_COLOR : E.rank % 2;
   bpp_comm_t sub = (bpp_comm_t)1;
@@ -439,6 +488,7 @@ int main(void) {
       cmocka_unit_test(test_stream_ordered),
       cmocka_unit_test(test_application_api),
       cmocka_unit_test(test_mismatch_fails_everywhere),
+      cmocka_unit_test(test_compressed_all_reduce),
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_timeout_breaks_the_communicator),
       cmocka_unit_test(test_abort_wakes_a_waiting_call),

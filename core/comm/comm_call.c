@@ -17,22 +17,14 @@ static const char* const k_names[] = {"?",          "bp_comm_all_reduce", "bp_co
                                       "bp_comm_all_to_allv", "bp_comm_send", "bp_comm_recv",
                                       "bp_comm_barrier"};
 
+/* The plugin descriptor (bp_tensor_get_desc cannot fail on a checked
+ * tensor and a full-size struct). */
 static void desc_of(const bp_tensor_t* t, bp_tensor_desc_t* d) {
-  memset(d, 0, sizeof(*d));
   d->struct_size = sizeof(*d);
-  d->dtype = t->dtype;
-  d->rank = t->rank;
-  d->buffer = t->buffer->handle;
-  d->byte_offset = t->byte_offset;
-  memcpy(d->sizes, t->sizes, sizeof(int64_t) * t->rank);
-  memcpy(d->strides, t->strides, sizeof(int64_t) * t->rank);
+  (void)bp_tensor_get_desc(t, d);
 }
 
-static uint64_t numel(const bp_tensor_t* t) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
-  return (uint64_t)n;
-}
+static uint64_t numel(const bp_tensor_t* t) { return (uint64_t)bp_tensor_numel(t); }
 
 static bp_status_t check_tensor(const char* fn, const char* what, const bp_comm_t* comm,
                                 const bp_tensor_t* t) {

@@ -45,9 +45,7 @@ typedef struct bp__staged_job staged_job_t;
 static unsigned char k_empty[1];
 
 static uint64_t tensor_bytes(const bp_tensor_t* t) {
-  int64_t n = 1;
-  for (uint32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
-  return (uint64_t)n * bp_dtype_size(t->dtype);
+  return (uint64_t)bp_tensor_numel(t) * bp_dtype_size(t->dtype);
 }
 
 /* Returns the job's staging to the pool and frees the job; its stream

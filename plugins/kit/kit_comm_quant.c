@@ -16,24 +16,9 @@
 
 #include "bp_kit_comm.h"
 #include "bp_plugin_common.h"
+#include "kit_comm_floats.h"
 
-static float load(uint32_t dtype, const void* p, uint64_t i) {
-  switch (dtype) {
-    case BP_DTYPE_F32: return ((const float*)p)[i];
-    case BP_DTYPE_F64: return (float)((const double*)p)[i];
-    case BP_DTYPE_F16: return bp_f16_to_f32(((const uint16_t*)p)[i]);
-    default: return bp_bf16_to_f32(((const uint16_t*)p)[i]);
-  }
-}
 
-static void store(uint32_t dtype, void* p, uint64_t i, float v) {
-  switch (dtype) {
-    case BP_DTYPE_F32: ((float*)p)[i] = v; break;
-    case BP_DTYPE_F64: ((double*)p)[i] = v; break;
-    case BP_DTYPE_F16: ((uint16_t*)p)[i] = bp_f32_to_f16(v); break;
-    default: ((uint16_t*)p)[i] = bp_f32_to_bf16(v); break;
-  }
-}
 
 int bp_kit_comm_can_compress(uint32_t dtype, uint32_t compression) {
   return (compression == BP_DTYPE_I8 || compression == BP_DTYPE_F8E4M3FN) &&
@@ -67,7 +52,7 @@ void bp_kit_comm_encode(uint32_t dtype, uint32_t compression, uint32_t block, co
       amax = top_bits > 0x7f800000u ? NAN : bp__bits_f32(top_bits);
     } else {
       for (uint64_t i = 0; i < m; ++i) {
-        const float a = fabsf(load(dtype, src, first + b + i));
+        const float a = fabsf(bp_kit_comm_load_f32(dtype, src, first + b + i));
         if (a != a) {
           amax = NAN;
           break;
@@ -97,7 +82,7 @@ void bp_kit_comm_encode(uint32_t dtype, uint32_t compression, uint32_t block, co
       continue;
     }
     for (uint64_t i = 0; i < m; ++i) {
-      const float x = load(dtype, src, first + b + i) * inv;
+      const float x = bp_kit_comm_load_f32(dtype, src, first + b + i) * inv;
       if (is_i8) {
         const float q = x + (x >= 0.0f ? 0.5f : -0.5f);
         c[i] = (int8_t)(int32_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
@@ -166,11 +151,12 @@ void bp_kit_comm_decode(uint32_t dtype, uint32_t compression, uint32_t block,
   }
   for (uint64_t i = 0; i < count; ++i) {
     const uint64_t e = first + i;
-    store(dtype, dst, dst_first + i, decode_one(compression, codes[e], scales[e / block]));
+    bp_kit_comm_store_f32(dtype, dst, dst_first + i,
+                          decode_one(compression, codes[e], scales[e / block]));
   }
 }
 
 void bp_kit_comm_store_floats(uint32_t dtype, const float* src, uint64_t count, void* dst,
                               uint64_t dst_first) {
-  for (uint64_t i = 0; i < count; ++i) store(dtype, dst, dst_first + i, src[i]);
+  for (uint64_t i = 0; i < count; ++i) bp_kit_comm_store_f32(dtype, dst, dst_first + i, src[i]);
 }

@@ -12,6 +12,7 @@
 
 #include "bp_kit_comm.h"
 #include "bp_plugin_common.h"
+#include "kit_comm_floats.h"
 
 #define BLOCK 512
 
@@ -76,20 +77,6 @@ typedef void (*combine_fn)(void* dst, const void* const* src, uint32_t n, uint64
 
 /* Narrow floats: widen BLOCK elements of each source to f32, combine,
  * narrow once. */
-static float narrow_load(uint32_t dtype, const void* p, uint64_t i) {
-  switch (dtype) {
-    case BP_DTYPE_F16: return bp_f16_to_f32(((const uint16_t*)p)[i]);
-    case BP_DTYPE_BF16: return bp_bf16_to_f32(((const uint16_t*)p)[i]);
-    default: return (float)bp_small_float_to_f64(dtype, ((const uint8_t*)p)[i]);
-  }
-}
-static void narrow_store(uint32_t dtype, void* p, uint64_t i, float v) {
-  switch (dtype) {
-    case BP_DTYPE_F16: ((uint16_t*)p)[i] = bp_f32_to_f16(v); break;
-    case BP_DTYPE_BF16: ((uint16_t*)p)[i] = bp_f32_to_bf16(v); break;
-    default: ((uint8_t*)p)[i] = (uint8_t)bp_f64_to_small_float(dtype, (double)v); break;
-  }
-}
 static void reduce_narrow(uint32_t dtype, uint32_t op, void* dst, const void* const* src,
                           uint32_t n, uint64_t count) {
   float acc[BLOCK], col[BLOCK];
@@ -100,13 +87,13 @@ static void reduce_narrow(uint32_t dtype, uint32_t op, void* dst, const void* co
                                               : sum_f32;
   for (uint64_t b = 0; b < count; b += BLOCK) {
     const uint64_t m = count - b < BLOCK ? count - b : BLOCK;
-    for (uint64_t i = 0; i < m; ++i) acc[i] = narrow_load(dtype, src[0], b + i);
+    for (uint64_t i = 0; i < m; ++i) acc[i] = bp_kit_comm_load_f32(dtype, src[0], b + i);
     for (uint32_t j = 1; j < n; ++j) {
-      for (uint64_t i = 0; i < m; ++i) col[i] = narrow_load(dtype, src[j], b + i);
+      for (uint64_t i = 0; i < m; ++i) col[i] = bp_kit_comm_load_f32(dtype, src[j], b + i);
       fn(acc, blocks, 2, m);
     }
     for (uint64_t i = 0; i < m; ++i)
-      narrow_store(dtype, dst, b + i, op == BP_REDUCE_AVG ? acc[i] / (float)n : acc[i]);
+      bp_kit_comm_store_f32(dtype, dst, b + i, op == BP_REDUCE_AVG ? acc[i] / (float)n : acc[i]);
   }
 }
 

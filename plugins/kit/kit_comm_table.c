@@ -380,15 +380,20 @@ static bp_status_t group_begin(void) {
 
 static bp_status_t issue_bucket(void* user, const uint32_t* idx, uint32_t k) {
   const pending_t* items = user;
-  const bp_kit_coll_t* calls[k];
-  for (uint32_t i = 0; i < k; ++i) calls[i] = &items[idx[i]].call;
   const pending_t* head = &items[idx[0]];
-  if (head->key.stream)
-    return enqueue_job((bpp_comm_t)head->key.comm, (bpp_stream_t)head->key.stream, calls, k);
+  if (head->key.stream) {
+    const bp_kit_coll_t** calls = malloc(sizeof(*calls) * k);
+    if (!calls) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "group_end: out of memory");
+    for (uint32_t i = 0; i < k; ++i) calls[i] = &items[idx[i]].call;
+    bp_status_t st =
+        enqueue_job((bpp_comm_t)head->key.comm, (bpp_stream_t)head->key.stream, calls, k);
+    free(calls);
+    return st;
+  }
   /* Host-pointer calls of the group: now, on this thread, as one group. */
   bp_kit_coll_t* batch = malloc(sizeof(*batch) * k);
   if (!batch) return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "group_end: out of memory");
-  for (uint32_t i = 0; i < k; ++i) batch[i] = *calls[i];
+  for (uint32_t i = 0; i < k; ++i) batch[i] = items[idx[i]].call;
   bp_kit_comm_error_t e;
   bp_status_t st = bp_kit_comm_run(((bpp_comm_t)head->key.comm)->engine, batch, k, &e);
   free(batch);

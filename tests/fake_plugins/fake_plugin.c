@@ -36,6 +36,8 @@
  *                        events never complete (queries answer NOT_READY,
  *                        synchronizes block)
  *   FAKE_OPS             an op table with a do-nothing add (any dtype)
+ *   FAKE_DRAFT_COMM      a comm table of the provisional draft (120 bytes,
+ *                        tier NATIVE, no slot): the loader must ignore it
  *   FAKE_HOSTILE         every string it hands the host is hostile
  *                        (FAKE_HOSTILE_TEXT: terminal escapes, CR/LF with a
  *                        forged log line, invalid UTF-8): version, vendor,
@@ -601,6 +603,18 @@ static const bpp_op_table_t fake_ops = {
 #define FAKE_OP_TABLE NULL
 #endif
 
+#ifdef FAKE_DRAFT_COMM
+/* The draft's layout: struct_size, tier, then 14 slots (never called). */
+static const struct {
+  uint32_t struct_size, tier;
+  void* slots[14];
+} fake_draft_comm = {120u, BP_COMM_TIER_NATIVE, {0}};
+_Static_assert(sizeof(fake_draft_comm) == 120, "the draft comm table had 120 bytes");
+#define FAKE_COMM_TABLE ((const bpp_comm_table_t*)(const void*)&fake_draft_comm)
+#else
+#define FAKE_COMM_TABLE NULL
+#endif
+
 typedef struct fake_vtable {
   bp_plugin_vtable_t v1;
   const void* future_table;
@@ -618,7 +632,7 @@ static const fake_vtable_t fake_vtable = {
             .ops = FAKE_OP_TABLE,
             .caps = NULL,
             .exec = NULL,
-            .comm = NULL,
+            .comm = FAKE_COMM_TABLE,
         },
     .future_table = (const void*)future_slot,
 };

@@ -204,6 +204,21 @@ static void test_good_plugin_loads(void** state) {
   bp_context_release(ctx);
 }
 
+/* A comm table of the provisional draft (120 bytes, before the table was
+ * final) is ignored: the plugin loads, its collectives are host-staged and
+ * the core never calls the draft's slots. */
+static void test_draft_comm_table_ignored(void** state) {
+  (void)state;
+  bp_context_t* ctx = bp_test_context_bare();
+  bp_plugin_t* plugin = NULL;
+  assert_int_equal(bp_context_register_plugin(ctx, fake_lib("draft_comm"), &plugin), BP_OK);
+  bp_plugin_info_t info = info_of(plugin);
+  assert_int_equal(info.state, BP_PLUGIN_LOADED);
+  assert_int_equal(info.comm_tier, BP_COMM_TIER_HOST_STAGED);
+  assert_null(bp_plugin_vtable(plugin)->comm);
+  bp_context_release(ctx);
+}
+
 static void test_find_device(void** state) {
   (void)state;
   bp_context_t* ctx = bp_test_context_bare();
@@ -837,6 +852,7 @@ int main(void) {
 #define BAD_PLUGIN_ENTRY(which, code, cause) T(test_skipped_##which),
   const struct CMUnitTest tests[] = {
       T(test_good_plugin_loads),
+      T(test_draft_comm_table_ignored),
       T(test_find_device),
       T(test_retain_release),
       T(test_instance_options_from_env),

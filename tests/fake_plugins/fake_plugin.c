@@ -54,6 +54,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -184,7 +185,9 @@ struct bpp_buffer_s {
 };
 struct bpp_stream_s {
   bpp_device_t device;
-  bp_status_t error; /* sticky: a failed host function; reported once */
+  /* Sticky: a failed host function; reported once. Atomic: synchronize
+   * and query may run on any thread (the core's buffer eviction does). */
+  atomic_int error;
 };
 struct bpp_event_s {
   bpp_device_t device;
@@ -453,8 +456,7 @@ static bp_status_t stream_idle(bpp_stream_t s) {
 #if defined(FAKE_HANG)
   if (strcmp(FAKE_HANG, "stream") == 0) return BP_NOT_READY; /* never finishes */
 #endif
-  bp_status_t st = s->error;
-  s->error = BP_OK;
+  bp_status_t st = (bp_status_t)atomic_exchange(&s->error, BP_OK);
   if (st != BP_OK) return fail(st, "a host function on the stream failed with status %d", (int)st);
   return BP_OK;
 }
@@ -467,7 +469,8 @@ static bp_status_t stream_synchronize(bpp_stream_t s) {
 
 static bp_status_t stream_host_func(bpp_stream_t s, bp_host_func_t fn, void* user_data) {
   bp_status_t st = fn(user_data);
-  if (st != BP_OK && s->error == BP_OK) s->error = st; /* poisons the stream */
+  int none = BP_OK; /* poisons the stream, keeping the first error */
+  if (st != BP_OK) atomic_compare_exchange_strong(&s->error, &none, (int)st);
   return BP_OK;
 }
 

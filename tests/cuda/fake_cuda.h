@@ -1,0 +1,48 @@
+/* The control API of the fake CUDA driver (fake_libcuda.so.1).
+ *
+ * Tests dlopen the same library the plugin opens (BP_CUDA_DRIVER_PATH:
+ * one handle, one state) and dlsym FAKE_CUDA_CONTROL_SYMBOL. Settings made
+ * before the plugin's instance is created (device count, cuInit's result,
+ * memory size, pools) apply at its cuInit.
+ */
+#ifndef BP_FAKE_CUDA_H_
+#define BP_FAKE_CUDA_H_
+
+#include <cuda.h>
+#include <stdint.h>
+
+#define FAKE_CUDA_CONTROL_SYMBOL "fake_cuda_control"
+
+typedef struct fake_cuda_control {
+  /* Back to the defaults: 1 device, 64 MiB each, pools on, no failures,
+   * no delay; clears the misuse record and the sticky error. Only while
+   * no stream of the fake exists. */
+  void (*reset)(void);
+  void (*set_devices)(int count);
+  void (*set_memory)(uint64_t bytes_per_device);
+  void (*set_init_error)(CUresult r); /* what cuInit returns */
+  void (*set_pools)(int on);          /* CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED */
+  /* The nth call (1 = the next) of `entry` (an exported name, e.g.
+   * "cuMemAlloc_v2") returns `r`. One rule at a time. */
+  void (*fail_call)(const char* entry, int nth, CUresult r);
+  /* The next stream command that executes fails with `r`, which stays the
+   * context's error: every later call returns it (an ILLEGAL_ADDRESS). */
+  void (*make_sticky)(CUresult r);
+  /* Each stream command waits this long before it runs (ordering checks). */
+  void (*set_delay_us)(unsigned us);
+  /* Misuse the fake saw (double free, unknown handle, a CUDA call inside a
+   * host function, no current context, out-of-range address, ...). */
+  int (*misuse_count)(void);
+  const char* (*last_misuse)(void);
+  /* Calls of an entry point since the last reset. */
+  uint64_t (*call_count)(const char* entry);
+  /* The priority the last cuStreamCreateWithPriority asked for. */
+  int (*last_stream_priority)(void);
+  /* Live allocations (device, pinned, managed) and streams. */
+  uint64_t (*live_allocations)(void);
+  uint64_t (*live_streams)(void);
+} fake_cuda_control_t;
+
+typedef const fake_cuda_control_t* (*fake_cuda_control_fn)(void);
+
+#endif /* BP_FAKE_CUDA_H_ */

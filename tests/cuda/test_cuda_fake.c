@@ -1,0 +1,641 @@
+/* The CUDA plugin through its ABI, over the fake driver (fake_libcuda.so.1,
+ * a real shared library found through BP_CUDA_DRIVER_PATH). The plugin
+ * module is dlopen'd and negotiated as the core does; the fake's control
+ * API (fake_cuda.h) configures it, injects failures and reports misuse.
+ * Every test ends with no misuse, no live allocation and no live stream.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backplane/plugin.h"
+#include "fake_cuda.h"
+
+/* ---- a minimal host --------------------------------------------------------- */
+static char g_msg[512];
+static int g_async_errors;
+static char g_async_msg[512];
+static void host_report(void* ctx, bp_status_t st, const char* m) {
+  (void)ctx; (void)st;
+  snprintf(g_msg, sizeof g_msg, "%s", m);
+}
+static void host_log(void* ctx, int32_t level, const char* m) { (void)ctx; (void)level; (void)m; }
+static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx; (void)level; return 0; }
+static void host_async(void* ctx, bpp_device_t d, bp_status_t st, const char* m) {
+  (void)ctx; (void)d; (void)st;
+  __atomic_add_fetch(&g_async_errors, 1, __ATOMIC_SEQ_CST);
+  snprintf(g_async_msg, sizeof g_async_msg, "%s", m);
+}
+static const bp_host_services_t k_host = {
+    .struct_size = sizeof k_host, .report = host_report, .log = host_log,
+    .log_enabled = host_log_enabled, .async_error = host_async};
+
+static void* g_plugin_lib;
+static const bpp_core_table_t* C;
+static const fake_cuda_control_t* F;
+static void* g_fake_lib;
+
+static int group_setup(void** state) {
+  (void)state;
+  setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  g_fake_lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!g_fake_lib) return fprintf(stderr, "%s\n", dlerror()), -1;
+  F = ((fake_cuda_control_fn)dlsym(g_fake_lib, FAKE_CUDA_CONTROL_SYMBOL))();
+  g_plugin_lib = dlopen(CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!g_plugin_lib) return fprintf(stderr, "%s\n", dlerror()), -1;
+  bp_plugin_negotiate_fn nego = (bp_plugin_negotiate_fn)dlsym(g_plugin_lib, BP_PLUGIN_ENTRY_NAME);
+  bp_negotiate_request_t req = {.struct_size = sizeof req, .abi_major = BP_ABI_VERSION_MAJOR,
+                                .abi_minor = BP_ABI_VERSION_MINOR, .host = &k_host};
+  bp_negotiate_reply_t rep = {.struct_size = sizeof rep};
+  if (!nego || nego(&req, &rep) != BP_OK || strcmp(rep.name, "cuda")) return -1;
+  C = rep.vtable->core;
+  return 0;
+}
+static int group_teardown(void** state) {
+  (void)state;
+  dlclose(g_plugin_lib);
+  dlclose(g_fake_lib);
+  return 0;
+}
+
+/* Per test: the fake at its defaults, one instance and device 0. */
+typedef struct fx {
+  bpp_instance_t inst;
+  bpp_device_t dev;
+  bpp_stream_t s;
+} fx_t;
+static fx_t g_fx;
+
+static int setup(void** state) {
+  F->reset();
+  g_msg[0] = 0;
+  g_async_errors = 0;
+  memset(&g_fx, 0, sizeof g_fx);
+  *state = &g_fx;
+  return 0;
+}
+static void open_device(void) {
+  assert_int_equal(C->instance_create(NULL, &g_fx.inst), BP_OK);
+  assert_int_equal(C->device_open(g_fx.inst, 0, &g_fx.dev), BP_OK);
+  assert_int_equal(C->stream_create(g_fx.dev, NULL, &g_fx.s), BP_OK);
+}
+static int teardown(void** state) {
+  (void)state;
+  if (g_fx.s) C->stream_destroy(g_fx.s);
+  if (g_fx.dev) C->device_close(g_fx.dev);
+  if (g_fx.inst) C->instance_destroy(g_fx.inst);
+  int bad = 0;
+  if (F->misuse_count()) bad = fprintf(stderr, "fake saw misuse: %s\n", F->last_misuse());
+  if (F->live_allocations()) bad = fprintf(stderr, "%llu allocations leaked\n",
+                                           (unsigned long long)F->live_allocations());
+  if (F->live_streams()) bad = fprintf(stderr, "%llu streams leaked\n",
+                                       (unsigned long long)F->live_streams());
+  unsetenv("BP_CUDA_HOSTFN_WAIT_VALUE");
+  return bad ? -1 : 0;
+}
+
+static bpp_buffer_t alloc_in(uint32_t space, uint64_t size) {
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = space, .size_bytes = size};
+  bpp_buffer_t b = NULL;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_OK);
+  return b;
+}
+static void sync_ok(bpp_stream_t s) { assert_int_equal(C->stream_synchronize(s), BP_OK); }
+
+/* ---- unavailable paths ---------------------------------------------------------- */
+static void test_no_library(void** state) {
+  (void)state;
+  setenv("BP_CUDA_DRIVER_PATH", "/nonexistent/libcuda.so.1", 1);
+  bpp_instance_t inst = NULL;
+  bp_status_t st = C->instance_create(NULL, &inst);
+  setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  assert_int_equal(st, BP_UNAVAILABLE);
+  assert_non_null(strstr(g_msg, "no CUDA driver ("));
+  assert_non_null(strstr(g_msg, "/nonexistent/libcuda.so.1"));
+}
+static void test_library_lacks_entry(void** state) {
+  (void)state;
+  setenv("BP_CUDA_DRIVER_PATH", "libm.so.6", 1);
+  bpp_instance_t inst = NULL;
+  bp_status_t st = C->instance_create(NULL, &inst);
+  setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  assert_int_equal(st, BP_UNAVAILABLE);
+  assert_non_null(strstr(g_msg, "lacks cuGetErrorName"));
+}
+static void test_no_device(void** state) {
+  (void)state;
+  F->set_devices(0);
+  bpp_instance_t inst = NULL;
+  assert_int_equal(C->instance_create(NULL, &inst), BP_UNAVAILABLE);
+  assert_non_null(strstr(g_msg, "CUDA_ERROR_NO_DEVICE (100)"));
+}
+static void test_init_fails(void** state) {
+  (void)state;
+  F->set_init_error(CUDA_ERROR_UNKNOWN);
+  bpp_instance_t inst = NULL;
+  assert_int_equal(C->instance_create(NULL, &inst), BP_UNAVAILABLE);
+  assert_non_null(strstr(g_msg, "cuInit failed: CUDA_ERROR_UNKNOWN (999)"));
+}
+
+/* ---- device and memory ------------------------------------------------------------ */
+static void test_properties(void** state) {
+  (void)state;
+  open_device();
+  bp_device_properties_t p = {.struct_size = sizeof p};
+  assert_int_equal(C->device_get_properties(g_fx.dev, &p), BP_OK);
+  assert_int_equal(p.kind, BP_DEVICE_KIND_GPU);
+  assert_string_equal(p.name, "Fake CUDA device 0");
+  assert_int_equal(p.memory_bytes, 64u << 20);
+  assert_int_equal(p.compute_units, 132);
+  assert_int_equal(p.subgroup_size, 32);
+  assert_int_equal(p.uuid[0], 0xf0);
+  assert_true(p.flags & BP_DEVICE_FLAG_TIMESTAMPS);
+  assert_false(p.flags & BP_DEVICE_FLAG_PEER_COPY); /* one device */
+  assert_true(p.peak_ops_per_s[BP_DTYPE_F32] > 1e13);
+  assert_true(p.memory_bandwidth_bytes_per_s > 1e12);
+  bp_memory_space_info_t sp[4];
+  uint32_t n = 0;
+  assert_int_equal(C->device_memory_spaces(g_fx.dev, 4, sizeof sp[0], sp, &n), BP_OK);
+  assert_int_equal(n, 3);
+  assert_int_equal(sp[0].kind, BP_MEMORY_DEVICE);
+  assert_int_equal(sp[0].flags & BP_MEMORY_FLAG_HOST_VISIBLE, 0);
+  assert_int_equal(sp[1].kind, BP_MEMORY_HOST_PINNED);
+  assert_true(sp[1].flags & BP_MEMORY_FLAG_HOST_VISIBLE);
+  assert_int_equal(sp[2].kind, BP_MEMORY_MANAGED);
+}
+
+static void test_memory_spaces_roundtrip(void** state) {
+  (void)state;
+  open_device();
+  for (uint32_t space = 0; space < 3; ++space) {
+    bpp_buffer_t b = alloc_in(space, 1000);
+    uint64_t used = 0, budget = 0;
+    assert_int_equal(C->device_memory_usage(g_fx.dev, space, &used, &budget), BP_OK);
+    assert_true(used >= 1000 && budget >= used);
+    unsigned char in[300], out[300];
+    for (int i = 0; i < 300; ++i) in[i] = (unsigned char)(i * 7 + space);
+    assert_int_equal(C->copy_host_to_device(g_fx.s, in, b, 123, 300), BP_OK);
+    assert_int_equal(C->copy_device_to_host(g_fx.s, b, 123, out, 300), BP_OK);
+    sync_ok(g_fx.s);
+    assert_memory_equal(in, out, 300);
+    void* p = NULL;
+    bp_status_t st = C->buffer_map(b, 100, 400, &p);
+    if (space == 0) {
+      assert_int_equal(st, BP_FAILED_PRECONDITION);
+      assert_non_null(strstr(g_msg, "not host visible"));
+    } else {
+      assert_int_equal(st, BP_OK);
+      assert_memory_equal((char*)p + 23, in, 300); /* the mapping sees device writes */
+      memset(p, 0x42, 10);                         /* and the device sees host writes */
+      assert_int_equal(C->copy_device_to_host(g_fx.s, b, 100, out, 10), BP_OK);
+      sync_ok(g_fx.s);
+      for (int i = 0; i < 10; ++i) assert_int_equal(out[i], 0x42);
+      assert_int_equal(C->buffer_unmap(b), BP_OK);
+    }
+    assert_int_equal(C->buffer_map(b, 900, 101, &p), BP_OUT_OF_RANGE);
+    C->buffer_release(b);
+    assert_int_equal(C->device_memory_usage(g_fx.dev, space, &used, &budget), BP_OK);
+    assert_int_equal(used, 0);
+  }
+}
+
+static void test_memory_bad_requests(void** state) {
+  (void)state;
+  open_device();
+  bpp_buffer_t b = NULL;
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 128u << 20};
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(g_msg, "134217728 bytes requested"));
+  ai.size_bytes = 0;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_INVALID_ARGUMENT);
+  ai.size_bytes = UINT64_MAX;
+  ai.alignment = 1u << 20;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_INVALID_ARGUMENT);
+  ai.size_bytes = 64;
+  ai.alignment = 48;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_INVALID_ARGUMENT);
+  ai.alignment = 0;
+  ai.memory_space = 3;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_INVALID_ARGUMENT);
+  /* A larger alignment than the space's is honoured. */
+  ai.memory_space = 1;
+  ai.alignment = 1u << 16;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_OK);
+  void* p = NULL;
+  assert_int_equal(C->buffer_map(b, 0, 64, &p), BP_OK);
+  assert_int_equal((uintptr_t)p % (1u << 16), 0);
+  /* Copies outside the buffer. */
+  char host[8];
+  assert_int_equal(C->copy_host_to_device(g_fx.s, host, b, 60, 8), BP_OUT_OF_RANGE);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, b, UINT64_MAX, host, 2), BP_OUT_OF_RANGE);
+  C->buffer_release(b);
+}
+
+static void test_pools_when_supported(void** state) {
+  (void)state;
+  open_device();
+  bpp_buffer_t b = alloc_in(0, 4096);
+  C->buffer_release(b);
+  sync_ok(g_fx.s);
+  assert_int_equal(F->call_count("cuMemAllocFromPoolAsync"), 1);
+  assert_int_equal(F->call_count("cuMemFreeAsync"), 1);
+  assert_int_equal(F->call_count("cuMemAlloc_v2"), 0);
+  teardown(state);
+  setup(state);
+  F->set_pools(0);
+  open_device();
+  b = alloc_in(0, 4096);
+  C->buffer_release(b);
+  assert_int_equal(F->call_count("cuMemAllocFromPoolAsync"), 0);
+  assert_int_equal(F->call_count("cuMemAlloc_v2"), 1);
+  assert_int_equal(F->call_count("cuMemFree_v2"), 1);
+}
+
+/* ---- copies and fills ---------------------------------------------------------------- */
+static void test_copies_overlap_memmove(void** state) {
+  (void)state;
+  open_device();
+  enum { N = 1000 };
+  unsigned char in[N], out[N], want[N];
+  for (int i = 0; i < N; ++i) in[i] = (unsigned char)(i * 13 + 1);
+  bpp_buffer_t b = alloc_in(0, N), c = alloc_in(0, N);
+  /* forward (dst above src), distance 7, and backward, distance 300 */
+  const struct { uint64_t src, dst, n; } cases[] = {{0, 7, 900}, {400, 100, 600}, {0, 1, 999}};
+  for (size_t k = 0; k < 3; ++k) {
+    assert_int_equal(C->copy_host_to_device(g_fx.s, in, b, 0, N), BP_OK);
+    assert_int_equal(C->copy_device_to_device(g_fx.s, b, cases[k].src, b, cases[k].dst,
+                                              cases[k].n), BP_OK);
+    assert_int_equal(C->copy_device_to_host(g_fx.s, b, 0, out, N), BP_OK);
+    sync_ok(g_fx.s);
+    memcpy(want, in, N);
+    memmove(want + cases[k].dst, want + cases[k].src, cases[k].n);
+    assert_memory_equal(out, want, N);
+  }
+  /* Distinct buffers with offsets. */
+  assert_int_equal(C->copy_device_to_device(g_fx.s, b, 10, c, 20, 500), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, c, 20, out, 500), BP_OK);
+  sync_ok(g_fx.s);
+  assert_memory_equal(out, want + 10, 500);
+  /* Host memory of a pinned buffer copied into itself. */
+  bpp_buffer_t p = alloc_in(1, N);
+  void* map = NULL;
+  assert_int_equal(C->buffer_map(p, 0, N, &map), BP_OK);
+  memcpy(map, in, N);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, (char*)map + 3, p, 0, 500), BP_OK);
+  sync_ok(g_fx.s);
+  memcpy(want, in, N);
+  memmove(want, want + 3, 500);
+  assert_memory_equal(map, want, N);
+  C->buffer_release(p);
+  C->buffer_release(b);
+  C->buffer_release(c);
+}
+
+static void test_fill_patterns(void** state) {
+  (void)state;
+  open_device();
+  bpp_buffer_t b = alloc_in(0, 256);
+  const unsigned char pat[8] = {1, 2, 3, 4, 5, 6, 7, 8}, same[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+  const uint32_t sizes[] = {1, 2, 4, 8};
+  const uint64_t offsets[] = {0, 1, 3, 8};
+  unsigned char out[256];
+  for (int si = 0; si < 4; ++si)
+    for (int oi = 0; oi < 4; ++oi)
+      for (int same_k = 0; same_k < 2; ++same_k) {
+        uint32_t ps = sizes[si];
+        const unsigned char* pp = same_k ? same : pat;
+        assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 256, "\0\0\0\0", 4), BP_OK);
+        assert_int_equal(C->buffer_fill(g_fx.s, b, offsets[oi], ps * 16, pp, ps), BP_OK);
+        assert_int_equal(C->copy_device_to_host(g_fx.s, b, 0, out, 256), BP_OK);
+        sync_ok(g_fx.s);
+        for (uint64_t i = 0; i < 256; ++i) {
+          int inside = i >= offsets[oi] && i < offsets[oi] + ps * 16;
+          assert_int_equal(out[i], inside ? pp[(i - offsets[oi]) % ps] : 0);
+        }
+      }
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 6, pat, 4), BP_INVALID_ARGUMENT);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 6, pat, 3), BP_INVALID_ARGUMENT);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 250, 8, pat, 8), BP_OUT_OF_RANGE);
+  C->buffer_release(b);
+}
+
+static void test_peer_copy(void** state) {
+  (void)state;
+  F->set_devices(2);
+  open_device();
+  bpp_device_t d1 = NULL;
+  assert_int_equal(C->device_open(g_fx.inst, 1, &d1), BP_OK);
+  bp_device_properties_t p = {.struct_size = sizeof p};
+  assert_int_equal(C->device_get_properties(g_fx.dev, &p), BP_OK);
+  assert_true(p.flags & BP_DEVICE_FLAG_PEER_COPY);
+  bpp_buffer_t a = alloc_in(0, 64), b = NULL;
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 64};
+  assert_int_equal(C->buffer_allocate(d1, &ai, &b), BP_OK);
+  char in[64], out[64];
+  for (int i = 0; i < 64; ++i) in[i] = (char)i;
+  assert_int_equal(C->copy_host_to_device(g_fx.s, in, a, 0, 64), BP_OK);
+  for (int rep = 0; rep < 2; ++rep)
+    assert_int_equal(C->copy_peer(g_fx.s, a, 8, b, 0, 56), BP_OK);
+  sync_ok(g_fx.s);
+  bpp_stream_t s1 = NULL;
+  assert_int_equal(C->stream_create(d1, NULL, &s1), BP_OK);
+  assert_int_equal(C->copy_device_to_host(s1, b, 0, out, 56), BP_OK);
+  sync_ok(s1);
+  assert_memory_equal(out, in + 8, 56);
+  assert_int_equal(F->call_count("cuCtxEnablePeerAccess"), 2); /* 2nd: already enabled */
+  C->stream_destroy(s1);
+  C->buffer_release(a);
+  C->buffer_release(b);
+  C->device_close(d1);
+}
+
+/* ---- streams and events --------------------------------------------------------------- */
+static void test_stream_priorities_and_query(void** state) {
+  (void)state;
+  open_device();
+  const struct { int32_t bp; int cuda; } cases[] = {{0, 0}, {2, -2}, {100, -5}, {-100, 0}};
+  for (int k = 0; k < 4; ++k) {
+    bp_stream_create_info_t si = {.struct_size = sizeof si, .priority = cases[k].bp};
+    bpp_stream_t s = NULL;
+    assert_int_equal(C->stream_create(g_fx.dev, &si, &s), BP_OK);
+    assert_int_equal(F->last_stream_priority(), cases[k].cuda);
+    C->stream_destroy(s);
+  }
+  bp_stream_create_info_t bad = {.struct_size = sizeof bad, .queue = 7};
+  bpp_stream_t s = NULL;
+  assert_int_equal(C->stream_create(g_fx.dev, &bad, &s), BP_INVALID_ARGUMENT);
+  bad.queue = BP_QUEUE_COPY;
+  bad.flags = 1;
+  assert_int_equal(C->stream_create(g_fx.dev, &bad, &s), BP_INVALID_ARGUMENT);
+  /* query: pending, then idle */
+  F->set_delay_us(30000);
+  bpp_buffer_t b = alloc_in(0, 64);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 64, "\1", 1), BP_OK);
+  assert_int_equal(C->stream_query(g_fx.s), BP_NOT_READY);
+  sync_ok(g_fx.s);
+  assert_int_equal(C->stream_query(g_fx.s), BP_OK);
+  C->buffer_release(b);
+}
+
+/* Stream B reads what stream A wrote, ordered by an event; every command
+ * of the fake waits 5 ms first, so a missing wait would read stale data. */
+static void test_event_cross_stream_order(void** state) {
+  (void)state;
+  open_device();
+  bpp_stream_t s2 = NULL;
+  assert_int_equal(C->stream_create(g_fx.dev, NULL, &s2), BP_OK);
+  bpp_event_t ev = NULL;
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &ev), BP_OK);
+  bpp_buffer_t a = alloc_in(0, 256), b = alloc_in(0, 256);
+  unsigned char in[256], out[256];
+  memset(in, 0x3c, sizeof in);
+  F->set_delay_us(5000);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, in, a, 0, 256), BP_OK);
+  assert_int_equal(C->event_record(ev, g_fx.s), BP_OK);
+  assert_int_equal(C->event_query(ev), BP_NOT_READY);
+  assert_int_equal(C->stream_wait_event(s2, ev), BP_OK);
+  assert_int_equal(C->copy_device_to_device(s2, a, 0, b, 0, 256), BP_OK);
+  assert_int_equal(C->copy_device_to_host(s2, b, 0, out, 256), BP_OK);
+  sync_ok(s2);
+  assert_memory_equal(in, out, 256);
+  assert_int_equal(C->event_query(ev), BP_OK);
+  assert_int_equal(C->event_synchronize(ev), BP_OK);
+  C->event_destroy(ev);
+  C->stream_destroy(s2);
+  C->buffer_release(a);
+  C->buffer_release(b);
+}
+
+/* The fake's ordering is real: without the wait the reader sees the
+ * allocation's initial garbage (0xa5). Proves the test above can fail. */
+static void test_fake_orders_for_real(void** state) {
+  (void)state;
+  open_device();
+  bpp_stream_t s2 = NULL;
+  assert_int_equal(C->stream_create(g_fx.dev, NULL, &s2), BP_OK);
+  bpp_buffer_t a = alloc_in(0, 16);
+  unsigned char in[16], out[16];
+  memset(in, 0x3c, sizeof in);
+  F->set_delay_us(20000);
+  /* The writer's copy is its stream's third command (60 ms), the reader's
+   * its first (20 ms). */
+  bpp_buffer_t z = alloc_in(0, 16);
+  assert_int_equal(C->buffer_fill(g_fx.s, z, 0, 16, "\x3c", 1), BP_OK);
+  assert_int_equal(C->buffer_fill(g_fx.s, z, 0, 16, "\x3c", 1), BP_OK);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, in, a, 0, 16), BP_OK);
+  assert_int_equal(C->copy_device_to_host(s2, a, 0, out, 16), BP_OK);
+  sync_ok(s2);
+  sync_ok(g_fx.s);
+  assert_int_equal(out[0], 0xa5);
+  C->stream_destroy(s2);
+  C->buffer_release(a);
+  C->buffer_release(z);
+}
+
+static void test_event_timing(void** state) {
+  (void)state;
+  open_device();
+  bp_event_create_info_t ti = {.struct_size = sizeof ti, .flags = BP_EVENT_TIMING};
+  bpp_event_t e0 = NULL, e1 = NULL, plain = NULL, x = NULL;
+  assert_int_equal(C->event_create(g_fx.dev, &ti, &e0), BP_OK);
+  assert_int_equal(C->event_create(g_fx.dev, &ti, &e1), BP_OK);
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &plain), BP_OK);
+  ti.flags = BP_EVENT_EXPORTABLE;
+  assert_int_equal(C->event_create(g_fx.dev, &ti, &x), BP_UNIMPLEMENTED);
+  bpp_buffer_t b = alloc_in(0, 64);
+  assert_int_equal(C->event_record(e0, g_fx.s), BP_OK);
+  F->set_delay_us(20000);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 64, "\1", 1), BP_OK);
+  assert_int_equal(C->event_record(e1, g_fx.s), BP_OK);
+  assert_int_equal(C->event_record(plain, g_fx.s), BP_OK);
+  uint64_t ns = 0;
+  assert_int_equal(C->event_elapsed_ns(e0, e1, &ns), BP_FAILED_PRECONDITION); /* pending */
+  assert_int_equal(C->event_synchronize(e1), BP_OK);
+  assert_int_equal(C->event_elapsed_ns(e0, e1, &ns), BP_OK);
+  assert_true(ns >= 20000000u);
+  assert_int_equal(C->event_elapsed_ns(e0, plain, &ns), BP_FAILED_PRECONDITION);
+  sync_ok(g_fx.s);
+  C->event_destroy(e0);
+  C->event_destroy(e1);
+  C->event_destroy(plain);
+  C->buffer_release(b);
+}
+
+/* ---- host functions --------------------------------------------------------------------- */
+typedef struct hf {
+  bpp_buffer_t pinned; /* the function writes into it */
+  unsigned char seen;  /* what it found there */
+  int calls;
+  bp_status_t ret;
+} hf_t;
+static bp_status_t host_fn(void* user) {
+  hf_t* h = user;
+  unsigned char* p = NULL;
+  C->buffer_map(h->pinned, 0, 16, (void**)&p);
+  h->seen = p[0];
+  /* A function may call the plugin (this makes CUDA calls on the plugin's
+   * thread, never on the driver's callback thread: the fake checks). */
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 64};
+  bpp_buffer_t tmp = NULL;
+  if (C->buffer_allocate(g_fx.dev, &ai, &tmp) == BP_OK) C->buffer_release(tmp);
+  struct timespec ts = {0, 20000000};
+  nanosleep(&ts, NULL); /* later work must wait for this */
+  p[1] = 0x77;
+  h->calls++;
+  return h->ret;
+}
+static void host_func_order(void) {
+  open_device();
+  hf_t h = {.pinned = alloc_in(1, 16)};
+  unsigned char out[2] = {0, 0};
+  assert_int_equal(C->buffer_fill(g_fx.s, h.pinned, 0, 16, "\x11", 1), BP_OK);
+  assert_int_equal(C->stream_enqueue_host_func(g_fx.s, host_fn, &h), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, h.pinned, 0, out, 2), BP_OK);
+  sync_ok(g_fx.s);
+  assert_int_equal(h.calls, 1);
+  assert_int_equal(h.seen, 0x11); /* earlier work ran before */
+  assert_int_equal(out[1], 0x77); /* later work waited */
+  /* A failing function poisons the stream once. */
+  h.ret = BP_ABORTED;
+  assert_int_equal(C->stream_enqueue_host_func(g_fx.s, host_fn, &h), BP_OK);
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_ABORTED);
+  assert_non_null(strstr(g_msg, "host function failed"));
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+  C->buffer_release(h.pinned);
+}
+static void test_host_func_wait_value(void** state) {
+  (void)state;
+  host_func_order();
+  assert_true(F->call_count("cuStreamWaitValue32_v2") >= 2);
+}
+static void test_host_func_blocking(void** state) {
+  (void)state;
+  setenv("BP_CUDA_HOSTFN_WAIT_VALUE", "0", 1);
+  host_func_order();
+  assert_int_equal(F->call_count("cuStreamWaitValue32_v2"), 0);
+}
+
+/* The fake catches a CUDA call made inside a driver callback (what the
+ * plugin's hand-off avoids): calls the fake directly. */
+static void CUDA_CB bad_callback(void* user) {
+  CUresult (*query)(CUstream) = (CUresult(*)(CUstream))dlsym(g_fake_lib, "cuStreamQuery");
+  query((CUstream)user);
+}
+static void test_fake_catches_call_in_callback(void** state) {
+  (void)state;
+  open_device();
+  __typeof__(&cuLaunchHostFunc) launch = (__typeof__(&cuLaunchHostFunc))dlsym(g_fake_lib,
+                                                                           "cuLaunchHostFunc");
+  __typeof__(&cuStreamCreateWithPriority) mk =
+      (__typeof__(&cuStreamCreateWithPriority))dlsym(g_fake_lib, "cuStreamCreateWithPriority");
+  __typeof__(&cuStreamDestroy_v2) rm =
+      (__typeof__(&cuStreamDestroy_v2))dlsym(g_fake_lib, "cuStreamDestroy_v2");
+  __typeof__(&cuCtxPushCurrent_v2) push =
+      (__typeof__(&cuCtxPushCurrent_v2))dlsym(g_fake_lib, "cuCtxPushCurrent_v2");
+  __typeof__(&cuCtxPopCurrent_v2) pop =
+      (__typeof__(&cuCtxPopCurrent_v2))dlsym(g_fake_lib, "cuCtxPopCurrent_v2");
+  __typeof__(&cuDevicePrimaryCtxRetain) retain =
+      (__typeof__(&cuDevicePrimaryCtxRetain))dlsym(g_fake_lib, "cuDevicePrimaryCtxRetain");
+  __typeof__(&cuDevicePrimaryCtxRelease_v2) release =
+      (__typeof__(&cuDevicePrimaryCtxRelease_v2))dlsym(g_fake_lib, "cuDevicePrimaryCtxRelease_v2");
+  CUcontext ctx;
+  CUstream s;
+  assert_int_equal(retain(&ctx, 0), CUDA_SUCCESS);
+  assert_int_equal(push(ctx), CUDA_SUCCESS);
+  assert_int_equal(mk(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  assert_int_equal(launch(s, bad_callback, s), CUDA_SUCCESS);
+  assert_int_equal(rm(s), CUDA_SUCCESS);
+  assert_int_equal(F->misuse_count(), 1);
+  assert_non_null(strstr(F->last_misuse(), "inside a host function"));
+  /* and a double free */
+  __typeof__(&cuMemFree_v2) mfree = (__typeof__(&cuMemFree_v2))dlsym(g_fake_lib, "cuMemFree_v2");
+  __typeof__(&cuMemAlloc_v2) malloc_ = (__typeof__(&cuMemAlloc_v2))dlsym(g_fake_lib,
+                                                                         "cuMemAlloc_v2");
+  CUdeviceptr p;
+  assert_int_equal(malloc_(&p, 64), CUDA_SUCCESS);
+  assert_int_equal(mfree(p), CUDA_SUCCESS);
+  assert_int_equal(mfree(p), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(F->misuse_count(), 2);
+  pop(NULL);
+  release(0);
+  F->reset(); /* the misuse was the point */
+}
+
+/* ---- errors ---------------------------------------------------------------------------- */
+static void test_sticky_error_device_lost(void** state) {
+  (void)state;
+  open_device();
+  bpp_buffer_t b = alloc_in(0, 64);
+  F->make_sticky(CUDA_ERROR_ILLEGAL_ADDRESS);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 64, "\1", 1), BP_OK);
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_DEVICE_LOST);
+  assert_non_null(strstr(g_msg, "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+  assert_int_equal(g_async_errors, 1);
+  assert_non_null(strstr(g_async_msg, "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+  /* Every later call: DEVICE_LOST with the cause, without a driver call. */
+  bpp_buffer_t c = NULL;
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 64};
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &c), BP_DEVICE_LOST);
+  assert_non_null(strstr(g_msg, "CUDA_ERROR_ILLEGAL_ADDRESS (700)"));
+  assert_int_equal(C->stream_query(g_fx.s), BP_DEVICE_LOST);
+  assert_int_equal(g_async_errors, 1);
+  C->buffer_release(b);
+}
+
+static void test_error_mapping(void** state) {
+  (void)state;
+  open_device();
+  bpp_stream_t s = NULL;
+  F->fail_call("cuStreamCreateWithPriority", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(C->stream_create(g_fx.dev, NULL, &s), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(g_msg, "cuStreamCreateWithPriority: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  bpp_buffer_t b = alloc_in(0, 64);
+  char host[64] = {0};
+  F->fail_call("cuMemcpyHtoDAsync_v2", 1, CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, host, b, 0, 64), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(g_msg, "CUDA_ERROR_INVALID_VALUE (1)"));
+  F->fail_call("cuEventCreate", 2, CUDA_ERROR_NOT_SUPPORTED);
+  bpp_event_t e = NULL, e2 = NULL;
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &e), BP_OK);
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &e2), BP_UNIMPLEMENTED);
+  F->fail_call("cuLaunchHostFunc", 1, CUDA_ERROR_INVALID_HANDLE);
+  assert_int_equal(C->stream_enqueue_host_func(g_fx.s, host_fn, NULL), BP_INVALID_ARGUMENT);
+  sync_ok(g_fx.s);
+  assert_int_equal(g_async_errors, 0); /* none of these is sticky */
+  C->event_destroy(e);
+  C->buffer_release(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_no_library, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_library_lacks_entry, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_no_device, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_init_fails, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_properties, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_memory_spaces_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_memory_bad_requests, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_pools_when_supported, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_copies_overlap_memmove, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fill_patterns, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_peer_copy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_stream_priorities_and_query, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_event_cross_stream_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_orders_for_real, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_event_timing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_func_wait_value, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_host_func_blocking, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_catches_call_in_callback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_sticky_error_device_lost, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_error_mapping, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

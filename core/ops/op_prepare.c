@@ -38,9 +38,13 @@ bp_status_t bp__check_tensor(const bp__op_meta_t* op, const bp_tensor_t* t,
   return BP_OK;
 }
 
-bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
-                               const bp_tensor_t* const* inputs, uint32_t num_inputs,
-                               const void* attrs, uint32_t num_outputs) {
+/* bp__prepare over tensors (inputs) or plain descriptors (descs, strides
+ * and offsets taken as given; an absent operand is NULL or has dtype
+ * INVALID): exactly one of the two arrays is used. */
+static bp_status_t bp__prepare_any(bp__prep_t* p, const char* api, uint32_t op_id,
+                                   const bp_tensor_t* const* inputs,
+                                   const bp_tensor_desc_t* const* descs, uint32_t num_inputs,
+                                   const void* attrs, uint32_t num_outputs) {
   p->in = NULL;
   const bp__op_meta_t* op = bp__op_meta(op_id);
   if (op == NULL) {
@@ -58,7 +62,7 @@ bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
     return bp__error(BP_INVALID_ARGUMENT, "op '%s' has %u output%s, got num_outputs = %u",
                      op->name, op->num_outputs, op->num_outputs == 1 ? "" : "s", num_outputs);
   }
-  if (inputs == NULL && num_inputs > 0) {
+  if (inputs == NULL && descs == NULL && num_inputs > 0) {
     return bp__error(BP_INVALID_ARGUMENT, "op '%s': inputs is NULL", op->name);
   }
   const void* filled;
@@ -88,8 +92,10 @@ bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
   for (uint32_t i = 0; i < num_inputs; ++i) {
     char nbuf[64];
     p->in_ptr[i] = &p->in[i];
-    const bp_tensor_t* t = inputs[i];
-    if (t == NULL) {
+    const bp_tensor_t* t = inputs != NULL ? inputs[i] : NULL;
+    const bp_tensor_desc_t* d = descs != NULL ? descs[i] : NULL;
+    if (d != NULL && d->dtype == BP_DTYPE_INVALID) d = NULL;
+    if (t == NULL && d == NULL) {
       /* Position among the fixed inputs (list entries: see below). */
       int in_list = op->has_list && i >= op->num_before && i < list_end;
       uint32_t fixed_index = i < op->num_before ? i : op->num_before + (i - list_end);
@@ -105,6 +111,22 @@ bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
       p->in[i].dtype = BP_DTYPE_INVALID;
       continue;
     }
+    if (d != NULL) {
+      if (d->struct_size < BP_TENSOR_DESC_V1_SIZE || !bp__dtype_valid(d->dtype) ||
+          d->rank > BP_MAX_RANK) {
+        return bp__error(BP_INVALID_ARGUMENT,
+                         "op '%s': input '%s' is not a valid descriptor (struct_size %u, dtype %u, rank %u)",
+                         op->name, bp__op_input_name(op, num_inputs, i, nbuf), d->struct_size,
+                         d->dtype, d->rank);
+      }
+      memset(&p->in[i], 0, sizeof(p->in[i]));
+      memcpy(&p->in[i], d, BP_TENSOR_DESC_V1_SIZE);
+      p->in[i].struct_size = sizeof(p->in[i]);
+      p->in[i].buffer = NULL;
+      p->in[i].quant = NULL;
+      p->in[i].next = NULL;
+      continue;
+    }
     st = bp__check_tensor(op, t, "input", bp__op_input_name(op, num_inputs, i, nbuf));
     if (st != BP_OK) return st;
     bp__desc_from_tensor(t, &p->in[i]);
@@ -117,12 +139,20 @@ bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
   return BP_OK;
 }
 
-bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32_t num_inputs,
-                        const void* attrs, bp_tensor_desc_t* const* out_outputs,
+bp_status_t bp__prepare(bp__prep_t* p, const char* api, uint32_t op_id,
+                        const bp_tensor_t* const* inputs, uint32_t num_inputs, const void* attrs,
                         uint32_t num_outputs) {
+  return bp__prepare_any(p, api, op_id, inputs, NULL, num_inputs, attrs, num_outputs);
+}
+
+/* bp_op_infer and bp_op_infer_desc: one of inputs / descs is used. */
+static bp_status_t bp__infer_any(const char* api, uint32_t op_id, const bp_tensor_t* const* inputs,
+                                 const bp_tensor_desc_t* const* descs, uint32_t num_inputs,
+                                 const void* attrs, bp_tensor_desc_t* const* out_outputs,
+                                 uint32_t num_outputs) {
   bp__prep_t p;
   bp_tensor_desc_t hints[BP__MAX_OUTPUTS];
-  bp_status_t st = bp__prepare(&p, "bp_op_infer", op_id, inputs, num_inputs, attrs, num_outputs);
+  bp_status_t st = bp__prepare_any(&p, api, op_id, inputs, descs, num_inputs, attrs, num_outputs);
   if (st != BP_OK) goto cleanup;
   if (out_outputs == NULL) {
     st = bp__error(BP_INVALID_ARGUMENT, "op '%s': out_outputs is NULL", p.op->name);
@@ -152,11 +182,25 @@ bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32
   st = bp__op_infer_descs(&p.x);
   if (st != BP_OK) goto cleanup;
   for (uint32_t k = 0; k < num_outputs; ++k) {
-    st = bp__out_struct_write("bp_op_infer", "bp_tensor_desc_t", out_outputs[k], &p.x.out[k],
+    st = bp__out_struct_write(api, "bp_tensor_desc_t", out_outputs[k], &p.x.out[k],
                               sizeof(p.x.out[k]), BP_TENSOR_DESC_V1_SIZE);
     if (st != BP_OK) goto cleanup;
   }
 cleanup:
   bp__prep_free(&p);
   return st;
+}
+
+bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs, uint32_t num_inputs,
+                        const void* attrs, bp_tensor_desc_t* const* out_outputs,
+                        uint32_t num_outputs) {
+  return bp__infer_any("bp_op_infer", op_id, inputs, NULL, num_inputs, attrs, out_outputs,
+                       num_outputs);
+}
+
+bp_status_t bp_op_infer_desc(uint32_t op_id, const bp_tensor_desc_t* const* inputs,
+                             uint32_t num_inputs, const void* attrs,
+                             bp_tensor_desc_t* const* out_outputs, uint32_t num_outputs) {
+  return bp__infer_any("bp_op_infer_desc", op_id, NULL, inputs, num_inputs, attrs, out_outputs,
+                       num_outputs);
 }

@@ -100,6 +100,10 @@ bp_status_t bp__plugin_error(const bp_plugin_t* plugin, bp_status_t status, cons
   return status;
 }
 
+BP_API bp_status_t bp_status_set_message(bp_status_t status, const char* message) {
+  return bp__error(status, "%s", message != NULL ? message : "");
+}
+
 void bp__set_support_reason(uint32_t reason) { tls_support_reason = reason; }
 
 BP_API uint32_t bp_status_support_reason(void) { return tls_support_reason; }

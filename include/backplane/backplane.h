@@ -49,6 +49,10 @@ typedef struct bp_tensor bp_tensor_t;
 /* Message of the last error returned on this thread ("" after success).
  * Valid until the next backplane call on this thread. */
 BP_API const char* bp_status_message(void);
+/* Sets this thread's message (what bp_status_message() returns next) and
+ * returns `status`: libraries layered on the core (libbackplane_graph)
+ * report their errors through the same slot. message NULL: "". */
+BP_API bp_status_t bp_status_set_message(bp_status_t status, const char* message);
 /* "OK", "INVALID_ARGUMENT", ...; "UNKNOWN_STATUS" for values out of range. */
 BP_API const char* bp_status_name(bp_status_t status);
 /* Why the last op run on this thread was refused before dispatch (enum
@@ -487,6 +491,15 @@ BP_API uint32_t bp_op_from_name(const char* name); /* BP_OP_INVALID if unknown *
 BP_API bp_status_t bp_op_infer(uint32_t op_id, const bp_tensor_t* const* inputs,
                                uint32_t num_inputs, const void* attrs,
                                bp_tensor_desc_t* const* out_outputs, uint32_t num_outputs);
+
+/* bp_op_infer over plain descriptors instead of tensors (no device needed:
+ * the graph compiler infers whole graphs with it). inputs[i] NULL, or a
+ * descriptor whose dtype is BP_DTYPE_INVALID, is an absent optional
+ * operand; sizes, strides and byte_offset are read as given, buffer and
+ * quant are ignored. Same rules and messages as bp_op_infer. */
+BP_API bp_status_t bp_op_infer_desc(uint32_t op_id, const bp_tensor_desc_t* const* inputs,
+                                    uint32_t num_inputs, const void* attrs,
+                                    bp_tensor_desc_t* const* out_outputs, uint32_t num_outputs);
 
 /* Runs one op on `stream`'s device, generic form. Before dispatch it asks
  * the device: BP_UNIMPLEMENTED when the backend has no kernel for the op,

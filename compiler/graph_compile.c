@@ -1,0 +1,235 @@
+/* libbackplane_graph: bp_graph_compile -- the pass pipeline -- and the
+ * executable's lifetime.
+ *
+ * Order: const_fold, cse, dce on a copy of the graph; inference with the
+ * symbols bound; placement; steps and copies; memory planning; constants
+ * uploaded to each device that reads them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph_exec.h"
+
+static double bpg_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d) {
+  for (uint32_t i = 0; i < x->num_devs; ++i) {
+    if (x->devs[i].device == d) return (int)i;
+  }
+  return -1;
+}
+
+bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uint32_t dev, uint32_t* out) {
+  if (x->num_slots == x->cap_slots) {
+    uint32_t cap = x->cap_slots ? x->cap_slots * 2 : 64;
+    bpg_slot_t* p = realloc(x->slots, sizeof(bpg_slot_t) * cap);
+    if (p == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory for buffers");
+    x->slots = p;
+    x->cap_slots = cap;
+  }
+  bpg_slot_t* s = &x->slots[x->num_slots];
+  memset(s, 0, sizeof(*s));
+  s->value = value;
+  s->dev = dev;
+  s->bytes = bpg_value_bytes(&x->g->values[value]);
+  s->offset = BPG_NO_OFFSET;
+  s->inplace_of = UINT32_MAX;
+  *out = x->num_slots++;
+  return BP_OK;
+}
+
+bp_status_t bpg_exec_new_step(bp_graph_exec_t* x, uint32_t* out) {
+  if (x->num_steps == x->cap_steps) {
+    uint32_t cap = x->cap_steps ? x->cap_steps * 2 : 64;
+    bpg_step_t* p = realloc(x->steps, sizeof(bpg_step_t) * cap);
+    if (p == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory for steps");
+    x->steps = p;
+    x->cap_steps = cap;
+  }
+  memset(&x->steps[x->num_steps], 0, sizeof(bpg_step_t));
+  *out = x->num_steps++;
+  return BP_OK;
+}
+
+bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices, uint32_t n,
+                                  uint64_t limit) {
+  if (n == 0) return bpg_error(BP_NOT_FOUND, "compile: no devices to compile for");
+  if (n > BPG_MAX_DEVICES) return bpg_error(BP_INVALID_ARGUMENT, "compile: more than %d devices", BPG_MAX_DEVICES);
+  for (uint32_t i = 0; i < n; ++i) {
+    bpg_dev_t* d = &x->devs[i];
+    if (devices[i] == NULL) return bpg_error(BP_INVALID_ARGUMENT, "compile: device %u is NULL", i);
+    for (uint32_t j = 0; j < i; ++j) {
+      if (devices[j] == devices[i]) {
+        return bpg_error(BP_INVALID_ARGUMENT, "compile: device %s is listed twice", bp_device_name(devices[i]));
+      }
+    }
+    d->device = devices[i];
+    x->num_devs = i + 1;
+    bp_status_t st = bp_stream_create(d->device, NULL, &d->stream);
+    if (st != BP_OK) return st;
+    const bp_device_properties_t* p = bp_device_properties(d->device);
+    d->peak_flops_f32 = p ? p->peak_ops_per_s[BP_DTYPE_F32] : 0;
+    d->bandwidth = p ? p->memory_bandwidth_bytes_per_s : 0;
+    d->launch_ns = p ? p->launch_overhead_ns : 0;
+    d->link_bandwidth = p ? p->host_link_bandwidth_bytes_per_s : 0;
+    if (d->peak_flops_f32 <= 0 || d->bandwidth <= 0) {
+      d->default_figures = 1;
+      if (d->peak_flops_f32 <= 0) d->peak_flops_f32 = 1e9;
+      if (d->bandwidth <= 0) d->bandwidth = 1e10;
+    }
+    if (d->launch_ns <= 0) d->launch_ns = 5000;
+    if (d->link_bandwidth <= 0) d->link_bandwidth = 1e10;
+    d->limit_bytes = limit ? limit : (p && p->memory_bytes ? p->memory_bytes : UINT64_MAX);
+    if (limit == 0 && p != NULL && p->memory_bytes == 0) d->limit_bytes = UINT64_MAX;
+  }
+  return BP_OK;
+}
+
+bp_status_t bpg_exec_upload_constants(bp_graph_exec_t* x) {
+  x->const_tensors = calloc(x->num_slots + 1, sizeof(bp_tensor_t*));
+  if (x->const_tensors == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    bpg_slot_t* sl = &x->slots[s];
+    bpg_value_t* v = &x->g->values[sl->value];
+    if (v->kind != BP_GRAPH_VALUE_CONSTANT) continue;
+    bpg_dev_t* d = &x->devs[sl->dev];
+    bp_status_t st = bpg_const_materialize(v);
+    if (st == BP_OK) st = bp_tensor_create(d->device, v->dtype, v->rank, v->dims, &x->const_tensors[s]);
+    if (st == BP_OK && v->cst->size > 0) {
+      st = bp_tensor_write(d->stream, x->const_tensors[s], v->cst->data, v->cst->size);
+    }
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
+void bp_graph_exec_release(bp_graph_exec_t* x) {
+  if (x == NULL) return;
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    bp_tensor_release(x->slots[s].planned);
+    bp_tensor_release(x->slots[s].t);
+    if (x->const_tensors) bp_tensor_release(x->const_tensors[s]);
+  }
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    bp_event_release(x->steps[i].ev_src);
+    bp_event_release(x->steps[i].ev_dst);
+  }
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    if (x->devs[d].stream) bp_stream_synchronize(x->devs[d].stream);
+    bp_buffer_release(x->devs[d].arena);
+    bp_stream_release(x->devs[d].stream);
+  }
+  free(x->const_tensors);
+  free(x->slots);
+  free(x->steps);
+  free(x->slot_refs);
+  free(x->node_dev);
+  free(x->node_reason);
+  free(x->home_slot);
+  free(x->syms);
+  bp_graph_release(x->g);
+  if (x->ctx) bp_context_release(x->ctx);
+  free(x);
+}
+
+/* Allocates the per-node and per-value tables once the graph is final. */
+static bp_status_t bpg_exec_tables(bp_graph_exec_t* x) {
+  x->node_dev = calloc(x->g->num_nodes + 1, sizeof(uint32_t));
+  x->node_reason = calloc(x->g->num_nodes + 1, sizeof(*x->node_reason));
+  x->home_slot = malloc(sizeof(uint32_t) * (x->g->num_values + 1));
+  if (x->node_dev == NULL || x->node_reason == NULL || x->home_slot == NULL) {
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
+  }
+  memset(x->home_slot, 0xFF, sizeof(uint32_t) * (x->g->num_values + 1));
+  return BP_OK;
+}
+
+/* Binds the symbols: every symbolic dim of an input becomes concrete. */
+static bp_status_t bpg_bind(bp_graph_exec_t* x, const bp_graph_compile_options_t* o) {
+  bp_graph_t* g = x->g;
+  if (g->num_syms == 0) return BP_OK;
+  if (o == NULL || o->symbol_values == NULL || o->num_symbol_values != g->num_syms) {
+    return bpg_error(BP_INVALID_ARGUMENT, "compile: the graph has %u symbol%s; give their values (symbol_values)",
+                     g->num_syms, g->num_syms == 1 ? "" : "s");
+  }
+  x->syms = malloc(sizeof(int64_t) * g->num_syms);
+  if (x->syms == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
+  for (uint32_t i = 0; i < g->num_syms; ++i) {
+    if (o->symbol_values[i] < 0) {
+      return bpg_error(BP_INVALID_ARGUMENT, "compile: symbol '%s' = %lld (must be >= 0)", g->syms[i],
+                       (long long)o->symbol_values[i]);
+    }
+    x->syms[i] = o->symbol_values[i];
+  }
+  for (uint32_t v = 0; v < g->num_values; ++v) {
+    bpg_value_t* val = &g->values[v];
+    if (val->kind != BP_GRAPH_VALUE_INPUT) continue;
+    for (uint32_t i = 0; i < val->rank; ++i) {
+      if (BP_GRAPH_IS_SYM(val->dims[i])) val->dims[i] = x->syms[BP_GRAPH_SYM_INDEX(val->dims[i])];
+    }
+  }
+  return BP_OK;
+}
+
+bp_status_t bp_graph_compile(bp_context_t* ctx, const bp_graph_t* graph,
+                             const bp_graph_compile_options_t* o, bp_graph_exec_t** out_exec) {
+  if (ctx == NULL || graph == NULL || out_exec == NULL) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: context, graph or out_exec is NULL");
+  }
+  if (o != NULL && o->struct_size < BP_GRAPH_COMPILE_OPTIONS_V1_SIZE) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: options->struct_size %u is too small", o->struct_size);
+  }
+  if (graph->num_outputs == 0) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: the graph has no outputs");
+  double t0 = bpg_now_ms();
+  bp_graph_exec_t* x = calloc(1, sizeof(*x));
+  if (x == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_compile: out of memory");
+  bp_context_retain(ctx);
+  x->ctx = ctx;
+  x->flags = o ? o->flags : 0;
+  bp_status_t st = bpg_clone(graph, &x->g);
+  if (st == BP_OK) st = bpg_infer(x->g, NULL); /* verify before anything runs */
+  if (st == BP_OK) st = bpg_bind(x, o);
+  if (st == BP_OK && x->g->num_syms > 0) st = bpg_infer(x->g, x->syms);
+  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FOLD)) st = bpg_pass_const_fold(x->g, ctx, &x->passes_folded);
+  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_CSE)) st = bpg_pass_cse(x->g, &x->passes_merged);
+  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_DCE)) st = bpg_pass_dce(x->g, &x->passes_removed);
+  if (st == BP_OK) st = bpg_exec_tables(x);
+  if (st == BP_OK) {
+    bp_device_t* all[BPG_MAX_DEVICES];
+    bp_device_t* const* devs = o ? o->devices : NULL;
+    uint32_t n = o ? o->num_devices : 0;
+    if (n == 0) {
+      uint32_t c = bp_context_device_count(ctx);
+      for (uint32_t i = 0; i < c && n < BPG_MAX_DEVICES; ++i) {
+        if (bp_context_device(ctx, i, &all[n]) == BP_OK) n++;
+      }
+      devs = all;
+    } else if (devs == NULL) {
+      st = bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: num_devices %u but devices is NULL", n);
+    }
+    if (st == BP_OK) st = bpg_exec_init_devices(x, devs, n, o ? o->memory_limit_bytes : 0);
+  }
+  if (st == BP_OK) st = bpg_pass_place(x, o);
+  if (st == BP_OK) st = bpg_pass_copies(x);
+  if (st == BP_OK) st = bpg_pass_memplan(x);
+  if (st == BP_OK) st = bpg_exec_upload_constants(x);
+  if (st == BP_OK) {
+    for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
+    x->compile_ms = bpg_now_ms() - t0;
+    *out_exec = x;
+    return BP_OK;
+  }
+  /* Keep the failing pass's message across the cleanup. */
+  char msg[1024];
+  snprintf(msg, sizeof(msg), "%s", bp_status_message());
+  bp_graph_exec_release(x);
+  return bp_status_set_message(st, msg);
+}
+
+const bp_graph_t* bp_graph_exec_graph(const bp_graph_exec_t* x) { return x ? x->g : NULL; }

@@ -1,0 +1,104 @@
+/* libbackplane_graph: the executable and what placement, copies, memory
+ * planning and running share. Internal.
+ */
+#ifndef BP_COMPILER_GRAPH_EXEC_H_
+#define BP_COMPILER_GRAPH_EXEC_H_
+
+#include "graph_internal.h"
+
+#define BPG_MAX_DEVICES 16
+#define BPG_ALIGN 256u
+#define BPG_NO_OFFSET UINT64_MAX
+
+typedef struct bpg_dev {
+  bp_device_t* device;
+  bp_stream_t* stream;
+  bp_buffer_t* arena;     /* planned intermediates; NULL until the first run */
+  uint64_t arena_bytes;   /* planned peak */
+  uint64_t limit_bytes;   /* capacity used by placement and planning */
+  uint64_t placed_bytes;  /* outputs of nodes placed here (placement's running sum) */
+  uint32_t num_nodes;     /* nodes placed here */
+  double peak_flops_f32, bandwidth, launch_ns, link_bandwidth; /* roofline figures */
+  int default_figures;    /* the device reported none: the model assumed defaults */
+} bpg_dev_t;
+
+/* A buffer the run needs: value v on device dev. */
+typedef struct bpg_slot {
+  uint32_t value;
+  uint32_t dev;
+  uint32_t def_step;   /* step that writes it */
+  uint32_t last_step;  /* last step that reads it */
+  uint64_t bytes;
+  uint64_t offset;     /* in the device's arena; BPG_NO_OFFSET: allocated per run */
+  uint32_t inplace_of; /* slot whose memory it reuses (UINT32_MAX: none) */
+  uint32_t is_output;  /* a graph output: a fresh tensor per run (the caller keeps it) */
+  bp_tensor_t* planned; /* view of the arena at offset (made on the first run) */
+  bp_tensor_t* t;       /* this run's tensor (a reference) */
+} bpg_slot_t;
+
+enum bpg_step_kind { BPG_STEP_NODE = 1, BPG_STEP_COPY = 2 };
+
+typedef struct bpg_step {
+  uint32_t kind;
+  uint32_t node;      /* NODE */
+  uint32_t dev;       /* NODE: where it runs; COPY: the destination */
+  uint32_t src_slot;  /* COPY */
+  uint32_t dst_slot;  /* COPY */
+  uint32_t* in_slots; /* NODE: per input (UINT32_MAX absent); points into exec->slot_refs */
+  uint32_t* out_slots;
+  double est_ns;      /* the cost model's time */
+  double measured_ns; /* last profiled run */
+  bp_event_t* ev_src; /* COPY: recorded on the source stream after the copy */
+  bp_event_t* ev_dst; /* COPY: recorded on the destination stream before it */
+} bpg_step_t;
+
+struct bp_graph_exec {
+  bp_context_t* ctx;
+  bp_graph_t* g;       /* the compiled graph (passes applied, dims concrete) */
+  int64_t* syms;       /* bound symbol values */
+  uint32_t flags;
+  bpg_dev_t devs[BPG_MAX_DEVICES];
+  uint32_t num_devs;
+  uint32_t* node_dev;      /* per node */
+  char (*node_reason)[160]; /* per node: why it runs where it does */
+  uint32_t* value_home;    /* per value: device of its home slot (UINT32_MAX: none) */
+  bpg_slot_t* slots;
+  uint32_t num_slots, cap_slots;
+  uint32_t* home_slot;     /* per value: slot on its home device (UINT32_MAX: none) */
+  bpg_step_t* steps;
+  uint32_t num_steps, cap_steps;
+  uint32_t* slot_refs;     /* in_slots/out_slots storage */
+  uint32_t num_refs;
+  bp_tensor_t** const_tensors; /* per slot of a constant: uploaded once */
+  uint32_t num_copies;
+  uint64_t copy_bytes;
+  uint64_t unplanned_bytes;
+  uint32_t num_regions;
+  double est_ns;
+  double measured_ns;
+  uint32_t passes_removed, passes_merged, passes_folded, islands_moved;
+  double compile_ms;
+  int profile; /* synchronize after each step and time it */
+};
+
+/* Placement (passes/place.c): fills node_dev and node_reason. */
+BPG_HIDDEN bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t* o);
+/* Cost model (passes/place.c): the node's time on device d, in ns. */
+BPG_HIDDEN double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d);
+BPG_HIDDEN double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, uint32_t to);
+/* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
+BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
+/* Memory planning (passes/memplan.c): offsets, in-place reuse, peak per device. */
+BPG_HIDDEN bp_status_t bpg_pass_memplan(bp_graph_exec_t* x);
+
+BPG_HIDDEN bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uint32_t dev,
+                                         uint32_t* out);
+BPG_HIDDEN bp_status_t bpg_exec_new_step(bp_graph_exec_t* x, uint32_t* out);
+BPG_HIDDEN int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d);
+/* Creates streams and fills device figures for devices[0..n). */
+BPG_HIDDEN bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices,
+                                             uint32_t n, uint64_t limit);
+/* Uploads constants used on each device. */
+BPG_HIDDEN bp_status_t bpg_exec_upload_constants(bp_graph_exec_t* x);
+
+#endif /* BP_COMPILER_GRAPH_EXEC_H_ */

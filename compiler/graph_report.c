@@ -1,0 +1,145 @@
+/* libbackplane_graph: the placement report (JSON and a text table; the
+ * format is in docs/graph.md). Measured times come from the last run made
+ * with profiling (bp-run --report does one); 0 before.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_exec.h"
+
+/* A requested device that runs under this share of the nodes is warned about. */
+#define BPG_FEW_NODES_SHARE 0.10
+
+static const char* bpg_op_name(uint32_t op) {
+  bp_op_info_t info = {.struct_size = sizeof(info)};
+  return bp_op_get_info(op, &info) == BP_OK ? info.name : "?";
+}
+
+static uint32_t bpg_live_nodes(const bp_graph_exec_t* x) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < x->g->num_nodes; ++i) n += !x->g->nodes[i].dead;
+  return n;
+}
+
+/* Warning lines (one per device that got few nodes), into s with prefix/suffix. */
+static uint32_t bpg_warnings(const bp_graph_exec_t* x, bpg_sbuf_t* s, int json) {
+  uint32_t live = bpg_live_nodes(x), count = 0;
+  if (x->num_devs < 2 || live == 0) return 0;
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    if ((double)x->devs[d].num_nodes >= BPG_FEW_NODES_SHARE * live) continue;
+    const char* fmt = json ? "%s\"%s was requested but runs %u of %u nodes\"" :
+                             "%swarning: %s was requested but runs %u of %u nodes (see the reasons above)\n";
+    bpg_sbuf_printf(s, fmt, json && count ? ", " : "", bp_device_name(x->devs[d].device), x->devs[d].num_nodes, live);
+    count++;
+  }
+  return count;
+}
+
+static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
+  char vb[32];
+  bpg_sbuf_printf(s, "{\n  \"graph\": \"%s\",\n  \"compile_ms\": %.3f,\n  \"devices\": [", x->g->name ? x->g->name : "",
+                  x->compile_ms);
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    const bpg_dev_t* dev = &x->devs[d];
+    bpg_sbuf_printf(s, "%s\n    {\"name\": \"%s\", \"nodes\": %u, \"peak_bytes\": %llu, \"limit_bytes\": %llu, "
+                    "\"default_figures\": %s}", d ? "," : "", bp_device_name(dev->device), dev->num_nodes,
+                    (unsigned long long)dev->arena_bytes,
+                    (unsigned long long)(dev->limit_bytes == UINT64_MAX ? 0 : dev->limit_bytes),
+                    dev->default_figures ? "true" : "false");
+  }
+  bpg_sbuf_printf(s, "\n  ],\n  \"nodes\": [");
+  int first = 1;
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    if (st->kind != BPG_STEP_NODE) continue;
+    const bpg_node_t* n = &x->g->nodes[st->node];
+    bpg_sbuf_printf(s, "%s\n    {\"index\": %u, \"name\": \"%s\", \"op\": \"%s\", \"device\": \"%s\", \"reason\": \"",
+                    first ? "" : ",", st->node, n->name ? n->name : "", bpg_op_name(n->op),
+                    bp_device_name(x->devs[st->dev].device));
+    for (const char* c = x->node_reason[st->node]; *c; ++c) {
+      if (*c == '"' || *c == '\\') bpg_sbuf_printf(s, "\\%c", *c);
+      else if ((unsigned char)*c >= 0x20) bpg_sbuf_printf(s, "%c", *c);
+    }
+    bpg_sbuf_printf(s, "\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->est_ns, st->measured_ns);
+    first = 0;
+  }
+  bpg_sbuf_printf(s, "\n  ],\n  \"regions\": [],\n  \"copies\": [");
+  first = 1;
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    if (st->kind != BPG_STEP_COPY) continue;
+    const bpg_slot_t* src = &x->slots[st->src_slot];
+    bpg_sbuf_printf(s, "%s\n    {\"value\": \"%s\", \"from\": \"%s\", \"to\": \"%s\", \"bytes\": %llu, "
+                    "\"estimated_ns\": %.0f, \"measured_ns\": %.0f}", first ? "" : ",",
+                    bpg_value_name(x->g, src->value, vb, sizeof(vb)), bp_device_name(x->devs[src->dev].device),
+                    bp_device_name(x->devs[st->dev].device), (unsigned long long)src->bytes, st->est_ns,
+                    st->measured_ns);
+    first = 0;
+  }
+  uint64_t peak = 0;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes;
+  bpg_sbuf_printf(s, "\n  ],\n  \"copy_bytes\": %llu,\n  \"peak_bytes\": %llu,\n  \"unplanned_bytes\": %llu,\n"
+                  "  \"estimated_ns\": %.0f,\n  \"measured_ns\": %.0f,\n  \"passes\": {\"folded\": %u, \"merged\": %u, "
+                  "\"removed\": %u, \"islands_moved\": %u},\n  \"warnings\": [",
+                  (unsigned long long)x->copy_bytes, (unsigned long long)peak, (unsigned long long)x->unplanned_bytes,
+                  x->est_ns, x->measured_ns, x->passes_folded, x->passes_merged, x->passes_removed, x->islands_moved);
+  bpg_warnings(x, s, 1);
+  bpg_sbuf_printf(s, "]\n}\n");
+}
+
+static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
+  char vb[32];
+  bpg_sbuf_printf(s, "graph %s: %u nodes on %u device%s, compiled in %.2f ms\n", x->g->name ? x->g->name : "(unnamed)",
+                  bpg_live_nodes(x), x->num_devs, x->num_devs == 1 ? "" : "s", x->compile_ms);
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    const bpg_dev_t* dev = &x->devs[d];
+    bpg_sbuf_printf(s, "  %-10s %4u nodes  peak %10llu bytes%s\n", bp_device_name(dev->device), dev->num_nodes,
+                    (unsigned long long)dev->arena_bytes, dev->default_figures ? "  (no throughput figures: assumed 1 GFLOP/s, 10 GB/s)" : "");
+  }
+  bpg_sbuf_printf(s, "%-5s %-16s %-14s %-10s %10s %10s  %s\n", "#", "node", "op", "device", "est us", "meas us", "reason");
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    if (st->kind == BPG_STEP_NODE) {
+      const bpg_node_t* n = &x->g->nodes[st->node];
+      bpg_sbuf_printf(s, "%-5u %-16.16s %-14.14s %-10s %10.1f %10.1f  %s\n", st->node, n->name ? n->name : "-",
+                      bpg_op_name(n->op), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
+                      st->measured_ns / 1e3, x->node_reason[st->node]);
+    } else {
+      const bpg_slot_t* src = &x->slots[st->src_slot];
+      bpg_sbuf_printf(s, "%-5s %-16.16s %-14s %-10s %10.1f %10.1f  %llu bytes from %s\n", "copy",
+                      bpg_value_name(x->g, src->value, vb, sizeof(vb)), "(copy)", bp_device_name(x->devs[st->dev].device),
+                      st->est_ns / 1e3, st->measured_ns / 1e3, (unsigned long long)src->bytes,
+                      bp_device_name(x->devs[src->dev].device));
+    }
+  }
+  uint64_t peak = 0;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes;
+  bpg_sbuf_printf(s, "regions: %u fused; copies: %u (%llu bytes); peak memory %llu bytes (unplanned %llu)\n",
+                  x->num_regions, x->num_copies, (unsigned long long)x->copy_bytes, (unsigned long long)peak,
+                  (unsigned long long)x->unplanned_bytes);
+  bpg_sbuf_printf(s, "estimated %.1f us per run, measured %.1f us (last run)\n", x->est_ns / 1e3, x->measured_ns / 1e3);
+  bpg_warnings(x, s, 0);
+}
+
+bp_status_t bp_graph_exec_report(const bp_graph_exec_t* x, uint32_t format, char** out_text) {
+  if (x == NULL || out_text == NULL) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_report: NULL argument");
+  if (format != BP_GRAPH_REPORT_JSON && format != BP_GRAPH_REPORT_TEXT) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_report: unknown format %u", format);
+  }
+  bpg_sbuf_t s = {0};
+  if (format == BP_GRAPH_REPORT_JSON) bpg_report_json(x, &s);
+  else bpg_report_text(x, &s);
+  if (s.oom || s.p == NULL) {
+    free(s.p);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_exec_report: out of memory");
+  }
+  *out_text = s.p;
+  return BP_OK;
+}
+
+bp_status_t bp_graph_exec_set_profiling(bp_graph_exec_t* x, int on) {
+  if (x == NULL) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_set_profiling: exec is NULL");
+  x->profile = on != 0;
+  return BP_OK;
+}

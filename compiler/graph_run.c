@@ -1,0 +1,270 @@
+/* libbackplane_graph: running an executable.
+ *
+ * Each step is dispatched on its device's stream: a node with bp_op_run
+ * (outputs written into the planned arena views, graph outputs allocated
+ * fresh for the caller), a copy with bp_copy_buffer between events that
+ * order it after the destination's earlier readers and before its
+ * readers. The run ends by synchronizing every stream (blocking call).
+ * Tensors of one run are released at its end; planned views and uploaded
+ * constants live as long as the executable.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "graph_exec.h"
+
+static double bpg_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
+}
+
+/* Arenas and their views, on the first run. */
+static bp_status_t bpg_prepare_memory(bp_graph_exec_t* x) {
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    bpg_dev_t* dev = &x->devs[d];
+    if (dev->arena != NULL || dev->arena_bytes == 0) continue;
+    bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->arena_bytes, &dev->arena);
+    if (st != BP_OK) return st;
+  }
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    bpg_slot_t* sl = &x->slots[s];
+    if (sl->offset == BPG_NO_OFFSET || sl->planned != NULL) continue;
+    const bpg_value_t* v = &x->g->values[sl->value];
+    bp_status_t st = bp_tensor_from_buffer(x->devs[sl->dev].arena, v->dtype, v->rank, v->dims, NULL,
+                                           sl->offset, &sl->planned);
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
+static bp_status_t bpg_check_inputs(const bp_graph_exec_t* x, const bp_tensor_t* const* inputs,
+                                    uint32_t n) {
+  const bp_graph_t* g = x->g;
+  if (n != g->num_inputs || (n > 0 && inputs == NULL)) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_run: the graph has %u inputs, got %u", g->num_inputs, n);
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    const bpg_value_t* v = &g->values[g->inputs[i]];
+    const bp_tensor_t* t = inputs[i];
+    char vb[32];
+    const char* name = bpg_value_name(g, g->inputs[i], vb, sizeof(vb));
+    if (t == NULL) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_run: input '%s' is NULL", name);
+    int same = bp_tensor_dtype(t) == v->dtype && bp_tensor_rank(t) == v->rank &&
+               (v->rank == 0 || memcmp(bp_tensor_sizes(t), v->dims, sizeof(int64_t) * v->rank) == 0);
+    if (!same) {
+      char want[160] = "", got[160] = "";
+      size_t a = 0, b = 0;
+      for (uint32_t k = 0; k < v->rank && a < sizeof(want) - 24; ++k) {
+        a += (size_t)snprintf(want + a, sizeof(want) - a, "%s%lld", k ? "," : "", (long long)v->dims[k]);
+      }
+      for (uint32_t k = 0; k < bp_tensor_rank(t) && b < sizeof(got) - 24; ++k) {
+        b += (size_t)snprintf(got + b, sizeof(got) - b, "%s%lld", k ? "," : "", (long long)bp_tensor_sizes(t)[k]);
+      }
+      return bpg_error(BP_FAILED_PRECONDITION, "bp_graph_exec_run: input '%s' is %s[%s], compiled for %s[%s]",
+                       name, bp_dtype_name(bp_tensor_dtype(t)), got, bp_dtype_name(v->dtype), want);
+    }
+  }
+  return BP_OK;
+}
+
+/* A tensor of `src` on device d (src itself when it is there already). */
+static bp_status_t bpg_input_on(bpg_dev_t* d, const bp_tensor_t* src, bp_tensor_t** out) {
+  if (bp_tensor_device(src) == d->device) {
+    bp_tensor_retain((bp_tensor_t*)src);
+    *out = (bp_tensor_t*)src;
+    return BP_OK;
+  }
+  if (!bp_tensor_is_contiguous(src)) {
+    return bpg_error(BP_FAILED_PRECONDITION, "bp_graph_exec_run: an input on %s is not contiguous; the graph needs it on %s",
+                     bp_device_name(bp_tensor_device(src)), bp_device_name(d->device));
+  }
+  bp_tensor_t* t = NULL;
+  bp_status_t st = bp_tensor_create(d->device, bp_tensor_dtype(src), bp_tensor_rank(src), bp_tensor_sizes(src), &t);
+  uint64_t bytes = (uint64_t)bp_tensor_numel(src) * bp_dtype_size(bp_tensor_dtype(src));
+  if (st == BP_OK && bytes > 0) {
+    st = bp_copy_buffer(d->stream, bp_tensor_buffer(src), bp_tensor_byte_offset(src), bp_tensor_buffer(t),
+                        bp_tensor_byte_offset(t), bytes);
+  }
+  if (st != BP_OK) {
+    bp_tensor_release(t);
+    return st;
+  }
+  *out = t;
+  return BP_OK;
+}
+
+static bp_status_t bpg_run_copy(bp_graph_exec_t* x, bpg_step_t* step) {
+  bpg_slot_t* src = &x->slots[step->src_slot];
+  bpg_slot_t* dst = &x->slots[step->dst_slot];
+  bpg_dev_t* sd = &x->devs[src->dev];
+  bpg_dev_t* dd = &x->devs[dst->dev];
+  bp_status_t st = BP_OK;
+  if (step->ev_src == NULL) st = bp_event_create(sd->device, NULL, &step->ev_src);
+  if (st == BP_OK && step->ev_dst == NULL) st = bp_event_create(dd->device, NULL, &step->ev_dst);
+  if (st != BP_OK) return st;
+  if (dst->planned != NULL) {
+    bp_tensor_retain(dst->planned);
+    dst->t = dst->planned;
+  } else {
+    const bpg_value_t* v = &x->g->values[dst->value];
+    st = bp_tensor_create(dd->device, v->dtype, v->rank, v->dims, &dst->t);
+    if (st != BP_OK) return st;
+  }
+  /* The destination's earlier readers of this memory first. */
+  st = bp_event_record(step->ev_dst, dd->stream);
+  if (st == BP_OK) st = bp_stream_wait_event(sd->stream, step->ev_dst);
+  if (st == BP_OK && dst->bytes > 0) {
+    st = bp_copy_buffer(sd->stream, bp_tensor_buffer(src->t), bp_tensor_byte_offset(src->t),
+                        bp_tensor_buffer(dst->t), bp_tensor_byte_offset(dst->t), dst->bytes);
+  }
+  if (st == BP_OK) st = bp_event_record(step->ev_src, sd->stream);
+  if (st == BP_OK) st = bp_stream_wait_event(dd->stream, step->ev_src);
+  return st;
+}
+
+static bp_status_t bpg_run_node(bp_graph_exec_t* x, bpg_step_t* step) {
+  const bpg_node_t* node = &x->g->nodes[step->node];
+  enum { MAXI = 64 };
+  const bp_tensor_t* in[MAXI];
+  bp_tensor_t* out[4] = {0};
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    in[i] = step->in_slots[i] == UINT32_MAX ? NULL : x->slots[step->in_slots[i]].t;
+  }
+  for (uint32_t k = 0; k < node->num_out; ++k) out[k] = x->slots[step->out_slots[k]].planned;
+  bp_status_t st = bp_op_run(x->devs[step->dev].stream, node->op, in, node->num_in, node->attrs, out,
+                             node->num_out);
+  if (st != BP_OK) {
+    char label[200], msg[800];
+    snprintf(msg, sizeof(msg), "%s", bp_status_message());
+    bpg_node_label(x->g, step->node, label, sizeof(label));
+    return bpg_error(st, "%s on %s: %s", label, bp_device_name(x->devs[step->dev].device), msg);
+  }
+  for (uint32_t k = 0; k < node->num_out; ++k) {
+    bpg_slot_t* sl = &x->slots[step->out_slots[k]];
+    if (sl->planned != NULL) bp_tensor_retain(sl->planned); /* out[k] is the planned view */
+    sl->t = out[k];
+  }
+  return BP_OK;
+}
+
+/* A graph output that is an input or a constant: a fresh copy for the caller. */
+static bp_status_t bpg_output_copy(bp_graph_exec_t* x, uint32_t v, const bp_tensor_t* const* inputs,
+                                   bp_tensor_t** out) {
+  const bp_graph_t* g = x->g;
+  const bpg_value_t* val = &g->values[v];
+  bpg_dev_t* d = &x->devs[0];
+  const bp_tensor_t* src = NULL;
+  bp_tensor_t* tmp = NULL;
+  bp_status_t st = BP_OK;
+  if (val->kind == BP_GRAPH_VALUE_INPUT) {
+    src = inputs[val->producer];
+    d = &x->devs[0];
+    for (uint32_t i = 0; i < x->num_devs; ++i) {
+      if (x->devs[i].device == bp_tensor_device(src)) d = &x->devs[i];
+    }
+  } else {
+    st = bp_tensor_create(d->device, val->dtype, val->rank, val->dims, &tmp);
+    if (st == BP_OK && val->cst->size > 0) st = bp_tensor_write(d->stream, tmp, val->cst->data, val->cst->size);
+    if (st == BP_OK) {
+      *out = tmp;
+      return BP_OK;
+    }
+    bp_tensor_release(tmp);
+    return st;
+  }
+  st = bp_op_run(d->stream, BP_OP_clone, &src, 1, NULL, out, 1);
+  return st;
+}
+
+bp_status_t bp_graph_exec_run(bp_graph_exec_t* x, const bp_tensor_t* const* inputs, uint32_t num_inputs,
+                              bp_tensor_t** outputs, uint32_t num_outputs) {
+  if (x == NULL || (outputs == NULL && num_outputs > 0)) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_run: exec or outputs is NULL");
+  }
+  if (num_outputs != x->g->num_outputs) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_run: the graph has %u outputs, got %u", x->g->num_outputs,
+                     num_outputs);
+  }
+  bp_status_t st = bpg_check_inputs(x, inputs, num_inputs);
+  if (st == BP_OK) st = bpg_prepare_memory(x);
+  if (st != BP_OK) return st;
+  double t0 = bpg_now_ns();
+  /* Inputs and constants where they are read. */
+  for (uint32_t s = 0; s < x->num_slots && st == BP_OK; ++s) {
+    bpg_slot_t* sl = &x->slots[s];
+    const bpg_value_t* v = &x->g->values[sl->value];
+    if (v->kind == BP_GRAPH_VALUE_INPUT) {
+      st = bpg_input_on(&x->devs[sl->dev], inputs[v->producer], &sl->t);
+    } else if (v->kind == BP_GRAPH_VALUE_CONSTANT) {
+      bp_tensor_retain(x->const_tensors[s]);
+      sl->t = x->const_tensors[s];
+    }
+  }
+  for (uint32_t i = 0; i < x->num_steps && st == BP_OK; ++i) {
+    bpg_step_t* step = &x->steps[i];
+    double ts = x->profile ? bpg_now_ns() : 0;
+    st = step->kind == BPG_STEP_COPY ? bpg_run_copy(x, step) : bpg_run_node(x, step);
+    if (st == BP_OK && x->profile) {
+      st = bp_stream_synchronize(x->devs[step->dev].stream);
+      if (step->kind == BPG_STEP_COPY && st == BP_OK) st = bp_stream_synchronize(x->devs[x->slots[step->src_slot].dev].stream);
+      step->measured_ns = bpg_now_ns() - ts;
+    }
+  }
+  /* Outputs. */
+  uint32_t done = 0;
+  for (; done < num_outputs && st == BP_OK; ++done) {
+    uint32_t v = x->g->outputs[done];
+    uint32_t h = x->home_slot[v];
+    outputs[done] = NULL;
+    if (h != UINT32_MAX && x->g->values[v].kind == BP_GRAPH_VALUE_NODE) {
+      bp_tensor_retain(x->slots[h].t);
+      outputs[done] = x->slots[h].t;
+    } else {
+      st = bpg_output_copy(x, v, inputs, &outputs[done]);
+    }
+  }
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    bp_status_t s2 = bp_stream_synchronize(x->devs[d].stream);
+    if (st == BP_OK && s2 != BP_OK) st = s2;
+  }
+  x->measured_ns = bpg_now_ns() - t0;
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    bp_tensor_release(x->slots[s].t);
+    x->slots[s].t = NULL;
+  }
+  if (st != BP_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", bp_status_message());
+    for (uint32_t k = 0; k < done && k < num_outputs; ++k) {
+      bp_tensor_release(outputs[k]);
+      outputs[k] = NULL;
+    }
+    return bp_status_set_message(st, msg);
+  }
+  return BP_OK;
+}
+
+bp_status_t bp_graph_exec_get_stats(const bp_graph_exec_t* x, bp_graph_exec_stats_t* out) {
+  if (x == NULL || out == NULL || out->struct_size < BP_GRAPH_EXEC_STATS_V1_SIZE) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_get_stats: bad argument");
+  }
+  uint32_t size = out->struct_size;
+  memset(out, 0, size);
+  out->struct_size = size;
+  out->num_steps = x->num_steps;
+  for (uint32_t n = 0; n < x->g->num_nodes; ++n) out->num_nodes += !x->g->nodes[n].dead;
+  out->num_regions = x->num_regions;
+  out->num_copies = x->num_copies;
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    out->num_devices += x->devs[d].num_nodes > 0;
+    out->peak_bytes += x->devs[d].arena_bytes;
+  }
+  out->copy_bytes = x->copy_bytes;
+  out->unplanned_bytes = x->unplanned_bytes;
+  out->estimated_ns = x->est_ns;
+  out->measured_ns = x->measured_ns;
+  return BP_OK;
+}

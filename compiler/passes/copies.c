@@ -1,0 +1,98 @@
+/* Pass: steps, buffers and copies between devices.
+ *
+ * Walks the placed nodes in order and gives every value a slot (a buffer)
+ * on each device that reads it: a node's outputs get slots on its device;
+ * an input read on another device than the one that produced it gets a
+ * slot there and a COPY step before its first reader. A copy waits for the
+ * destination stream (its buffer may be reused memory still being read)
+ * and the destination waits for the copy (events recorded at run time), so
+ * each device keeps one in-order stream and devices overlap otherwise.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../graph_exec.h"
+
+bp_status_t bpg_pass_copies(bp_graph_exec_t* x) {
+  bp_graph_t* g = x->g;
+  uint32_t nd = x->num_devs;
+  uint32_t* vslot = malloc(sizeof(uint32_t) * ((size_t)g->num_values * nd + 1));
+  size_t refs = 0;
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (!g->nodes[n].dead) refs += g->nodes[n].num_in + g->nodes[n].num_out;
+  }
+  x->slot_refs = malloc(sizeof(uint32_t) * (refs + 1));
+  if (vslot == NULL || x->slot_refs == NULL) {
+    free(vslot);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "copies: out of memory");
+  }
+  memset(vslot, 0xFF, sizeof(uint32_t) * ((size_t)g->num_values * nd + 1));
+  bp_status_t st = BP_OK;
+  for (uint32_t n = 0; n < g->num_nodes && st == BP_OK; ++n) {
+    bpg_node_t* node = &g->nodes[n];
+    if (node->dead) continue;
+    uint32_t d = x->node_dev[n];
+    uint32_t* in_slots = x->slot_refs + x->num_refs;
+    uint32_t* out_slots = in_slots + node->num_in;
+    x->num_refs += node->num_in + node->num_out;
+    for (uint32_t i = 0; i < node->num_in && st == BP_OK; ++i) {
+      uint32_t v = node->in[i];
+      in_slots[i] = UINT32_MAX;
+      if (v == BP_GRAPH_NO_VALUE) continue;
+      uint32_t* here = &vslot[(size_t)v * nd + d];
+      if (*here == UINT32_MAX) {
+        const bpg_value_t* val = &g->values[v];
+        st = bpg_exec_new_slot(x, v, d, here);
+        if (st != BP_OK) break;
+        if (val->kind == BP_GRAPH_VALUE_NODE) {
+          /* Produced elsewhere: a copy from its home slot. */
+          uint32_t src = x->home_slot[v];
+          uint32_t s;
+          st = bpg_exec_new_step(x, &s);
+          if (st != BP_OK) break;
+          bpg_step_t* step = &x->steps[s];
+          step->kind = BPG_STEP_COPY;
+          step->dev = d;
+          step->src_slot = src;
+          step->dst_slot = *here;
+          x->slots[src].last_step = s;
+          x->slots[*here].def_step = s;
+          step->est_ns = bpg_copy_cost(x, x->slots[*here].bytes, x->slots[src].dev, d);
+          x->num_copies++;
+          x->copy_bytes += x->slots[*here].bytes;
+        }
+      }
+      in_slots[i] = *here;
+    }
+    if (st != BP_OK) break;
+    uint32_t s;
+    st = bpg_exec_new_step(x, &s);
+    if (st != BP_OK) break;
+    bpg_step_t* step = &x->steps[s];
+    step->kind = BPG_STEP_NODE;
+    step->node = n;
+    step->dev = d;
+    step->in_slots = in_slots;
+    step->out_slots = out_slots;
+    step->est_ns = bpg_node_cost(x, n, d);
+    for (uint32_t i = 0; i < node->num_in; ++i) {
+      if (in_slots[i] != UINT32_MAX) x->slots[in_slots[i]].last_step = s;
+    }
+    for (uint32_t k = 0; k < node->num_out && st == BP_OK; ++k) {
+      st = bpg_exec_new_slot(x, node->out[k], d, &out_slots[k]);
+      if (st != BP_OK) break;
+      vslot[(size_t)node->out[k] * nd + d] = out_slots[k];
+      x->home_slot[node->out[k]] = out_slots[k];
+      x->slots[out_slots[k]].def_step = s;
+      x->slots[out_slots[k]].last_step = s;
+    }
+  }
+  if (st == BP_OK) {
+    for (uint32_t i = 0; i < g->num_outputs; ++i) {
+      uint32_t h = x->home_slot[g->outputs[i]];
+      if (h != UINT32_MAX) x->slots[h].is_output = 1;
+    }
+  }
+  free(vslot);
+  return st;
+}

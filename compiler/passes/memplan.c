@@ -1,0 +1,158 @@
+/* Pass: memory planning. Per device, the intermediates (node outputs and
+ * copies that are not graph outputs) share one arena: each gets an offset
+ * such that no two buffers alive at the same step overlap (greedy by size,
+ * first fit, as TFLite's and XLA's planners do). An elementwise node may
+ * write its output over an input that dies at that node with the same
+ * shape and element size (the core accepts exact in-place aliases for
+ * these ops). The arena's size is the planned peak; it must fit the
+ * device's limit. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
+ * its own range; that sum is reported as the unplanned figure either way.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../graph_exec.h"
+
+static uint64_t bpg_align(uint64_t b) { return (b + BPG_ALIGN - 1) / BPG_ALIGN * BPG_ALIGN; }
+
+static int bpg_planned(const bp_graph_exec_t* x, const bpg_slot_t* s) {
+  return x->g->values[s->value].kind == BP_GRAPH_VALUE_NODE && !s->is_output;
+}
+
+static uint32_t bpg_root(const bp_graph_exec_t* x, uint32_t s) {
+  while (x->slots[s].inplace_of != UINT32_MAX) s = x->slots[s].inplace_of;
+  return s;
+}
+
+static void bpg_inplace(bp_graph_exec_t* x) {
+  uint8_t* taken = calloc(x->num_slots + 1, 1);
+  if (taken == NULL) return; /* no in-place reuse: still correct */
+  for (uint32_t si = 0; si < x->num_steps; ++si) {
+    const bpg_step_t* st = &x->steps[si];
+    if (st->kind != BPG_STEP_NODE || !bp_op_is_elementwise(x->g->nodes[st->node].op)) continue;
+    const bpg_node_t* node = &x->g->nodes[st->node];
+    for (uint32_t k = 0; k < node->num_out; ++k) {
+      bpg_slot_t* o = &x->slots[st->out_slots[k]];
+      if (!bpg_planned(x, o)) continue;
+      const bpg_value_t* ov = &x->g->values[o->value];
+      for (uint32_t i = 0; i < node->num_in; ++i) {
+        uint32_t is = st->in_slots[i];
+        if (is == UINT32_MAX || taken[is]) continue;
+        bpg_slot_t* in = &x->slots[is];
+        const bpg_value_t* iv = &x->g->values[in->value];
+        if (!bpg_planned(x, in) || in->last_step != si || in->dev != o->dev || in->bytes != o->bytes ||
+            bp_dtype_size(iv->dtype) != bp_dtype_size(ov->dtype) || iv->rank != ov->rank ||
+            memcmp(iv->dims, ov->dims, sizeof(int64_t) * iv->rank) != 0) {
+          continue;
+        }
+        /* The same input may feed two operands (x * x): alias only once. */
+        int twice = 0;
+        for (uint32_t j = 0; j < node->num_in; ++j) twice += st->in_slots[j] == is;
+        if (twice > 1) continue;
+        taken[is] = 1;
+        o->inplace_of = is;
+        uint32_t r = bpg_root(x, is);
+        if (x->slots[r].last_step < o->last_step) x->slots[r].last_step = o->last_step;
+        break;
+      }
+    }
+  }
+  free(taken);
+}
+
+typedef struct bpg_item {
+  uint32_t slot;
+  uint64_t bytes;
+} bpg_item_t;
+
+static int bpg_item_cmp(const void* a, const void* b) {
+  const bpg_item_t* x = a;
+  const bpg_item_t* y = b;
+  if (x->bytes != y->bytes) return x->bytes > y->bytes ? -1 : 1;
+  return x->slot < y->slot ? -1 : 1; /* deterministic */
+}
+
+/* Ascending offset (kept in `bytes`). */
+static int bpg_off_cmp(const void* a, const void* b) {
+  const bpg_item_t* x = a;
+  const bpg_item_t* y = b;
+  if (x->bytes != y->bytes) return x->bytes < y->bytes ? -1 : 1;
+  return 0;
+}
+
+bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
+  int plan = !(x->flags & BP_GRAPH_NO_MEMPLAN);
+  /* Lifetimes: a chain of in-place slots lives until its last reader. */
+  for (uint32_t s = 0; s < x->num_slots; ++s) x->slots[s].inplace_of = UINT32_MAX;
+  if (plan) bpg_inplace(x);
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    if (bpg_planned(x, &x->slots[s])) x->unplanned_bytes += bpg_align(x->slots[s].bytes);
+  }
+  bpg_item_t* items = malloc(sizeof(bpg_item_t) * (x->num_slots + 1));
+  uint32_t* placed = malloc(sizeof(uint32_t) * (x->num_slots + 1));
+  bpg_item_t* live = malloc(sizeof(bpg_item_t) * (x->num_slots + 1));
+  if (items == NULL || placed == NULL || live == NULL) {
+    free(live);
+    free(items);
+    free(placed);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "memplan: out of memory");
+  }
+  bp_status_t st = BP_OK;
+  for (uint32_t d = 0; d < x->num_devs && st == BP_OK; ++d) {
+    uint32_t ni = 0, np = 0;
+    for (uint32_t s = 0; s < x->num_slots; ++s) {
+      bpg_slot_t* sl = &x->slots[s];
+      if (sl->dev != d || !bpg_planned(x, sl) || sl->inplace_of != UINT32_MAX) continue;
+      items[ni].slot = s;
+      items[ni].bytes = bpg_align(sl->bytes ? sl->bytes : 1);
+      ni++;
+    }
+    if (plan) qsort(items, ni, sizeof(bpg_item_t), bpg_item_cmp);
+    uint64_t peak = 0;
+    for (uint32_t i = 0; i < ni; ++i) {
+      bpg_slot_t* sl = &x->slots[items[i].slot];
+      uint64_t off = 0;
+      if (!plan) {
+        off = peak;
+      } else {
+        /* First fit among the placed buffers whose lifetimes overlap,
+         * swept in offset order. */
+        uint32_t nl = 0;
+        for (uint32_t j = 0; j < np; ++j) {
+          const bpg_slot_t* o = &x->slots[placed[j]];
+          if (o->last_step < sl->def_step || sl->last_step < o->def_step) continue;
+          live[nl].slot = placed[j];
+          live[nl].bytes = o->offset;
+          nl++;
+        }
+        qsort(live, nl, sizeof(bpg_item_t), bpg_off_cmp);
+        for (uint32_t j = 0; j < nl; ++j) {
+          const bpg_slot_t* o = &x->slots[live[j].slot];
+          uint64_t end = o->offset + bpg_align(o->bytes ? o->bytes : 1);
+          if (off + items[i].bytes <= o->offset) break;
+          if (end > off) off = end;
+        }
+      }
+      sl->offset = off;
+      placed[np++] = items[i].slot;
+      if (off + items[i].bytes > peak) peak = off + items[i].bytes;
+    }
+    x->devs[d].arena_bytes = peak;
+    if (peak > x->devs[d].limit_bytes) {
+      st = bpg_error(BP_RESOURCE_EXHAUSTED,
+                     "memplan: %s needs %llu bytes of intermediates at peak, over its limit of %llu bytes",
+                     bp_device_name(x->devs[d].device), (unsigned long long)peak,
+                     (unsigned long long)x->devs[d].limit_bytes);
+    }
+  }
+  /* In-place slots take their root's offset. */
+  for (uint32_t s = 0; s < x->num_slots; ++s) {
+    bpg_slot_t* sl = &x->slots[s];
+    if (!bpg_planned(x, sl)) sl->offset = BPG_NO_OFFSET;
+    else if (sl->inplace_of != UINT32_MAX) sl->offset = x->slots[bpg_root(x, s)].offset;
+  }
+  free(live);
+  free(items);
+  free(placed);
+  return st;
+}

@@ -1,0 +1,342 @@
+/* Pass: placement. Each live node goes to one device.
+ *
+ * 1. Claims: each device is asked whether it runs the node at its concrete
+ *    dtypes and shapes (bp_device_query_support; a plugin's answer and
+ *    reason). Devices that refuse are out, with the reason kept.
+ * 2. Rules: a pinned node goes to its pin (an error if that device refuses);
+ *    with a preferred device every node it runs goes there; with
+ *    BP_GRAPH_FORBID_FALLBACK the nodes it refuses are one compile error
+ *    that lists them all with the reasons.
+ * 3. Cost: otherwise the cheapest device for the node's own time (the
+ *    roofline below) plus the copies its inputs would need from where they
+ *    live, within each device's memory limit (outputs placed so far).
+ * 4. Islands: a node whose producers and consumers all sit on one other
+ *    device that runs it is moved there when that saves the copies.
+ * Ties go to the earlier device in the user's order, so the result is
+ * deterministic.
+ *
+ * The roofline: max(flops / peak, bytes / bandwidth) + launch overhead,
+ * from bp_device_properties; a device reporting no figures is assumed to
+ * do 1 GFLOP/s and 10 GB/s and the report says so.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../graph_exec.h"
+
+static uint64_t bpg_node_io_bytes(const bp_graph_t* g, const bpg_node_t* node, double* out_flops) {
+  uint64_t bytes = 0;
+  double max_numel = 0;
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    if (node->in[i] == BP_GRAPH_NO_VALUE) continue;
+    const bpg_value_t* v = &g->values[node->in[i]];
+    uint64_t b = bpg_value_bytes(v);
+    if (b != UINT64_MAX) bytes += b;
+    double ne = (double)bpg_value_numel(v);
+    if (ne > max_numel) max_numel = ne;
+  }
+  for (uint32_t k = 0; k < node->num_out; ++k) {
+    const bpg_value_t* v = &g->values[node->out[k]];
+    uint64_t b = bpg_value_bytes(v);
+    if (b != UINT64_MAX) bytes += b;
+    double ne = (double)bpg_value_numel(v);
+    if (ne > max_numel) max_numel = ne;
+  }
+  double flops = max_numel;
+  uint32_t fam = bp_op_family(node->op);
+  const bpg_value_t* out0 = &g->values[node->out[0]];
+  if (fam == BP_OP_FAMILY_MATMUL && node->num_in >= 1 && node->in[0] != BP_GRAPH_NO_VALUE) {
+    const bpg_value_t* a = &g->values[node->in[0]];
+    double k = a->rank > 0 ? (double)a->dims[a->rank - 1] : 1;
+    flops = 2.0 * (double)bpg_value_numel(out0) * k;
+  } else if (fam == BP_OP_FAMILY_CONV && node->num_in >= 2 && node->in[1] != BP_GRAPH_NO_VALUE) {
+    const bpg_value_t* w = &g->values[node->in[1]];
+    double per_out = w->rank > 0 && w->dims[0] > 0 ? (double)bpg_value_numel(w) / (double)w->dims[0] : 1;
+    flops = 2.0 * (double)bpg_value_numel(out0) * per_out;
+  } else if (fam == BP_OP_FAMILY_ATTENTION && node->num_in >= 2 && node->in[1] != BP_GRAPH_NO_VALUE) {
+    const bpg_value_t* k = &g->values[node->in[1]];
+    double s_kv = k->rank >= 2 ? (double)k->dims[k->rank - 2] : 1;
+    flops = 4.0 * (double)bpg_value_numel(out0) * s_kv;
+  }
+  *out_flops = flops;
+  return bytes;
+}
+
+double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
+  const bpg_dev_t* dev = &x->devs[d];
+  double flops;
+  uint64_t bytes = bpg_node_io_bytes(x->g, &x->g->nodes[n], &flops);
+  double t_compute = flops / dev->peak_flops_f32 * 1e9;
+  double t_mem = (double)bytes / dev->bandwidth * 1e9;
+  return (t_compute > t_mem ? t_compute : t_mem) + dev->launch_ns;
+}
+
+double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, uint32_t to) {
+  if (from == to) return 0;
+  double bw = x->devs[from].link_bandwidth < x->devs[to].link_bandwidth ? x->devs[from].link_bandwidth
+                                                                        : x->devs[to].link_bandwidth;
+  return (double)bytes / bw * 1e9 + 10000.0; /* 10 us per copy: an event wait and a submission */
+}
+
+/* The support answer of device d for node n at its concrete shapes. */
+static bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out) {
+  const bpg_node_t* node = &x->g->nodes[n];
+  enum { MAXI = 64 };
+  bp_tensor_desc_t in_store[MAXI], out_store[4];
+  const bp_tensor_desc_t* in[MAXI];
+  const bp_tensor_desc_t* outs[4];
+  if (node->num_in > MAXI || node->num_out > 4) return bpg_error(BP_INVALID_ARGUMENT, "too many operands");
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    if (node->in[i] == BP_GRAPH_NO_VALUE) {
+      memset(&in_store[i], 0, sizeof(in_store[i]));
+      in_store[i].struct_size = sizeof(in_store[i]);
+    } else {
+      bpg_value_desc(x->g, &x->g->values[node->in[i]], x->syms, &in_store[i]);
+    }
+    in[i] = &in_store[i];
+  }
+  for (uint32_t k = 0; k < node->num_out; ++k) {
+    bpg_value_desc(x->g, &x->g->values[node->out[k]], x->syms, &out_store[k]);
+    outs[k] = &out_store[k];
+  }
+  bp_op_call_t call;
+  memset(&call, 0, sizeof(call));
+  call.struct_size = sizeof(call);
+  call.op_id = node->op;
+  call.num_inputs = node->num_in;
+  call.num_outputs = node->num_out;
+  call.inputs = in;
+  call.outputs = outs;
+  call.attrs = node->attrs;
+  /* The math dtype: the first input's for comparisons and casts, else the output's. */
+  call.compute_dtype = out_store[0].dtype;
+  if (node->num_in > 0 && in_store[0].dtype != BP_DTYPE_INVALID &&
+      (out_store[0].dtype == BP_DTYPE_BOOL || node->op == BP_OP_to_copy)) {
+    call.compute_dtype = in_store[0].dtype;
+  }
+  memset(out, 0, sizeof(*out));
+  out->struct_size = sizeof(*out);
+  return bp_device_query_support(x->devs[d].device, &call, out);
+}
+
+static uint64_t bpg_node_out_bytes(const bp_graph_t* g, const bpg_node_t* node) {
+  uint64_t b = 0;
+  for (uint32_t k = 0; k < node->num_out; ++k) {
+    uint64_t vb = bpg_value_bytes(&g->values[node->out[k]]);
+    if (vb != UINT64_MAX) b += vb;
+  }
+  return b;
+}
+
+/* Where value v lives before node placement reaches it: graph inputs and
+ * constants on the first device (inputs are expected there; constants are
+ * uploaded to each device that uses them, so they cost nothing). */
+static uint32_t bpg_home(const bp_graph_exec_t* x, uint32_t v) {
+  const bpg_value_t* val = &x->g->values[v];
+  if (val->kind == BP_GRAPH_VALUE_NODE) return x->node_dev[val->producer];
+  return UINT32_MAX;
+}
+
+static double bpg_input_copy_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
+  const bpg_node_t* node = &x->g->nodes[n];
+  double c = 0;
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    uint32_t v = node->in[i];
+    if (v == BP_GRAPH_NO_VALUE) continue;
+    uint32_t h = bpg_home(x, v);
+    if (x->g->values[v].kind == BP_GRAPH_VALUE_INPUT) h = 0;
+    if (h != UINT32_MAX && h != d) c += bpg_copy_cost(x, bpg_value_bytes(&x->g->values[v]), h, d);
+  }
+  return c;
+}
+
+static const bp_graph_pin_t* bpg_find_pin(const bpg_node_t* node, const bp_graph_compile_options_t* o) {
+  if (node->name == NULL || o == NULL) return NULL;
+  for (uint32_t i = 0; i < o->num_pins; ++i) {
+    if (o->pins[i].node_name != NULL && strcmp(o->pins[i].node_name, node->name) == 0) return &o->pins[i];
+  }
+  return NULL;
+}
+
+/* Islands: move a node to the device all its neighbours use when that is
+ * cheaper counting copies. One sweep, in node order. */
+static uint32_t bpg_islands(bp_graph_exec_t* x, const uint8_t* ok, const uint8_t* fixed) {
+  bp_graph_t* g = x->g;
+  uint32_t moved = 0;
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    bpg_node_t* node = &g->nodes[n];
+    if (node->dead || fixed[n]) continue;
+    uint32_t other = UINT32_MAX;
+    int uniform = 1, any = 0;
+    for (uint32_t i = 0; i < node->num_in && uniform; ++i) {
+      uint32_t h = node->in[i] == BP_GRAPH_NO_VALUE ? UINT32_MAX : bpg_home(x, node->in[i]);
+      if (h == UINT32_MAX) continue;
+      if (other == UINT32_MAX) other = h;
+      uniform = h == other;
+      any = 1;
+    }
+    for (uint32_t m = n + 1; m < g->num_nodes && uniform; ++m) {
+      if (g->nodes[m].dead) continue;
+      for (uint32_t i = 0; i < g->nodes[m].num_in; ++i) {
+        uint32_t v = g->nodes[m].in[i];
+        if (v == BP_GRAPH_NO_VALUE || g->values[v].kind != BP_GRAPH_VALUE_NODE || g->values[v].producer != n) continue;
+        uint32_t h = x->node_dev[m];
+        if (other == UINT32_MAX) other = h;
+        uniform &= h == other;
+        any = 1;
+      }
+    }
+    uint32_t cur = x->node_dev[n];
+    if (!any || !uniform || other == cur || other == UINT32_MAX || !ok[(size_t)n * x->num_devs + other]) continue;
+    /* Cost here with copies in and out vs there with none. */
+    uint64_t out_b = bpg_node_out_bytes(g, node);
+    double here = bpg_node_cost(x, n, cur) + bpg_input_copy_cost(x, n, cur) + bpg_copy_cost(x, out_b, cur, other);
+    double there = bpg_node_cost(x, n, other) + bpg_input_copy_cost(x, n, other);
+    if (there < here) {
+      x->node_dev[n] = other;
+      snprintf(x->node_reason[n], sizeof(x->node_reason[n]),
+               "island moved to its neighbours' device (%.1f us there vs %.1f us with copies)",
+               there / 1e3, here / 1e3);
+      moved++;
+    }
+  }
+  return moved;
+}
+
+bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t* o) {
+  bp_graph_t* g = x->g;
+  uint32_t nd = x->num_devs;
+  uint8_t* ok = calloc((size_t)g->num_nodes * nd + 1, 1);
+  uint8_t* fixed = calloc((size_t)g->num_nodes + 1, 1);
+  char(*why)[128] = calloc((size_t)g->num_nodes * nd + 1, sizeof(*why));
+  bp_status_t st = BP_OK;
+  if (ok == NULL || fixed == NULL || why == NULL) {
+    st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
+    goto done;
+  }
+  int prefer = -1;
+  if (o != NULL && o->prefer_device != NULL) {
+    prefer = bpg_device_index(x, o->prefer_device);
+    if (prefer < 0) {
+      st = bpg_error(BP_INVALID_ARGUMENT, "place: the preferred device %s is not among the compile's devices",
+                     bp_device_name(o->prefer_device));
+      goto done;
+    }
+  }
+  int forbid = o != NULL && (o->flags & BP_GRAPH_FORBID_FALLBACK);
+  if (forbid && prefer < 0) {
+    st = bpg_error(BP_INVALID_ARGUMENT, "place: forbid-fallback needs a preferred device");
+    goto done;
+  }
+  /* Claims. */
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (g->nodes[n].dead) continue;
+    for (uint32_t d = 0; d < nd; ++d) {
+      bp_support_t s;
+      st = bpg_claim(x, n, d, &s);
+      if (st != BP_OK) goto done;
+      ok[(size_t)n * nd + d] = (uint8_t)(s.supported != 0);
+      if (!s.supported) {
+        snprintf(why[(size_t)n * nd + d], sizeof(why[0]), "%s: %.110s", bp_support_reason_name(s.reason),
+                 s.message[0] ? s.message : "not supported");
+      }
+    }
+  }
+  /* Forbid-fallback: every node the preferred device refuses, at once. */
+  if (forbid) {
+    bpg_sbuf_t s = {0};
+    uint32_t bad = 0;
+    for (uint32_t n = 0; n < g->num_nodes; ++n) {
+      if (g->nodes[n].dead || ok[(size_t)n * nd + (uint32_t)prefer] || bpg_find_pin(&g->nodes[n], o)) continue;
+      char label[200];
+      bpg_node_label(g, n, label, sizeof(label));
+      bpg_sbuf_printf(&s, "%s%s: %s", bad ? "; " : "", label, why[(size_t)n * nd + (uint32_t)prefer]);
+      bad++;
+    }
+    if (bad > 0) {
+      st = bpg_error(BP_UNSUPPORTED, "place: forbid-fallback: %u node%s cannot run on %s: %s", bad,
+                     bad == 1 ? "" : "s", bp_device_name(x->devs[prefer].device), s.p ? s.p : "");
+      free(s.p);
+      goto done;
+    }
+    free(s.p);
+  }
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    bpg_node_t* node = &g->nodes[n];
+    if (node->dead) continue;
+    char label[200];
+    const bp_graph_pin_t* pin = bpg_find_pin(node, o);
+    uint64_t out_b = bpg_node_out_bytes(g, node);
+    if (pin != NULL) {
+      int d = bpg_device_index(x, pin->device);
+      if (d < 0 || !ok[(size_t)n * nd + (uint32_t)d]) {
+        bpg_node_label(g, n, label, sizeof(label));
+        st = bpg_error(BP_UNSUPPORTED, "place: %s is pinned to %s, which %s", label,
+                       pin->device ? bp_device_name(pin->device) : "(null)",
+                       d < 0 ? "is not among the compile's devices" : why[(size_t)n * nd + (uint32_t)d]);
+        goto done;
+      }
+      x->node_dev[n] = (uint32_t)d;
+      fixed[n] = 1;
+      snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "pinned");
+    } else if (prefer >= 0 && ok[(size_t)n * nd + (uint32_t)prefer] &&
+               x->devs[prefer].placed_bytes + out_b <= x->devs[prefer].limit_bytes) {
+      x->node_dev[n] = (uint32_t)prefer;
+      fixed[n] = 1;
+      snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "preferred device");
+    } else {
+      double best = INFINITY, second = INFINITY;
+      int bd = -1, nsup = 0, nfit = 0;
+      for (uint32_t d = 0; d < nd; ++d) {
+        if (!ok[(size_t)n * nd + d]) continue;
+        nsup++;
+        if (x->devs[d].placed_bytes + out_b > x->devs[d].limit_bytes) continue;
+        nfit++;
+        double c = bpg_node_cost(x, n, d) + bpg_input_copy_cost(x, n, d);
+        if (c < best) {
+          second = best;
+          best = c;
+          bd = (int)d;
+        } else if (c < second) {
+          second = c;
+        }
+      }
+      if (bd < 0) {
+        bpg_node_label(g, n, label, sizeof(label));
+        bpg_sbuf_t s = {0};
+        for (uint32_t d = 0; d < nd; ++d) {
+          bpg_sbuf_printf(&s, "%s%s: %s", d ? "; " : "", bp_device_name(x->devs[d].device),
+                          ok[(size_t)n * nd + d] ? "over its memory limit" : why[(size_t)n * nd + d]);
+        }
+        st = bpg_error(nsup ? BP_RESOURCE_EXHAUSTED : BP_UNSUPPORTED, "place: no device can run %s (%s)",
+                       label, s.p ? s.p : "no devices");
+        free(s.p);
+        goto done;
+      }
+      x->node_dev[n] = (uint32_t)bd;
+      if (nsup == 1) {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device that runs it");
+      } else if (nfit == 1) {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device with memory left");
+      } else if (prefer >= 0) {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "fallback (preferred device: %.120s)",
+                 why[(size_t)n * nd + (uint32_t)prefer][0] ? why[(size_t)n * nd + (uint32_t)prefer] : "memory limit");
+      } else {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "cheapest: %.1f us (next %.1f us)",
+                 best / 1e3, second / 1e3);
+      }
+    }
+    x->devs[x->node_dev[n]].placed_bytes += out_b;
+  }
+  if (o == NULL || !(o->flags & BP_GRAPH_NO_ISLANDS)) x->islands_moved = bpg_islands(x, ok, fixed);
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (!g->nodes[n].dead) x->devs[x->node_dev[n]].num_nodes++;
+  }
+done:
+  free(ok);
+  free(fixed);
+  free(why);
+  return st;
+}

@@ -1,0 +1,310 @@
+/* The passes and executables on the CPU backend (BP_CPU_DEVICES=2): dead
+ * code, common subexpressions, constant folding, memory planning (reuse and
+ * in place), placement (memory limits spread a graph over two devices,
+ * pins, errors naming nodes), copies, reruns; every compiled result
+ * compared with the eager reference. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backplane/graph.h"
+
+static bp_context_t* g_ctx;
+static bp_device_t* g_cpu0;
+static bp_device_t* g_cpu1;
+static bp_stream_t* g_stream;
+
+static int setup(void** state) {
+  (void)state;
+  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "cpu:1", &g_cpu1) != BP_OK) return -1; /* BP_CPU_DEVICES=2 */
+  return bp_stream_create(g_cpu0, NULL, &g_stream) == BP_OK ? 0 : -1;
+}
+
+static int teardown(void** state) {
+  (void)state;
+  bp_stream_release(g_stream);
+  bp_context_release(g_ctx);
+  return 0;
+}
+
+static bp_graph_t* parse(const char* text) {
+  bp_graph_t* g = NULL;
+  if (bp_graph_parse(text, strlen(text), &g) != BP_OK) fail_msg("parse: %s", bp_status_message());
+  return g;
+}
+
+static bp_tensor_t* input_f32(uint32_t rank, const int64_t* dims, uint32_t seed) {
+  int64_t n = 1;
+  for (uint32_t i = 0; i < rank; ++i) n *= dims[i];
+  float* data = malloc(sizeof(float) * (size_t)n);
+  uint32_t s = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    data[i] = (float)((s >> 8) & 0xFFFF) / 32768.0f - 1.0f;
+  }
+  bp_tensor_t* t = NULL;
+  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, rank, dims, &t), BP_OK);
+  assert_int_equal(bp_tensor_write(g_stream, t, data, sizeof(float) * (uint64_t)n), BP_OK);
+  free(data);
+  return t;
+}
+
+static void expect_close(const bp_tensor_t* got, const bp_tensor_t* want) {
+  assert_int_equal(bp_tensor_numel(got), bp_tensor_numel(want));
+  assert_int_equal(bp_tensor_dtype(got), BP_DTYPE_F32);
+  int64_t n = bp_tensor_numel(got);
+  float* a = malloc(sizeof(float) * (size_t)n + 1);
+  float* b = malloc(sizeof(float) * (size_t)n + 1);
+  bp_stream_t* s = NULL;
+  assert_int_equal(bp_stream_create(bp_tensor_device(got), NULL, &s), BP_OK);
+  assert_int_equal(bp_tensor_read(s, got, a, sizeof(float) * (uint64_t)n), BP_OK);
+  assert_int_equal(bp_tensor_read(g_stream, want, b, sizeof(float) * (uint64_t)n), BP_OK);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]))) fail_msg("element %lld: %g vs eager %g", (long long)i, a[i], b[i]);
+  }
+  bp_stream_release(s);
+  free(a);
+  free(b);
+}
+
+/* Compiles, runs twice (fresh inputs the second time), checks against eager. */
+static bp_graph_exec_t* compile_and_check(bp_graph_t* g, const bp_graph_compile_options_t* o, uint32_t rank,
+                                          const int64_t* dims) {
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  for (uint32_t run = 0; run < 2; ++run) {
+    bp_tensor_t* in = input_f32(rank, dims, run + 1);
+    bp_tensor_t* out = NULL;
+    bp_tensor_t* ref = NULL;
+    if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
+    if (bp_graph_run_eager(g_stream, g, (const bp_tensor_t* const*)&in, 1, &ref, 1) != BP_OK) fail_msg("eager: %s", bp_status_message());
+    expect_close(out, ref);
+    bp_tensor_release(out);
+    bp_tensor_release(ref);
+    bp_tensor_release(in);
+  }
+  return x;
+}
+
+static bp_graph_exec_stats_t stats_of(const bp_graph_exec_t* x) {
+  bp_graph_exec_stats_t s = {.struct_size = sizeof(s)};
+  assert_int_equal(bp_graph_exec_get_stats(x, &s), BP_OK);
+  return s;
+}
+
+static bp_graph_compile_options_t opts_cpu0(void) {
+  static bp_device_t* devs[1];
+  devs[0] = g_cpu0;
+  bp_graph_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.devices = devs;
+  o.num_devices = 1;
+  return o;
+}
+
+static void test_dce_cse_fold(void** state) {
+  (void)state;
+  /* unused: dead; r2 duplicates r1; k = exp(c) folds to a constant. */
+  bp_graph_t* g = parse(
+      "input x : f32[4, 8]\n"
+      "const c : f32[8] = uniform(seed=1, lo=-1.0, hi=1.0)\n"
+      "unused = tanh(x)\n"
+      "r1 = relu(x)\n"
+      "r2 = relu(x)\n"
+      "k = exp(c)\n"
+      "s = add(r1, r2)\n"
+      "y = mul(s, k)\n"
+      "output y\n");
+  int64_t dims[2] = {4, 8};
+  bp_graph_compile_options_t o = opts_cpu0();
+  bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t s = stats_of(x);
+  assert_int_equal(s.num_nodes, 3); /* relu, add, mul */
+  char* text = NULL;
+  assert_int_equal(bp_graph_print(bp_graph_exec_graph(x), &text, NULL), BP_OK);
+  assert_null(strstr(text, "tanh"));
+  assert_null(strstr(text, "exp("));
+  assert_null(strstr(text, "r2 = relu"));
+  assert_non_null(strstr(text, "s = add(r1, r1)"));
+  assert_non_null(strstr(text, "const k : f32[8] = values("));
+  bp_graph_text_free(text);
+  bp_graph_exec_release(x);
+  /* The same with the passes off keeps every node (a mutation check of the flags' effect). */
+  o.flags = BP_GRAPH_NO_DCE | BP_GRAPH_NO_CSE | BP_GRAPH_NO_FOLD;
+  x = compile_and_check(g, &o, 2, dims);
+  assert_int_equal(stats_of(x).num_nodes, 6);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+static const char* k_chain =
+    "input x : f32[64, 256]\n"
+    "a = relu(x)\n"
+    "b = sigmoid(a)\n"
+    "c = mul(a, b)\n"
+    "d = tanh(c)\n"
+    "e = exp(d)\n"
+    "f = neg(e)\n"
+    "y = sum(f) {flags=2}\n"
+    "output y\n";
+
+static void test_memplan_reuse_and_inplace(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_chain);
+  int64_t dims[2] = {64, 256};
+  const uint64_t buf = 64 * 256 * 4;
+  bp_graph_compile_options_t o = opts_cpu0();
+  bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t planned = stats_of(x);
+  bp_graph_exec_release(x);
+  o.flags = BP_GRAPH_NO_MEMPLAN;
+  x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t unplanned = stats_of(x);
+  bp_graph_exec_release(x);
+  /* Six intermediates of buf bytes; a and b live together at most (c, d, e, f reuse). */
+  assert_int_equal(unplanned.unplanned_bytes, 6 * buf);
+  assert_int_equal(unplanned.peak_bytes, 6 * buf);
+  assert_int_equal(planned.unplanned_bytes, 6 * buf);
+  assert_int_equal(planned.peak_bytes, 2 * buf);
+  bp_graph_release(g);
+}
+
+static void test_memory_limit_spreads_over_devices(void** state) {
+  (void)state;
+  /* A chain of matmuls whose weights and activations exceed one device's limit. */
+  bp_graph_t* g = parse(
+      "input x : f32[128, 128]\n"
+      "const w1 : f32[128, 128] = uniform(seed=1, lo=-0.1, hi=0.1)\n"
+      "const w2 : f32[128, 128] = uniform(seed=2, lo=-0.1, hi=0.1)\n"
+      "const w3 : f32[128, 128] = uniform(seed=3, lo=-0.1, hi=0.1)\n"
+      "const w4 : f32[128, 128] = uniform(seed=4, lo=-0.1, hi=0.1)\n"
+      "h1 = mm(x, w1) @l1\n"
+      "h2 = mm(h1, w2) @l2\n"
+      "h3 = mm(h2, w3) @l3\n"
+      "h4 = mm(h3, w4) @l4\n"
+      "output h4\n");
+  int64_t dims[2] = {128, 128};
+  bp_device_t* devs[2] = {g_cpu0, g_cpu1};
+  bp_graph_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.devices = devs;
+  o.num_devices = 2;
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  o.memory_limit_bytes = 2 * 128 * 128 * 4; /* two activations per device */
+  bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t s = stats_of(x);
+  assert_int_equal(s.num_devices, 2);
+  assert_true(s.num_copies >= 1);
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "\"device\": \"cpu:1\""));
+  assert_non_null(strstr(json, "the only device with memory left"));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  /* Too small for anything: the error names the node. */
+  o.memory_limit_bytes = 1024;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(bp_status_message(), "node 'l1'"));
+  bp_graph_release(g);
+}
+
+static void test_pins_and_copies(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_chain);
+  int64_t dims[2] = {64, 256};
+  bp_device_t* devs[2] = {g_cpu0, g_cpu1};
+  bp_graph_pin_t pins[1] = {{"nosuch", g_cpu1}};
+  bp_graph_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.devices = devs;
+  o.num_devices = 2;
+  o.pins = pins;
+  o.num_pins = 1;
+  /* Name the tanh node and pin it to cpu:1: copies in and out, same results. */
+  bp_graph_t* g2 = parse(
+      "input x : f32[64, 256]\n"
+      "a = relu(x)\n"
+      "d = tanh(a) @mid\n"
+      "e = exp(d)\n"
+      "output e\n");
+  pins[0].node_name = "mid";
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  bp_graph_exec_t* x = compile_and_check(g2, &o, 2, dims);
+  bp_graph_exec_stats_t s = stats_of(x);
+  /* One copy in (a to cpu:1); exp then costs less where its input is. */
+  assert_int_equal(s.num_devices, 2);
+  assert_int_equal(s.num_copies, 1);
+  assert_int_equal(s.copy_bytes, 64 * 256 * 4);
+  bp_graph_exec_release(x);
+  /* With islands on, the pinned node stays where it is pinned. */
+  o.flags = 0;
+  x = compile_and_check(g2, &o, 2, dims);
+  assert_int_equal(stats_of(x).num_copies, 1);
+  bp_graph_exec_release(x);
+  /* A pin to a device outside the compile's list is an error naming the node. */
+  bp_device_t* one[1] = {g_cpu0};
+  o.devices = one;
+  o.num_devices = 1;
+  assert_int_equal(bp_graph_compile(g_ctx, g2, &o, &x), BP_UNSUPPORTED);
+  assert_non_null(strstr(bp_status_message(), "node 'mid'"));
+  /* forbid-fallback without a preferred device is refused. */
+  o.num_pins = 0;
+  o.flags = BP_GRAPH_FORBID_FALLBACK;
+  assert_int_equal(bp_graph_compile(g_ctx, g2, &o, &x), BP_INVALID_ARGUMENT);
+  bp_graph_release(g2);
+  bp_graph_release(g);
+}
+
+static void test_symbols_and_bad_inputs(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "sym B\n"
+      "input x : f32[B, 16]\n"
+      "const w : f32[16, 4] = uniform(seed=9, lo=-0.5, hi=0.5)\n"
+      "y = mm(x, w)\n"
+      "z = relu(y)\n"
+      "output z\n");
+  bp_graph_compile_options_t o = opts_cpu0();
+  bp_graph_exec_t* x = NULL;
+  /* Symbols must be bound. */
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_INVALID_ARGUMENT);
+  int64_t b = 5;
+  o.symbol_values = &b;
+  o.num_symbol_values = 1;
+  int64_t dims[2] = {5, 16};
+  x = compile_and_check(g, &o, 2, dims);
+  /* A run with another size is refused, naming the input. */
+  int64_t other[2] = {6, 16};
+  bp_tensor_t* in = input_f32(2, other, 3);
+  bp_tensor_t* out = NULL;
+  assert_int_equal(bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1), BP_FAILED_PRECONDITION);
+  assert_non_null(strstr(bp_status_message(), "input 'x' is f32[6,16], compiled for f32[5,16]"));
+  assert_null(out);
+  assert_int_equal(bp_graph_exec_run(x, NULL, 1, &out, 1), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 2, &out, 1), BP_INVALID_ARGUMENT);
+  bp_tensor_release(in);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_dce_cse_fold),
+      cmocka_unit_test(test_memplan_reuse_and_inplace),
+      cmocka_unit_test(test_memory_limit_spreads_over_devices),
+      cmocka_unit_test(test_pins_and_copies),
+      cmocka_unit_test(test_symbols_and_bad_inputs),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

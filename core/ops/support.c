@@ -167,6 +167,15 @@ bp_status_t bp_device_query_support(const bp_device_t* device, const bp_op_call_
     }
     bp__op_call_set_list(&checked, op);
   }
+  /* Plugins always see a filled attribute struct (ops.h): NULL means the
+   * op's defaults, an older caller's smaller struct is completed. */
+  bp__attrs_storage_t attrs_storage;
+  if (op != NULL) {
+    const void* filled = NULL;
+    bp_status_t ast = bp__attrs_fill(op, call->attrs, &attrs_storage, &filled);
+    if (ast != BP_OK) return ast;
+    checked.attrs = filled;
+  }
   bp_support_t answer;
   int refused = 0;
   for (uint32_t i = 0; i < call->num_inputs + call->num_outputs; ++i) {

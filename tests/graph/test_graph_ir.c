@@ -136,6 +136,61 @@ static void test_garbage_never_crashes(void** state) {
   assert_int_equal(bp_graph_parse(nul, sizeof(nul) - 1, &g), BP_INVALID_ARGUMENT);
 }
 
+static bp_tensor_desc_t desc(uint32_t dtype, uint32_t rank, const int64_t* sizes) {
+  bp_tensor_desc_t d;
+  memset(&d, 0, sizeof(d));
+  d.struct_size = sizeof(d);
+  d.dtype = dtype;
+  d.rank = rank;
+  int64_t stride = 1;
+  for (uint32_t i = rank; i-- > 0;) {
+    d.sizes[i] = sizes[i];
+    d.strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return d;
+}
+
+/* The core's descriptor-based inference (what the compiler infers with). */
+static void test_op_infer_desc(void** state) {
+  (void)state;
+  int64_t a_sz[2] = {2, 1}, b_sz[1] = {3};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 2, a_sz), b = desc(BP_DTYPE_I64, 1, b_sz);
+  const bp_tensor_desc_t* in[2] = {&a, &b};
+  bp_tensor_desc_t out;
+  memset(&out, 0, sizeof(out));
+  out.struct_size = sizeof(out);
+  bp_tensor_desc_t* outs[1] = {&out};
+  assert_int_equal(bp_op_infer_desc(BP_OP_add, in, 2, NULL, outs, 1), BP_OK);
+  assert_int_equal(out.dtype, BP_DTYPE_F32);
+  assert_int_equal(out.rank, 2);
+  assert_int_equal(out.sizes[0], 2);
+  assert_int_equal(out.sizes[1], 3);
+  /* clamp_tensor's optional bounds: absent as NULL or as dtype INVALID. */
+  bp_tensor_desc_t none;
+  memset(&none, 0, sizeof(none));
+  none.struct_size = sizeof(none);
+  const bp_tensor_desc_t* cin[3] = {&a, NULL, &a};
+  memset(&out, 0, sizeof(out));
+  out.struct_size = sizeof(out);
+  assert_int_equal(bp_op_infer_desc(BP_OP_clamp_tensor, cin, 3, NULL, outs, 1), BP_OK);
+  cin[1] = &none;
+  assert_int_equal(bp_op_infer_desc(BP_OP_clamp_tensor, cin, 3, NULL, outs, 1), BP_OK);
+  cin[2] = &none; /* both bounds absent: the op's own rule refuses */
+  assert_int_equal(bp_op_infer_desc(BP_OP_clamp_tensor, cin, 3, NULL, outs, 1), BP_INVALID_ARGUMENT);
+  /* Errors: shapes that do not broadcast, NULL arrays, a bad descriptor. */
+  int64_t c_sz[1] = {4};
+  bp_tensor_desc_t c = desc(BP_DTYPE_F32, 1, c_sz);
+  const bp_tensor_desc_t* bad[2] = {&b, &c};
+  memset(&out, 0, sizeof(out));
+  out.struct_size = sizeof(out);
+  assert_int_equal(bp_op_infer_desc(BP_OP_add, bad, 2, NULL, outs, 1), BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_op_infer_desc(BP_OP_add, NULL, 2, NULL, outs, 1), BP_INVALID_ARGUMENT);
+  c.struct_size = 8;
+  assert_int_equal(bp_op_infer_desc(BP_OP_add, bad, 2, NULL, outs, 1), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(bp_status_message(), "not a valid descriptor"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
@@ -143,6 +198,7 @@ int main(void) {
       cmocka_unit_test(test_syntax_errors_have_line_and_column),
       cmocka_unit_test(test_verify_names_node_and_operand),
       cmocka_unit_test(test_garbage_never_crashes),
+      cmocka_unit_test(test_op_infer_desc),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

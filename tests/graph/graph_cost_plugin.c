@@ -1,0 +1,35 @@
+/* Test plugins for placement: the template plugin (add and relu on f32,
+ * real results in host memory) compiled in, answering as COST_NAME and
+ * declaring COST_PEAK FLOP/s and COST_BANDWIDTH bytes/s, so two copies
+ * with different figures give the cost model two devices to choose from.
+ * Test-only.
+ */
+#define bp_plugin_negotiate bp__template_negotiate
+#include "../../plugins/template/template_plugin.c"
+#undef bp_plugin_negotiate
+
+static bp_plugin_vtable_t g_cost_vtable;
+static bpp_core_table_t g_cost_core;
+
+static bp_status_t cost_properties(bpp_device_t device, bp_device_properties_t* props) {
+  bp_status_t st = device_get_properties(device, props);
+  if (st != BP_OK) return st;
+  props->peak_ops_per_s[BP_DTYPE_F32] = COST_PEAK;
+  props->memory_bandwidth_bytes_per_s = COST_BANDWIDTH;
+  snprintf(props->name, sizeof props->name, "%s (template with declared figures)", COST_NAME);
+  return BP_OK;
+}
+
+BP_PLUGIN_EXPORT bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req,
+                                                 bp_negotiate_reply_t* reply);
+bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req, bp_negotiate_reply_t* reply) {
+  bp_status_t st = bp__template_negotiate(req, reply);
+  if (st != BP_OK) return st;
+  g_cost_vtable = *reply->vtable;
+  g_cost_core = *g_cost_vtable.core;
+  g_cost_core.device_get_properties = cost_properties;
+  g_cost_vtable.core = &g_cost_core;
+  reply->vtable = &g_cost_vtable;
+  reply->name = COST_NAME;
+  return BP_OK;
+}

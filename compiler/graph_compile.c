@@ -134,6 +134,7 @@ void bp_graph_exec_release(bp_graph_exec_t* x) {
   free(x->home_slot);
   free(x->syms);
   bp_graph_release(x->g);
+  bp_graph_release(x->g_sym);
   if (x->ctx) bp_context_release(x->ctx);
   free(x);
 }
@@ -151,21 +152,21 @@ static bp_status_t bpg_exec_tables(bp_graph_exec_t* x) {
 }
 
 /* Binds the symbols: every symbolic dim of an input becomes concrete. */
-static bp_status_t bpg_bind(bp_graph_exec_t* x, const bp_graph_compile_options_t* o) {
+static bp_status_t bpg_bind(bp_graph_exec_t* x, const int64_t* syms, uint32_t num_syms) {
   bp_graph_t* g = x->g;
   if (g->num_syms == 0) return BP_OK;
-  if (o == NULL || o->symbol_values == NULL || o->num_symbol_values != g->num_syms) {
+  if (syms == NULL || num_syms != g->num_syms) {
     return bpg_error(BP_INVALID_ARGUMENT, "compile: the graph has %u symbol%s; give their values (symbol_values)",
                      g->num_syms, g->num_syms == 1 ? "" : "s");
   }
   x->syms = malloc(sizeof(int64_t) * g->num_syms);
   if (x->syms == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
   for (uint32_t i = 0; i < g->num_syms; ++i) {
-    if (o->symbol_values[i] < 0) {
+    if (syms[i] < 0) {
       return bpg_error(BP_INVALID_ARGUMENT, "compile: symbol '%s' = %lld (must be >= 0)", g->syms[i],
-                       (long long)o->symbol_values[i]);
+                       (long long)syms[i]);
     }
-    x->syms[i] = o->symbol_values[i];
+    x->syms[i] = syms[i];
   }
   for (uint32_t v = 0; v < g->num_values; ++v) {
     bpg_value_t* val = &g->values[v];
@@ -174,6 +175,93 @@ static bp_status_t bpg_bind(bp_graph_exec_t* x, const bp_graph_compile_options_t
       if (BP_GRAPH_IS_SYM(val->dims[i])) val->dims[i] = x->syms[BP_GRAPH_SYM_INDEX(val->dims[i])];
     }
   }
+  return bpg_infer(g, x->syms);
+}
+
+/* The devices of a compile: the options' list, else every device of ctx. */
+static bp_status_t bpg_devices(bp_context_t* ctx, const bp_graph_compile_options_t* o, bp_device_t** out,
+                               uint32_t* out_n) {
+  uint32_t n = o ? o->num_devices : 0;
+  if (n > BPG_MAX_DEVICES) return bpg_error(BP_INVALID_ARGUMENT, "compile: more than %d devices", BPG_MAX_DEVICES);
+  if (n > 0) {
+    if (o->devices == NULL) return bpg_error(BP_INVALID_ARGUMENT, "compile: num_devices %u but devices is NULL", n);
+    memcpy(out, o->devices, sizeof(bp_device_t*) * n);
+  } else {
+    uint32_t c = bp_context_device_count(ctx);
+    for (uint32_t i = 0; i < c && n < BPG_MAX_DEVICES; ++i) {
+      if (bp_context_device(ctx, i, &out[n]) == BP_OK) n++;
+    }
+  }
+  *out_n = n;
+  return BP_OK;
+}
+
+bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int64_t* syms, uint32_t num_syms,
+                           const bp_graph_compile_options_t* o, const bp_graph_exec_t* placed,
+                           bp_graph_exec_t** out) {
+  double t0 = bpg_now_ms();
+  bp_graph_exec_t* x = calloc(1, sizeof(*x));
+  if (x == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
+  bp_context_retain(ctx);
+  x->ctx = ctx;
+  x->flags = o ? o->flags : 0;
+  x->limit_option = o ? o->memory_limit_bytes : 0;
+  bp_status_t st = bpg_clone(g_sym, &x->g_sym);
+  if (st == BP_OK) st = bpg_clone(g_sym, &x->g);
+  if (st == BP_OK) st = bpg_bind(x, syms, num_syms);
+  if (st == BP_OK) st = bpg_exec_tables(x);
+  bp_device_t* devs[BPG_MAX_DEVICES];
+  uint32_t n = 0;
+  if (st == BP_OK && placed != NULL) {
+    n = placed->num_devs;
+    for (uint32_t d = 0; d < n; ++d) devs[d] = placed->devs[d].device;
+  } else if (st == BP_OK) {
+    st = bpg_devices(ctx, o, devs, &n);
+  }
+  if (st == BP_OK) st = bpg_exec_init_devices(x, devs, n, o ? o->memory_limit_bytes : 0);
+  if (st == BP_OK && placed != NULL) {
+    /* The same graph: the same nodes on the same devices. */
+    memcpy(x->node_dev, placed->node_dev, sizeof(uint32_t) * x->g->num_nodes);
+    memcpy(x->node_reason, placed->node_reason, sizeof(*x->node_reason) * x->g->num_nodes);
+    for (uint32_t d = 0; d < n; ++d) x->devs[d].num_nodes = placed->devs[d].num_nodes;
+    x->passes_folded = placed->passes_folded;
+    x->passes_merged = placed->passes_merged;
+    x->passes_removed = placed->passes_removed;
+    x->islands_moved = placed->islands_moved;
+  } else if (st == BP_OK) {
+    st = bpg_pass_place(x, o);
+  }
+  if (st == BP_OK) st = bpg_pass_copies(x);
+  if (st == BP_OK) st = bpg_pass_memplan(x);
+  if (st == BP_OK) st = bpg_exec_upload_constants(x);
+  if (st == BP_OK) {
+    for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
+    x->compile_ms = bpg_now_ms() - t0;
+    *out = x;
+    return BP_OK;
+  }
+  /* Keep the failing pass's message across the cleanup. */
+  char msg[1024];
+  snprintf(msg, sizeof(msg), "%s", bp_status_message());
+  bp_graph_exec_release(x);
+  return bp_status_set_message(st, msg);
+}
+
+bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* graph, uint32_t flags, bp_graph_t** out_g,
+                              uint32_t counters[3]) {
+  bp_graph_t* g = NULL;
+  bp_status_t st = bpg_clone(graph, &g);
+  if (st == BP_OK) st = bpg_infer(g, NULL); /* verify before anything runs */
+  if (st == BP_OK && !(flags & BP_GRAPH_NO_FOLD)) st = bpg_pass_const_fold(g, ctx, &counters[0]);
+  if (st == BP_OK && !(flags & BP_GRAPH_NO_CSE)) st = bpg_pass_cse(g, &counters[1]);
+  if (st == BP_OK && !(flags & BP_GRAPH_NO_DCE)) st = bpg_pass_dce(g, &counters[2]);
+  if (st != BP_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", bp_status_message());
+    bp_graph_release(g);
+    return bp_status_set_message(st, msg);
+  }
+  *out_g = g;
   return BP_OK;
 }
 
@@ -187,49 +275,18 @@ bp_status_t bp_graph_compile(bp_context_t* ctx, const bp_graph_t* graph,
   }
   if (graph->num_outputs == 0) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: the graph has no outputs");
   double t0 = bpg_now_ms();
-  bp_graph_exec_t* x = calloc(1, sizeof(*x));
-  if (x == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_compile: out of memory");
-  bp_context_retain(ctx);
-  x->ctx = ctx;
-  x->flags = o ? o->flags : 0;
-  bp_status_t st = bpg_clone(graph, &x->g);
-  if (st == BP_OK) st = bpg_infer(x->g, NULL); /* verify before anything runs */
-  if (st == BP_OK) st = bpg_bind(x, o);
-  if (st == BP_OK && x->g->num_syms > 0) st = bpg_infer(x->g, x->syms);
-  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FOLD)) st = bpg_pass_const_fold(x->g, ctx, &x->passes_folded);
-  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_CSE)) st = bpg_pass_cse(x->g, &x->passes_merged);
-  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_DCE)) st = bpg_pass_dce(x->g, &x->passes_removed);
-  if (st == BP_OK) st = bpg_exec_tables(x);
-  if (st == BP_OK) {
-    bp_device_t* all[BPG_MAX_DEVICES];
-    bp_device_t* const* devs = o ? o->devices : NULL;
-    uint32_t n = o ? o->num_devices : 0;
-    if (n == 0) {
-      uint32_t c = bp_context_device_count(ctx);
-      for (uint32_t i = 0; i < c && n < BPG_MAX_DEVICES; ++i) {
-        if (bp_context_device(ctx, i, &all[n]) == BP_OK) n++;
-      }
-      devs = all;
-    } else if (devs == NULL) {
-      st = bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: num_devices %u but devices is NULL", n);
-    }
-    if (st == BP_OK) st = bpg_exec_init_devices(x, devs, n, o ? o->memory_limit_bytes : 0);
-  }
-  if (st == BP_OK) st = bpg_pass_place(x, o);
-  if (st == BP_OK) st = bpg_pass_copies(x);
-  if (st == BP_OK) st = bpg_pass_memplan(x);
-  if (st == BP_OK) st = bpg_exec_upload_constants(x);
-  if (st == BP_OK) {
-    for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
-    x->compile_ms = bpg_now_ms() - t0;
-    *out_exec = x;
-    return BP_OK;
-  }
-  /* Keep the failing pass's message across the cleanup. */
-  char msg[1024];
-  snprintf(msg, sizeof(msg), "%s", bp_status_message());
-  bp_graph_exec_release(x);
-  return bp_status_set_message(st, msg);
+  uint32_t counters[3] = {0, 0, 0};
+  bp_graph_t* g_sym = NULL;
+  bp_status_t st = bpg_compile_front(ctx, graph, o ? o->flags : 0, &g_sym, counters);
+  if (st != BP_OK) return st;
+  st = bpg_exec_build(ctx, g_sym, o ? o->symbol_values : NULL, o ? o->num_symbol_values : 0, o, NULL, out_exec);
+  bp_graph_release(g_sym);
+  if (st != BP_OK) return st;
+  (*out_exec)->passes_folded = counters[0];
+  (*out_exec)->passes_merged = counters[1];
+  (*out_exec)->passes_removed = counters[2];
+  (*out_exec)->compile_ms = bpg_now_ms() - t0;
+  return BP_OK;
 }
 
 const bp_graph_t* bp_graph_exec_graph(const bp_graph_exec_t* x) { return x ? x->g : NULL; }

@@ -55,8 +55,10 @@ typedef struct bpg_step {
 struct bp_graph_exec {
   bp_context_t* ctx;
   bp_graph_t* g;       /* the compiled graph (passes applied, dims concrete) */
+  bp_graph_t* g_sym;   /* the same before the symbols were bound (rebinding, saving) */
   int64_t* syms;       /* bound symbol values */
   uint32_t flags;
+  uint64_t limit_option; /* options.memory_limit_bytes (0: the devices') */
   bpg_dev_t devs[BPG_MAX_DEVICES];
   uint32_t num_devs;
   uint32_t* node_dev;      /* per node */
@@ -98,6 +100,16 @@ BPG_HIDDEN int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d);
 /* Creates streams and fills device figures for devices[0..n). */
 BPG_HIDDEN bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices,
                                              uint32_t n, uint64_t limit);
+/* The front of a compile: a verified copy of `graph` with const_fold, cse
+ * and dce applied (counters: folded, merged, removed). */
+BPG_HIDDEN bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* graph, uint32_t flags,
+                                         bp_graph_t** out_g, uint32_t counters[3]);
+/* The back of a compile for the front's graph with its symbols bound:
+ * placement (or `placed`'s node placement when given: a rebind for new
+ * symbol values, or a loaded file), copies, memory planning, constants. */
+BPG_HIDDEN bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int64_t* syms,
+                                      uint32_t num_syms, const bp_graph_compile_options_t* o,
+                                      const bp_graph_exec_t* placed, bp_graph_exec_t** out);
 /* Uploads constants used on each device. */
 BPG_HIDDEN bp_status_t bpg_exec_upload_constants(bp_graph_exec_t* x);
 

@@ -238,6 +238,60 @@ BP_API bp_status_t bp_graph_exec_report(const bp_graph_exec_t* exec, uint32_t fo
  * report's measured column). Off by default. */
 BP_API bp_status_t bp_graph_exec_set_profiling(bp_graph_exec_t* exec, int on);
 
+/* ---- guarded cache --------------------------------------------------------- */
+/* Executables keyed by guards, as torch.compile's: each input's dtype, its
+ * concrete dims and its device. A run whose guards match reuses its
+ * executable (a hit, no compile). Symbolic dims are not guarded: a new
+ * binding of the graph's symbols is a rebind -- the compiled graph and its
+ * placement are kept, shapes, copies and the memory plan are redone -- not
+ * a recompile. A failed guard (dtype, concrete dim, device) compiles again
+ * from the graph with the inputs' dtypes and dims (counted). `options` is
+ * copied (symbol_values ignored). Externally synchronized. */
+BP_API bp_status_t bp_graph_cache_create(bp_context_t* context, const bp_graph_t* graph,
+                                         const bp_graph_compile_options_t* options,
+                                         bp_graph_cache_t** out_cache);
+BP_API void bp_graph_cache_release(bp_graph_cache_t* cache);
+/* bp_graph_exec_run with the executable the guards select. */
+BP_API bp_status_t bp_graph_cache_run(bp_graph_cache_t* cache, const bp_tensor_t* const* inputs,
+                                      uint32_t num_inputs, bp_tensor_t** outputs,
+                                      uint32_t num_outputs);
+/* The executable the guards select for these inputs (compiling or
+ * rebinding on a miss); borrowed: lives as long as the cache. Fails when
+ * the inputs cannot be the graph's (count, rank, a symbol bound to two
+ * sizes) or when the compile fails. */
+BP_API bp_status_t bp_graph_cache_lookup(bp_graph_cache_t* cache, const bp_tensor_t* const* inputs,
+                                         uint32_t num_inputs, bp_graph_exec_t** out_exec);
+typedef struct bp_graph_cache_stats {
+  uint32_t struct_size;
+  uint32_t entries;  /* executables held */
+  uint64_t compiles; /* full compiles: the first, and every failed guard */
+  uint64_t rebinds;  /* new symbol values of a compiled graph */
+  uint64_t hits;     /* runs whose guards matched */
+} bp_graph_cache_stats_t;
+#define BP_GRAPH_CACHE_STATS_V1_SIZE (offsetof(bp_graph_cache_stats_t, hits) + sizeof(uint64_t))
+BP_API bp_status_t bp_graph_cache_get_stats(const bp_graph_cache_t* cache,
+                                            bp_graph_cache_stats_t* out_stats);
+
+/* ---- ahead of time ----------------------------------------------------------- */
+/* Writes the executable to `path` (written to "<path>.tmp" and renamed).
+ * The file (docs/graph.md) carries a magic, the format version, the ABI
+ * version, the devices (name, plugin name and version, uuid, model), the
+ * options, the compiled graph in the text format, the placement and a
+ * checksum. */
+BP_API bp_status_t bp_graph_exec_save(const bp_graph_exec_t* exec, const char* path);
+/* Loads an executable without compiling: the passes, support claims and
+ * cost model are skipped (the file's placement is used); copies, the
+ * memory plan and constants are made as in a compile. Rejected with a
+ * reason, never trusted: not such a file, truncated or corrupt
+ * (DATA_LOSS); another format or ABI version, a device missing, another
+ * plugin version or another physical device (FAILED_PRECONDITION). The
+ * caller then compiles. */
+BP_API bp_status_t bp_graph_exec_load(bp_context_t* context, const char* path,
+                                      bp_graph_exec_t** out_exec);
+/* The same from memory (the fuzzer's entry). */
+BP_API bp_status_t bp_graph_exec_load_bytes(bp_context_t* context, const void* data,
+                                            uint64_t size, bp_graph_exec_t** out_exec);
+
 /* The graph an executable runs (after its passes; borrowed). */
 BP_API const bp_graph_t* bp_graph_exec_graph(const bp_graph_exec_t* exec);
 

@@ -2,8 +2,12 @@
  *
  *   bp-run FILE.bpg [--device SPEC]... [--policy prefer=SPEC|forbid-fallback]
  *          [--pin NODE=SPEC]... [--sym NAME=N]... [--memory-limit BYTES]
- *          [--report FILE.json] [--runs N] [--check] [--seed N] [--quiet]
+ *          [--report FILE.json] [--save FILE | --load FILE] [--runs N] [--check]
+ *          [--seed N] [--quiet]
  *
+ * --save writes the compiled executable; --load loads one instead of
+ * compiling, and when the file is rejected (corrupt, stale, foreign) says
+ * why and compiles.
  * Inputs are random (uniform in [-1, 1) for floats, 0..3 for integers,
  * from --seed). --check runs the same graph eagerly on cpu:0 and compares
  * every output within the conformance suite's elementwise tolerances
@@ -24,7 +28,8 @@ static int usage(void) {
   fprintf(stderr,
           "usage: bp-run FILE.bpg [--device SPEC]... [--policy prefer=SPEC|forbid-fallback]\n"
           "              [--pin NODE=SPEC]... [--sym NAME=N]... [--memory-limit BYTES]\n"
-          "              [--report FILE.json] [--runs N] [--check] [--seed N] [--quiet]\n");
+          "              [--report FILE.json] [--save FILE | --load FILE] [--runs N] [--check]\n"
+          "              [--seed N] [--quiet]\n");
   return 2;
 }
 
@@ -136,6 +141,8 @@ int main(int argc, char** argv) {
   const char* sym_specs[MAX_SYMS];
   const char* prefer = NULL;
   const char* report = NULL;
+  const char* save = NULL;
+  const char* load = NULL;
   int forbid = 0, check = 0, quiet = 0, runs = 1;
   unsigned long long limit = 0;
   g_rng = 1;
@@ -151,6 +158,8 @@ int main(int argc, char** argv) {
       else if (strcmp(argv[i], "forbid-fallback") == 0) forbid = 1;
       else return usage();
     } else if (strcmp(a, "--report") == 0 && next) report = argv[++i];
+    else if (strcmp(a, "--save") == 0 && next) save = argv[++i];
+    else if (strcmp(a, "--load") == 0 && next) load = argv[++i];
     else if (strcmp(a, "--runs") == 0 && next) runs = atoi(argv[++i]);
     else if (strcmp(a, "--seed") == 0 && next) g_rng = strtoull(argv[++i], NULL, 10);
     else if (strcmp(a, "--memory-limit") == 0 && next) limit = strtoull(argv[++i], NULL, 10);
@@ -159,7 +168,7 @@ int main(int argc, char** argv) {
     else if (a[0] != '-' && file == NULL) file = a;
     else return usage();
   }
-  if (file == NULL || runs < 1) return usage();
+  if (file == NULL || runs < 1 || (save && load)) return usage();
   bp_crash_report_install();
   bp_graph_t* g = NULL;
   bp_status_t st = bp_graph_load_file(file, &g);
@@ -210,8 +219,21 @@ int main(int argc, char** argv) {
   if (prefer != NULL && (st = bp_context_find_device(ctx, prefer, &o.prefer_device)) != BP_OK) return fail(prefer, st);
   if (forbid) o.flags |= BP_GRAPH_FORBID_FALLBACK;
   bp_graph_exec_t* x = NULL;
-  if ((st = bp_graph_compile(ctx, g, &o, &x)) != BP_OK) {
+  if (load != NULL) {
+    st = bp_graph_exec_load(ctx, load, &x);
+    if (st == BP_OK) {
+      printf("loaded %s (not compiled)\n", load);
+    } else {
+      fprintf(stderr, "bp-run: %s rejected (%s): %s; compiling\n", load, bp_status_name(st), bp_status_message());
+      x = NULL;
+    }
+  }
+  if (x == NULL && (st = bp_graph_compile(ctx, g, &o, &x)) != BP_OK) {
     rc = fail("compile", st);
+    goto out;
+  }
+  if (save != NULL && (st = bp_graph_exec_save(x, save)) != BP_OK) {
+    rc = fail("save", st);
     goto out;
   }
   uint32_t nin = bp_graph_input_count(g), nout = bp_graph_output_count(g);

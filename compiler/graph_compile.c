@@ -231,11 +231,13 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
   } else if (st == BP_OK) {
     st = bpg_pass_place(x, o);
   }
+  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
   if (st == BP_OK) st = bpg_pass_copies(x);
   if (st == BP_OK) st = bpg_pass_memplan(x);
   if (st == BP_OK) st = bpg_exec_upload_constants(x);
   if (st == BP_OK) {
     for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
+    x->num_regions = x->num_fusions;
     x->compile_ms = bpg_now_ms() - t0;
     *out = x;
     return BP_OK;

@@ -36,6 +36,15 @@ typedef struct bpg_slot {
   bp_tensor_t* t;       /* this run's tensor (a reference) */
 } bpg_slot_t;
 
+/* One fusion the fuse pass made (for the report). */
+#define BPG_MAX_FUSIONS 256
+typedef struct bpg_fusion {
+  uint32_t first, second; /* node indices: the earlier one died, the later one is the fused node */
+  uint32_t ops[2];        /* their ops before fusion */
+  char kind[16];          /* "epilogue", "pattern" */
+  char as[48];            /* what the fused node is */
+} bpg_fusion_t;
+
 enum bpg_step_kind { BPG_STEP_NODE = 1, BPG_STEP_COPY = 2 };
 
 typedef struct bpg_step {
@@ -76,6 +85,8 @@ struct bp_graph_exec {
   uint64_t copy_bytes;
   uint64_t unplanned_bytes;
   uint32_t num_regions;
+  bpg_fusion_t fusions[BPG_MAX_FUSIONS];
+  uint32_t num_fusions;
   double est_ns;
   double measured_ns;
   uint32_t passes_removed, passes_merged, passes_folded, islands_moved;
@@ -88,6 +99,10 @@ BPG_HIDDEN bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile
 /* Cost model (passes/place.c): the node's time on device d, in ns. */
 BPG_HIDDEN double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d);
 BPG_HIDDEN double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, uint32_t to);
+/* The support answer of node n's device d at its concrete shapes (passes/place.c). */
+BPG_HIDDEN bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out);
+/* Fusion into the op set's fused forms after placement (passes/fuse.c). */
+BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
 /* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
 BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
 /* Memory planning (passes/memplan.c): offsets, in-place reuse, peak per device. */

@@ -64,7 +64,17 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     bpg_sbuf_printf(s, "\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->est_ns, st->measured_ns);
     first = 0;
   }
-  bpg_sbuf_printf(s, "\n  ],\n  \"regions\": [],\n  \"copies\": [");
+  bpg_sbuf_printf(s, "\n  ],\n  \"regions\": [");
+  for (uint32_t i = 0; i < x->num_fusions; ++i) {
+    const bpg_fusion_t* f = &x->fusions[i];
+    const bpg_node_t* a = &x->g->nodes[f->first];
+    const bpg_node_t* b = &x->g->nodes[f->second];
+    bpg_sbuf_printf(s, "%s\n    {\"kind\": \"%s\", \"nodes\": [\"%s\", \"%s\"], \"ops\": [\"%s\", \"%s\"], \"as\": \"%s\", "
+                    "\"device\": \"%s\"}", i ? "," : "", f->kind, a->name ? a->name : "", b->name ? b->name : "",
+                    bpg_op_name(f->ops[0]), bpg_op_name(f->ops[1]), f->as,
+                    bp_device_name(x->devs[x->node_dev[f->second]].device));
+  }
+  bpg_sbuf_printf(s, "\n  ],\n  \"copies\": [");
   first = 1;
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     const bpg_step_t* st = &x->steps[i];
@@ -115,6 +125,11 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   }
   uint64_t peak = 0;
   for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes;
+  for (uint32_t i = 0; i < x->num_fusions; ++i) {
+    const bpg_fusion_t* f = &x->fusions[i];
+    bpg_sbuf_printf(s, "fused (%s): #%u %s + #%u %s -> %s on %s\n", f->kind, f->first, bpg_op_name(f->ops[0]),
+                    f->second, bpg_op_name(f->ops[1]), f->as, bp_device_name(x->devs[x->node_dev[f->second]].device));
+  }
   bpg_sbuf_printf(s, "regions: %u fused; copies: %u (%llu bytes); peak memory %llu bytes (unplanned %llu)\n",
                   x->num_regions, x->num_copies, (unsigned long long)x->copy_bytes, (unsigned long long)peak,
                   (unsigned long long)x->unplanned_bytes);

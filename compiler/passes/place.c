@@ -81,7 +81,7 @@ double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, ui
 }
 
 /* The support answer of device d for node n at its concrete shapes. */
-static bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out) {
+bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out) {
   const bpg_node_t* node = &x->g->nodes[n];
   enum { MAXI = 64 };
   bp_tensor_desc_t in_store[MAXI], out_store[4];
@@ -316,7 +316,9 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
         goto done;
       }
       x->node_dev[n] = (uint32_t)bd;
-      if (nsup == 1) {
+      if (nd == 1) {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device compiled for");
+      } else if (nsup == 1) {
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device that runs it");
       } else if (nfit == 1) {
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device with memory left");

@@ -298,6 +298,57 @@ static void test_symbols_and_bad_inputs(void** state) {
   bp_graph_release(g);
 }
 
+static void test_fuse_epilogue_and_add_norm(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "input x : f32[8, 32]\n"
+      "const w : f32[64, 32] = uniform(seed=1, lo=-0.2, hi=0.2)\n"
+      "const b : f32[64] = uniform(seed=2, lo=-0.1, hi=0.1)\n"
+      "const w2 : f32[32, 64] = uniform(seed=3, lo=-0.2, hi=0.2)\n"
+      "const lw : f32[32] = uniform(seed=4, lo=0.9, hi=1.1)\n"
+      "const lb : f32[32] = uniform(seed=5, lo=-0.1, hi=0.1)\n"
+      "h = linear(x, w, b) @fc1\n"
+      "a = gelu(h) @act\n"
+      "o = linear(a, w2, _) @fc2\n"
+      "s = add(x, o) @res\n"
+      "n, m, r = layer_norm(s, lw, lb) {normalized_rank=1, normalized_shape=[32], eps=1e-05} @ln\n"
+      "y = mul(n, s)\n"
+      "output y\n");
+  int64_t dims[2] = {8, 32};
+  bp_graph_compile_options_t o = opts_cpu0();
+  bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t st = stats_of(x);
+  assert_int_equal(st.num_regions, 2);
+  assert_int_equal(st.num_nodes, 4); /* fc1+act, fc2, res+ln, mul */
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "\"kind\": \"epilogue\", \"nodes\": [\"fc1\", \"act\"]"));
+  assert_non_null(strstr(json, "\"kind\": \"pattern\", \"nodes\": [\"res\", \"ln\"], \"ops\": [\"add\", \"layer_norm\"], \"as\": \"add_layer_norm\""));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  o.flags = BP_GRAPH_NO_FUSE;
+  x = compile_and_check(g, &o, 2, dims);
+  assert_int_equal(stats_of(x).num_regions, 0);
+  assert_int_equal(stats_of(x).num_nodes, 6);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+  /* Not fusable: the linear's output has a second reader; the norm's mean is read. */
+  g = parse(
+      "input x : f32[8, 32]\n"
+      "const w : f32[32, 32] = uniform(seed=1, lo=-0.2, hi=0.2)\n"
+      "h = linear(x, w, _)\n"
+      "a = relu(h)\n"
+      "s = add(a, h)\n"
+      "n, m, r = layer_norm(s, _, _) {normalized_rank=1, normalized_shape=[32], eps=1e-05}\n"
+      "y = mul(n, m)\n"
+      "output y\n");
+  o.flags = 0;
+  x = compile_and_check(g, &o, 2, dims);
+  assert_int_equal(stats_of(x).num_regions, 0);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dce_cse_fold),
@@ -305,6 +356,7 @@ int main(void) {
       cmocka_unit_test(test_memory_limit_spreads_over_devices),
       cmocka_unit_test(test_pins_and_copies),
       cmocka_unit_test(test_symbols_and_bad_inputs),
+      cmocka_unit_test(test_fuse_epilogue_and_add_norm),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -60,6 +60,12 @@ struct bp_graph {
   char** syms;
   uint32_t num_syms, cap_syms;
   char scratch[32]; /* "%<id>" names handed out by value_info */
+  /* Name -> value id, open addressing (UINT32_MAX: empty); rebuilt when
+   * stale. A cache inside the graph, so lookups are externally
+   * synchronized like every other use of the graph. */
+  uint32_t* name_index;
+  uint32_t name_cap, name_used;
+  int name_stale;
 };
 
 /* ---- errors: the core's thread-local message through a failing call ---- */

@@ -49,6 +49,67 @@ static int bpg_name_ok(const char* name) {
   return 1;
 }
 
+static uint32_t bpg_hash(const char* s) {
+  uint32_t h = 2166136261u;
+  for (; *s; ++s) h = (h ^ (uint8_t)*s) * 16777619u;
+  return h;
+}
+
+static void bpg_index_put(bp_graph_t* g, uint32_t v) {
+  uint32_t mask = g->name_cap - 1;
+  for (uint32_t i = bpg_hash(g->values[v].name) & mask;; i = (i + 1) & mask) {
+    if (g->name_index[i] == UINT32_MAX) {
+      g->name_index[i] = v;
+      g->name_used++;
+      return;
+    }
+  }
+}
+
+/* (Re)builds the index with room for every named value twice over. */
+static int bpg_index_rebuild(bp_graph_t* g) {
+  uint32_t cap = 64;
+  while (cap < 2 * (g->num_values + 1)) cap *= 2;
+  uint32_t* idx = malloc(sizeof(uint32_t) * cap);
+  if (idx == NULL) return -1;
+  free(g->name_index);
+  g->name_index = idx;
+  g->name_cap = cap;
+  g->name_used = 0;
+  memset(idx, 0xFF, sizeof(uint32_t) * cap);
+  for (uint32_t v = 0; v < g->num_values; ++v) {
+    if (g->values[v].name != NULL) bpg_index_put(g, v);
+  }
+  g->name_stale = 0;
+  return 0;
+}
+
+/* Records that value v got its name (rebuilds when the table fills). */
+static void bpg_index_add(bp_graph_t* g, uint32_t v) {
+  if (g->name_stale || g->name_index == NULL || 2 * (g->name_used + 1) > g->name_cap) {
+    g->name_stale = 1; /* the next lookup rebuilds */
+    return;
+  }
+  bpg_index_put(g, v);
+}
+
+/* Value named `name`, or UINT32_MAX (-1 on out of memory: a linear scan). */
+static uint32_t bpg_index_find(const bp_graph_t* cg, const char* name) {
+  bp_graph_t* g = (bp_graph_t*)cg; /* the index is a cache */
+  if ((g->name_stale || g->name_index == NULL) && bpg_index_rebuild(g) != 0) {
+    for (uint32_t v = 0; v < g->num_values; ++v) {
+      if (g->values[v].name != NULL && strcmp(g->values[v].name, name) == 0) return v;
+    }
+    return UINT32_MAX;
+  }
+  uint32_t mask = g->name_cap - 1;
+  for (uint32_t i = bpg_hash(name) & mask;; i = (i + 1) & mask) {
+    uint32_t v = g->name_index[i];
+    if (v == UINT32_MAX) return UINT32_MAX;
+    if (v < g->num_values && g->values[v].name != NULL && strcmp(g->values[v].name, name) == 0) return v;
+  }
+}
+
 const char* bpg_value_name(const bp_graph_t* g, uint32_t v, char* buf, size_t cap) {
   if (v == BP_GRAPH_NO_VALUE) return "_";
   if (v < g->num_values && g->values[v].name != NULL) return g->values[v].name;
@@ -102,6 +163,7 @@ void bp_graph_release(bp_graph_t* g) {
   }
   for (uint32_t i = 0; i < g->num_syms; ++i) free(g->syms[i]);
   free(g->syms);
+  free(g->name_index);
   free(g->values);
   free(g->nodes);
   free(g->inputs);
@@ -138,6 +200,7 @@ bp_status_t bpg_new_value(bp_graph_t* g, const char* name, uint32_t kind, uint32
     return bpg_error(BP_RESOURCE_EXHAUSTED, "graph: out of memory for names");
   }
   *out = g->num_values++;
+  if (name != NULL) bpg_index_add(g, *out);
   return BP_OK;
 }
 
@@ -373,6 +436,7 @@ bp_status_t bp_graph_set_value_name(bp_graph_t* g, uint32_t value, const char* n
   if (p == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_set_value_name: out of memory");
   free(g->values[value].name);
   g->values[value].name = p;
+  g->name_stale = 1; /* the old name's entry must go */
   return BP_OK;
 }
 
@@ -451,11 +515,10 @@ bp_status_t bp_graph_find_value(const bp_graph_t* g, const char* name, uint32_t*
   if (g == NULL || name == NULL || out_value == NULL) {
     return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_find_value: NULL argument");
   }
-  for (uint32_t i = 0; i < g->num_values; ++i) {
-    if (g->values[i].name != NULL && strcmp(g->values[i].name, name) == 0) {
-      *out_value = i;
-      return BP_OK;
-    }
+  uint32_t found = bpg_index_find(g, name);
+  if (found != UINT32_MAX) {
+    *out_value = found;
+    return BP_OK;
   }
   /* "%<id>" reaches an unnamed value. */
   if (name[0] == '%') {
@@ -637,6 +700,7 @@ bp_status_t bpg_clone(const bp_graph_t* src, bp_graph_t** out) {
     bp_graph_release(g);
     return bpg_error(BP_RESOURCE_EXHAUSTED, "graph: out of memory while copying");
   }
+  g->name_stale = 1; /* names were copied around the index */
   *out = g;
   return BP_OK;
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: sets up, builds, lists the plugins and devices found, and runs
-# the conformance scorecard over every backend found. Reports land in
-# build/reports/ (JSON, Markdown, HTML).
+# the conformance scorecard over every backend found, then compiles a
+# transformer block for every device found and checks it against eager.
+# Reports land in build/reports/ (JSON, Markdown, HTML).
 #
 #   scripts/main.sh          the quick scorecard (bp-conform --quick: a few
 #                            cases per dtype and axis; minutes)
@@ -30,4 +31,11 @@ status=0
 bp-conform ${scope[@]+"${scope[@]}"} --json build/reports/conformance.json \
   --markdown build/reports/conformance.md --html build/reports/conformance.html || status=$?
 echo "reports: build/reports/conformance.{json,md,html}${scope[0]:+ (quick subset; scripts/main.sh --full for every case)}"
+# The compiled-graph demo: a transformer block compiled for every device
+# found (placed, fused, memory planned), run, its placement report printed
+# and its output checked against eager execution on cpu:0.
+echo "== compiled graph: examples/graphs/transformer_block.bpg on every device found"
+bp-run examples/graphs/transformer_block.bpg --sym S=128 --runs 2 --check \
+  --report build/reports/graph.json || status=$?
+echo "report: build/reports/graph.json (docs/graph.md explains it)"
 exit "$status"

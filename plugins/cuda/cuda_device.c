@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_internal.h"
+#include "cuda_blas.h"
 
 void cuda_error_set_symbols(const cuda_symbols_t* cu);
 
@@ -40,16 +40,19 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
   bp_plugin_parse_flag(bp_kit_host(), "BP_CUDA_HOSTFN_WAIT_VALUE",
                        getenv("BP_CUDA_HOSTFN_WAIT_VALUE"), 1, &wait_value);
   inst->hostfn_wait_value = wait_value && inst->cu.cuStreamWaitValue32_v2;
-  bp_kit_log(BP_LOG_INFO, "cuda: driver %d.%d, %d device(s), host functions %s",
+  cuda_blas_open(inst);
+  bp_kit_log(BP_LOG_INFO, "cuda: driver %d.%d, %d device(s), host functions %s; %s",
              inst->driver_version / 1000, inst->driver_version % 1000 / 10, inst->device_count,
              inst->hostfn_wait_value ? "on a plugin thread (stream waits on a flag)"
-                                     : "in a blocking driver callback");
+                                     : "in a blocking driver callback",
+             inst->blas ? "cuBLASLt loaded" : inst->blas_reason);
   *out = inst;
   return BP_OK;
 }
 
 static void instance_destroy(bpp_instance_t inst) {
   if (!inst) return;
+  cuda_blas_close(inst);
   cuda_error_set_symbols(NULL);
   bp_kit_library_close(inst->lib);
   free(inst);
@@ -130,6 +133,7 @@ static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t
     if (cu->cuCtxGetStreamPriorityRange(&d->prio_least, &d->prio_greatest) != CUDA_SUCCESS)
       d->prio_least = d->prio_greatest = 0;
     pool_open(d);
+    st = cuda_blas_device_open(d);
     cuda_ctx_pop(d);
   }
   if (st != BP_OK) {
@@ -145,9 +149,12 @@ static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t
 
 static void device_close(bpp_device_t d) {
   if (!d) return;
-  if (d->alloc_stream && cuda_ctx_push(d) == BP_OK) {
-    d->cu->cuStreamSynchronize(d->alloc_stream);
-    d->cu->cuStreamDestroy_v2(d->alloc_stream);
+  if (cuda_ctx_push(d) == BP_OK) {
+    cuda_blas_device_close(d);
+    if (d->alloc_stream) {
+      d->cu->cuStreamSynchronize(d->alloc_stream);
+      d->cu->cuStreamDestroy_v2(d->alloc_stream);
+    }
     cuda_ctx_pop(d);
   }
   d->cu->cuDevicePrimaryCtxRelease_v2(d->dev);

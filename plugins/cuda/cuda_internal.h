@@ -32,6 +32,8 @@ struct bpp_instance_s {
   /* 1: host functions run on a plugin thread while the stream waits on a
    * flag (cuStreamWaitValue32); 0: the driver's callback blocks instead. */
   int hostfn_wait_value;
+  struct cuda_blas* blas; /* cuda_blas.h; NULL: no cuBLASLt (matmul unsupported) */
+  char blas_reason[320];  /* why blas is NULL */
 };
 
 struct bpp_device_s {
@@ -58,6 +60,7 @@ struct bpp_device_s {
   int lost;
   char lost_msg[256];
   pthread_mutex_t lost_mu;
+  void* lt; /* cublasLtHandle_t, NULL without cuBLASLt */
 };
 
 struct bpp_buffer_s {
@@ -100,6 +103,9 @@ struct bpp_stream_s {
   /* The first failed host function's status, sticky until reported. */
   bp_status_t error;
   char error_msg[BP_PLUGIN_MSG_CAP];
+  /* cuBLASLt workspace, allocated at the stream's first GEMM. */
+  CUdeviceptr gemm_ws;
+  size_t gemm_ws_size;
 };
 
 struct bpp_event_s {

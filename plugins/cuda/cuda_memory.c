@@ -114,6 +114,11 @@ bp_status_t cuda_buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t* i
       bytes > (uint64_t)SIZE_MAX)
     return bp_kit_error(BP_INVALID_ARGUMENT, "cuda: buffer_allocate: bad size %llu",
                         (unsigned long long)info->size_bytes);
+  uint64_t capacity = space_info(d, space).capacity_bytes;
+  if (capacity && bytes > capacity) /* no driver call can succeed */
+    return bp_kit_error(BP_RESOURCE_EXHAUSTED,
+                        "cuda: out of memory in space %u: %llu bytes requested, capacity %llu",
+                        space, (unsigned long long)bytes, (unsigned long long)capacity);
   bpp_buffer_t b = calloc(1, sizeof *b);
   if (!b) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "cuda: out of host memory");
   b->dev = d;

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "cuda_internal.h"
+#include "cuda_blas.h"
 
 /* backplane priorities grow upward from 0; CUDA's grow downward from
  * `least` (usually 0) to `greatest` (e.g. -5). */
@@ -63,6 +63,7 @@ void cuda_stream_destroy(bpp_stream_t s) {
   if (cuda_ctx_push(d) == BP_OK) {
     /* Pending work (host functions included) finishes first. */
     d->cu->cuStreamSynchronize(s->s);
+    cuda_blas_stream_release(s);
     d->cu->cuStreamDestroy_v2(s->s);
     cuda_ctx_pop(d);
   }

@@ -59,7 +59,8 @@ typedef struct cmd {
   uint64_t seq;
   alloc_t* alloc;
 } cmd_t;
-enum { CMD_COPY, CMD_MEMSET, CMD_HOSTFN, CMD_RECORD, CMD_WAIT_EVENT, CMD_WAIT_VALUE, CMD_FREE };
+enum { CMD_COPY, CMD_MEMSET, CMD_HOSTFN, CMD_RECORD, CMD_WAIT_EVENT, CMD_WAIT_VALUE, CMD_FREE,
+       CMD_CALL /* library work (fake cuBLASLt): fn(user), then free(user) */ };
 
 typedef struct fstream {
   struct fstream* next;
@@ -272,6 +273,10 @@ static void run_cmd(fstream_t* s, cmd_t* c) {
         for (size_t i = 0; i < c->width; ++i)
           memcpy(c->dst + row * c->pitch + i * c->esize, &c->value, c->esize);
       break;
+    case CMD_CALL:
+      c->fn(c->user);
+      free(c->user);
+      break;
     case CMD_HOSTFN:
       t_in_callback = 1;
       c->fn(c->user);
@@ -314,6 +319,7 @@ static void* stream_worker(void* arg) {
     /* After a fault the stream skips its work, as a dead context does
      * (events still complete so nobody waits forever). */
     if (!failed || c->kind == CMD_WAIT_VALUE) run_cmd(s, c);
+    else if (c->kind == CMD_CALL) free(c->user);
     pthread_mutex_lock(&g_mu);
     if (c->kind == CMD_RECORD) {
       if (c->seq > c->ev->completed) {
@@ -354,6 +360,34 @@ static CUresult push_cmd(fstream_t* s, cmd_t c) {
 #define STREAM(name, h, var)               \
   fstream_t* var = stream_of(name, h);     \
   if (!var) return CUDA_ERROR_INVALID_HANDLE
+
+/* For the fake cuBLASLt (fake_cublaslt.c, same library). */
+int fake_cuda_initialized(void) {
+  pthread_mutex_lock(&g_mu);
+  int i = g.initialized;
+  pthread_mutex_unlock(&g_mu);
+  return i;
+}
+int fake_cuda_range_ok(const char* name, const void* p, size_t n) {
+  return range_ok(name, (CUdeviceptr)(uintptr_t)p, n);
+}
+void fake_cuda_count(const char* name) {
+  pthread_mutex_lock(&g_mu);
+  count_call_locked(name);
+  pthread_mutex_unlock(&g_mu);
+}
+/* Runs fn(user) in stream order; takes `user` (malloc'd) in all cases. */
+CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user) {
+  fstream_t* s = stream_of(name, h);
+  if (!s) {
+    free(user);
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  CUresult r = push_cmd(s, (cmd_t){.kind = CMD_CALL, .fn = fn, .user = user});
+  if (r != CUDA_SUCCESS) free(user);
+  return r;
+}
+void fake_cuda_misuse(const char* what) { misuse("%s", what); }
 
 /* ---- errors ----------------------------------------------------------------- */
 static const struct { CUresult r; const char *name, *text; } k_errors[] = {
@@ -550,7 +584,12 @@ FAKE_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags) {
 static CUresult alloc_new(int kind, int device, size_t size, size_t align, void** out) {
   if (size == 0) return CUDA_ERROR_INVALID_VALUE;
   pthread_mutex_lock(&g_mu);
-  if (kind != ALLOC_HOST && size > g.memory - g.used[device]) {
+  /* Pinned memory: at most 1 GiB in all (the fake's "host"). */
+  uint64_t host_used = 0;
+  for (alloc_t* x = g.allocs; x; x = x->next)
+    if (x->kind == ALLOC_HOST) host_used += x->size;
+  if ((kind != ALLOC_HOST && size > g.memory - g.used[device]) ||
+      (kind == ALLOC_HOST && size > (UINT64_C(1) << 30) - host_used)) {
     pthread_mutex_unlock(&g_mu);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }

@@ -16,8 +16,22 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "backplane/plugin.h"
 #include "fake_cuda.h"
+
+static uint16_t bp_f32_to_bf16_(float f) { /* exact for the tests' values */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+static float bp_bf16_to_f32_(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 /* ---- a minimal host --------------------------------------------------------- */
 static char g_msg[512];
@@ -40,12 +54,14 @@ static const bp_host_services_t k_host = {
 
 static void* g_plugin_lib;
 static const bpp_core_table_t* C;
+static const bp_plugin_vtable_t* V;
 static const fake_cuda_control_t* F;
 static void* g_fake_lib;
 
 static int group_setup(void** state) {
   (void)state;
   setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1); /* the fake's cuBLASLt */
   g_fake_lib = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
   if (!g_fake_lib) return fprintf(stderr, "%s\n", dlerror()), -1;
   F = ((fake_cuda_control_fn)dlsym(g_fake_lib, FAKE_CUDA_CONTROL_SYMBOL))();
@@ -57,6 +73,7 @@ static int group_setup(void** state) {
   bp_negotiate_reply_t rep = {.struct_size = sizeof rep};
   if (!nego || nego(&req, &rep) != BP_OK || strcmp(rep.name, "cuda")) return -1;
   C = rep.vtable->core;
+  V = rep.vtable;
   return 0;
 }
 static int group_teardown(void** state) {
@@ -214,6 +231,12 @@ static void test_memory_bad_requests(void** state) {
   bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .size_bytes = 128u << 20};
   assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_RESOURCE_EXHAUSTED);
   assert_non_null(strstr(g_msg, "134217728 bytes requested"));
+  /* Within the capacity, but the driver has no room left. */
+  bpp_buffer_t big = alloc_in(0, 40u << 20);
+  ai.size_bytes = 40u << 20;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(g_msg, "CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  C->buffer_release(big);
   ai.size_bytes = 0;
   assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &b), BP_INVALID_ARGUMENT);
   ai.size_bytes = UINT64_MAX;
@@ -614,6 +637,225 @@ static void test_error_mapping(void** state) {
   C->buffer_release(b);
 }
 
+
+/* ---- GEMM through cuBLASLt ------------------------------------------------------ */
+static bp_tensor_desc_t desc(bpp_buffer_t b, uint64_t off, uint32_t dtype, uint32_t rank,
+                             const int64_t* sizes, const int64_t* strides) {
+  bp_tensor_desc_t d = {.struct_size = sizeof d, .dtype = dtype, .rank = rank, .buffer = b,
+                        .byte_offset = off};
+  for (uint32_t i = 0; i < rank; ++i) d.sizes[i] = sizes[i], d.strides[i] = strides[i];
+  return d;
+}
+static bp_op_call_t call_of(uint32_t op, uint32_t nin, const bp_tensor_desc_t* const* in,
+                            const bp_tensor_desc_t* const* out, const void* attrs) {
+  bp_op_call_t c = {.struct_size = sizeof c, .op_id = op, .num_inputs = nin, .num_outputs = 1,
+                    .inputs = in, .outputs = out, .attrs = attrs};
+  return c;
+}
+static uint32_t support(const bp_op_call_t* c, char* msg) {
+  bp_support_t s = {.struct_size = sizeof s};
+  assert_int_equal(V->caps->query_support(g_fx.dev, c, &s), BP_OK);
+  if (msg) snprintf(msg, 256, "%s", s.message);
+  return s.supported ? BP_SUPPORT_OK : s.reason;
+}
+static bp_status_t run(const bp_op_call_t* c) {
+  return V->ops->launch[c->op_id](g_fx.s, c);
+}
+/* A device buffer holding a copy of `host` (enqueued on the fixture's stream). */
+static bpp_buffer_t upload(const void* host, uint64_t n) {
+  bpp_buffer_t b = alloc_in(0, n);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, host, b, 0, n), BP_OK);
+  return b;
+}
+static void release_all(bpp_buffer_t* b, int n) {
+  for (int i = 0; i < n; ++i) C->buffer_release(b[i]);
+}
+/* Element (i, j) of a strided f32 matrix in host memory. */
+#define AT(p, i, j, si, sj) ((p)[(i) * (si) + (j) * (sj)])
+
+/* mm with A row-major, B stored column-major (a transposed view), the
+ * output with padded rows, at byte offsets: every layout cuBLASLt takes. */
+static void test_gemm_mm_layouts(void** state) {
+  (void)state;
+  open_device();
+  enum { N = 5, K = 7, M = 3, LDO = 4 };
+  float a[N * K], b[K * M], o[N * LDO];
+  for (int i = 0; i < N * K; ++i) a[i] = (float)((i * 37) % 11) - 5.0f;
+  for (int i = 0; i < K * M; ++i) b[i] = (float)((i * 17) % 7) * 0.5f - 1.0f;
+  bpp_buffer_t ba = alloc_in(0, 64 + sizeof a), bb = alloc_in(0, sizeof b), bo = alloc_in(0, sizeof o);
+  F->set_delay_us(2000); /* the GEMM must run after the uploads, before the download */
+  assert_int_equal(C->copy_host_to_device(g_fx.s, a, ba, 64, sizeof a), BP_OK);
+  assert_int_equal(C->copy_host_to_device(g_fx.s, b, bb, 0, sizeof b), BP_OK);
+  assert_int_equal(C->buffer_fill(g_fx.s, bo, 0, sizeof o, "\0\0\0\0", 4), BP_OK);
+  /* B is K x M stored column-major: element (p, j) at p + j * K. */
+  bp_tensor_desc_t da = desc(ba, 64, BP_DTYPE_F32, 2, (int64_t[]){N, K}, (int64_t[]){K, 1});
+  bp_tensor_desc_t db = desc(bb, 0, BP_DTYPE_F32, 2, (int64_t[]){K, M}, (int64_t[]){1, K});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F32, 2, (int64_t[]){N, M}, (int64_t[]){LDO, 1});
+  const bp_tensor_desc_t* in[] = {&da, &db};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_op_call_t c = call_of(BP_OP_mm, 2, in, out, NULL);
+  assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+  assert_int_equal(run(&c), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+  sync_ok(g_fx.s);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < M; ++j) {
+      double want = 0;
+      for (int p = 0; p < K; ++p) want += (double)AT(a, i, p, K, 1) * AT(b, p, j, 1, K);
+      assert_float_equal(o[i * LDO + j], want, 1e-4);
+    }
+  assert_int_equal(o[LDO - 1], 0.0f); /* the padding is left alone */
+  assert_int_equal(F->call_count("cublasLtMatmul"), 1);
+  /* Neither stride 1: the core must pack it. */
+  bp_tensor_desc_t odd = desc(bb, 0, BP_DTYPE_F32, 2, (int64_t[]){K / 2, M}, (int64_t[]){2, 2 * K});
+  in[1] = &odd;
+  da.sizes[1] = K / 2;
+  char msg[256];
+  assert_int_equal(support(&c, msg), BP_SUPPORT_LAYOUT);
+  assert_non_null(strstr(msg, "unit stride"));
+  assert_int_equal(run(&c), BP_UNIMPLEMENTED);
+  C->buffer_release(ba);
+  C->buffer_release(bb);
+  C->buffer_release(bo);
+}
+
+/* bmm in bf16 with a broadcast batch operand (batch stride 0). */
+static void test_gemm_bmm_bf16(void** state) {
+  (void)state;
+  open_device();
+  enum { B = 3, N = 2, K = 4, M = 5 };
+  uint16_t a[B * N * K], w[K * M], o[B * N * M];
+  float af[B * N * K], wf[K * M];
+  for (int i = 0; i < B * N * K; ++i) af[i] = (float)(i % 5) - 2.0f, a[i] = bp_f32_to_bf16_(af[i]);
+  for (int i = 0; i < K * M; ++i) wf[i] = (float)(i % 3) * 0.25f, w[i] = bp_f32_to_bf16_(wf[i]);
+  bpp_buffer_t ba = upload(a, sizeof a), bw = upload(w, sizeof w), bo = alloc_in(0, sizeof o);
+  bp_tensor_desc_t da = desc(ba, 0, BP_DTYPE_BF16, 3, (int64_t[]){B, N, K}, (int64_t[]){N * K, K, 1});
+  bp_tensor_desc_t dw = desc(bw, 0, BP_DTYPE_BF16, 3, (int64_t[]){B, K, M}, (int64_t[]){0, M, 1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_BF16, 3, (int64_t[]){B, N, M}, (int64_t[]){N * M, M, 1});
+  const bp_tensor_desc_t* in[] = {&da, &dw};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_op_call_t c = call_of(BP_OP_bmm, 2, in, out, NULL);
+  assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+  assert_int_equal(run(&c), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+  sync_ok(g_fx.s);
+  for (int bt = 0; bt < B; ++bt)
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < M; ++j) {
+        double want = 0;
+        for (int p = 0; p < K; ++p) want += (double)af[bt * N * K + i * K + p] * wf[p * M + j];
+        assert_float_equal(bp_bf16_to_f32_(o[bt * N * M + i * M + j]), want, 0.05);
+      }
+  release_all((bpp_buffer_t[]){ba, bw, bo}, 3);
+}
+
+/* addmm: a full self goes to cuBLASLt's C (beta, alpha), a broadcast row
+ * to the bias epilogue (beta 1 only). */
+static void test_gemm_addmm(void** state) {
+  (void)state;
+  open_device();
+  enum { N = 3, K = 2, M = 4 };
+  double a[N * K] = {1, 2, 3, 4, 5, 6}, w[K * M] = {1, 0, -1, 2, 0.5, 1, 1, -2};
+  double self[N * M], row[M] = {10, 20, 30, 40}, o[N * M];
+  for (int i = 0; i < N * M; ++i) self[i] = i;
+  bpp_buffer_t ba = upload(a, sizeof a), bw = upload(w, sizeof w), bs = upload(self, sizeof self),
+               br = upload(row, sizeof row), bo = alloc_in(0, sizeof o);
+  bp_tensor_desc_t da = desc(ba, 0, BP_DTYPE_F64, 2, (int64_t[]){N, K}, (int64_t[]){K, 1});
+  bp_tensor_desc_t dw = desc(bw, 0, BP_DTYPE_F64, 2, (int64_t[]){K, M}, (int64_t[]){M, 1});
+  bp_tensor_desc_t ds = desc(bs, 0, BP_DTYPE_F64, 2, (int64_t[]){N, M}, (int64_t[]){M, 1});
+  bp_tensor_desc_t dr = desc(br, 0, BP_DTYPE_F64, 1, (int64_t[]){M}, (int64_t[]){1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F64, 2, (int64_t[]){N, M}, (int64_t[]){M, 1});
+  const bp_tensor_desc_t* in[] = {&ds, &da, &dw};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_addmm_attrs_t at = {.struct_size = sizeof at, .beta = {.kind = BP_SCALAR_FLOAT, .v.f = 0.5},
+                         .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.0}};
+  bp_op_call_t c = call_of(BP_OP_addmm, 3, in, out, &at);
+  for (int form = 0; form < 2; ++form) {
+    if (form == 1) in[0] = &dr, at.beta.v.f = 1.0;
+    assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+    assert_int_equal(run(&c), BP_OK);
+    assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+    sync_ok(g_fx.s);
+    for (int i = 0; i < N; ++i)
+      for (int j = 0; j < M; ++j) {
+        double p = 0;
+        for (int q = 0; q < K; ++q) p += a[i * K + q] * w[q * M + j];
+        double want = 2.0 * p + (form ? row[j] : 0.5 * self[i * M + j]);
+        assert_float_equal(o[i * M + j], want, 1e-12);
+      }
+  }
+  at.beta.v.f = 2.0; /* a broadcast self scaled: no cuBLASLt form */
+  char msg[256];
+  assert_int_equal(support(&c, msg), BP_SUPPORT_ATTRIBUTE);
+  assert_non_null(strstr(msg, "beta = 1"));
+  release_all((bpp_buffer_t[]){ba, bw, bs, br, bo}, 5);
+}
+
+/* linear: input [2, 3, K] merged into 6 rows, weight [N, K] used
+ * transposed, bias and relu / tanh-gelu as cuBLASLt epilogues. */
+static void test_gemm_linear_epilogues(void** state) {
+  (void)state;
+  open_device();
+  enum { R = 6, K = 4, N = 3 };
+  float x[R * K], w[N * K], bias[N] = {0.5f, -3.0f, 1.0f}, o[R * N];
+  for (int i = 0; i < R * K; ++i) x[i] = (float)((i * 7) % 9) - 4.0f;
+  for (int i = 0; i < N * K; ++i) w[i] = (float)((i * 5) % 7) * 0.25f - 0.5f;
+  bpp_buffer_t bx = upload(x, sizeof x), bw = upload(w, sizeof w), bb = upload(bias, sizeof bias),
+               bo = alloc_in(0, sizeof o);
+  bp_tensor_desc_t dx = desc(bx, 0, BP_DTYPE_F32, 3, (int64_t[]){2, 3, K}, (int64_t[]){3 * K, K, 1});
+  bp_tensor_desc_t dw = desc(bw, 0, BP_DTYPE_F32, 2, (int64_t[]){N, K}, (int64_t[]){K, 1});
+  bp_tensor_desc_t db = desc(bb, 0, BP_DTYPE_F32, 1, (int64_t[]){N}, (int64_t[]){1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F32, 3, (int64_t[]){2, 3, N}, (int64_t[]){3 * N, N, 1});
+  const bp_tensor_desc_t* in[] = {&dx, &dw, &db};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_linear_attrs_t la = {.struct_size = sizeof la};
+  bp_op_call_t c = call_of(BP_OP_linear, 3, in, out, &la);
+  const uint32_t acts[] = {BP_ACTIVATION_NONE, BP_ACTIVATION_RELU, BP_ACTIVATION_GELU_TANH};
+  for (int t = 0; t < 3; ++t) {
+    la.activation = acts[t];
+    assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+    assert_int_equal(run(&c), BP_OK);
+    assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+    sync_ok(g_fx.s);
+    for (int r = 0; r < R; ++r)
+      for (int n = 0; n < N; ++n) {
+        double v = bias[n];
+        for (int k = 0; k < K; ++k) v += (double)x[r * K + k] * w[n * K + k];
+        if (acts[t] == BP_ACTIVATION_RELU && v < 0) v = 0;
+        if (acts[t] == BP_ACTIVATION_GELU_TANH)
+          v = 0.5 * v * (1 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+        assert_float_equal(o[r * N + n], v, 1e-4);
+      }
+  }
+  char msg[256];
+  la.activation = BP_ACTIVATION_GELU_ERF;
+  assert_int_equal(support(&c, msg), BP_SUPPORT_ATTRIBUTE);
+  assert_non_null(strstr(msg, "relu and tanh-gelu only"));
+  la.activation = BP_ACTIVATION_NONE;
+  dx.dtype = dw.dtype = dout.dtype = db.dtype = BP_DTYPE_I32;
+  assert_int_equal(support(&c, msg), BP_SUPPORT_DTYPE);
+  /* Ops without a CUDA kernel are answered honestly. */
+  c.op_id = BP_OP_add;
+  assert_int_equal(support(&c, msg), BP_SUPPORT_OP);
+  assert_non_null(strstr(msg, "no CUDA kernel"));
+  release_all((bpp_buffer_t[]){bx, bw, bb, bo}, 4);
+}
+
+/* Without cuBLASLt the matmul ops are unsupported, with the reason. */
+static void test_gemm_without_cublaslt(void** state) {
+  (void)state;
+  setenv("BP_CUBLASLT_PATH", "/nonexistent/libcublasLt.so.13", 1);
+  open_device();
+  setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1);
+  bp_tensor_desc_t d2 = desc(NULL, 0, BP_DTYPE_F32, 2, (int64_t[]){2, 2}, (int64_t[]){2, 1});
+  const bp_tensor_desc_t* in[] = {&d2, &d2};
+  const bp_tensor_desc_t* out[] = {&d2};
+  bp_op_call_t c = call_of(BP_OP_mm, 2, in, out, NULL);
+  char msg[256];
+  assert_int_equal(support(&c, msg), BP_SUPPORT_OP);
+  assert_non_null(strstr(msg, "no cuBLASLt (cannot load /nonexistent/libcublasLt.so.13"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_no_library, setup, teardown),
@@ -636,6 +878,11 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_fake_catches_call_in_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(test_sticky_error_device_lost, setup, teardown),
       cmocka_unit_test_setup_teardown(test_error_mapping, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_mm_layouts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_bmm_bf16, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_addmm, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_linear_epilogues, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_gemm_without_cublaslt, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

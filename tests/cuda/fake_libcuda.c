@@ -427,7 +427,8 @@ static void config_defaults_locked(void) {
   const char* env = getenv("FAKE_CUDA_DEVICES");
   g.devices = env ? atoi(env) : 1;
   if (g.devices > FAKE_MAX_DEVICES) g.devices = FAKE_MAX_DEVICES;
-  g.memory = 64u << 20;
+  const char* mb = getenv("FAKE_CUDA_MEMORY_MB");
+  g.memory = (uint64_t)(mb && atoi(mb) > 0 ? atoi(mb) : 64) << 20;
   g.pools = 1;
   g.init_error = CUDA_SUCCESS;
 }
@@ -610,8 +611,12 @@ static CUresult alloc_new(int kind, int device, size_t size, size_t align, void*
   return CUDA_SUCCESS;
 }
 
+/* cuMemFree and cuMemFreeHost synchronize the device first, as the driver
+ * does: queued work on the memory completes before it goes. */
 static CUresult alloc_release(const char* name, void* p, int kind_host) {
   pthread_mutex_lock(&g_mu);
+  for (fstream_t* s = g.streams; s; s = s->next)
+    while (s->head && !s->stop) pthread_cond_wait(&s->idle, &g_mu);
   alloc_t* a = NULL;
   for (alloc_t* x = g.allocs; x; x = x->next)
     if (x->base == p) a = x;

@@ -111,6 +111,27 @@ static void usage(FILE* f) {
           k_suite_names);
 }
 
+/* When `spec` names a backend whose plugin was skipped (no driver, no
+ * device), prints "<backend>: unavailable, <reason>" and returns 1. */
+static int skipped_backend(bp_context_t* ctx, const char* spec) {
+  char name[64];
+  size_t len = strcspn(spec, ":");
+  if (len >= sizeof name) return 0;
+  memcpy(name, spec, len);
+  name[len] = 0;
+  for (uint32_t i = 0; i < bp_context_plugin_count(ctx); ++i) {
+    bp_plugin_t* plugin = NULL;
+    bp_plugin_info_t info = {.struct_size = sizeof info};
+    if (bp_context_plugin(ctx, i, &plugin) != BP_OK ||
+        bp_plugin_get_info(plugin, &info) != BP_OK || strcmp(info.name, name) != 0 ||
+        info.state != BP_PLUGIN_SKIPPED)
+      continue;
+    printf("%s: unavailable, %s\n", name, info.reason);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char** argv) {
   const char* spec = "cpu:0";
   const char* json_path = NULL;
@@ -144,7 +165,12 @@ int main(int argc, char** argv) {
   bp_context_t* ctx = NULL;
   BPB_CHECK(bp_context_create(NULL, &ctx));
   bp_device_t* dev = NULL;
-  BPB_CHECK(bp_context_find_device(ctx, spec, &dev));
+  bp_status_t found = bp_context_find_device(ctx, spec, &dev);
+  if (found != BP_OK && skipped_backend(ctx, spec)) { /* printed why; nothing to measure */
+    bp_context_release(ctx);
+    return 0;
+  }
+  BPB_CHECK(found);
   bp_stream_t* stream = NULL;
   BPB_CHECK(bp_stream_create(dev, NULL, &stream));
   int cores = (int)sysconf(_SC_NPROCESSORS_ONLN);

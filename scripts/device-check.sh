@@ -55,7 +55,10 @@ if [ "${1:-}" = "--prepare" ]; then
       esac
     done
   done
-  du -sh "$build" | sed 's/^/build-device: /'
+  # Only what runs travels: object files and static libraries stay here
+  # (the device machine takes at most 64 MiB with the working tree).
+  find "$build" \( -name '*.o' -o -name '*.a' \) -delete
+  du -sh --apparent-size "$build" | sed 's/^/build-device (carry it to the device machine): /'
   exit 0
 fi
 
@@ -85,11 +88,13 @@ if [ -d "$build/lib" ]; then
   export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export BACKPLANE_PLUGIN_PATH="$PWD/$build/lib/backplane/plugins"
+export BACKPLANE_DISABLE=mpi,template # not built for the check
+journal_dir=$(mktemp -d)               # bp-conform's journals stay out of $OUT
 
 step bp-info 60 sh -c 'bp-info > "$1/bp-info.txt" 2>&1' sh "$OUT"
 step bp-info-json 60 sh -c 'bp-info --json > "$1/bp-info.json"' sh "$OUT"
 step conform-cuda 180 bp-conform --backend cuda --json "$OUT/conform-cuda.json" \
-  --markdown "$OUT/conform-cuda.md" --no-progress
+  --markdown "$OUT/conform-cuda.md" --journal "$journal_dir/cuda" --no-progress
 step bench-cuda 150 bp-bench --device cuda:0 --suite vs_raw --reps 5 --markdown "$OUT/bench-cuda.md"
 
 icd=""
@@ -100,7 +105,7 @@ if [ -n "$icd" ] && [ -e "$build/lib/backplane/plugins/libbp_plugin_vulkan.so" ]
   export VK_DRIVER_FILES="$icd"
   echo "NVIDIA Vulkan ICD: $icd" >> "$log"
   step conform-vulkan 150 bp-conform --backend vulkan --quick --markdown "$OUT/conform-vulkan.md" \
-    --no-progress
+    --journal "$journal_dir/vulkan" --no-progress
   step bench-vulkan 90 bp-bench --device vulkan:0 --suite vs_cpu,vk_raw --reps 5 \
     --markdown "$OUT/bench-vulkan.md"
 else

@@ -286,6 +286,19 @@ void bpc_gen_binary(bpc_gen_t* g) {
         }
       }
       s.values = BPC_V_RANDOM;
+      /* Exponent -2 is 1 / (x * x) in PyTorch (not f16): where x * x
+       * overflows the result is 0, not IEEE pow's subnormal. Magnitudes
+       * drawn around the overflow threshold of the compute precision. */
+      double t = d == BP_DTYPE_F64 ? 1.34e154 : d == BP_DTYPE_F16 ? 256.0 : 1.84e19;
+      s.s0 = S1(64);
+      c = binary_case(g, dn, "scalar_sq_recip", 0, &s);
+      if (c) {
+        bpc_operand_set(&c->in[0], d, S1(64), 0, BPC_V_RANDOM, -4.0 * t, 4.0 * t);
+        c->attrs.binary.flags = BP_BINARY_OTHER_IS_SCALAR;
+        c->attrs.binary.scalar = bpc_sf(-2.0);
+        c->in[1].dtype = BP_DTYPE_INVALID;
+        bpc_gen_keep_if_valid(g, c);
+      }
     }
     if (g->op == BP_OP_pow) { /* pow.Scalar: the base is the scalar */
       s.s1 = S2(3, 7);

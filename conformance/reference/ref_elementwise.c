@@ -295,10 +295,16 @@ static bpc_num_t binary_fn(const bpc_case_t* c, const bpc_num_t* v, uint32_t cd)
       }
       break;
     case BP_OP_pow:
-      /* pow.Tensor_Scalar with 0.5 or -0.5 is sqrt or rsqrt in PyTorch
-       * (they differ from IEEE pow at -0.0 and -inf). */
-      if (fl && c->has_attrs && at->flags == BP_BINARY_OTHER_IS_SCALAR && (b == 0.5 || b == -0.5))
+      /* pow.Tensor_Scalar in PyTorch's CPU kernel, f32/f64/bf16 (not f16):
+       * 0.5 and -0.5 are sqrt and rsqrt (they differ from IEEE pow at -0.0
+       * and -inf); -2 is 1 / (x * x) with x * x in the compute precision
+       * (f32 for bf16 too: one range), so 1e20^-2 is 0 in f32. */
+      if (fl && c->has_attrs && at->flags == BP_BINARY_OTHER_IS_SCALAR && cd != BP_DTYPE_F16 &&
+          (b == 0.5 || b == -0.5))
         r.f = b > 0 ? sqrt(a) : 1.0 / sqrt(a);
+      else if (fl && c->has_attrs && at->flags == BP_BINARY_OTHER_IS_SCALAR && cd != BP_DTYPE_F16 &&
+               b == -2.0)
+        r.f = 1.0 / (cd == BP_DTYPE_F64 ? a * a : (double)(float)(a * a));
       else if (fl) r.f = pow(a, b);
       else r.i = ipow(ia, ib, cd);
       break;

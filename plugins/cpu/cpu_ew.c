@@ -34,6 +34,8 @@ enum {
   CPU_K_gelu_tanh = BP_OP_ID_END_,
   CPU_K_div_trunc,
   CPU_K_div_floor,
+  CPU_K_pow_sq_recip, /* pow.Tensor_Scalar(x, -2): 1 / (x * x), as PyTorch */
+  CPU_K_pow_cube,     /* pow.Tensor_Scalar(x, 3): x * x * x, as PyTorch */
   CPU_K_COUNT
 };
 
@@ -163,7 +165,8 @@ static inline int64_t ipow(int64_t base, int64_t e) {
   X(K, C, div, T, x / y) X(K, C, div_trunc, T, trunc(x / y))                      \
   X(K, C, div_floor, T, CPU_GF(div_floor, x, y)) X(K, C, atan2, T, atan2(x, y))   \
   X(K, C, fmod, T, fmod(x, y)) X(K, C, remainder, T, CPU_GF(remainder, x, y))     \
-  X(K, C, pow, T, pow(x, y))                                                      \
+  X(K, C, pow, T, pow(x, y)) X(K, C, pow_sq_recip, T, ((void)y, (T)1 / (x * x)))             \
+  X(K, C, pow_cube, T, ((void)y, x * x * x))                                               \
   X(K, C, maximum, T, isnan(x) ? x : (isnan(y) ? y : (x > y ? x : y)))            \
   X(K, C, minimum, T, isnan(x) ? x : (isnan(y) ? y : (x < y ? x : y)))
 
@@ -464,6 +467,8 @@ static int ew_kernel_id(const bp_op_call_t* call) {
     if (m == BP_ROUNDING_TRUNC) return CPU_K_div_trunc;
     if (m == BP_ROUNDING_FLOOR) return CPU_K_div_floor;
   }
+  int pf = bp_pow_product_form(call); /* PyTorch's 1 / (x * x) and x * x * x */
+  if (pf) return pf == 3 ? CPU_K_pow_cube : CPU_K_pow_sq_recip;
   return (int)op;
 }
 

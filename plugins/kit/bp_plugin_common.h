@@ -67,6 +67,22 @@ static inline int bp_dtype_is_int(uint32_t d) {
          d == BP_DTYPE_I64;
 }
 
+/* The product form PyTorch's CPU pow.Tensor_Scalar takes for this call:
+ * -2 (1 / (x * x)) or 3 (x * x * x) in f32, f64 and bf16; 0 for IEEE pow
+ * (f16, integers, a tensor exponent, any other exponent). The two differ
+ * from pow where x * x overflows (1e20^-2 is 0, not a subnormal).
+ * docs/semantics.md, pow. */
+static inline int bp_pow_product_form(const bp_op_call_t* call) {
+  const bp_binary_attrs_t* a = (const bp_binary_attrs_t*)call->attrs;
+  uint32_t cd = call->compute_dtype;
+  if (call->op_id != BP_OP_pow || a == NULL || a->flags != BP_BINARY_OTHER_IS_SCALAR ||
+      !bp_dtype_is_float(cd) || cd == BP_DTYPE_F16)
+    return 0;
+  double e = a->scalar.kind == BP_SCALAR_FLOAT ? a->scalar.v.f
+             : a->scalar.kind == BP_SCALAR_INT ? (double)a->scalar.v.i : 0.0;
+  return e == -2.0 ? -2 : e == 3.0 ? 3 : 0;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Small floating formats. Encoders round to nearest even.                  */
 /* ------------------------------------------------------------------------ */

@@ -244,6 +244,14 @@ static bp_status_t launch_ew_op(bpp_stream_t s, const bp_op_call_t* call) {
     case BP_OP_lerp:
       res = vk_ew_op(&p, VK_EW_LERP, r[0], r[1], r[2], 0);
       break;
+    case BP_OP_pow: { /* PyTorch's product forms of exponents -2 and 3 */
+      int pf = bp_pow_product_form(call);
+      uint8_t sq = pf ? vk_ew_op(&p, BP_OP_mul, r[0], r[0], 0, 0) : 0;
+      res = pf == 3    ? vk_ew_op(&p, BP_OP_mul, sq, r[0], 0, 0)
+            : pf == -2 ? vk_ew_op(&p, BP_OP_reciprocal, sq, 0, 0, 0)
+                       : vk_ew_op(&p, op, r[0], r[1], 0, 0);
+      break;
+    }
     default:
       res = vk_ew_op(&p, op, r[0], r[1], r[2], 0);
       break;

@@ -291,6 +291,8 @@ typedef union bpc_attrs {
   bp_sdpa_attrs_t sdpa;
   bp_rotary_attrs_t rotary;
   bp_cross_entropy_attrs_t cross_entropy;
+  bp_quantize_attrs_t quantize;
+  bp_scaled_mm_attrs_t scaled_mm;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

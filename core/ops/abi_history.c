@@ -22,13 +22,18 @@
  * 145..148) and the op family GLU. */
 #define BP__OP_COUNT_1_1 149u
 #define BP__DTYPE_COUNT_1_1 27u
-_Static_assert(BP__OP_COUNT_1_1 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
-_Static_assert(BP__DTYPE_COUNT_1_1 == BP_DTYPE_COUNT_,
+/* 1.2: quantize, dequantize, quantize_dynamic, scaled_mm, weight_only_mm
+ * (ids 149..153), the op family QUANT and the category QUANT. */
+#define BP__OP_COUNT_1_2 154u
+#define BP__DTYPE_COUNT_1_2 27u
+_Static_assert(BP__OP_COUNT_1_2 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
+_Static_assert(BP__DTYPE_COUNT_1_2 == BP_DTYPE_COUNT_,
                "dtypes grew: add their minor to abi_history.c");
-_Static_assert(BP_ABI_VERSION_MINOR == 1, "a new minor: add its counts to abi_history.c");
-static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {BP__OP_COUNT_1_0, BP__OP_COUNT_1_1};
-static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {BP__DTYPE_COUNT_1_0,
-                                                                 BP__DTYPE_COUNT_1_1};
+_Static_assert(BP_ABI_VERSION_MINOR == 2, "a new minor: add its counts to abi_history.c");
+static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {BP__OP_COUNT_1_0, BP__OP_COUNT_1_1,
+                                                              BP__OP_COUNT_1_2};
+static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {
+    BP__DTYPE_COUNT_1_0, BP__DTYPE_COUNT_1_1, BP__DTYPE_COUNT_1_2};
 /* No attribute struct has grown since 1.0 (the sentinel entry matches no
  * kind). */
 static const bp__attr_growth_t k_attr_growth[] = {{UINT32_MAX, 0, 0, ""}};

@@ -18,8 +18,9 @@ bp_status_t bp__infer_fail(const bp__infer_t* x, const char* fmt, ...) {
 
 static int bp__op_allows_storage_only(uint32_t op_id) {
   /* docs/semantics.md: fp8, fp6, fp4, e8m0 and sub-byte ints are storage types. */
+  /* The quantization family's rules check their dtypes themselves. */
   return op_id == BP_OP_to_copy || op_id == BP_OP_copy || op_id == BP_OP_clone ||
-         op_id == BP_OP_cat || op_id == BP_OP_fill;
+         op_id == BP_OP_cat || op_id == BP_OP_fill || bp_op_family(op_id) == BP_OP_FAMILY_QUANT;
 }
 
 bp_status_t bp__infer_reject_storage_only(const bp__infer_t* x) {

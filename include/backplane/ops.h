@@ -48,7 +48,8 @@ enum bp_op_category {
   BP_OP_CATEGORY_CREATION = 10,
   BP_OP_CATEGORY_RANDOM = 11,
   BP_OP_CATEGORY_FFT = 12,
-  BP_OP_CATEGORY_FUSED = 13
+  BP_OP_CATEGORY_FUSED = 13,
+  BP_OP_CATEGORY_QUANT = 14 /* quantization and quantized matmuls */
 };
 
 /* Kernel families (the family column of ops.def): ops one kernel file or
@@ -78,7 +79,8 @@ enum bp_op_family {
   BP_OP_FAMILY_FFT = 21,
   BP_OP_FAMILY_ATTENTION = 22,
   BP_OP_FAMILY_GLU = 23,       /* gated activations: act(first half of the last dim) * second half */
-  BP_OP_FAMILY_COUNT_ = 24
+  BP_OP_FAMILY_QUANT = 24,     /* quantize, dequantize, quantized matmuls */
+  BP_OP_FAMILY_COUNT_ = 25
 };
 
 /* The family of op id `op`; BP_OP_FAMILY_INVALID for 0 and ids past the
@@ -454,6 +456,48 @@ typedef struct bp_cross_entropy_attrs {
   double label_smoothing;
 } bp_cross_entropy_attrs_t;
 
+/* Quantization (docs/semantics.md, "Quantization"). A quantized tensor of
+ * 8-bit elements (i8, u8, float8_e4m3fn, float8_e5m2) has that dtype; one
+ * of 4-bit elements (i4, u4, float4_e2m1fn) is a u8 tensor holding two per
+ * byte along its last dim, element 2j in the low nibble and 2j+1 in the
+ * high one (the ONNX / ml_dtypes / PyTorch float4_e2m1fn_x2 order), so its
+ * last dim is half the logical one (which must be even).
+ * The scale's shape picks the granularity: one element: per tensor; 1-D
+ * with sizes[axis] elements and block_size 0: per channel along `axis`;
+ * the data's rank with ceil(sizes[axis] / block_size) along `axis` and the
+ * data's sizes elsewhere: per block (group) of block_size elements. */
+enum bp_quantize_flags {
+  /* fp8 targets: out-of-range values and +-inf give NaN (e4m3fn) or +-inf
+   * (e5m2), PyTorch's casts, instead of saturating to +-max (the default,
+   * ONNX saturate=1, as every fp8 quantizer does) */
+  BP_QUANTIZE_NO_SATURATE = 1u << 0
+};
+typedef struct bp_quantize_attrs {
+  uint32_t struct_size;
+  uint32_t qdtype;     /* element dtype of the quantized side (required) */
+  /* dequantize: the output dtype (INVALID: the scale's dtype, f32 for an
+   * e8m0 scale); quantize_dynamic: the scale output's dtype (INVALID: f32;
+   * float8_e8m0fnu: OCP MX power-of-two scales); weight_only_mm and
+   * quantize: unused, 0 */
+  uint32_t dtype;
+  int32_t axis;        /* per-channel / per-block axis; -1 (default): last */
+  int64_t block_size;  /* 0: per tensor or per channel; > 0: elements per scale */
+  uint32_t flags;      /* enum bp_quantize_flags */
+  uint32_t reserved0;
+} bp_quantize_attrs_t;
+
+/* scaled_mm: out = act(scale_a[m] * scale_b[n] * sum_k (a[m,k] - a_zero_point)
+ * * (b[k,n] - b_zero_point) + bias[n]) with exact int32 accumulation for
+ * i8/u8 and f32 for fp8 (ONNX MatMulInteger, torch._int_mm, torch._scaled_mm). */
+typedef struct bp_scaled_mm_attrs {
+  uint32_t struct_size;
+  uint32_t out_dtype;   /* INVALID: i32 for integer inputs without scales, else f32 */
+  uint32_t activation;  /* enum bp_activation epilogue; NONE */
+  int32_t a_zero_point; /* integer inputs only; 0 */
+  int32_t b_zero_point; /* integer inputs only; 0 */
+  uint32_t reserved0;
+} bp_scaled_mm_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -468,7 +512,8 @@ typedef struct bp_cross_entropy_attrs {
   X(bp_index_put_attrs_t) X(bp_scatter_attrs_t) X(bp_slice_attrs_t)           \
   X(bp_cast_attrs_t) X(bp_pad_attrs_t) X(bp_fill_attrs_t)                     \
   X(bp_arange_attrs_t) X(bp_random_attrs_t) X(bp_fft_attrs_t)                 \
-  X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)
+  X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
+  X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0): a reader accepts
  * struct_size >= it. Fields appended later default to zero. */
@@ -512,6 +557,8 @@ typedef struct bp_cross_entropy_attrs {
 #define BP_ATTRS_V1_SIZE_bp_sdpa_attrs_t 24u
 #define BP_ATTRS_V1_SIZE_bp_rotary_attrs_t 8u
 #define BP_ATTRS_V1_SIZE_bp_cross_entropy_attrs_t 24u
+#define BP_ATTRS_V1_SIZE_bp_quantize_attrs_t 32u   /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_scaled_mm_attrs_t 24u  /* ABI 1.2 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

@@ -21,7 +21,7 @@ static int cpu_core_family(uint32_t op) {
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
-  X(scatter) X(shape) X(random) X(fused_ew) X(glu)
+  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -30,6 +30,11 @@ static const cpu_family_t* const k_families[] = {
     CPU_FAMILIES(CPU__FAMILY_PTR)
 #undef CPU__FAMILY_PTR
 };
+
+/* Families whose kernels take dense operands only (the core packs strided
+ * ones) and storage dtypes the elementwise kernels lack (fp8 codes, e8m0
+ * scales, packed 4-bit bytes). */
+static int family_dense(const cpu_family_t* f) { return f == &cpu_family_quant; }
 
 const cpu_family_t* cpu_op_family(uint32_t op) {
   for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++)
@@ -88,7 +93,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     if (d->dtype == BP_DTYPE_INVALID) continue;
     if (!bp_dtype_is_valid(d->dtype))
       return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_support: %s: unknown dtype %u", name, d->dtype);
-    if (!cpu_dtype_has_kernels(d->dtype))
+    if (!cpu_dtype_has_kernels(d->dtype) && !(fam && family_dense(fam)))
       return answer(out, BP_SUPPORT_DTYPE, "%s: %s is a storage dtype without CPU kernels", name,
                     bp_dtype_name(d->dtype));
     if (d->dtype == BP_DTYPE_C64 && !(fam && fam->allow_c64)) return answer(out, BP_SUPPORT_DTYPE, "%s: c64 is not supported on cpu", name);
@@ -102,6 +107,11 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     msg[0] = '\0';
     int reason = fam->supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
+    if (family_dense(fam)) {
+      bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
+      out->requires_contiguous = 1;
+      return st;
+    }
   } else if (bp_op_is_elementwise(op)) {
     int reason = cpu_ew_supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);

@@ -88,6 +88,7 @@ static void fill_properties(bp_device_properties_t* p, uint32_t index) {
   p->subgroup_size = lanes;
   for (uint32_t d = 1; d < BP_DTYPE_COUNT_ && d < 32; d++)
     if (cpu_dtype_has_kernels(d)) p->dtype_mask |= BP_DTYPE_BIT(d); /* c64 too: fft */
+  p->dtype_mask |= BP_DTYPE_BIT(BP_DTYPE_F8E8M0FNU); /* MX scales of the quantization ops */
   p->flags = BP_DEVICE_FLAG_DENORMALS_PRESERVED | BP_DEVICE_FLAG_CORRECTLY_ROUNDED |
              BP_DEVICE_FLAG_UNIFIED_MEMORY | BP_DEVICE_FLAG_TIMESTAMPS | BP_DEVICE_FLAG_PEER_COPY;
   /* Estimates, not measurements: cores * clock * SIMD lanes * 2 (FMA) * 2

@@ -18,7 +18,11 @@
 /* The minor a plugin agrees on with this host: min(host, plugin); only the
  * plugin built against the frozen 1.0 headers is older than the host. */
 static uint32_t agreed_minor(const char* name) {
-  return strcmp(name, "abi_v1_0") == 0 ? 0u : (uint32_t)BP_ABI_VERSION_MINOR;
+  /* the minor a plugin built against each header copy agrees on: the
+   * lower of its own and this host's */
+  if (strcmp(name, "abi_v1_0") == 0) return 0u;
+  if (strcmp(name, "abi_v1_1") == 0) return BP_ABI_VERSION_MINOR < 1 ? BP_ABI_VERSION_MINOR : 1u;
+  return (uint32_t)BP_ABI_VERSION_MINOR;
 }
 
 static bp_context_t* load(const char* file, const char* name, bp_device_t** out_dev) {

@@ -1,0 +1,33 @@
+/* backplane CPU plugin: the x86 kernels of the quantized matmuls
+ * (cpu_qmm_x86.c), chosen at run time by CPUID; cpu_qmm.c holds the
+ * portable paths and falls back to them where these are unavailable (other
+ * CPUs, other architectures, valgrind, which hides AVX-512). */
+#ifndef BP_CPU_QMM_H_
+#define BP_CPU_QMM_H_
+
+#include <stdint.h>
+
+#include "cpu_internal.h"
+
+/* Nonzero when the CPU runs AVX-512 F/BW (+ VNNI for the first). */
+CPU_HIDDEN int cpu_qmm_vnni_available(void);
+CPU_HIDDEN int cpu_qmm_avx512_available(void);
+
+/* c[m, n] (i32, dense) = sum_k (a[m, k] - a_zp) * b[k, n]: a i8 (a_u8 0) or
+ * u8, b i8, both dense row-major; exact while the sums fit in int32.
+ * Packs b into VNNI panels and a into u8 rows (temporaries of the operands'
+ * size); runs on the pool. Equivalent to MatMulInteger with b_zero_point 0. */
+CPU_HIDDEN bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t a_zp,
+                                            const int8_t* b, int64_t m, int64_t n, int64_t k,
+                                            int32_t* c);
+
+/* y[m, n] = x[m, k] @ ((w - z) * s)^T + bias: w [n, k / 2] two 4-bit codes
+ * per byte (low nibble first; signed when w_signed), s and z [n, k / g]
+ * (z NULL: 0), x and y f32 dense; g a multiple of 32 dividing k. The codes
+ * are decoded in registers; runs on the pool. */
+CPU_HIDDEN bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x,
+                                              int64_t m, int64_t n, int64_t k, int64_t g,
+                                              const double* s, const double* z,
+                                              const double* bias, float* y);
+
+#endif /* BP_CPU_QMM_H_ */

@@ -112,6 +112,12 @@ FIELDS(bp_rotary_attrs_t, F1(bp_rotary_attrs_t, interleaved, K_U32))
 FIELDS(bp_cross_entropy_attrs_t, F1(bp_cross_entropy_attrs_t, reduction, K_U32)
        F1(bp_cross_entropy_attrs_t, ignore_index, K_I64)
        F1(bp_cross_entropy_attrs_t, label_smoothing, K_F64))
+FIELDS(bp_quantize_attrs_t, F1(bp_quantize_attrs_t, qdtype, K_DT) F1(bp_quantize_attrs_t, dtype, K_DT)
+       F1(bp_quantize_attrs_t, axis, K_I32) F1(bp_quantize_attrs_t, block_size, K_I64)
+       F1(bp_quantize_attrs_t, flags, K_U32))
+FIELDS(bp_scaled_mm_attrs_t, F1(bp_scaled_mm_attrs_t, out_dtype, K_DT)
+       F1(bp_scaled_mm_attrs_t, activation, K_U32) F1(bp_scaled_mm_attrs_t, a_zero_point, K_I32)
+       F1(bp_scaled_mm_attrs_t, b_zero_point, K_I32))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

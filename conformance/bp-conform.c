@@ -18,8 +18,13 @@
  * paths must be regular files (a FIFO is refused at once).
  *
  * The parent discovers backends with a context used only for enumeration,
- * released before any child is forked. Each (backend, op) runs in forked
- * children (runner.c) that create their own context. Exit status: 0 when
+ * released before any child is forked. Each backend's cases, every op's and
+ * the runtime section's in one sequence, run in forked children (runner.c)
+ * that create their own context: one child runs them all unless a case
+ * crashes, times out or fails (the child then ends and a fresh one resumes
+ * at the next case), so what a plugin builds once per device (compiled
+ * pipelines, kernels, pools) is built once per run, not once per op.
+ * Exit status: 0 when
  * every backend ran cases and none failed, crashed or timed out; 1 when one
  * did; 2 for usage errors or a named backend that cannot be loaded.
  */
@@ -46,12 +51,16 @@ typedef struct options {
   double timeout_s;
 } options_t;
 
-/* What a child needs to run one op on one backend. */
+/* What a child needs to run one backend's cases. Case g of the run is case
+ * g - first[k] of group k, where first[k] <= g < first[k + 1]. */
 typedef struct run_ctx {
   const char* backend;
   const options_t* opt;
   bpc_case_list_t* lists; /* per op index (the children inherit them through fork) */
   const bpc_case_list_t* runtime; /* this backend's runtime cases: group num_ops */
+  uint32_t groups;
+  const uint32_t* first; /* groups + 1 entries */
+  uint32_t shown;        /* the group the progress line names (parent side) */
   bpc_journal_t* journal;         /* NULL: none */
   int* journal_failed;            /* warned once */
   bpc_progress_t* progress;
@@ -145,12 +154,31 @@ static int parse_args(int argc, char** argv, options_t* o) {
   return 1;
 }
 
+static const bpc_case_list_t* group_list(const run_ctx_t* rc, uint32_t k) {
+  return k < rc->opt->num_ops ? &rc->lists[k] : rc->runtime;
+}
+
+/* The group of case g of the run. */
+static uint32_t group_of(const run_ctx_t* rc, uint32_t g) {
+  uint32_t lo = 0, hi = rc->groups; /* first[lo] <= g < first[hi] */
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (rc->first[mid] <= g) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* Child side: fresh context with only this backend, its first device, one
- * stream; runs cases [start, count) of op index `group`. */
+ * stream; runs the backend's cases from `start` on. A case that fails after
+ * other cases ran in this process is not reported: the child ends and the
+ * case runs again first in a fresh child, whose result stands. So a failure
+ * is never blamed on a case for what an earlier case (of any op) left
+ * behind, and nothing a failure leaves behind touches the cases after it. */
 static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* child, char* msg,
                      size_t msg_size) {
   run_ctx_t* rc = user;
-  const bpc_case_list_t* list = group < rc->opt->num_ops ? &rc->lists[group] : rc->runtime;
+  (void)group;
   bp_context_options_t co;
   memset(&co, 0, sizeof co);
   co.struct_size = sizeof co;
@@ -174,12 +202,15 @@ static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* ch
     snprintf(msg, msg_size, "bp_stream_create: %s: %s", bp_status_name(st), bp_status_message());
     goto cleanup;
   }
-  for (uint32_t k = start; k < list->count; k++) {
-    if (!bpc_child_wants(child, k)) continue; /* in the journal already */
+  for (uint32_t g = start, k = group_of(rc, start); g < rc->first[rc->groups]; g++) {
+    while (g >= rc->first[k + 1]) k++;
+    if (!bpc_child_wants(child, g)) continue; /* in the journal already */
     bpc_result_t r;
-    bpc_child_begin(child, k);
-    bpc_execute_case(dev, stream, &list->items[k], &r);
-    bpc_child_result(child, k, &r);
+    bpc_child_begin(child, g);
+    bpc_execute_case(dev, stream, &group_list(rc, k)->items[g - rc->first[k]], &r);
+    if (r.status == BPC_FAIL && bpc_child_retry_fresh(child, g)) break;
+    bpc_child_result(child, g, &r);
+    if (r.status == BPC_FAIL) break;
   }
   ret = 0;
 cleanup:
@@ -252,10 +283,17 @@ static int discover(const options_t* o, char names[][64], char devices[][128],
 /* Parent side: each final result goes to the journal at once. */
 static void on_result(void* user, uint32_t group, uint32_t index, const bpc_result_t* result) {
   run_ctx_t* rc = user;
-  const bpc_case_list_t* list = group < rc->opt->num_ops ? &rc->lists[group] : rc->runtime;
+  (void)group;
+  if (index >= rc->first[rc->groups]) return;
+  uint32_t k = group_of(rc, index);
+  const bpc_case_list_t* list = group_list(rc, k);
+  if (k != rc->shown) {
+    rc->shown = k;
+    bpc_progress_set(rc->progress, rc->backend, k < rc->opt->num_ops ? bpc_group_name(rc->opt->ops[k]) : "runtime");
+  }
   bpc_progress_add(rc->progress, 1, 0);
-  if (!rc->journal || index >= list->count) return;
-  bp_status_t st = bpc_journal_append(rc->journal, rc->backend, list->items[index].id, result);
+  if (!rc->journal) return;
+  bp_status_t st = bpc_journal_append(rc->journal, rc->backend, list->items[index - rc->first[k]].id, result);
   if (st != BP_OK && !*rc->journal_failed) {
     bpc_progress_clear(rc->progress);
     fprintf(stderr, "bp-conform: cannot append to the journal (%s): a killed run cannot be resumed\n",
@@ -313,6 +351,7 @@ int main(int argc, char** argv) {
   static bpc_case_list_t rt_lists[MAX_SELECT]; /* per backend: depend on its devices */
   bpc_result_t** all_results = NULL; /* [backend * groups + group][case] */
   uint32_t groups = 0;
+  uint32_t* group_first = NULL; /* per group: its first case in a backend's sequence */
   bpc_journal_t* journal = NULL;
   char* journal_path = NULL; /* derived from a report path */
   int journal_failed = 0;
@@ -437,42 +476,66 @@ int main(int argc, char** argv) {
     for (uint32_t k = 0; k < groups; k++) total += k < opt.num_ops ? lists[k].count : rt_lists[b].count;
   }
   bpc_progress_start(&progress, stderr, opt.progress < 0 ? isatty(fileno(stderr)) : opt.progress, total);
-  /* Run every case not yet in the journal. */
+  /* Run every case not yet in the journal: per backend, one sequence over
+   * every group (see run_group). */
+  group_first = calloc((size_t)groups + 1, sizeof *group_first);
+  if (!group_first) { exit_code = 2; goto cleanup; }
+  uint32_t* first = group_first;
   for (uint32_t b = 0; b < nb; b++) {
-    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b], journal, &journal_failed, &progress};
+    run_ctx_t rc = {names[b], &opt, lists, &rt_lists[b], groups, first, UINT32_MAX, journal, &journal_failed, &progress};
+    uint64_t count = 0;
     for (uint32_t k = 0; k < groups; k++) {
-      bpc_case_list_t* l = k < opt.num_ops ? &lists[k] : &rt_lists[b];
-      const char* group_name = k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime";
-      bpc_result_t* results = calloc(l->count ? l->count : 1, sizeof *results);
-      uint8_t* done = calloc(l->count ? l->count : 1, 1);
-      all_results[(size_t)b * groups + k] = results;
-      if (!results || !done) { free(done); exit_code = 2; goto cleanup; }
-      size_t already = 0;
-      for (size_t j = 0; j < l->count; j++) {
-        done[j] = (uint8_t)bpc_journal_find(journal, names[b], l->items[j].id, &results[j]);
-        already += done[j];
-      }
-      bpc_progress_set(&progress, names[b], group_name);
-      bpc_progress_add(&progress, 0, already);
-      bpc_runner_ops_t ops = {&rc, run_group, on_result, done, on_tick};
-      bp_status_t st = bpc_run_isolated(&ops, k, (uint32_t)l->count, opt.timeout_s, results);
-      free(done);
-      if (st != BP_OK) {
-        bpc_progress_clear(&progress);
-        fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
-      }
-      if (journal) bpc_journal_sync(journal);
+      first[k] = (uint32_t)count;
+      count += group_list(&rc, k)->count;
+    }
+    if (count >= UINT32_MAX) {
+      fprintf(stderr, "bp-conform: too many cases for one backend\n");
+      exit_code = 2;
+      goto cleanup;
+    }
+    first[groups] = (uint32_t)count;
+    bpc_result_t* flat = calloc(count ? count : 1, sizeof *flat);
+    uint8_t* done = calloc(count ? count : 1, 1);
+    int ok = flat && done;
+    for (uint32_t k = 0; k < groups && ok; k++) {
+      size_t n = group_list(&rc, k)->count;
+      ok = (all_results[(size_t)b * groups + k] = calloc(n ? n : 1, sizeof *flat)) != NULL;
+    }
+    if (!ok) { free(flat); free(done); exit_code = 2; goto cleanup; }
+    size_t already = 0;
+    for (uint32_t g = 0; g < count; g++) {
+      uint32_t k = group_of(&rc, g);
+      done[g] = (uint8_t)bpc_journal_find(journal, names[b], group_list(&rc, k)->items[g - first[k]].id, &flat[g]);
+      already += done[g];
+    }
+    bpc_progress_set(&progress, names[b], groups ? (opt.num_ops ? bpc_group_name(opt.ops[0]) : "runtime") : "-");
+    rc.shown = 0;
+    bpc_progress_add(&progress, 0, already);
+    bpc_runner_ops_t ops = {&rc, run_group, on_result, done, on_tick};
+    bp_status_t st = bpc_run_isolated(&ops, b, (uint32_t)count, opt.timeout_s, flat);
+    if (st != BP_OK) {
+      bpc_progress_clear(&progress);
+      fprintf(stderr, "bp-conform: cannot fork/pipe: the remaining cases are not run\n");
+    }
+    if (journal) bpc_journal_sync(journal);
+    for (uint32_t k = 0; k < groups; k++) {
+      const bpc_case_list_t* l = group_list(&rc, k);
+      memcpy(all_results[(size_t)b * groups + k], &flat[first[k]], l->count * sizeof *flat);
       if (opt.verbose) {
         bpc_progress_clear(&progress);
-        uint64_t bad = 0;
+        uint64_t bad = 0, resumed = 0;
         for (size_t j = 0; j < l->count; j++) {
-          uint32_t s = results[j].status;
+          uint32_t s = flat[first[k] + j].status;
           bad += s == BPC_FAIL || s == BPC_CRASH || s == BPC_TIMEOUT;
+          resumed += done[first[k] + j];
         }
-        fprintf(stderr, "%s: %-20s %5zu cases (%zu from the journal), %llu failed\n", names[b],
-                group_name, l->count, already, (unsigned long long)bad);
+        fprintf(stderr, "%s: %-20s %5zu cases (%llu from the journal), %llu failed\n", names[b],
+                k < opt.num_ops ? bpc_group_name(opt.ops[k]) : "runtime", l->count,
+                (unsigned long long)resumed, (unsigned long long)bad);
       }
     }
+    free(flat);
+    free(done);
   }
   bpc_progress_clear(&progress);
   /* The reports, from the journal as read back from disk (so a resumed run
@@ -530,6 +593,7 @@ cleanup:
     for (size_t k = 0; k < (size_t)nb * groups; k++) free(all_results[k]);
     free(all_results);
   }
+  free(group_first);
   bpc_journal_close(journal);
   free(journal_path);
   if (reports) {

@@ -516,6 +516,12 @@ void bpc_child_result(bpc_child_t* child, uint32_t index, const bpc_result_t* re
 /* 0 when case `index` already has a result (runner_ops.done) and must be
  * skipped: no begin, no result. */
 int bpc_child_wants(const bpc_child_t* child, uint32_t index);
+/* Asks for case `index` (begun, not reported) to be run again as the first
+ * case of a fresh child; returns 1 when the child must now end without
+ * reporting it (return 0 from run_group), 0 when this child is fresh for it
+ * already (report the result as it is). For results that may come from what
+ * earlier cases left behind in the process. */
+int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index);
 
 /* What the runner runs. Each "group" (an op) has `count` cases; run_group
  * is called in a forked child for cases [start, count) and must call

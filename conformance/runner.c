@@ -30,7 +30,7 @@
 
 #include "conform.h"
 
-enum { REC_BEGIN = 1, REC_RESULT = 2, REC_FATAL = 3 };
+enum { REC_BEGIN = 1, REC_RESULT = 2, REC_FATAL = 3, REC_RETRY = 4 };
 
 typedef struct record {
   uint32_t kind;
@@ -42,6 +42,7 @@ _Static_assert(sizeof(record_t) <= 512, "records must stay far below PIPE_BUF");
 struct bpc_child {
   int fd;
   const uint8_t* done; /* cases not to run (NULL: none) */
+  uint32_t start;      /* the first case this child was asked to run */
 };
 
 int bpc_child_wants(const bpc_child_t* child, uint32_t index) {
@@ -66,6 +67,16 @@ void bpc_child_begin(bpc_child_t* child, uint32_t index) {
   rec.kind = REC_BEGIN;
   rec.index = index;
   child_write(child, &rec);
+}
+
+int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index) {
+  if (index == child->start) return 0; /* fresh already: its result stands */
+  record_t rec;
+  memset(&rec, 0, sizeof rec);
+  rec.kind = REC_RETRY;
+  rec.index = index;
+  child_write(child, &rec);
+  return 1;
 }
 
 void bpc_child_result(bpc_child_t* child, uint32_t index, const bpc_result_t* result) {
@@ -164,7 +175,7 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
      * (a test framework's, for example). */
     static const int kFatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGPIPE};
     for (size_t k = 0; k < sizeof kFatal / sizeof kFatal[0]; k++) signal(kFatal[k], SIG_DFL);
-    bpc_child_t child = {fds[1], ops->done};
+    bpc_child_t child = {fds[1], ops->done, start};
     char msg[256] = "";
     int rc = ops->run_group(ops->user, group, start, &child, msg, sizeof msg);
     if (rc != 0) {
@@ -209,6 +220,10 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
       next = next_todo(ops, rec.index + 1, count);
       current = -1;
       deadline = now_s() + timeout_s;
+    } else if (rec.kind == REC_RETRY && rec.index > start) {
+      /* The child ends; a fresh one starts at this case, unscored so far. */
+      next = rec.index;
+      current = -1;
     } else if (rec.kind == REC_FATAL) {
       for (uint32_t k = next; k < count; k = next_todo(ops, k + 1, count)) finish(ops, group, results, k, &rec.result);
       next = count;

@@ -315,6 +315,8 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
         vk_buffer_texel_view((struct bpp_buffer_s*)all[k]->buffer, all[k]->byte_offset, chunk_bytes, &bind.views[k]))
       texel = 0;
   }
+  VkPipeline vpipe = VK_NULL_HANDLE;
+  int cold = 0; /* a specialized key not hot yet: the generic pipeline */
   if (vec) {
     /* Unused bindings alias operand 0: every declared binding is valid. */
     for (uint32_t k = nops; k < VK_MAX_PUSH_BUFFERS; k++) bind.bufs[k] = bind.bufs[0];
@@ -324,10 +326,13 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
     vspec[36] = p->nin;
     vspec[37] = p->nout;
     vspec[38] = texel;
-    VkPipeline vpipe;
-    bp_status_t vst = vk_pipeline_get(s->dev, (uint32_t)shader + (VK_SHADER_ewv_f32 - VK_SHADER_ew_f32), vspec, 39,
-                                      &vpipe);
+    bp_status_t vst = vk_pipeline_get_hot(s->dev, (uint32_t)shader + (VK_SHADER_ewv_f32 - VK_SHADER_ew_f32),
+                                          vspec, 39, &vpipe);
     if (vst) return vst;
+    cold = vpipe == VK_NULL_HANDLE;
+    vec = !cold;
+  }
+  if (vec) {
     /* One 8-element chunk per invocation, 64 per group, groups in rows of
      * at most 65535 (numel < 2^31 keeps gy below 65535 too). */
     uint64_t chunks = (uint64_t)numel / 8, vgroups = (chunks + 63) / 64;
@@ -336,9 +341,16 @@ bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
     return vk_stream_dispatch_bufs(s, vpipe, meta, (304 + 2 * p->nconst) * 4, (uint32_t)numel, (uint32_t)gx,
                                    (uint32_t)gy, 1, acc, nops, &bind);
   }
-  VkPipeline pipe;
-  bp_status_t st = vk_pipeline_get(s->dev, (uint32_t)shader, spec, 36, &pipe);
+  /* Specialized (constants for the program, dtypes and layout) once hot;
+   * until then the generic pipeline reads them all from the metadata. */
+  VkPipeline pipe = VK_NULL_HANDLE;
+  bp_status_t st = cold ? BP_OK : vk_pipeline_get_hot(s->dev, (uint32_t)shader, spec, 36, &pipe);
   if (st) return st;
+  if (!pipe) {
+    uint32_t generic[36] = {[2] = p->cdt};
+    st = vk_pipeline_get(s->dev, (uint32_t)shader, generic, 36, &pipe);
+    if (st) return st;
+  }
   uint64_t groups = ((uint64_t)numel + 255) / 256;
   uint32_t maxg = s->dev->feat.max_wg_count[0] ? s->dev->feat.max_wg_count[0] : 65535;
   if (groups > maxg) groups = maxg;

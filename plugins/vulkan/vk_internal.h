@@ -195,6 +195,9 @@ typedef struct vk_options {
   uint32_t flush_threshold; /* commands per batch before a submit */
   char pipeline_cache[512]; /* file the VkPipelineCache is loaded from and saved to; "" = the default */
   int pipeline_cache_off;   /* BP_VULKAN_PIPELINE_CACHE= (empty) or pipeline_cache=off */
+  /* Launches of one specialization key served by the generic pipeline
+   * before the specialized one is compiled (vk_pipeline_get_hot). */
+  uint32_t specialize_after;
 } vk_options_t;
 
 /* What a pipeline-cache file must have been written for: the fields of its
@@ -459,6 +462,15 @@ enum vk_shader_id {
  * spec[]; created on first use and cached (thread-safe). */
 VK_HIDDEN bp_status_t vk_pipeline_get(struct bpp_device_s* dev, uint32_t shader,
                                       const uint32_t* spec, uint32_t nspec, VkPipeline* out);
+/* Tiered specialization: the specialized pipeline of (shader, spec) when it
+ * was compiled already or has now been asked for more than the device's
+ * `specialize_after` times (it is compiled then); else *out is
+ * VK_NULL_HANDLE and the caller launches its generic pipeline. Kernels whose
+ * generic form is much cheaper to compile than the many specialized ones
+ * (the elementwise programs) use it, so that a shape and dtype run once
+ * (a conformance case) does not pay for a compile only a hot loop repays. */
+VK_HIDDEN bp_status_t vk_pipeline_get_hot(struct bpp_device_s* dev, uint32_t shader,
+                                          const uint32_t* spec, uint32_t nspec, VkPipeline* out);
 VK_HIDDEN bp_status_t vk_pipelines_init(struct bpp_device_s* dev);
 VK_HIDDEN void vk_pipelines_fini(struct bpp_device_s* dev);
 VK_HIDDEN VkPipelineLayout vk_pipeline_layout(struct bpp_device_s* dev);

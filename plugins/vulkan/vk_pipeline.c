@@ -8,7 +8,9 @@
  * dispatch, used by the contiguous elementwise kernels (ewv_*). Pipelines are
  * created on first use per (shader, specialization constants) through one
  * VkPipelineCache (loaded from and saved to a file: vk_pipeline_file.c) and
- * kept until the device closes. Thread-safe (one mutex
+ * kept until the device closes. vk_pipeline_get_hot counts the requests of
+ * a key before it compiles it (an entry without a pipeline holds the
+ * count). Thread-safe (one mutex
  * per device; creation happens under it, which serializes first uses only).
  */
 #include <stdio.h>
@@ -35,7 +37,8 @@ static const vk_spv_t k_spv[VK_SHADER_COUNT_] = {
 typedef struct vk_pipe_entry {
   uint32_t shader, nspec;
   uint32_t spec[VK_MAX_SPEC];
-  VkPipeline pipe;
+  VkPipeline pipe; /* VK_NULL_HANDLE: only counted so far (vk_pipeline_get_hot) */
+  uint32_t uses;   /* requests through vk_pipeline_get_hot */
   struct vk_pipe_entry* next;
 } vk_pipe_entry_t;
 
@@ -176,7 +179,7 @@ void vk_pipelines_fini(struct bpp_device_s* d) {
     while (c->buckets[i]) {
       vk_pipe_entry_t* e = c->buckets[i];
       c->buckets[i] = e->next;
-      d->vk.vkDestroyPipeline(d->dev, e->pipe, NULL);
+      if (e->pipe) d->vk.vkDestroyPipeline(d->dev, e->pipe, NULL);
       free(e);
     }
   for (uint32_t i = 0; i < VK_SHADER_COUNT_; i++)
@@ -212,19 +215,25 @@ static uint32_t hash_key(uint32_t shader, const uint32_t* spec, uint32_t n) {
   return h;
 }
 
-bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint32_t* spec, uint32_t nspec,
-                            VkPipeline* out) {
-  vk_pipeline_cache_t* c = d->pipes;
-  if (shader >= VK_SHADER_COUNT_ || nspec > VK_MAX_SPEC)
-    return vk_error(BP_INTERNAL, "vulkan: pipeline request out of range (shader %u, %u constants)", shader, nspec);
+/* The entry of (shader, spec), added (without a pipeline) when absent; NULL
+ * when out of host memory. Under c->lock. */
+static vk_pipe_entry_t* entry_of(vk_pipeline_cache_t* c, uint32_t shader, const uint32_t* spec, uint32_t nspec) {
   uint32_t h = hash_key(shader, spec, nspec) % VK_PIPE_BUCKETS;
-  bp_status_t st = BP_OK;
-  pthread_mutex_lock(&c->lock);
   for (vk_pipe_entry_t* e = c->buckets[h]; e; e = e->next)
-    if (e->shader == shader && e->nspec == nspec && memcmp(e->spec, spec, nspec * 4) == 0) {
-      *out = e->pipe;
-      goto done;
-    }
+    if (e->shader == shader && e->nspec == nspec && memcmp(e->spec, spec, nspec * 4) == 0) return e;
+  vk_pipe_entry_t* e = calloc(1, sizeof *e);
+  if (!e) return NULL;
+  e->shader = shader;
+  e->nspec = nspec;
+  if (nspec) memcpy(e->spec, spec, nspec * 4);
+  e->next = c->buckets[h];
+  c->buckets[h] = e;
+  return e;
+}
+
+/* Compiles e's pipeline. Under c->lock. */
+static bp_status_t compile(struct bpp_device_s* d, vk_pipeline_cache_t* c, vk_pipe_entry_t* e) {
+  uint32_t shader = e->shader, nspec = e->nspec;
   VkResult r;
   if (!c->modules[shader]) {
     VkShaderModuleCreateInfo mi = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -233,8 +242,8 @@ bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint3
     r = d->vk.vkCreateShaderModule(d->dev, &mi, NULL, &c->modules[shader]);
     if (r != VK_SUCCESS) {
       c->modules[shader] = VK_NULL_HANDLE;
-      st = vk_error(vk_status_of(r), "vulkan: vkCreateShaderModule(%s) failed: %s", k_spv[shader].name, vk_result_name(r));
-      goto done;
+      return vk_error(vk_status_of(r), "vulkan: vkCreateShaderModule(%s) failed: %s", k_spv[shader].name,
+                      vk_result_name(r));
     }
   }
   VkSpecializationMapEntry map[VK_MAX_SPEC];
@@ -243,7 +252,7 @@ bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint3
     map[i].offset = i * 4;
     map[i].size = 4;
   }
-  VkSpecializationInfo si = {.mapEntryCount = nspec, .pMapEntries = map, .dataSize = nspec * 4u, .pData = spec};
+  VkSpecializationInfo si = {.mapEntryCount = nspec, .pMapEntries = map, .dataSize = nspec * 4u, .pData = e->spec};
   VkComputePipelineCreateInfo pi = {
       .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
       .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
@@ -252,27 +261,46 @@ bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint3
                 .pName = "main",
                 .pSpecializationInfo = nspec ? &si : NULL},
       .layout = c->layout};
-  vk_pipe_entry_t* e = calloc(1, sizeof *e);
-  if (!e) {
-    st = vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
-    goto done;
-  }
-  r = d->vk.vkCreateComputePipelines(d->dev, c->cache, 1, &pi, NULL, &e->pipe);
-  if (r != VK_SUCCESS) {
-    free(e);
-    st = vk_error(vk_status_of(r), "vulkan: vkCreateComputePipelines(%s) failed: %s", k_spv[shader].name,
-                  vk_result_name(r));
-    goto done;
-  }
-  e->shader = shader;
-  e->nspec = nspec;
-  if (nspec) memcpy(e->spec, spec, nspec * 4);
-  e->next = c->buckets[h];
-  c->buckets[h] = e;
+  VkPipeline pipe = VK_NULL_HANDLE;
+  r = d->vk.vkCreateComputePipelines(d->dev, c->cache, 1, &pi, NULL, &pipe);
+  if (r != VK_SUCCESS)
+    return vk_error(vk_status_of(r), "vulkan: vkCreateComputePipelines(%s) failed: %s", k_spv[shader].name,
+                    vk_result_name(r));
+  e->pipe = pipe;
   c->count++;
   c->created++;
-  *out = e->pipe;
-done:
+  return BP_OK;
+}
+
+/* Compiles the pipeline once the key has been asked for more than
+ * `hot_after` times (0: at the first request); *out stays VK_NULL_HANDLE
+ * until then. */
+static bp_status_t get(struct bpp_device_s* d, uint32_t shader, const uint32_t* spec, uint32_t nspec,
+                       uint32_t hot_after, VkPipeline* out) {
+  vk_pipeline_cache_t* c = d->pipes;
+  *out = VK_NULL_HANDLE;
+  if (shader >= VK_SHADER_COUNT_ || nspec > VK_MAX_SPEC)
+    return vk_error(BP_INTERNAL, "vulkan: pipeline request out of range (shader %u, %u constants)", shader, nspec);
+  bp_status_t st = BP_OK;
+  pthread_mutex_lock(&c->lock);
+  vk_pipe_entry_t* e = entry_of(c, shader, spec, nspec);
+  if (!e) {
+    st = vk_error(BP_RESOURCE_EXHAUSTED, "vulkan: out of host memory");
+  } else if (!e->pipe) {
+    if (e->uses < UINT32_MAX) e->uses++;
+    if (e->uses > hot_after) st = compile(d, c, e);
+  }
+  if (e) *out = e->pipe;
   pthread_mutex_unlock(&c->lock);
   return st;
+}
+
+bp_status_t vk_pipeline_get(struct bpp_device_s* d, uint32_t shader, const uint32_t* spec, uint32_t nspec,
+                            VkPipeline* out) {
+  return get(d, shader, spec, nspec, 0, out);
+}
+
+bp_status_t vk_pipeline_get_hot(struct bpp_device_s* d, uint32_t shader, const uint32_t* spec, uint32_t nspec,
+                                VkPipeline* out) {
+  return get(d, shader, spec, nspec, d->inst->opt.specialize_after, out);
 }

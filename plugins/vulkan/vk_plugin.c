@@ -16,6 +16,11 @@
  *       as not host-visible: every transfer goes through staging buffers.
  *   budget_mb=N   caps each memory pool at N MiB.
  *   flush=N       commands per batch before a submit (default 64).
+ *   BP_VULKAN_SPECIALIZE_AFTER=N / specialize_after=N   an elementwise
+ *       program shape (ops, dtypes, layout) runs on the generic interpreter
+ *       pipeline for its first N launches and gets its specialized pipeline
+ *       compiled at launch N+1 (default 2; 0: at once). Compiles cost far more
+ *       than one launch on CPU drivers (lavapipe: 1-5 s each).
  *   BP_VULKAN_PIPELINE_CACHE=FILE / pipeline_cache=FILE   the VkPipelineCache
  *       is created from FILE when it exists and written back (replaced
  *       atomically) when the device closes, so processes share compiled
@@ -155,12 +160,17 @@ static int opt_flag(const char* options, const char* key, const char* env) {
   return v;
 }
 
-/* A whole number >= 0 from the option `key`; a malformed value warns and
- * gives `dflt`. */
-static long opt_num(const char* options, const char* key, long dflt, long max) {
+/* A whole number >= 0 from the environment variable `env` when set (env
+ * may be NULL), else the option `key`; a malformed value warns and gives
+ * `dflt`. */
+static long opt_num(const char* options, const char* key, const char* env, long dflt, long max) {
   uint64_t v = (uint64_t)dflt;
-  (void)bp_plugin_parse_uint(bp_kit_host(), key, opt_value(options, key), 0, (uint64_t)max,
-                             (uint64_t)dflt, &v);
+  const char* e = env ? getenv(env) : NULL;
+  if (e && *e)
+    (void)bp_plugin_parse_uint(bp_kit_host(), env, e, 0, (uint64_t)max, (uint64_t)dflt, &v);
+  else
+    (void)bp_plugin_parse_uint(bp_kit_host(), key, opt_value(options, key), 0, (uint64_t)max,
+                               (uint64_t)dflt, &v);
   return (long)v;
 }
 
@@ -362,8 +372,10 @@ bp_status_t vk_instance_create_with(PFN_vkGetInstanceProcAddr gipa, const char* 
   inst->vk.vkGetInstanceProcAddr = gipa;
   inst->opt.validation = opt_flag(options, "validation", "BP_VULKAN_VALIDATION");
   inst->opt.force_staging = opt_flag(options, "force_staging", "BP_VULKAN_FORCE_STAGING");
-  inst->opt.budget_limit = (uint64_t)opt_num(options, "budget_mb", 0, 1L << 40) << 20;
-  inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", 64, 1L << 20);
+  inst->opt.budget_limit = (uint64_t)opt_num(options, "budget_mb", NULL, 0, 1L << 40) << 20;
+  inst->opt.flush_threshold = (uint32_t)opt_num(options, "flush", NULL, 64, 1L << 20);
+  inst->opt.specialize_after =
+      (uint32_t)opt_num(options, "specialize_after", "BP_VULKAN_SPECIALIZE_AFTER", 2, 1L << 20);
   opt_str(options, "pipeline_cache", "BP_VULKAN_PIPELINE_CACHE", inst->opt.pipeline_cache,
           sizeof inst->opt.pipeline_cache);
   {

@@ -254,6 +254,44 @@ static void test_runner_skips_done_cases(void** state) {
   assert_int_equal(res[6].status, BPC_PASS);
 }
 
+/* ---- runner.c: a failure is confirmed in a fresh child ----------------------- */
+/* Case 3 fails whenever an earlier case ran in the same process (state left
+ * behind); case 6 fails always. The child asks for a fresh rerun of a
+ * failure unless it is its first case, and ends after a failure it reports. */
+static int group_with_stale_state(void* user, uint32_t group, uint32_t start, bpc_child_t* child,
+                                  char* msg, size_t size) {
+  (void)user, (void)group, (void)msg, (void)size;
+  int ran_before = 0;
+  for (uint32_t k = start; k < 8; k++) {
+    if (!bpc_child_wants(child, k)) continue;
+    bpc_child_begin(child, k);
+    int fails = k == 6 || (k == 3 && ran_before);
+    bpc_result_t r = result(fails ? BPC_FAIL : BPC_PASS, -1.0, -1.0, ran_before ? "after others" : "first");
+    ran_before = 1;
+    if (fails && bpc_child_retry_fresh(child, k)) return 0;
+    bpc_child_result(child, k, &r);
+    if (fails) return 0;
+  }
+  return 0;
+}
+
+static void test_runner_confirms_failures_in_a_fresh_child(void** state) {
+  (void)state;
+  bpc_result_t res[8];
+  bpc_runner_ops_t ops = {NULL, group_with_stale_state, record_result, NULL, NULL};
+  g_seen_count = 0;
+  assert_int_equal(bpc_run_isolated(&ops, 0, 8, 5.0, res), BP_OK);
+  assert_int_equal(g_seen_count, 8); /* every case reported once */
+  assert_int_equal(res[3].status, BPC_PASS);
+  assert_string_equal(res[3].message, "first"); /* the fresh child's result stands */
+  assert_int_equal(res[6].status, BPC_FAIL);
+  assert_string_equal(res[6].message, "first"); /* failed fresh too: a real failure */
+  assert_int_equal(res[7].status, BPC_PASS);
+  assert_string_equal(res[7].message, "first"); /* nothing after a failure shares its process */
+  assert_int_equal(res[4].status, BPC_PASS);
+  assert_string_equal(res[4].message, "after others");
+}
+
 /* ---- the bp-conform executable ------------------------------------------------- */
 /* Starts bp-conform with `args` (NULL-terminated), stdout and stderr into
  * `log` (or /dev/null); extra environment `env` (NAME=VALUE) when not NULL. */
@@ -480,6 +518,7 @@ int main(void) {
       cmocka_unit_test(test_journal_roundtrip_torn_corrupt),
       cmocka_unit_test(test_output_paths_refused),
       cmocka_unit_test(test_runner_skips_done_cases),
+      cmocka_unit_test(test_runner_confirms_failures_in_a_fresh_child),
       cmocka_unit_test(test_fifo_report_refused),
       cmocka_unit_test(test_resume_same_report),
       cmocka_unit_test(test_kill9_leaves_journal_and_no_orphans),

@@ -33,6 +33,8 @@ static uint32_t g_npd;
 static int g_fail_create_instance;
 static int g_cpu;            /* devices are VK_PHYSICAL_DEVICE_TYPE_CPU with VK_KHR_push_descriptor */
 static int g_fail_pipelines; /* vkCreateComputePipelines runs out of memory */
+static uint32_t g_pipelines_created;
+static uint32_t g_last_spec0; /* constant 0 of the last pipeline created (NINSTR for ew*: 0 = generic) */
 static uint64_t g_submits, g_dispatches, g_barriers, g_copies, g_allocs, g_live_allocs;
 /* External memory: the device lists VK_KHR_external_memory_fd; what the
  * plugin passed in the last allocation, buffer creation and fd export. */
@@ -424,7 +426,12 @@ static VKAPI_ATTR void VKAPI_CALL f_DestroyPipelineLayout(VkDevice d, VkPipeline
 static VKAPI_ATTR VkResult VKAPI_CALL f_CreateComputePipelines(VkDevice d, VkPipelineCache c, uint32_t n,
                                                                const VkComputePipelineCreateInfo* ci, const VkAllocationCallbacks* a,
                                                                VkPipeline* out) {
-  (void)d; (void)c; (void)ci; (void)a;
+  (void)d; (void)c; (void)a;
+  for (uint32_t i = 0; i < n && !g_fail_pipelines; i++) {
+    const VkSpecializationInfo* si = ci[i].stage.pSpecializationInfo;
+    g_last_spec0 = si && si->dataSize >= 4 ? *(const uint32_t*)si->pData : 0;
+    g_pipelines_created++;
+  }
   for (uint32_t i = 0; i < n; i++) out[i] = g_fail_pipelines ? VK_NULL_HANDLE : (VkPipeline)(g_handle++);
   return g_fail_pipelines ? VK_ERROR_OUT_OF_DEVICE_MEMORY : VK_SUCCESS;
 }
@@ -952,6 +959,57 @@ static void test_matmul_pipeline_failure_records_nothing(void** state) {
   vk_instance_destroy(inst);
 }
 
+/* ---- tiered specialization of elementwise programs -------------------------- */
+/* `add` of two dense f32 [4, 8] tensors, launched `times` times. */
+static void launch_adds(bpp_stream_t s, struct bpp_device_s* d, int times) {
+  struct bpp_buffer_s *ba, *bb, *bc;
+  bp_tensor_desc_t a = f32_matrix(d, 4, 8, &ba), b = f32_matrix(d, 4, 8, &bb), c = f32_matrix(d, 4, 8, &bc);
+  const bp_tensor_desc_t* in[2] = {&a, &b};
+  const bp_tensor_desc_t* out = &c;
+  bp_binary_attrs_t at = {.struct_size = sizeof at, .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 1.0}};
+  bp_op_call_t call = {.struct_size = sizeof call, .op_id = BP_OP_add, .num_inputs = 2, .num_outputs = 1,
+                       .compute_dtype = BP_DTYPE_F32, .inputs = in, .outputs = &out, .attrs = &at};
+  for (int k = 0; k < times; k++) assert_int_equal(vk_launch_op(s, &call), BP_OK);
+  assert_int_equal(vk_stream_synchronize(s), BP_OK);
+  vk_buffer_destroy(ba);
+  vk_buffer_destroy(bb);
+  vk_buffer_destroy(bc);
+}
+
+/* The first launches of a program shape take the generic pipeline; the
+ * launch after specialize_after compiles the specialized one, which every
+ * later launch reuses; specialize_after=0 specializes at once. */
+static void test_elementwise_specialization_is_tiered(void** state) {
+  (void)state;
+  struct bpp_instance_s* inst;
+  struct bpp_device_s* d = open_fake_kind("specialize_after=2", 1, &inst);
+  bpp_stream_t s = NULL;
+  assert_int_equal(vk_stream_create(d, &k_stream_info, &s), BP_OK);
+  g_pipelines_created = 0;
+  g_dispatches = 0;
+  launch_adds(s, d, 2);
+  assert_int_equal(g_dispatches, 2);
+  assert_int_equal(g_pipelines_created, 1);
+  assert_int_equal(g_last_spec0, 0); /* generic: the program comes from the metadata */
+  launch_adds(s, d, 1);                /* the third launch of the shape */
+  assert_int_equal(g_pipelines_created, 2);
+  assert_int_equal(g_last_spec0, 4); /* load, load, add, store: compiled in */
+  launch_adds(s, d, 3);
+  assert_int_equal(g_pipelines_created, 2);
+  assert_int_equal(g_dispatches, 6);
+  vk_stream_destroy(s);
+  vk_instance_destroy(inst);
+
+  d = open_fake_kind("specialize_after=0", 1, &inst);
+  assert_int_equal(vk_stream_create(d, &k_stream_info, &s), BP_OK);
+  g_pipelines_created = 0;
+  launch_adds(s, d, 2);
+  assert_int_equal(g_pipelines_created, 1);
+  assert_int_equal(g_last_spec0, 4);
+  vk_stream_destroy(s);
+  vk_instance_destroy(inst);
+}
+
 /* ---- the pipeline-cache file --------------------------------------------- */
 static int g_warnings;
 static char g_last_warning[1024];
@@ -1205,6 +1263,7 @@ int main(void) {
       cmocka_unit_test(test_external_semaphores),
       cmocka_unit_test(test_staging_roundtrip_and_batching),
       cmocka_unit_test(test_matmul_pipeline_failure_records_nothing),
+      cmocka_unit_test(test_elementwise_specialization_is_tiered),
       cmocka_unit_test(test_pipeline_cache_header_check),
       cmocka_unit_test(test_pipeline_cache_file_validated),
       cmocka_unit_test(test_pipeline_cache_default_location),

@@ -97,12 +97,17 @@ typedef bp_status_t (*bpb_run_fn)(bpb_ctx_t* ctx, void* user);
  * cold start. Writes the medians of the seconds per run and returns 1; or
  * returns 0, having printed that `figure` is skipped and why, when the
  * device has no kernel for the op or does not support the case (the
- * warm-up run's BP_UNIMPLEMENTED or BP_UNSUPPORTED). */
+ * first warm-up run's BP_UNIMPLEMENTED or BP_UNSUPPORTED). */
 int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src, float* dst,
                      size_t n, const char* figure, double* out_op_s, double* out_copy_s);
 
+/* Untimed runs before the timed ones: a backend may compile its
+ * specialized kernels only once a shape recurs (the Vulkan plugin's tiered
+ * elementwise pipelines), which must not land in a timed run. */
+#define BPB_WARMUP_RUNS 4
+
 /* Times `reps` runs of fn(user) each followed by a stream synchronize;
- * returns the median seconds. One untimed warm-up run first. */
+ * returns the median seconds. BPB_WARMUP_RUNS untimed runs first. */
 double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user);
 
 #ifdef BP_BENCH_HAVE_OPENBLAS

@@ -158,7 +158,7 @@ double bpb_copy_bandwidth(bpb_ctx_t* ctx) {
 
 double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user) {
   double t[BPB_MAX_REPS];
-  BPB_CHECK(fn(ctx, user));
+  for (int w = 0; w < BPB_WARMUP_RUNS; w++) BPB_CHECK(fn(ctx, user));
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   for (int r = 0; r < ctx->reps; ++r) {
     double t0 = bpb_now();
@@ -188,6 +188,7 @@ int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src
   double t_op[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
   /* warm-up: first-touch of outputs, pipelines, caches */
   if (bpb_unsupported(fn(ctx, user), figure)) return 0;
+  for (int w = 1; w < BPB_WARMUP_RUNS; w++) BPB_CHECK(fn(ctx, user));
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   bpb_copy_loop(src, NULL, dst, n, ctx->cores);
   for (int r = 0; r < ctx->reps; r++) {

@@ -198,18 +198,25 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   if (j.m == 0 || j.n == 0) return BP_OK;
   x = malloc((size_t)(j.m * j.k > 0 ? j.m * j.k : 1) * sizeof(float));
   y = out->dtype == BP_DTYPE_F32 ? (float*)cpu_desc_ptr(out) : malloc((size_t)(j.m * j.n) * sizeof(float));
-  s = vec_load(call, 2, j.n * j.groups, 1.0);
-  z = call->inputs[3]->dtype != BP_DTYPE_INVALID ? vec_load(call, 3, j.n * j.groups, 0.0) : NULL;
   bias = vec_load(call, 4, j.n, 0.0);
-  if (!x || !y || !s || !bias || (call->inputs[3]->dtype != BP_DTYPE_INVALID && !z)) {
+  const bp_tensor_desc_t *S = call->inputs[2], *Z = call->inputs[3];
+  int fast = cpu_q_is_4bit(a->qdtype) && cpu_qmm_avx512_available() &&
+             cpu_qmm_w4_fits(j.k, j.g, S->dtype, Z->dtype);
+  if (!fast) { /* the portable path reads scales and zero points as double */
+    s = vec_load(call, 2, j.n * j.groups, 1.0);
+    z = Z->dtype != BP_DTYPE_INVALID ? vec_load(call, 3, j.n * j.groups, 0.0) : NULL;
+  }
+  if (!x || !y || !bias || (!fast && (!s || (Z->dtype != BP_DTYPE_INVALID && !z)))) {
     st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
     goto done;
   }
   cpu_load[CPU_KT_F32](x, cpu_desc_ptr(X), 1, j.m * j.k, X->dtype);
   j.x = x, j.y = y, j.s = s, j.z = z, j.bias = bias;
-  if (cpu_q_is_4bit(a->qdtype) && cpu_qmm_avx512_available() && j.g % 32 == 0 && j.k % j.g == 0) {
-    st = cpu_qmm_w4_gemv_avx512(cpu_desc_ptr(W), a->qdtype == BP_DTYPE_I4, x, j.m, j.n, j.k, j.g, s,
-                                z, bias, y);
+  if (fast) {
+    st = cpu_qmm_w4_gemv_avx512(cpu_desc_ptr(W), a->qdtype == BP_DTYPE_I4, x, j.m, j.n, j.k, j.g,
+                                cpu_desc_ptr(S), S->dtype,
+                                Z->dtype != BP_DTYPE_INVALID ? cpu_desc_ptr(Z) : NULL, Z->dtype,
+                                bias, y);
   } else {
     int64_t grain = 65536 / (j.k * (j.m < 8 ? j.m : 8) + 1);
     cpu_parallel_for(j.n, grain < 1 ? 1 : grain, wo_rows, &j);

@@ -21,13 +21,19 @@ CPU_HIDDEN bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t 
                                             const int8_t* b, int64_t m, int64_t n, int64_t k,
                                             int32_t* c);
 
+/* Nonzero when the AVX-512 int4 path takes these: k a multiple of 128, the
+ * group size 32, 64 or a multiple of 128 dividing k, f32 / f16 / bf16
+ * scales, zero points absent, of the scale's dtype, i8 or u8. */
+CPU_HIDDEN int cpu_qmm_w4_fits(int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype);
+
 /* y[m, n] = x[m, k] @ ((w - z) * s)^T + bias: w [n, k / 2] two 4-bit codes
- * per byte (low nibble first; signed when w_signed), s and z [n, k / g]
- * (z NULL: 0), x and y f32 dense; g a multiple of 32 dividing k. The codes
- * are decoded in registers; runs on the pool. */
+ * per byte (low nibble first; signed when w_signed), s and z [n, k / g] as
+ * stored (z NULL: 0), x and y f32 dense, bias n doubles. The codes are
+ * decoded in registers, never into a temporary; x is permuted once per
+ * call (m * k floats). Runs on the pool. */
 CPU_HIDDEN bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x,
                                               int64_t m, int64_t n, int64_t k, int64_t g,
-                                              const double* s, const double* z,
-                                              const double* bias, float* y);
+                                              const void* s, uint32_t s_dtype, const void* z,
+                                              uint32_t z_dtype, const double* bias, float* y);
 
 #endif /* BP_CPU_QMM_H_ */

@@ -1,5 +1,313 @@
-/* backplane CPU plugin: x86 kernels of the quantized matmuls (cpu_qmm.h). */
+/* backplane CPU plugin: x86 kernels of the quantized matmuls (cpu_qmm.h),
+ * compiled for AVX-512 with target attributes and chosen at run time.
+ *
+ * int8 GEMM (VNNI): b is packed into panels of 32 columns, four k per
+ * 32-bit lane (the vpdpbusd layout); a into u8 rows (i8 + 128) padded to a
+ * multiple of 4 in k and 8 in m. An 8 x 32 register tile accumulates
+ * sum a' * b with vpdpbusd; the stored result subtracts
+ * (128 + a_zp or a_zp) * colsum(b). Tasks are blocks of 64 rows of a
+ * (kept in L2) over every panel.
+ * int4 GEMV: w rows of 64-byte chunks (128 codes); each 32-bit lane of a
+ * chunk holds 8 consecutive codes, so x is permuted per 128 elements into
+ * 8 vectors (lane d of vector j = x[8d + j]); a code becomes a float by
+ * vpermps over a 16-entry table indexed by its nibble (the low 4 bits of
+ * a lane shifted by 4j). Scales apply per lane (groups of a multiple of 32
+ * hold whole lanes); zero points through per-group sums of x. Four rows of
+ * w share the x loads; rows run in parallel on the pool.
+ */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu_qmm.h"
+
+int cpu_qmm_w4_fits(int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype) {
+  int sf = s_dtype == BP_DTYPE_F32 || s_dtype == BP_DTYPE_F16 || s_dtype == BP_DTYPE_BF16;
+  int zf = z_dtype == BP_DTYPE_INVALID || z_dtype == s_dtype || z_dtype == BP_DTYPE_I8 ||
+           z_dtype == BP_DTYPE_U8;
+  return sf && zf && g > 0 && (g == 32 || g == 64 || g % 128 == 0) && k % 128 == 0 && k % g == 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define QMM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+
+int cpu_qmm_vnni_available(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+int cpu_qmm_avx512_available(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+}
+
+/* ---- int8 GEMM -------------------------------------------------------------------- */
+
+enum { S8_MR = 8, S8_NR = 32, S8_MC = 64 };
+
+typedef struct s8_job {
+  const uint8_t* a;
+  int a_u8;
+  const int8_t* bp; /* packed panels: [panel][kq][32][4] */
+  const int32_t* colsum;
+  int32_t zc; /* 128 + a_zp (i8 a) or a_zp (u8 a) */
+  int64_t m, n, k, kp, kq, panels;
+  int32_t* c;
+  _Atomic int failed;
+} s8_job_t;
+
+QMM_TARGET static void s8_pack_b(void* ctx, int64_t begin, int64_t end) {
+  s8_job_t* j = ctx;
+  const int8_t* b = (const int8_t*)j->a; /* set by the caller for this pass */
+  int8_t* bp = (int8_t*)j->bp;
+  for (int64_t p = begin; p < end; p++) {
+    int8_t* dst = bp + p * j->kq * 128;
+    for (int64_t kk = 0; kk < j->kp; kk++) {
+      for (int64_t col = 0; col < S8_NR; col++) {
+        int64_t nn = p * S8_NR + col;
+        dst[((kk >> 2) * S8_NR + col) * 4 + (kk & 3)] = kk < j->k && nn < j->n ? b[kk * j->n + nn] : 0;
+      }
+    }
+  }
+}
+
+QMM_TARGET static inline void s8_tile(const uint8_t* ap, int64_t kp, const int8_t* bp, int64_t kq,
+                                      int32_t* out /* [8][32] */) {
+  __m512i c00 = _mm512_setzero_si512(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+          c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00,
+          c70 = c00, c71 = c00;
+  for (int64_t q = 0; q < kq; q++) {
+    __m512i b0 = _mm512_load_si512((const void*)(bp + q * 128));
+    __m512i b1 = _mm512_load_si512((const void*)(bp + q * 128 + 64));
+    const uint8_t* a = ap + q * 4;
+#define S8_ROW(i)                                                  \
+  {                                                                \
+    int32_t w;                                                     \
+    memcpy(&w, a + (i) * kp, 4);                                   \
+    __m512i av = _mm512_set1_epi32(w);                             \
+    c##i##0 = _mm512_dpbusd_epi32(c##i##0, av, b0);                \
+    c##i##1 = _mm512_dpbusd_epi32(c##i##1, av, b1);                \
+  }
+    S8_ROW(0) S8_ROW(1) S8_ROW(2) S8_ROW(3) S8_ROW(4) S8_ROW(5) S8_ROW(6) S8_ROW(7)
+#undef S8_ROW
+  }
+#define S8_OUT(i)                                        \
+  _mm512_storeu_si512((void*)(out + (i) * 32), c##i##0); \
+  _mm512_storeu_si512((void*)(out + (i) * 32 + 16), c##i##1);
+  S8_OUT(0) S8_OUT(1) S8_OUT(2) S8_OUT(3) S8_OUT(4) S8_OUT(5) S8_OUT(6) S8_OUT(7)
+#undef S8_OUT
+}
+
+QMM_TARGET static void s8_rows(void* ctx, int64_t begin, int64_t end) {
+  s8_job_t* j = ctx;
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t m0 = blk * S8_MC, m1 = m0 + S8_MC < j->m ? m0 + S8_MC : j->m;
+    int64_t rows = (m1 - m0 + S8_MR - 1) / S8_MR * S8_MR;
+    uint8_t* ap = aligned_alloc(64, (size_t)(rows * j->kp + 64));
+    if (!ap) { atomic_store(&j->failed, 1); return; }
+    for (int64_t r = 0; r < rows; r++) {
+      uint8_t* d = ap + r * j->kp;
+      if (m0 + r >= m1) { memset(d, 0, (size_t)j->kp); continue; }
+      const uint8_t* s = j->a + (m0 + r) * j->k;
+      if (j->a_u8) memcpy(d, s, (size_t)j->k);
+      else
+        for (int64_t t = 0; t < j->k; t++) d[t] = (uint8_t)(s[t] ^ 0x80u); /* i8 + 128 */
+      memset(d + j->k, 0, (size_t)(j->kp - j->k));
+    }
+    _Alignas(64) int32_t tile[S8_MR * S8_NR];
+    for (int64_t p = 0; p < j->panels; p++) {
+      const int8_t* bp = j->bp + p * j->kq * 128;
+      int64_t n0 = p * S8_NR, nw = j->n - n0 < S8_NR ? j->n - n0 : S8_NR;
+      for (int64_t r0 = 0; r0 < rows; r0 += S8_MR) {
+        s8_tile(ap + r0 * j->kp, j->kp, bp, j->kq, tile);
+        for (int64_t i = 0; i < S8_MR && m0 + r0 + i < m1; i++) {
+          int32_t* crow = j->c + (m0 + r0 + i) * j->n + n0;
+          for (int64_t col = 0; col < nw; col++)
+            crow[col] = (int32_t)((uint32_t)tile[i * S8_NR + col] -
+                                  (uint32_t)j->zc * (uint32_t)j->colsum[n0 + col]);
+        }
+      }
+    }
+    free(ap);
+  }
+}
+
+bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t a_zp, const int8_t* b,
+                                 int64_t m, int64_t n, int64_t k, int32_t* c) {
+  s8_job_t j;
+  memset(&j, 0, sizeof j);
+  j.m = m, j.n = n, j.k = k;
+  j.kp = (k + 3) / 4 * 4;
+  j.kq = j.kp / 4;
+  j.panels = (n + S8_NR - 1) / S8_NR;
+  int8_t* bp = aligned_alloc(64, (size_t)(j.panels * j.kq * 128 + 64));
+  int32_t* colsum = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t));
+  if (!bp || !colsum) {
+    free(bp), free(colsum);
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: scaled_mm: no memory to pack b (%lld x %lld)",
+                     (long long)k, (long long)n);
+  }
+  for (int64_t t = 0; t < k; t++)
+    for (int64_t col = 0; col < n; col++) colsum[col] += b[t * n + col];
+  j.a = (const uint8_t*)b; /* the packing pass reads b */
+  j.bp = bp;
+  cpu_parallel_for(j.panels, 4, s8_pack_b, &j);
+  j.a = a;
+  j.a_u8 = a_u8;
+  j.colsum = colsum;
+  j.zc = a_u8 ? a_zp : a_zp + 128;
+  j.c = c;
+  cpu_parallel_for((m + S8_MC - 1) / S8_MC, 1, s8_rows, &j);
+  free(bp), free(colsum);
+  if (atomic_load(&j.failed)) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: scaled_mm: out of memory");
+  return BP_OK;
+}
+
+/* ---- int4 weight-only GEMV -------------------------------------------------------- */
+
+typedef struct w4_job {
+  const uint8_t* w;
+  const float* xp;   /* [m][k] permuted per 128: chunk c, vector j, lane d = x[128c + 8d + j] */
+  const float* xsum; /* [m][groups] */
+  const void* s;     /* [n][groups] of s_dtype */
+  const void* z;     /* [n][groups] of z_dtype, or NULL */
+  uint32_t s_dtype, z_dtype;
+  const double* bias;
+  int64_t m, n, k, g, groups;
+  int w_signed;
+  float* y;
+} w4_job_t;
+
+/* Up to 4 consecutive scales from index i as floats (the rest 0). */
+QMM_TARGET static inline __m128 w4_scales(const void* s, uint32_t dt, int64_t i, int count) {
+  __mmask8 mk = (__mmask8)((1u << count) - 1u);
+  if (dt == BP_DTYPE_F32) return _mm_maskz_loadu_ps(mk, (const float*)s + i);
+  __m128i h = _mm_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
+  if (dt == BP_DTYPE_F16) return _mm_cvtph_ps(h);
+  return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+static inline double w4_elem(const void* p, uint32_t dt, int64_t i) {
+  switch (dt) {
+    case BP_DTYPE_F32: return ((const float*)p)[i];
+    case BP_DTYPE_F16: return bp_f16_to_f32(((const uint16_t*)p)[i]);
+    case BP_DTYPE_BF16: return bp_bf16_to_f32(((const uint16_t*)p)[i]);
+    case BP_DTYPE_I8: return ((const int8_t*)p)[i];
+    default: return ((const uint8_t*)p)[i]; /* u8 */
+  }
+}
+
+/* Dot products of one permuted x row with R rows of w (codes times their
+ * group scales; the zero-point term is the caller's). */
+#define W4_ROWS(R)                                                                              \
+  QMM_TARGET static void w4_dot_##R(const w4_job_t* j, int64_t row0, const float* xp,           \
+                                    float* dot) {                                                \
+    const __m512 tbl = j->w_signed                                                               \
+                           ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1) \
+                           : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    const int64_t lpg = j->g / 8; /* 32-bit lanes per group: 4, 8, 16 or more */                  \
+    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,   \
+                                                             11, 12, 13, 14, 15),                \
+                                           lpg == 4 ? 2 : 3);                                    \
+    const int ng = lpg >= 16 ? 1 : (int)(16 / lpg);                                              \
+    const uint8_t* wr[R];                                                                        \
+    __m512 tot[R];                                                                               \
+    for (int r = 0; r < R; r++) {                                                                \
+      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                    \
+      tot[r] = _mm512_setzero_ps();                                                              \
+    }                                                                                            \
+    for (int64_t c = 0; c < j->k / 128; c++) {                                                   \
+      const float* xc = xp + c * 128;                                                            \
+      __m512 acc0[R], acc1[R];                                                                   \
+      __m512i v[R];                                                                              \
+      for (int r = 0; r < R; r++) {                                                              \
+        v[r] = _mm512_loadu_si512((const void*)(wr[r] + c * 64));                                \
+        acc0[r] = _mm512_setzero_ps();                                                           \
+        acc1[r] = _mm512_setzero_ps();                                                           \
+      }                                                                                          \
+      for (int q = 0; q < 8; q += 2) {                                                           \
+        __m512 x0 = _mm512_loadu_ps(xc + q * 16), x1 = _mm512_loadu_ps(xc + q * 16 + 16);         \
+        for (int r = 0; r < R; r++) {                                                            \
+          __m512 f0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q), tbl);               \
+          __m512 f1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q + 4), tbl);           \
+          acc0[r] = _mm512_fmadd_ps(f0, x0, acc0[r]);                                            \
+          acc1[r] = _mm512_fmadd_ps(f1, x1, acc1[r]);                                            \
+        }                                                                                        \
+      }                                                                                          \
+      int64_t g0 = c * 128 / j->g;                                                               \
+      for (int r = 0; r < R; r++) {                                                              \
+        __m128 s4 = w4_scales(j->s, j->s_dtype, (row0 + r) * j->groups + g0, ng);                \
+        __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(s4));                     \
+        if (ng == 1) sv = _mm512_broadcastss_ps(s4);                                             \
+        tot[r] = _mm512_fmadd_ps(_mm512_add_ps(acc0[r], acc1[r]), sv, tot[r]);                   \
+      }                                                                                          \
+    }                                                                                            \
+    for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                           \
+  }
+W4_ROWS(4)
+W4_ROWS(1)
+
+QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
+  const w4_job_t* j = ctx;
+  for (int64_t blk = begin; blk < end; blk++) {
+    int64_t n0 = blk * 4, rows = j->n - n0 < 4 ? j->n - n0 : 4;
+    for (int64_t mm = 0; mm < j->m; mm++) {
+      float dot[4];
+      const float* xr = j->xp + mm * j->k;
+      if (rows == 4) w4_dot_4(j, n0, xr, dot);
+      else
+        for (int64_t r = 0; r < rows; r++) w4_dot_1(j, n0 + r, xr, dot + r);
+      for (int64_t r = 0; r < rows; r++) {
+        double zterm = 0.0;
+        if (j->z) {
+          int64_t base = (n0 + r) * j->groups;
+          const float* xs = j->xsum + mm * j->groups;
+          for (int64_t gi = 0; gi < j->groups; gi++)
+            zterm += w4_elem(j->s, j->s_dtype, base + gi) * w4_elem(j->z, j->z_dtype, base + gi) * xs[gi];
+        }
+        j->y[mm * j->n + n0 + r] = (float)((double)dot[r] - zterm + j->bias[n0 + r]);
+      }
+    }
+  }
+}
+
+bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x, int64_t m,
+                                   int64_t n, int64_t k, int64_t g, const void* s, uint32_t s_dtype,
+                                   const void* z, uint32_t z_dtype, const double* bias, float* y) {
+  if (!cpu_qmm_w4_fits(k, g, s_dtype, z_dtype))
+    return cpu_error(BP_UNIMPLEMENTED, "cpu: weight_only_mm: shape or dtypes outside the AVX-512 path");
+  w4_job_t j;
+  memset(&j, 0, sizeof j);
+  j.groups = k / g;
+  float* xp = malloc((size_t)(m * k) * sizeof(float));
+  float* xsum = malloc((size_t)(m * j.groups) * sizeof(float));
+  if (!xp || !xsum) {
+    free(xp), free(xsum);
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
+  }
+  for (int64_t mm = 0; mm < m; mm++) {
+    const float* xr = x + mm * k;
+    float* pr = xp + mm * k;
+    for (int64_t c = 0; c < k / 128; c++)
+      for (int jv = 0; jv < 8; jv++)
+        for (int d = 0; d < 16; d++) pr[c * 128 + jv * 16 + d] = xr[c * 128 + 8 * d + jv];
+    for (int64_t gi = 0; gi < j.groups; gi++) {
+      double acc = 0.0;
+      for (int64_t t = 0; t < g; t++) acc += xr[gi * g + t];
+      xsum[mm * j.groups + gi] = (float)acc;
+    }
+  }
+  j.w = w, j.xp = xp, j.xsum = xsum, j.s = s, j.z = z, j.s_dtype = s_dtype, j.z_dtype = z_dtype;
+  j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.y = y;
+  cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
+  free(xp), free(xsum);
+  return BP_OK;
+}
+
+#else /* not x86-64 GCC/Clang: the portable paths only */
 
 int cpu_qmm_vnni_available(void) { return 0; }
 int cpu_qmm_avx512_available(void) { return 0; }
@@ -11,9 +319,10 @@ bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t a_zp, const
 }
 
 bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x, int64_t m,
-                                   int64_t n, int64_t k, int64_t g, const double* s,
-                                   const double* z, const double* bias, float* y) {
-  (void)w, (void)w_signed, (void)x, (void)m, (void)n, (void)k, (void)g, (void)s, (void)z,
-      (void)bias, (void)y;
+                                   int64_t n, int64_t k, int64_t g, const void* s, uint32_t s_dtype,
+                                   const void* z, uint32_t z_dtype, const double* bias, float* y) {
+  (void)w, (void)w_signed, (void)x, (void)m, (void)n, (void)k, (void)g, (void)s, (void)s_dtype,
+      (void)z, (void)z_dtype, (void)bias, (void)y;
   return cpu_error(BP_UNIMPLEMENTED, "cpu: weight_only_mm: no AVX-512 kernel on this build");
 }
+#endif

@@ -8,7 +8,15 @@
  * Both sides are timed alternately in one run (medians of --reps single
  * runs each, every run closed by a stream synchronize) and reported as the
  * bandwidth of the fused op's bytes (inputs read once, outputs written
- * once): the ratio is the unfused time over the fused time. */
+ * once): the ratio is the unfused time over the fused time.
+ * And the quantized matmuls:
+ *   - scaled_mm i8 x i8 -> i32 at 2048^3 vs the plugin's own f32 mm at the
+ *     same shape (GOP/s, alternately in one run);
+ *   - weight_only_mm, batch-1 decode with i4 weights (group 128, f16
+ *     scales): the packed weight bytes read per second vs the copy loop
+ *     over as many bytes (read + written per second), interleaved: at
+ *     4096 x 4096 (8 MiB of weights: resident in a large last-level
+ *     cache) and 32768 x 32768 (512 MiB: above any cache). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -43,10 +51,11 @@ static bp_status_t run_swiglu_unfused(bpb_ctx_t* ctx, void* user) {
   return st != BP_OK ? st : bp_op_mul(ctx->stream, r->tmp, r->up, NULL, &r->out);
 }
 
-/* Times fused and unfused alternately (one warm-up each); records the
- * bandwidth of `bytes` moved per run for both. */
-static void fused_vs_unfused(bpb_ctx_t* ctx, const char* name, bpb_run_fn fused, bpb_run_fn unfused,
-                             quant_run_t* rf, quant_run_t* ru, double bytes, double target) {
+/* Times `fused` and `unfused` alternately (one warm-up each); records
+ * work / seconds of both in `unit` (scale divides). */
+static void timed_pair(bpb_ctx_t* ctx, const char* name, bpb_run_fn fused, bpb_run_fn unfused,
+                       void* rf, void* ru, double work, const char* unit, double scale,
+                       const char* baseline_name, double target) {
   if (bpb_unsupported(fused(ctx, rf), name) || bpb_unsupported(unfused(ctx, ru), name)) return;
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   double tf[BPB_MAX_REPS], tu[BPB_MAX_REPS];
@@ -61,9 +70,100 @@ static void fused_vs_unfused(bpb_ctx_t* ctx, const char* name, bpb_run_fn fused,
     tu[i] = bpb_now() - t1;
   }
   double mf = bpb_median(tf, ctx->reps), mu = bpb_median(tu, ctx->reps);
-  printf("%s: fused %.2f ms, unfused %.2f ms (medians)\n", name, mf * 1e3, mu * 1e3);
-  bpb_add_figure(&(bpb_figure_t){name, "GB/s", bytes / mf / 1e9, bytes / mu / 1e9,
-                                 "unfused ops, same run", target, 0});
+  printf("%s: %.2f ms vs %.2f ms (medians)\n", name, mf * 1e3, mu * 1e3);
+  bpb_add_figure(&(bpb_figure_t){name, unit, work / mf / scale, work / mu / scale, baseline_name,
+                                 target, 0});
+}
+
+static void fused_vs_unfused(bpb_ctx_t* ctx, const char* name, bpb_run_fn fused, bpb_run_fn unfused,
+                             quant_run_t* rf, quant_run_t* ru, double bytes, double target) {
+  timed_pair(ctx, name, fused, unfused, rf, ru, bytes, "GB/s", 1e9, "unfused ops, same run", target);
+}
+
+/* ---- quantized matmuls -------------------------------------------------------- */
+
+typedef struct qmm_run {
+  const bp_tensor_t *a, *b, *s;
+  bp_tensor_t* out;
+  const void* attrs;
+} qmm_run_t;
+
+static bp_status_t run_int8_mm(bpb_ctx_t* ctx, void* user) {
+  qmm_run_t* r = user;
+  return bp_op_scaled_mm(ctx->stream, r->a, r->b, NULL, NULL, NULL, r->attrs, &r->out);
+}
+static bp_status_t run_f32_mm(bpb_ctx_t* ctx, void* user) {
+  qmm_run_t* r = user;
+  return bp_op_mm(ctx->stream, r->a, r->b, NULL, &r->out);
+}
+static bp_status_t run_w4(bpb_ctx_t* ctx, void* user) {
+  qmm_run_t* r = user;
+  return bp_op_weight_only_mm(ctx->stream, r->a, r->b, r->s, NULL, NULL, r->attrs, &r->out);
+}
+
+/* A tensor of `dtype` holding n random bytes per element byte. */
+static bp_tensor_t* random_bytes(bpb_ctx_t* ctx, uint32_t dtype, uint32_t rank, const int64_t* sizes,
+                                 unsigned seed) {
+  bp_tensor_t* t = bpb_tensor(ctx, dtype, rank, sizes);
+  size_t bytes = bp_dtype_size(dtype);
+  for (uint32_t d = 0; d < rank; d++) bytes *= (size_t)sizes[d];
+  uint8_t* p = bpb_alloc(bytes + 64);
+  uint64_t x = 0x9E3779B97F4A7C15ull * (seed + 1);
+  for (size_t i = 0; i < bytes; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    p[i] = dtype == BP_DTYPE_F16 ? (uint8_t)(i & 1 ? 0x20 : (x & 0xFF)) : (uint8_t)(x >> 24);
+  }
+  BPB_CHECK(bp_tensor_write(ctx->stream, t, p, bytes));
+  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  free(p);
+  return t;
+}
+
+static void bench_int8_gemm(bpb_ctx_t* ctx) {
+  int64_t n = ctx->quick ? 256 : 2048, sz[2] = {n, n};
+  char name[128];
+  bp_tensor_t* a8 = random_bytes(ctx, BP_DTYPE_I8, 2, sz, 31);
+  bp_tensor_t* b8 = random_bytes(ctx, BP_DTYPE_I8, 2, sz, 32);
+  bp_tensor_t* af = bpb_tensor_random(ctx, 2, sz, 33);
+  bp_tensor_t* bf = bpb_tensor_random(ctx, 2, sz, 34);
+  bp_scaled_mm_attrs_t at = {.struct_size = sizeof at};
+  qmm_run_t ri = {a8, b8, NULL, NULL, &at}, rf = {af, bf, NULL, NULL, NULL};
+  snprintf(name, sizeof name, "scaled_mm i8 x i8 -> i32 %lld^3 vs mm f32 (the plugin's sgemm)",
+           (long long)n);
+  timed_pair(ctx, name, run_int8_mm, run_f32_mm, &ri, &rf, 2.0 * (double)n * n * n, "GOP/s", 1e9,
+             "f32 mm, same shape, same run", 1.5);
+  bp_tensor_t* ts[] = {a8, b8, af, bf, ri.out, rf.out};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+    if (ts[i]) bp_tensor_release(ts[i]);
+}
+
+static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, const char* where) {
+  int64_t g = 128, xs[2] = {1, k}, ws[2] = {nrows, k / 2}, ss[2] = {nrows, k / g};
+  char name[160];
+  bp_tensor_t* x = bpb_tensor_random(ctx, 2, xs, 41);
+  bp_tensor_t* w = random_bytes(ctx, BP_DTYPE_U8, 2, ws, 42);
+  bp_tensor_t* s = random_bytes(ctx, BP_DTYPE_F16, 2, ss, 43);
+  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = BP_DTYPE_I4, .axis = -1,
+                            .block_size = g};
+  qmm_run_t r = {x, w, s, NULL, &at};
+  double wbytes = (double)(nrows * k / 2);
+  size_t nf = (size_t)(wbytes / 4);
+  float* src = bpb_alloc(nf * 4);
+  float* dst = bpb_alloc(nf * 4);
+  bpb_fill_random(src, nf, 44);
+  snprintf(name, sizeof name,
+           "weight_only_mm i4 g128 [1, %lld] @ [%lld, %lld]^T (%.0f MiB packed, %s) vs copy loop",
+           (long long)k, (long long)nrows, (long long)k, wbytes / (1 << 20), where);
+  double t_op, t_copy;
+  if (bpb_time_vs_copy(ctx, run_w4, &r, src, dst, nf, name, &t_op, &t_copy)) {
+    printf("%s: %.3f ms vs copy %.3f ms (medians)\n", name, t_op * 1e3, t_copy * 1e3);
+    bpb_add_figure(&(bpb_figure_t){name, "GB/s", wbytes / t_op / 1e9, 2.0 * wbytes / t_copy / 1e9,
+                                   "copy loop over the packed bytes (read + written), same run",
+                                   0.8, 0});
+  }
+  free(src), free(dst);
+  bp_tensor_release(x), bp_tensor_release(w), bp_tensor_release(s);
+  if (r.out) bp_tensor_release(r.out);
 }
 
 static void release_run(quant_run_t* r) {
@@ -109,4 +209,8 @@ void bpb_suite_quant(bpb_ctx_t* ctx) {
   release_run(&sf);
   release_run(&su);
   bp_tensor_release(g);
+
+  bench_int8_gemm(ctx);
+  bench_w4_decode(ctx, 4096, ctx->quick ? 256 : 4096, "cache-resident");
+  if (!ctx->quick) bench_w4_decode(ctx, 32768, 32768, "above the cache");
 }

@@ -325,6 +325,85 @@ static void test_fused_layer_rules(void** state) {
   assert_status(INFER(geglu, &ga, o, T(F32, 4)), BP_INVALID_ARGUMENT, "approximate");
 }
 
+/* ---- quantization (docs/semantics.md, "Quantization") ------------------------------ */
+
+static void test_quant_rules(void** state) {
+  (void)state;
+  bp_tensor_desc_t o[1], o2[2];
+  bp_quantize_attrs_t q = {.struct_size = sizeof(q), .qdtype = BP_DTYPE_I4, .axis = -1, .block_size = 16};
+  /* i4 packs two per byte along the last dim: u8 [3, 20] for [3, 40] */
+  assert_ok(INFER(quantize, &q, o, T(F32, 3, 40), T(F32, 3, 3), T(I8, 3, 3)));
+  assert_desc(&o[0], U8, 3, 20);
+  assert_ok(INFER(dequantize, &q, o, T(U8, 3, 20), T(F16, 3, 3), NULL));
+  assert_desc(&o[0], F16, 3, 40);
+  assert_status(INFER(quantize, &q, o, T(F32, 3, 39), T(F32, 3, 3), NULL), BP_INVALID_ARGUMENT,
+                "must be even");
+  assert_status(INFER(quantize, &q, o, T(F32, 3, 40), T(F32, 3, 2), NULL), BP_INVALID_ARGUMENT,
+                "blocks of 16 along axis 1");
+  assert_status(INFER(quantize, &q, o, T(F32, 3, 40), T(F32, 3, 3), T(U8, 3, 3)),
+                BP_INVALID_ARGUMENT, "needs i8");
+  /* per channel along axis 0; fp8 keeps its dtype and takes no zero point */
+  q.qdtype = BP_DTYPE_F8E4M3FN, q.block_size = 0, q.axis = 0;
+  assert_ok(INFER(quantize, &q, o, T(F32, 6, 10), T(F32, 6), NULL));
+  assert_desc(&o[0], F8E4M3FN, 6, 10);
+  assert_status(INFER(quantize, &q, o, T(F32, 6, 10), T(F32, 10), NULL), BP_INVALID_ARGUMENT,
+                "per channel along axis 0");
+  assert_status(INFER(quantize, &q, o, T(F32, 6, 10), T(F32, 6), T(I8, 6)), BP_INVALID_ARGUMENT,
+                "zero point needs an integer");
+  assert_status(INFER(dequantize, &q, o, T(U8, 6, 10), T(F32, 6), NULL), BP_INVALID_ARGUMENT,
+                "is stored as float8_e4m3fn");
+  q.qdtype = BP_DTYPE_F16;
+  assert_status(INFER(quantize, &q, o, T(F32, 6), T(F32, 1), NULL), BP_INVALID_ARGUMENT,
+                "not a quantized element dtype");
+  q.qdtype = BP_DTYPE_I8, q.flags = 8;
+  assert_status(INFER(quantize, &q, o, T(F32, 6), T(F32, 1), NULL), BP_INVALID_ARGUMENT,
+                "unknown bits");
+  /* dynamic: MX scales over blocks of 32 (a tail block), e8m0 only for float codes */
+  bp_quantize_attrs_t d = {.struct_size = sizeof(d), .qdtype = BP_DTYPE_F4E2M1FN, .axis = -1,
+                           .block_size = 32, .dtype = BP_DTYPE_F8E8M0FNU};
+  assert_ok(INFER(quantize_dynamic, &d, o2, T(BF16, 4, 70)));
+  assert_desc(&o2[0], U8, 4, 35);
+  assert_desc(&o2[1], F8E8M0FNU, 4, 3);
+  d.qdtype = BP_DTYPE_I8;
+  assert_status(INFER(quantize_dynamic, &d, o2, T(F32, 4, 70)), BP_INVALID_ARGUMENT, "MX");
+  d.qdtype = BP_DTYPE_U8, d.dtype = 0;
+  assert_status(INFER(quantize_dynamic, &d, o2, T(F32, 4, 70)), BP_INVALID_ARGUMENT, "unsigned");
+  /* scaled_mm: i32 without an epilogue, f32 with one; fp8 pairs; shapes */
+  bp_scaled_mm_attrs_t m = {.struct_size = sizeof(m)};
+  assert_ok(INFER(scaled_mm, &m, o, T(I8, 5, 7), T(I8, 7, 3), NULL, NULL, NULL));
+  assert_desc(&o[0], I32, 5, 3);
+  assert_ok(INFER(scaled_mm, &m, o, T(U8, 5, 7), T(I8, 7, 3), T(F32, 5, 1), T(F32, 3), NULL));
+  assert_desc(&o[0], F32, 5, 3);
+  assert_ok(INFER(scaled_mm, &m, o, T(F8E4M3FN, 5, 7), T(F8E5M2, 7, 3), T(F32, 1), T(F32, 1), NULL));
+  assert_desc(&o[0], F32, 5, 3);
+  assert_status(INFER(scaled_mm, &m, o, T(I8, 5, 7), T(F8E5M2, 7, 3), NULL, NULL, NULL),
+                BP_INVALID_ARGUMENT, "must both be i8/u8 or both fp8");
+  assert_status(INFER(scaled_mm, &m, o, T(I8, 5, 7), T(I8, 6, 3), NULL, NULL, NULL),
+                BP_INVALID_ARGUMENT, "must be [m, k] and [k, n]");
+  assert_status(INFER(scaled_mm, &m, o, T(I8, 5, 7), T(I8, 7, 3), T(F32, 1, 5), NULL, NULL),
+                BP_INVALID_ARGUMENT, "input 'scale_a' has shape [1, 5]");
+  m.out_dtype = BP_DTYPE_I32;
+  assert_status(INFER(scaled_mm, &m, o, T(I8, 5, 7), T(I8, 7, 3), T(F32, 1), NULL, NULL),
+                BP_INVALID_ARGUMENT, "i32 output");
+  m.out_dtype = 0, m.a_zero_point = 300;
+  assert_status(INFER(scaled_mm, &m, o, T(U8, 5, 7), T(I8, 7, 3), NULL, NULL, NULL),
+                BP_INVALID_ARGUMENT, "a_zero_point = 300");
+  /* weight_only_mm: packed i4 [n, k/2], group scales [n, ceil(k/g)] */
+  bp_quantize_attrs_t w = {.struct_size = sizeof(w), .qdtype = BP_DTYPE_U4, .axis = -1, .block_size = 32};
+  assert_ok(INFER(weight_only_mm, &w, o, T(BF16, 2, 3, 96), T(U8, 10, 48), T(F16, 10, 3),
+                  T(U8, 10, 3), T(F32, 10)));
+  assert_desc(&o[0], BF16, 2, 3, 10);
+  assert_status(INFER(weight_only_mm, &w, o, T(F32, 96), T(U8, 10, 96), T(F16, 10, 3), NULL, NULL),
+                BP_INVALID_ARGUMENT, "has k = 96");
+  assert_status(INFER(weight_only_mm, &w, o, T(F32, 96), T(U8, 10, 48), T(F16, 10, 4), NULL, NULL),
+                BP_INVALID_ARGUMENT, "groups of 32");
+  assert_status(INFER(weight_only_mm, &w, o, T(F32, 96), T(I8, 10, 48), T(F16, 10, 3), NULL, NULL),
+                BP_INVALID_ARGUMENT, "is stored as u8");
+  w.qdtype = BP_DTYPE_F8E4M3FN;
+  assert_status(INFER(weight_only_mm, &w, o, T(F32, 96), T(F8E4M3FN, 10, 96), T(F16, 10, 3), NULL, NULL),
+                BP_INVALID_ARGUMENT, "not a quantized element dtype");
+}
+
 /* ---- other rules -------------------------------------------------------------------- */
 
 static void test_misc_rules(void** state) {
@@ -499,6 +578,7 @@ int run_infer_tests(void) {
       cmocka_unit_test_teardown(test_broadcasting, ops_release_all),
       cmocka_unit_test_teardown(test_reductions, ops_release_all),
       cmocka_unit_test_teardown(test_matmul, ops_release_all),
+      cmocka_unit_test_teardown(test_quant_rules, ops_release_all),
       cmocka_unit_test_teardown(test_cat, ops_release_all),
       cmocka_unit_test_teardown(test_misc_rules, ops_release_all),
       cmocka_unit_test_teardown(test_fused_layer_rules, ops_release_all),

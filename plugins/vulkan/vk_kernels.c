@@ -853,6 +853,97 @@ static int index_supported(struct bpp_device_s* d, const bp_op_call_t* call, cha
 static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap);
 
 /* ======================================================================== */
+/* quantize, dequantize (quant.comp)                                        */
+/* ======================================================================== */
+/* Row-major dense (size-1 dims ignored). */
+static int quant_dense(const bp_tensor_desc_t* t) {
+  int64_t want = 1;
+  for (uint32_t d = t->rank; d-- > 0;) {
+    if (t->sizes[d] != 1 && t->strides[d] != want) return 0;
+    want *= t->sizes[d];
+  }
+  return 1;
+}
+
+static int quant_float_ok(uint32_t dt) {
+  return dt == BP_DTYPE_F32 || dt == BP_DTYPE_F16 || dt == BP_DTYPE_BF16;
+}
+
+static int quant_supported(const bp_op_call_t* call, char* msg, size_t cap) {
+  const bp_quantize_attrs_t* a = call->attrs;
+  uint32_t q = a ? a->qdtype : BP_DTYPE_INVALID;
+  if (q != BP_DTYPE_I8 && q != BP_DTYPE_U8 && q != BP_DTYPE_I4 && q != BP_DTYPE_U4 &&
+      q != BP_DTYPE_F4E2M1FN) {
+    bp_plugin_format(msg, cap, 0, "codes of %s: integer and float4_e2m1fn codes only (no fp8 storage)",
+                     bp_dtype_name(q));
+    return BP_SUPPORT_DTYPE;
+  }
+  int deq = call->op_id == BP_OP_dequantize;
+  uint32_t fdt = deq ? call->outputs[0]->dtype : call->inputs[0]->dtype;
+  if (!quant_float_ok(fdt) || !quant_float_ok(call->inputs[1]->dtype)) {
+    bp_plugin_format(msg, cap, 0, "data %s, scale %s: f32, f16 or bf16 only", bp_dtype_name(fdt),
+                     bp_dtype_name(call->inputs[1]->dtype));
+    return BP_SUPPORT_DTYPE;
+  }
+  if (bp_desc_numel(deq ? call->outputs[0] : call->inputs[0]) > INT32_MAX) {
+    bp_plugin_format(msg, cap, 0, "more than 2^31 elements");
+    return BP_SUPPORT_SIZE;
+  }
+  return 0;
+}
+
+bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_quantize_attrs_t* a = call->attrs;
+  int deq = call->op_id == BP_OP_dequantize;
+  const bp_tensor_desc_t *x = call->inputs[0], *sc = call->inputs[1], *out = call->outputs[0];
+  const bp_tensor_desc_t* zp = call->num_inputs > 2 && call->inputs[2]->dtype != BP_DTYPE_INVALID ? call->inputs[2] : NULL;
+  const bp_tensor_desc_t* logical = deq ? out : x;
+  const bp_tensor_desc_t* ops[4] = {x, sc, zp, out};
+  for (int k = 0; k < 4; k++)
+    if (ops[k] && !quant_dense(ops[k]))
+      return vk_error(BP_UNIMPLEMENTED, "vulkan: quantization ops take dense operands (ask with query_support)");
+  int64_t numel = bp_desc_numel(logical);
+  if (numel == 0) return BP_OK;
+  uint32_t rank = logical->rank;
+  uint32_t meta[24];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(x));
+  vk_meta64(&meta[2], vk_desc_addr(sc));
+  if (zp) vk_meta64(&meta[4], vk_desc_addr(zp));
+  vk_meta64(&meta[6], vk_desc_addr(out));
+  meta[8] = (uint32_t)numel;
+  meta[9] = rank ? (uint32_t)logical->sizes[rank - 1] : 1u;
+  int64_t sn = bp_desc_numel(sc);
+  meta[10] = a->block_size > 0 ? 2u : sn == 1 ? 0u : 1u;
+  if (meta[10] != 0 && rank > 0) {
+    uint32_t axis = a->axis < 0 ? (uint32_t)(a->axis + (int32_t)rank) : (uint32_t)a->axis;
+    meta[11] = axis == rank - 1;
+    meta[12] = (uint32_t)logical->sizes[axis];
+    uint32_t inner = 1;
+    for (uint32_t d = axis + 1; d + 1 < rank; d++) inner *= (uint32_t)logical->sizes[d];
+    meta[13] = inner;
+    meta[14] = a->block_size > 0 ? (uint32_t)a->block_size : 1u;
+    meta[15] = (meta[12] + meta[14] - 1) / meta[14];
+  }
+  meta[16] = a->qdtype;
+  meta[18] = deq ? out->dtype : x->dtype;
+  meta[19] = sc->dtype;
+  meta[20] = zp ? zp->dtype : 0u;
+  meta[21] = deq ? 1u : 0u;
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_quant, NULL, 0, &pipe);
+  if (st) return st;
+  vk_access_t acc[4];
+  uint32_t na = 0;
+  vk_access_of(x, 0, &acc[na++]);
+  vk_access_of(sc, 0, &acc[na++]);
+  if (zp) vk_access_of(zp, 0, &acc[na++]);
+  vk_access_of(out, 1, &acc[na++]);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1,
+                            acc, na);
+}
+
+/* ======================================================================== */
 /* Family table                                                             */
 /* ======================================================================== */
 int vk_kernels_implemented(uint32_t op) {
@@ -865,6 +956,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_add_layer_norm: case BP_OP_add_rms_norm: case BP_OP_swiglu: case BP_OP_geglu:
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
+    case BP_OP_quantize: case BP_OP_dequantize:
       return 1;
     default:
       return 0;
@@ -889,6 +981,8 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return index_supported(d, call, msg, cap);
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
       return conv_pool_supported(d, call, msg, cap);
+    case BP_OP_quantize: case BP_OP_dequantize:
+      return quant_supported(call, msg, cap);
     default:
       bp_plugin_format(msg, cap, 0, "no Vulkan kernel");
       return BP_SUPPORT_OP;

@@ -478,6 +478,8 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_matmul(s, call);
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
       return vk_launch_index(s, call);
+    case BP_OP_quantize: case BP_OP_dequantize:
+      return vk_launch_quant(s, call);
     default:
       return vk_launch_conv_pool(s, call);
   }
@@ -510,7 +512,9 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
   else if (is_copy_op(op)) reason = copy_supported(d, call, msg, sizeof msg);
   else reason = vk_kernels_supported(d, call, msg, sizeof msg);
   if (reason) return answer(out, (uint32_t)reason, "vulkan: op %u: %s", op, msg);
-  return answer(out, BP_SUPPORT_OK, "%s", "");
+  bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
+  if (bp_op_family(op) == BP_OP_FAMILY_QUANT) out->requires_contiguous = 1; /* dense kernels */
+  return st;
 }
 
 /* Opcodes usable in fused programs: ops whose parameters travel in

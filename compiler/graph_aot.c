@@ -4,21 +4,24 @@
  *   header, 40 bytes: magic "BPGRAPHX", u32 format version, u32 ABI major,
  *     u32 ABI minor, u32 reserved (0), u64 payload bytes, u64 FNV-1a-64
  *     checksum of the payload;
- *   payload: u32 device count, per device: str device name ("cpu:0"), str
- *     plugin name, str plugin version, 16 bytes uuid, str device model;
- *     u32 flags, u64 memory limit; u32 symbol count, i64 values; str the
- *     compiled graph in the text format (after the front passes, before the
- *     symbols are bound); u32 node count, u32 device index per node, str
- *     reason per node; u32 folded, merged, removed, islands moved.
- *   (str: u32 length and the bytes, no NUL.)
+ *   payload: the devices (per device: str name "cpu:0", str plugin name,
+ *     str plugin version, 16 bytes uuid, str model); the options (u32
+ *     flags, u64 memory limit, the symbol values); the compiled graph in
+ *     binary (symbols, values with dtype, shape, name and constant data or
+ *     recipe, nodes with op, operands, attribute bytes and name, inputs,
+ *     outputs); the plan (device per node and why, per device the arena
+ *     size and node count, buffers with value, device, offset and lifetime,
+ *     steps with their buffers, fusions, counters).
+ *   (str: u32 length and the bytes.)
  * Loading checks everything before trusting anything: magic and size
  * (DATA_LOSS), format and ABI version (FAILED_PRECONDITION), checksum
  * (DATA_LOSS), every device present with the same plugin name and version,
- * uuid and model (FAILED_PRECONDITION naming the difference), the graph
- * through the parser and verifier, node count and device indices. It then
- * skips the front passes, the support claims and the cost model: the
- * placement is the file's; copies, the memory plan and constants are made
- * as in a compile.
+ * uuid and model (FAILED_PRECONDITION naming the difference), then every
+ * id, count, op, attribute size, shape and offset of the graph and the plan
+ * against each other (DATA_LOSS naming what is wrong). A loaded executable
+ * runs the plan as it is: no pass, no support query, no cost model, no
+ * memory planning (the devices are touched at the first run, as after a
+ * compile).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,7 +31,7 @@
 #include "graph_exec.h"
 
 #define BPG_AOT_MAGIC "BPGRAPHX"
-#define BPG_AOT_VERSION 1u
+#define BPG_AOT_VERSION 2u
 #define BPG_AOT_HEADER 40u
 #define BPG_AOT_MAX_FILE ((uint64_t)1 << 31)
 
@@ -75,10 +78,6 @@ static const char* bpg_plugin_field(const bp_device_t* d, int version) {
 }
 
 static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
-  char* text = NULL;
-  size_t tlen = 0;
-  bp_status_t st = bp_graph_print(x->g_sym, &text, &tlen);
-  if (st != BP_OK) return st;
   uint8_t header[BPG_AOT_HEADER] = {0};
   bpg_put(w, header, sizeof(header)); /* filled below */
   bpg_put32(w, x->num_devs);
@@ -99,23 +98,95 @@ static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
   }
   bpg_put32(w, x->flags);
   bpg_put64(w, x->limit_option);
-  bpg_put32(w, x->g->num_syms);
-  for (uint32_t s = 0; s < x->g->num_syms; ++s) bpg_put64(w, (uint64_t)x->syms[s]);
-  bpg_putstr(w, text, tlen);
-  bp_graph_text_free(text);
-  uint32_t live = 0;
-  for (uint32_t n = 0; n < x->g->num_nodes; ++n) live += !x->g->nodes[n].dead;
-  bpg_put32(w, live);
-  for (uint32_t n = 0; n < x->g->num_nodes; ++n) {
-    if (!x->g->nodes[n].dead) bpg_put32(w, x->node_dev[n]);
+  const bp_graph_t* g = x->g;
+  bpg_put32(w, g->num_syms);
+  for (uint32_t i = 0; i < g->num_syms; ++i) {
+    bpg_putstr(w, g->syms[i], strlen(g->syms[i]));
+    bpg_put64(w, (uint64_t)x->syms[i]);
   }
-  for (uint32_t n = 0; n < x->g->num_nodes; ++n) {
-    if (!x->g->nodes[n].dead) bpg_putstr(w, x->node_reason[n], strnlen(x->node_reason[n], sizeof(x->node_reason[n])));
+  bpg_putstr(w, g->name ? g->name : "", g->name ? strlen(g->name) : 0);
+  bpg_put32(w, g->num_values);
+  for (uint32_t v = 0; v < g->num_values; ++v) {
+    const bpg_value_t* val = &g->values[v];
+    bpg_put32(w, val->kind);
+    bpg_put32(w, val->dtype);
+    bpg_put32(w, val->rank);
+    for (uint32_t i = 0; i < val->rank; ++i) bpg_put64(w, (uint64_t)val->dims[i]);
+    bpg_putstr(w, val->name ? val->name : "", val->name ? strlen(val->name) : 0);
+    bpg_put32(w, val->producer);
+    bpg_put32(w, val->out_index);
+    if (val->kind == BP_GRAPH_VALUE_CONSTANT) {
+      const bpg_const_t* c = val->cst;
+      bpg_put32(w, c->kind);
+      bpg_put64(w, c->seed);
+      bpg_put(w, &c->lo, 8);
+      bpg_put(w, &c->hi, 8);
+      uint64_t n = c->kind == BPG_CONST_VALUES ? c->size : 0;
+      bpg_put64(w, n);
+      if (n > 0) bpg_put(w, c->data, (size_t)n);
+    }
   }
-  bpg_put32(w, x->passes_folded);
-  bpg_put32(w, x->passes_merged);
-  bpg_put32(w, x->passes_removed);
-  bpg_put32(w, x->islands_moved);
+  bpg_put32(w, g->num_nodes);
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    const bpg_node_t* node = &g->nodes[n];
+    bpg_put32(w, node->op);
+    bpg_putstr(w, node->name ? node->name : "", node->name ? strlen(node->name) : 0);
+    bpg_put32(w, node->dead);
+    bpg_put32(w, node->num_in);
+    bpg_put32(w, node->num_out);
+    for (uint32_t i = 0; i < node->num_in + node->num_out; ++i) bpg_put32(w, node->in[i]);
+    bpg_put32(w, node->attrs ? node->attrs_size : 0);
+    if (node->attrs) bpg_put(w, node->attrs, node->attrs_size);
+    bpg_put32(w, x->node_dev[n]);
+    bpg_putstr(w, x->node_reason[n], strnlen(x->node_reason[n], sizeof(x->node_reason[n])));
+  }
+  bpg_put32(w, g->num_inputs);
+  for (uint32_t i = 0; i < g->num_inputs; ++i) bpg_put32(w, g->inputs[i]);
+  bpg_put32(w, g->num_outputs);
+  for (uint32_t i = 0; i < g->num_outputs; ++i) bpg_put32(w, g->outputs[i]);
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    bpg_put64(w, x->devs[d].arena_bytes);
+    bpg_put32(w, x->devs[d].num_nodes);
+  }
+  bpg_put32(w, x->num_slots);
+  for (uint32_t i = 0; i < x->num_slots; ++i) {
+    const bpg_slot_t* sl = &x->slots[i];
+    bpg_put32(w, sl->value);
+    bpg_put32(w, sl->dev);
+    bpg_put32(w, sl->def_step);
+    bpg_put32(w, sl->last_step);
+    bpg_put64(w, sl->bytes);
+    bpg_put64(w, sl->offset);
+    bpg_put32(w, sl->inplace_of);
+    bpg_put32(w, sl->is_output);
+  }
+  bpg_put32(w, x->num_refs);
+  for (uint32_t i = 0; i < x->num_refs; ++i) bpg_put32(w, x->slot_refs[i]);
+  bpg_put32(w, x->num_steps);
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    bpg_put32(w, st->kind);
+    bpg_put32(w, st->node);
+    bpg_put32(w, st->dev);
+    bpg_put32(w, st->src_slot);
+    bpg_put32(w, st->dst_slot);
+    bpg_put32(w, st->in_slots ? (uint32_t)(st->in_slots - x->slot_refs) : UINT32_MAX);
+    bpg_put(w, &st->est_ns, 8);
+  }
+  bpg_put32(w, x->num_fusions);
+  for (uint32_t i = 0; i < x->num_fusions; ++i) {
+    const bpg_fusion_t* f = &x->fusions[i];
+    bpg_put32(w, f->first);
+    bpg_put32(w, f->second);
+    bpg_put32(w, f->ops[0]);
+    bpg_put32(w, f->ops[1]);
+    bpg_putstr(w, f->kind, strnlen(f->kind, sizeof(f->kind)));
+    bpg_putstr(w, f->as, strnlen(f->as, sizeof(f->as)));
+  }
+  uint32_t counters[5] = {x->passes_folded, x->passes_merged, x->passes_removed, x->islands_moved, x->num_copies};
+  for (int i = 0; i < 5; ++i) bpg_put32(w, counters[i]);
+  bpg_put64(w, x->copy_bytes);
+  bpg_put64(w, x->unplanned_bytes);
   if (w->oom) return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_exec_save: out of memory");
   uint32_t abi_major = 0, abi_minor = 0;
   bp_abi_version(&abi_major, &abi_minor);
@@ -206,6 +277,289 @@ static int bpg_str_eq(const char* s, uint32_t n, const char* z) { return strlen(
 #define BPG_TRUNC(r, what) \
   ((r)->bad ? bpg_error(BP_DATA_LOSS, "graph executable: truncated or corrupt (%s)", what) : BP_OK)
 
+
+#define BPG_BAD(...) bpg_error(BP_DATA_LOSS, "graph executable: " __VA_ARGS__)
+
+/* A string into a malloc'd NUL-terminated copy (NULL for ""); -1 when bad. */
+static int bpg_getname(bpg_rbuf_t* r, char** out) {
+  uint32_t n;
+  const char* s = bpg_getstr(r, &n);
+  *out = NULL;
+  if (r->bad || n == 0) return r->bad ? -1 : 0;
+  if (n >= BP_MAX_NAME || memchr(s, '\0', n) != NULL) return -1;
+  *out = malloc(n + 1);
+  if (*out == NULL) return -1;
+  memcpy(*out, s, n);
+  (*out)[n] = '\0';
+  return 0;
+}
+
+/* The compiled graph: read into a fresh graph, every id checked. */
+static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
+  bp_status_t st = bp_graph_create(NULL, &x->g);
+  if (st != BP_OK) return st;
+  bp_graph_t* g = x->g;
+  uint32_t nsyms = bpg_get32(r);
+  if (r->bad || nsyms > 1024) return BPG_BAD("%u symbols", nsyms);
+  x->syms = calloc(nsyms + 1, sizeof(int64_t));
+  if (x->syms == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  for (uint32_t i = 0; i < nsyms; ++i) {
+    char* name = NULL;
+    int64_t d;
+    if (bpg_getname(r, &name) != 0 || name == NULL) {
+      free(name);
+      return BPG_BAD("symbol %u has no valid name", i);
+    }
+    st = bp_graph_add_symbol(g, name, &d);
+    free(name);
+    if (st != BP_OK) return BPG_BAD("symbol %u: %s", i, bp_status_message());
+    x->syms[i] = (int64_t)bpg_get64(r);
+  }
+  if (bpg_getname(r, &g->name) != 0) return BPG_BAD("bad graph name");
+  uint32_t nv = bpg_get32(r);
+  if (r->bad || nv > r->len) return BPG_BAD("%u values", nv);
+  g->values = calloc(nv + 1, sizeof(bpg_value_t));
+  if (g->values == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  g->cap_values = nv + 1;
+  for (uint32_t v = 0; v < nv; ++v) {
+    bpg_value_t* val = &g->values[v];
+    g->num_values = v + 1;
+    val->kind = bpg_get32(r);
+    val->dtype = bpg_get32(r);
+    val->rank = bpg_get32(r);
+    if (r->bad || val->kind < BP_GRAPH_VALUE_INPUT || val->kind > BP_GRAPH_VALUE_NODE || val->rank > BP_MAX_RANK ||
+        (val->dtype != BP_DTYPE_INVALID && bp_dtype_size(val->dtype) == 0)) {
+      return BPG_BAD("value %u: kind %u, dtype %u, rank %u", v, val->kind, val->dtype, val->rank);
+    }
+    for (uint32_t i = 0; i < val->rank; ++i) {
+      val->dims[i] = (int64_t)bpg_get64(r);
+      if (val->dims[i] < 0) return BPG_BAD("value %u: dim %u is %lld", v, i, (long long)val->dims[i]);
+    }
+    if (bpg_getname(r, &val->name) != 0) return BPG_BAD("value %u: bad name", v);
+    val->producer = bpg_get32(r);
+    val->out_index = bpg_get32(r);
+    if (val->kind != BP_GRAPH_VALUE_NODE && val->dtype == BP_DTYPE_INVALID) return BPG_BAD("value %u has no dtype", v);
+    if (val->dtype != BP_DTYPE_INVALID && bpg_value_bytes(val) == UINT64_MAX) return BPG_BAD("value %u is too large", v);
+    if (val->kind != BP_GRAPH_VALUE_CONSTANT) continue;
+    val->cst = calloc(1, sizeof(bpg_const_t));
+    if (val->cst == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+    bpg_const_t* c = val->cst;
+    c->kind = bpg_get32(r);
+    c->seed = bpg_get64(r);
+    bpg_get(r, &c->lo, 8);
+    bpg_get(r, &c->hi, 8);
+    uint64_t n = bpg_get64(r);
+    uint64_t want = bpg_value_bytes(val);
+    if (r->bad) return BPG_BAD("value %u: truncated constant", v);
+    if (c->kind == BPG_CONST_VALUES) {
+      if (n != want || n > r->len - r->at) return BPG_BAD("constant %u has %llu bytes, its shape %llu", v, (unsigned long long)n, (unsigned long long)want);
+      c->data = malloc(n ? n : 1);
+      if (c->data == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+      bpg_get(r, c->data, n);
+      c->size = n;
+    } else if (c->kind != BPG_CONST_UNIFORM || n != 0 || bp_dtype_category(val->dtype) != BP_DTYPE_CATEGORY_FLOAT ||
+               !(c->lo < c->hi)) {
+      return BPG_BAD("constant %u: bad recipe", v);
+    }
+  }
+  uint32_t nn = bpg_get32(r);
+  if (r->bad || nn > r->len) return BPG_BAD("%u nodes", nn);
+  g->nodes = calloc(nn + 1, sizeof(bpg_node_t));
+  x->node_dev = calloc(nn + 1, sizeof(uint32_t));
+  x->node_reason = calloc(nn + 1, sizeof(*x->node_reason));
+  if (g->nodes == NULL || x->node_dev == NULL || x->node_reason == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  g->cap_nodes = nn + 1;
+  for (uint32_t n = 0; n < nn; ++n) {
+    bpg_node_t* node = &g->nodes[n];
+    g->num_nodes = n + 1;
+    node->op = bpg_get32(r);
+    if (bpg_getname(r, &node->name) != 0) return BPG_BAD("node %u: bad name", n);
+    node->dead = bpg_get32(r) != 0;
+    node->num_in = bpg_get32(r);
+    node->num_out = bpg_get32(r);
+    bp_op_info_t info = {.struct_size = sizeof(info)};
+    if (r->bad || bp_op_get_info(node->op, &info) != BP_OK || node->num_out != info.num_outputs || node->num_in > 64 ||
+        node->num_out > 4) {
+      return BPG_BAD("node %u: op %u with %u inputs and %u outputs", n, node->op, node->num_in, node->num_out);
+    }
+    node->in = malloc(sizeof(uint32_t) * (node->num_in + node->num_out + 1));
+    if (node->in == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+    node->out = node->in + node->num_in;
+    for (uint32_t i = 0; i < node->num_in + node->num_out; ++i) {
+      node->in[i] = bpg_get32(r);
+      int absent_ok = i < node->num_in;
+      if (node->in[i] >= nv && !(absent_ok && node->in[i] == BP_GRAPH_NO_VALUE)) return BPG_BAD("node %u: operand %u is value %u of %u", n, i, node->in[i], nv);
+    }
+    uint32_t asz = bpg_get32(r);
+    if (asz != 0) {
+      if (asz != bpg_op_attrs_size(node->op) || asz > r->len - r->at) return BPG_BAD("node %u: %u attribute bytes", n, asz);
+      node->attrs = malloc(asz);
+      if (node->attrs == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+      bpg_get(r, node->attrs, asz);
+      node->attrs_size = asz;
+      if (*(uint32_t*)node->attrs != asz) return BPG_BAD("node %u: attribute struct_size", n);
+    }
+    x->node_dev[n] = bpg_get32(r);
+    if (x->node_dev[n] >= x->num_devs) return BPG_BAD("node %u on device %u of %u", n, x->node_dev[n], x->num_devs);
+    uint32_t rl;
+    const char* reason = bpg_getstr(r, &rl);
+    size_t keep = rl < sizeof(x->node_reason[n]) - 1 ? rl : sizeof(x->node_reason[n]) - 1;
+    memcpy(x->node_reason[n], reason, keep);
+    if (r->bad) return BPG_BAD("node %u: truncated", n);
+  }
+  /* Producers point at live nodes that list the value at that position. */
+  for (uint32_t v = 0; v < nv; ++v) {
+    const bpg_value_t* val = &g->values[v];
+    if (val->kind != BP_GRAPH_VALUE_NODE || val->producer == UINT32_MAX) continue;
+    if (val->producer >= nn || val->out_index >= g->nodes[val->producer].num_out ||
+        g->nodes[val->producer].out[val->out_index] != v || val->dtype == BP_DTYPE_INVALID) {
+      return BPG_BAD("value %u: producer %u output %u does not match", v, val->producer, val->out_index);
+    }
+  }
+  uint32_t ni = bpg_get32(r);
+  if (r->bad || ni > nv) return BPG_BAD("%u inputs", ni);
+  g->inputs = calloc(ni + 1, sizeof(uint32_t));
+  if (g->inputs == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  g->num_inputs = g->cap_inputs = ni;
+  for (uint32_t i = 0; i < ni; ++i) {
+    g->inputs[i] = bpg_get32(r);
+    if (g->inputs[i] >= nv || g->values[g->inputs[i]].kind != BP_GRAPH_VALUE_INPUT || g->values[g->inputs[i]].producer != i) {
+      return BPG_BAD("input %u is value %u", i, g->inputs[i]);
+    }
+  }
+  for (uint32_t v = 0; v < nv; ++v) {
+    if (g->values[v].kind == BP_GRAPH_VALUE_INPUT && (g->values[v].producer >= ni || g->inputs[g->values[v].producer] != v)) {
+      return BPG_BAD("value %u is an input that is not listed", v);
+    }
+  }
+  uint32_t no = bpg_get32(r);
+  if (r->bad || no == 0 || no > nv) return BPG_BAD("%u outputs", no);
+  g->outputs = calloc(no + 1, sizeof(uint32_t));
+  if (g->outputs == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  g->num_outputs = g->cap_outputs = no;
+  for (uint32_t i = 0; i < no; ++i) {
+    g->outputs[i] = bpg_get32(r);
+    if (g->outputs[i] >= nv || g->values[g->outputs[i]].dtype == BP_DTYPE_INVALID) return BPG_BAD("output %u is value %u", i, g->outputs[i]);
+  }
+  g->name_stale = 1;
+  return BPG_TRUNC(r, "graph");
+}
+
+/* The plan: buffers and steps, checked against the graph and each other. */
+static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
+  const bp_graph_t* g = x->g;
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    x->devs[d].arena_bytes = bpg_get64(r);
+    x->devs[d].num_nodes = bpg_get32(r);
+    if (x->devs[d].arena_bytes > ((uint64_t)1 << 48)) return BPG_BAD("device %u: arena of %llu bytes", d, (unsigned long long)x->devs[d].arena_bytes);
+  }
+  uint32_t ns = bpg_get32(r);
+  if (r->bad || ns > r->len) return BPG_BAD("%u buffers", ns);
+  x->slots = calloc(ns + 1, sizeof(bpg_slot_t));
+  x->home_slot = malloc(sizeof(uint32_t) * (g->num_values + 1));
+  if (x->slots == NULL || x->home_slot == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  memset(x->home_slot, 0xFF, sizeof(uint32_t) * (g->num_values + 1));
+  x->num_slots = x->cap_slots = ns;
+  for (uint32_t i = 0; i < ns; ++i) {
+    bpg_slot_t* sl = &x->slots[i];
+    sl->value = bpg_get32(r);
+    sl->dev = bpg_get32(r);
+    sl->def_step = bpg_get32(r);
+    sl->last_step = bpg_get32(r);
+    sl->bytes = bpg_get64(r);
+    sl->offset = bpg_get64(r);
+    sl->inplace_of = bpg_get32(r);
+    sl->is_output = bpg_get32(r) != 0;
+    if (r->bad || sl->value >= g->num_values || sl->dev >= x->num_devs || g->values[sl->value].dtype == BP_DTYPE_INVALID ||
+        sl->bytes != bpg_value_bytes(&g->values[sl->value]) ||
+        (sl->offset != BPG_NO_OFFSET && (sl->offset > x->devs[sl->dev].arena_bytes ||
+                                         sl->bytes > x->devs[sl->dev].arena_bytes - sl->offset)) ||
+        (sl->inplace_of != UINT32_MAX && sl->inplace_of >= ns)) {
+      return BPG_BAD("buffer %u does not fit the graph or its arena", i);
+    }
+  }
+  uint32_t nr = bpg_get32(r);
+  if (r->bad || nr > r->len) return BPG_BAD("%u buffer references", nr);
+  x->slot_refs = malloc(sizeof(uint32_t) * (nr + 1));
+  if (x->slot_refs == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  x->num_refs = nr;
+  for (uint32_t i = 0; i < nr; ++i) {
+    x->slot_refs[i] = bpg_get32(r);
+    if (x->slot_refs[i] >= ns && x->slot_refs[i] != UINT32_MAX) return BPG_BAD("reference %u to buffer %u", i, x->slot_refs[i]);
+  }
+  uint32_t nst = bpg_get32(r);
+  if (r->bad || nst > r->len) return BPG_BAD("%u steps", nst);
+  x->steps = calloc(nst + 1, sizeof(bpg_step_t));
+  if (x->steps == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  x->num_steps = x->cap_steps = nst;
+  for (uint32_t i = 0; i < nst; ++i) {
+    bpg_step_t* st = &x->steps[i];
+    st->kind = bpg_get32(r);
+    st->node = bpg_get32(r);
+    st->dev = bpg_get32(r);
+    st->src_slot = bpg_get32(r);
+    st->dst_slot = bpg_get32(r);
+    uint32_t ref = bpg_get32(r);
+    bpg_get(r, &st->est_ns, 8);
+    if (r->bad || st->dev >= x->num_devs) return BPG_BAD("step %u", i);
+    if (st->kind == BPG_STEP_COPY) {
+      if (st->src_slot >= ns || st->dst_slot >= ns || x->slots[st->dst_slot].dev != st->dev ||
+          x->slots[st->src_slot].value != x->slots[st->dst_slot].value) {
+        return BPG_BAD("copy step %u", i);
+      }
+      continue;
+    }
+    if (st->kind != BPG_STEP_NODE || st->node >= g->num_nodes || g->nodes[st->node].dead ||
+        x->node_dev[st->node] != st->dev) {
+      return BPG_BAD("step %u: kind %u node %u", i, st->kind, st->node);
+    }
+    const bpg_node_t* node = &g->nodes[st->node];
+    if (ref == UINT32_MAX || ref > nr || node->num_in + node->num_out > nr - ref) return BPG_BAD("step %u: buffers", i);
+    st->in_slots = x->slot_refs + ref;
+    st->out_slots = st->in_slots + node->num_in;
+    for (uint32_t k = 0; k < node->num_in + node->num_out; ++k) {
+      uint32_t s = st->in_slots[k];
+      uint32_t v = node->in[k];
+      int absent = k < node->num_in && v == BP_GRAPH_NO_VALUE;
+      if (absent ? s != UINT32_MAX : (s == UINT32_MAX || x->slots[s].value != v || x->slots[s].dev != st->dev)) {
+        return BPG_BAD("step %u: operand %u's buffer", i, k);
+      }
+    }
+    for (uint32_t k = 0; k < node->num_out; ++k) x->home_slot[node->out[k]] = st->out_slots[k];
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) {
+    const bpg_value_t* v = &g->values[g->outputs[i]];
+    if (v->kind == BP_GRAPH_VALUE_NODE && x->home_slot[g->outputs[i]] == UINT32_MAX) return BPG_BAD("output %u has no step", i);
+  }
+  x->num_fusions = bpg_get32(r);
+  if (r->bad || x->num_fusions > BPG_MAX_FUSIONS) return BPG_BAD("%u fusions", x->num_fusions);
+  for (uint32_t i = 0; i < x->num_fusions; ++i) {
+    bpg_fusion_t* f = &x->fusions[i];
+    f->first = bpg_get32(r);
+    f->second = bpg_get32(r);
+    f->ops[0] = bpg_get32(r);
+    f->ops[1] = bpg_get32(r);
+    uint32_t kl, al;
+    const char* k = bpg_getstr(r, &kl);
+    const char* a = bpg_getstr(r, &al);
+    if (r->bad || f->first >= g->num_nodes || f->second >= g->num_nodes || kl >= sizeof(f->kind) || al >= sizeof(f->as)) {
+      return BPG_BAD("fusion %u", i);
+    }
+    memcpy(f->kind, k, kl);
+    memcpy(f->as, a, al);
+  }
+  x->num_regions = x->num_fusions;
+  x->passes_folded = bpg_get32(r);
+  x->passes_merged = bpg_get32(r);
+  x->passes_removed = bpg_get32(r);
+  x->islands_moved = bpg_get32(r);
+  x->num_copies = bpg_get32(r);
+  x->copy_bytes = bpg_get64(r);
+  x->unplanned_bytes = bpg_get64(r);
+  for (uint32_t i = 0; i < nst; ++i) x->est_ns += x->steps[i].est_ns;
+  return BPG_TRUNC(r, "plan");
+}
+
 bp_status_t bp_graph_exec_load_bytes(bp_context_t* ctx, const void* data, uint64_t size, bp_graph_exec_t** out) {
   if (ctx == NULL || (data == NULL && size > 0) || out == NULL) {
     return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_exec_load: context, data or out_exec is NULL");
@@ -238,10 +592,9 @@ bp_status_t bp_graph_exec_load_bytes(bp_context_t* ctx, const void* data, uint64
     return bpg_error(BP_DATA_LOSS, "graph executable: checksum mismatch (corrupt)");
   }
   bpg_rbuf_t r = {b + BPG_AOT_HEADER, payload, 0, 0};
-  bp_graph_exec_t* placed = calloc(1, sizeof(*placed));
-  bp_graph_t* g = NULL;
-  bp_status_t st = placed ? BP_OK : bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
-  uint32_t ndev = st == BP_OK ? bpg_get32(&r) : 0;
+  bp_device_t* devs[BPG_MAX_DEVICES] = {0};
+  bp_status_t st = BP_OK;
+  uint32_t ndev = bpg_get32(&r);
   if (st == BP_OK && (ndev == 0 || ndev > BPG_MAX_DEVICES)) {
     st = bpg_error(BP_DATA_LOSS, "graph executable: %u devices (1..%d)", ndev, BPG_MAX_DEVICES);
   }
@@ -278,77 +631,36 @@ bp_status_t bp_graph_exec_load_bytes(bp_context_t* ctx, const void* data, uint64
       break;
     }
     for (uint32_t e = 0; e < d; ++e) {
-      if (placed->devs[e].device == dev) st = bpg_error(BP_DATA_LOSS, "graph executable: device %s listed twice", spec);
+      if (devs[e] == dev) st = bpg_error(BP_DATA_LOSS, "graph executable: device %s listed twice", spec);
     }
-    placed->devs[d].device = dev;
-    placed->num_devs = d + 1;
+    devs[d] = dev;
   }
-  bp_graph_compile_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  int64_t* syms = NULL;
-  uint32_t nsyms = 0;
+  bp_graph_exec_t* x = NULL;
   if (st == BP_OK) {
-    o.flags = bpg_get32(&r);
-    o.memory_limit_bytes = bpg_get64(&r);
-    nsyms = bpg_get32(&r);
+    x = calloc(1, sizeof(*x));
+    if (x == NULL) st = bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  }
+  if (st == BP_OK) {
+    bp_context_retain(ctx);
+    x->ctx = ctx;
+    x->flags = bpg_get32(&r);
+    x->limit_option = bpg_get64(&r);
     st = BPG_TRUNC(&r, "options");
-    if (st == BP_OK && nsyms > 1024) st = bpg_error(BP_DATA_LOSS, "graph executable: %u symbols", nsyms);
+    if (st == BP_OK) st = bpg_exec_init_devices(x, devs, ndev, x->limit_option);
   }
-  if (st == BP_OK) {
-    syms = calloc(nsyms + 1, sizeof(int64_t));
-    if (syms == NULL) st = bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
-    for (uint32_t s = 0; s < nsyms && st == BP_OK; ++s) syms[s] = (int64_t)bpg_get64(&r);
+  if (st == BP_OK) st = bpg_read_graph(&r, x);
+  if (st == BP_OK) st = bpg_read_plan(&r, x);
+  if (st == BP_OK && r.at != r.len) {
+    st = bpg_error(BP_DATA_LOSS, "graph executable: %llu bytes after the end", (unsigned long long)(r.len - r.at));
   }
-  uint32_t tl = 0;
-  const char* text = st == BP_OK ? bpg_getstr(&r, &tl) : "";
-  if (st == BP_OK && (st = BPG_TRUNC(&r, "graph")) == BP_OK) {
-    st = bp_graph_parse(text, tl, &g);
-    if (st != BP_OK) st = bpg_error(BP_DATA_LOSS, "graph executable: its graph does not parse: %s", bp_status_message());
+  if (st != BP_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%s", bp_status_message());
+    bp_graph_exec_release(x);
+    return bp_status_set_message(st, msg);
   }
-  if (st == BP_OK && g->num_syms != nsyms) {
-    st = bpg_error(BP_DATA_LOSS, "graph executable: %u symbol values for a graph with %u", nsyms, g->num_syms);
-  }
-  if (st == BP_OK) {
-    uint32_t nn = bpg_get32(&r);
-    if ((st = BPG_TRUNC(&r, "placement")) == BP_OK && nn != g->num_nodes) {
-      st = bpg_error(BP_DATA_LOSS, "graph executable: %u placed nodes for a graph of %u", nn, g->num_nodes);
-    }
-  }
-  if (st == BP_OK) {
-    placed->node_dev = calloc(g->num_nodes + 1, sizeof(uint32_t));
-    placed->node_reason = calloc(g->num_nodes + 1, sizeof(*placed->node_reason));
-    if (placed->node_dev == NULL || placed->node_reason == NULL) st = bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
-  }
-  for (uint32_t n = 0; st == BP_OK && n < g->num_nodes; ++n) {
-    placed->node_dev[n] = bpg_get32(&r);
-    if (placed->node_dev[n] >= ndev) st = bpg_error(BP_DATA_LOSS, "graph executable: node %u on device %u of %u", n, placed->node_dev[n], ndev);
-    else placed->devs[placed->node_dev[n]].num_nodes++;
-  }
-  for (uint32_t n = 0; st == BP_OK && n < g->num_nodes; ++n) {
-    uint32_t rl;
-    const char* reason = bpg_getstr(&r, &rl);
-    size_t keep = rl < sizeof(placed->node_reason[n]) - 1 ? rl : sizeof(placed->node_reason[n]) - 1;
-    memcpy(placed->node_reason[n], reason, keep);
-    placed->node_reason[n][keep] = '\0';
-  }
-  if (st == BP_OK) {
-    placed->passes_folded = bpg_get32(&r);
-    placed->passes_merged = bpg_get32(&r);
-    placed->passes_removed = bpg_get32(&r);
-    placed->islands_moved = bpg_get32(&r);
-    st = BPG_TRUNC(&r, "counters");
-    if (st == BP_OK && r.at != r.len) st = bpg_error(BP_DATA_LOSS, "graph executable: %llu bytes after the end", (unsigned long long)(r.len - r.at));
-  }
-  if (st == BP_OK) st = bpg_exec_build(ctx, g, syms, nsyms, &o, placed, out);
-  if (placed) {
-    free(placed->node_dev);
-    free(placed->node_reason);
-    free(placed);
-  }
-  free(syms);
-  bp_graph_release(g);
-  return st;
+  *out = x;
+  return BP_OK;
 }
 
 bp_status_t bp_graph_exec_load(bp_context_t* ctx, const char* path, bp_graph_exec_t** out) {

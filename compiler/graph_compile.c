@@ -71,8 +71,6 @@ bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* device
     }
     d->device = devices[i];
     x->num_devs = i + 1;
-    bp_status_t st = bp_stream_create(d->device, NULL, &d->stream);
-    if (st != BP_OK) return st;
     const bp_device_properties_t* p = bp_device_properties(d->device);
     d->peak_flops_f32 = p ? p->peak_ops_per_s[BP_DTYPE_F32] : 0;
     d->bandwidth = p ? p->memory_bandwidth_bytes_per_s : 0;
@@ -87,11 +85,13 @@ bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* device
     if (d->link_bandwidth <= 0) d->link_bandwidth = 1e10;
     d->limit_bytes = limit ? limit : (p && p->memory_bytes ? p->memory_bytes : UINT64_MAX);
     if (limit == 0 && p != NULL && p->memory_bytes == 0) d->limit_bytes = UINT64_MAX;
+    d->place_limit = d->limit_bytes;
   }
   return BP_OK;
 }
 
 bp_status_t bpg_exec_upload_constants(bp_graph_exec_t* x) {
+  if (x->const_tensors != NULL) return BP_OK;
   x->const_tensors = calloc(x->num_slots + 1, sizeof(bp_tensor_t*));
   if (x->const_tensors == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
   for (uint32_t s = 0; s < x->num_slots; ++s) {
@@ -196,6 +196,33 @@ static bp_status_t bpg_devices(bp_context_t* ctx, const bp_graph_compile_options
   return BP_OK;
 }
 
+/* Back to the state before placement, for another attempt. */
+static bp_status_t bpg_exec_reset(bp_graph_exec_t* x, const int64_t* syms, uint32_t num_syms) {
+  bp_graph_release(x->g);
+  x->g = NULL;
+  free(x->syms);
+  x->syms = NULL;
+  free(x->slots);
+  free(x->steps);
+  free(x->slot_refs);
+  x->slots = NULL;
+  x->steps = NULL;
+  x->slot_refs = NULL;
+  x->num_slots = x->cap_slots = x->num_steps = x->cap_steps = x->num_refs = 0;
+  x->num_fusions = x->num_copies = 0;
+  x->copy_bytes = x->unplanned_bytes = 0;
+  x->islands_moved = 0;
+  x->over_dev = UINT32_MAX;
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    x->devs[d].placed_bytes = x->devs[d].arena_bytes = x->devs[d].const_bytes = 0;
+    x->devs[d].num_nodes = 0;
+  }
+  bp_status_t st = bpg_clone(x->g_sym, &x->g);
+  if (st == BP_OK) st = bpg_bind(x, syms, num_syms);
+  if (st == BP_OK) memset(x->home_slot, 0xFF, sizeof(uint32_t) * (x->g->num_values + 1));
+  return st;
+}
+
 bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int64_t* syms, uint32_t num_syms,
                            const bp_graph_compile_options_t* o, const bp_graph_exec_t* placed,
                            bp_graph_exec_t** out) {
@@ -206,6 +233,7 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
   x->ctx = ctx;
   x->flags = o ? o->flags : 0;
   x->limit_option = o ? o->memory_limit_bytes : 0;
+  x->over_dev = UINT32_MAX;
   bp_status_t st = bpg_clone(g_sym, &x->g_sym);
   if (st == BP_OK) st = bpg_clone(g_sym, &x->g);
   if (st == BP_OK) st = bpg_bind(x, syms, num_syms);
@@ -219,22 +247,31 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
     st = bpg_devices(ctx, o, devs, &n);
   }
   if (st == BP_OK) st = bpg_exec_init_devices(x, devs, n, o ? o->memory_limit_bytes : 0);
-  if (st == BP_OK && placed != NULL) {
-    /* The same graph: the same nodes on the same devices. */
-    memcpy(x->node_dev, placed->node_dev, sizeof(uint32_t) * x->g->num_nodes);
-    memcpy(x->node_reason, placed->node_reason, sizeof(*x->node_reason) * x->g->num_nodes);
-    for (uint32_t d = 0; d < n; ++d) x->devs[d].num_nodes = placed->devs[d].num_nodes;
-    x->passes_folded = placed->passes_folded;
-    x->passes_merged = placed->passes_merged;
-    x->passes_removed = placed->passes_removed;
-    x->islands_moved = placed->islands_moved;
-  } else if (st == BP_OK) {
-    st = bpg_pass_place(x, o);
+  /* Placement estimates memory; planning knows it. When the plan does not
+   * fit a device, place again with that device's limit lowered by the
+   * excess (a few times at most). */
+  for (int attempt = 0; st == BP_OK; ++attempt) {
+    if (placed != NULL) {
+      /* The same graph: the same nodes on the same devices. */
+      memcpy(x->node_dev, placed->node_dev, sizeof(uint32_t) * x->g->num_nodes);
+      memcpy(x->node_reason, placed->node_reason, sizeof(*x->node_reason) * x->g->num_nodes);
+      for (uint32_t d = 0; d < n; ++d) x->devs[d].num_nodes = placed->devs[d].num_nodes;
+      x->passes_folded = placed->passes_folded;
+      x->passes_merged = placed->passes_merged;
+      x->passes_removed = placed->passes_removed;
+      x->islands_moved = placed->islands_moved;
+    } else {
+      st = bpg_pass_place(x, o);
+    }
+    if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
+    if (st == BP_OK) st = bpg_pass_copies(x);
+    if (st == BP_OK) st = bpg_pass_memplan(x);
+    if (st != BP_RESOURCE_EXHAUSTED || placed != NULL || x->over_dev == UINT32_MAX || attempt >= 8) break;
+    bpg_dev_t* over = &x->devs[x->over_dev];
+    uint64_t cut = x->over_bytes > BPG_ALIGN ? x->over_bytes : BPG_ALIGN;
+    over->place_limit = over->place_limit > cut ? over->place_limit - cut : 0;
+    st = bpg_exec_reset(x, syms, num_syms);
   }
-  if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
-  if (st == BP_OK) st = bpg_pass_copies(x);
-  if (st == BP_OK) st = bpg_pass_memplan(x);
-  if (st == BP_OK) st = bpg_exec_upload_constants(x);
   if (st == BP_OK) {
     for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
     x->num_regions = x->num_fusions;

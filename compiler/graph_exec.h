@@ -15,8 +15,10 @@ typedef struct bpg_dev {
   bp_stream_t* stream;
   bp_buffer_t* arena;     /* planned intermediates; NULL until the first run */
   uint64_t arena_bytes;   /* planned peak */
-  uint64_t limit_bytes;   /* capacity used by placement and planning */
-  uint64_t placed_bytes;  /* outputs of nodes placed here (placement's running sum) */
+  uint64_t const_bytes;   /* constants uploaded here */
+  uint64_t limit_bytes;   /* capacity planning checks */
+  uint64_t place_limit;   /* what placement assumes (lowered when the plan did not fit) */
+  uint64_t placed_bytes;  /* placement: bytes of values placed here still alive at the node placed */
   uint32_t num_nodes;     /* nodes placed here */
   double peak_flops_f32, bandwidth, launch_ns, link_bandwidth; /* roofline figures */
   int default_figures;    /* the device reported none: the model assumed defaults */
@@ -68,6 +70,8 @@ struct bp_graph_exec {
   int64_t* syms;       /* bound symbol values */
   uint32_t flags;
   uint64_t limit_option; /* options.memory_limit_bytes (0: the devices') */
+  uint32_t over_dev;      /* memplan: the device over its limit (UINT32_MAX: none) */
+  uint64_t over_bytes;    /* memplan: by how much */
   bpg_dev_t devs[BPG_MAX_DEVICES];
   uint32_t num_devs;
   uint32_t* node_dev;      /* per node */
@@ -112,7 +116,7 @@ BPG_HIDDEN bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uin
                                          uint32_t* out);
 BPG_HIDDEN bp_status_t bpg_exec_new_step(bp_graph_exec_t* x, uint32_t* out);
 BPG_HIDDEN int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d);
-/* Creates streams and fills device figures for devices[0..n). */
+/* Fills device figures and limits for devices[0..n) (streams come with the first run). */
 BPG_HIDDEN bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices,
                                              uint32_t n, uint64_t limit);
 /* The front of a compile: a verified copy of `graph` with const_fold, cse
@@ -125,7 +129,7 @@ BPG_HIDDEN bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* gr
 BPG_HIDDEN bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int64_t* syms,
                                       uint32_t num_syms, const bp_graph_compile_options_t* o,
                                       const bp_graph_exec_t* placed, bp_graph_exec_t** out);
-/* Uploads constants used on each device. */
+/* Uploads constants used on each device (once; the first run calls it). */
 BPG_HIDDEN bp_status_t bpg_exec_upload_constants(bp_graph_exec_t* x);
 
 #endif /* BP_COMPILER_GRAPH_EXEC_H_ */

@@ -42,9 +42,9 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                   x->compile_ms);
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     const bpg_dev_t* dev = &x->devs[d];
-    bpg_sbuf_printf(s, "%s\n    {\"name\": \"%s\", \"nodes\": %u, \"peak_bytes\": %llu, \"limit_bytes\": %llu, "
-                    "\"default_figures\": %s}", d ? "," : "", bp_device_name(dev->device), dev->num_nodes,
-                    (unsigned long long)dev->arena_bytes,
+    bpg_sbuf_printf(s, "%s\n    {\"name\": \"%s\", \"nodes\": %u, \"peak_bytes\": %llu, \"constant_bytes\": %llu, "
+                    "\"limit_bytes\": %llu, \"default_figures\": %s}", d ? "," : "", bp_device_name(dev->device), dev->num_nodes,
+                    (unsigned long long)dev->arena_bytes, (unsigned long long)dev->const_bytes,
                     (unsigned long long)(dev->limit_bytes == UINT64_MAX ? 0 : dev->limit_bytes),
                     dev->default_figures ? "true" : "false");
   }
@@ -104,8 +104,9 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                   bpg_live_nodes(x), x->num_devs, x->num_devs == 1 ? "" : "s", x->compile_ms);
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     const bpg_dev_t* dev = &x->devs[d];
-    bpg_sbuf_printf(s, "  %-10s %4u nodes  peak %10llu bytes%s\n", bp_device_name(dev->device), dev->num_nodes,
-                    (unsigned long long)dev->arena_bytes, dev->default_figures ? "  (no throughput figures: assumed 1 GFLOP/s, 10 GB/s)" : "");
+    bpg_sbuf_printf(s, "  %-10s %4u nodes  peak %10llu bytes  constants %10llu bytes%s\n", bp_device_name(dev->device),
+                    dev->num_nodes, (unsigned long long)dev->arena_bytes, (unsigned long long)dev->const_bytes,
+                    dev->default_figures ? "  (no throughput figures: assumed 1 GFLOP/s, 10 GB/s)" : "");
   }
   bpg_sbuf_printf(s, "%-5s %-16s %-14s %-10s %10s %10s  %s\n", "#", "node", "op", "device", "est us", "meas us", "reason");
   for (uint32_t i = 0; i < x->num_steps; ++i) {

@@ -21,8 +21,16 @@ static double bpg_now_ns(void) {
   return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* Arenas and their views, on the first run. */
+/* Streams, constants, arenas and their views, on the first run (a compile
+ * or a load does not touch the devices). */
 static bp_status_t bpg_prepare_memory(bp_graph_exec_t* x) {
+  for (uint32_t d = 0; d < x->num_devs; ++d) {
+    if (x->devs[d].stream != NULL) continue;
+    bp_status_t st = bp_stream_create(x->devs[d].device, NULL, &x->devs[d].stream);
+    if (st != BP_OK) return st;
+  }
+  bp_status_t cst = bpg_exec_upload_constants(x);
+  if (cst != BP_OK) return cst;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     bpg_dev_t* dev = &x->devs[d];
     if (dev->arena != NULL || dev->arena_bytes == 0) continue;

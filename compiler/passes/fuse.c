@@ -181,17 +181,22 @@ static bp_status_t bpg_fuse_add_norm(bp_graph_exec_t* x, uint32_t n, const uint3
 
 bp_status_t bpg_pass_fuse(bp_graph_exec_t* x) {
   bp_graph_t* g = x->g;
-  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+  uint32_t* uses = NULL;
+  bp_status_t st = bpg_use_counts(g, &uses);
+  for (uint32_t n = 0; n < g->num_nodes && st == BP_OK; ++n) {
     bpg_node_t* node = &g->nodes[n];
     if (node->dead || (node->op != BP_OP_linear && node->op != BP_OP_add)) continue;
-    uint32_t* uses = NULL;
-    bp_status_t st = bpg_use_counts(g, &uses);
-    if (st != BP_OK) return st;
     int done = 0;
     st = node->op == BP_OP_linear ? bpg_fuse_epilogue(x, n, uses, &done) : bpg_fuse_add_norm(x, n, uses, &done);
-    free(uses);
-    if (st != BP_OK) return st;
+    if (st == BP_OK && done) {
+      /* Uses changed: count again (fusions are few). */
+      free(uses);
+      uses = NULL;
+      st = bpg_use_counts(g, &uses);
+    }
   }
+  free(uses);
+  if (st != BP_OK) return st;
   /* Nodes per device after fusion. */
   for (uint32_t d = 0; d < x->num_devs; ++d) x->devs[d].num_nodes = 0;
   for (uint32_t n = 0; n < g->num_nodes; ++n) {

@@ -4,8 +4,8 @@
  * first fit, as TFLite's and XLA's planners do). An elementwise node may
  * write its output over an input that dies at that node with the same
  * shape and element size (the core accepts exact in-place aliases for
- * these ops). The arena's size is the planned peak; it must fit the
- * device's limit. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
+ * these ops). The arena's size is the planned peak; with the constants
+ * uploaded to the device it must fit the device's limit. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
  * its own range; that sum is reported as the unplanned figure either way.
  */
 #include <stdlib.h>
@@ -138,10 +138,21 @@ bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
       if (off + items[i].bytes > peak) peak = off + items[i].bytes;
     }
     x->devs[d].arena_bytes = peak;
-    if (peak > x->devs[d].limit_bytes) {
+    /* Constants stay for the executable's life beside the arena. */
+    uint64_t consts = 0;
+    for (uint32_t s = 0; s < x->num_slots; ++s) {
+      const bpg_slot_t* sl = &x->slots[s];
+      if (sl->dev == d && x->g->values[sl->value].kind == BP_GRAPH_VALUE_CONSTANT) consts += bpg_align(sl->bytes);
+    }
+    x->devs[d].const_bytes = consts;
+    if (peak > x->devs[d].limit_bytes || consts > x->devs[d].limit_bytes - peak) {
+      if (st == BP_OK) {
+        x->over_dev = d;
+        x->over_bytes = peak + consts - x->devs[d].limit_bytes;
+      }
       st = bpg_error(BP_RESOURCE_EXHAUSTED,
-                     "memplan: %s needs %llu bytes of intermediates at peak, over its limit of %llu bytes",
-                     bp_device_name(x->devs[d].device), (unsigned long long)peak,
+                     "memplan: %s needs %llu bytes of intermediates at peak and %llu of constants, over its limit of %llu bytes",
+                     bp_device_name(x->devs[d].device), (unsigned long long)peak, (unsigned long long)consts,
                      (unsigned long long)x->devs[d].limit_bytes);
     }
   }

@@ -9,7 +9,10 @@
  *    that lists them all with the reasons.
  * 3. Cost: otherwise the cheapest device for the node's own time (the
  *    roofline below) plus the copies its inputs would need from where they
- *    live, within each device's memory limit (outputs placed so far).
+ *    live, within each device's memory limit: the constants uploaded there
+ *    (each once per device), the values placed there that are still alive
+ *    at this node (read later, or graph outputs), this node's outputs and
+ *    the copies of its inputs from other devices.
  * 4. Islands: a node whose producers and consumers all sit on one other
  *    device that runs it is moved there when that saves the copies.
  * Ties go to the earlier device in the user's order, so the result is
@@ -121,12 +124,15 @@ bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_suppo
   return bp_device_query_support(x->devs[d].device, &call, out);
 }
 
+/* Bytes of a value as memory planning lays it out (aligned). */
+static uint64_t bpg_abytes(const bpg_value_t* v) {
+  uint64_t b = bpg_value_bytes(v);
+  return b == UINT64_MAX ? 0 : (b + BPG_ALIGN - 1) / BPG_ALIGN * BPG_ALIGN;
+}
+
 static uint64_t bpg_node_out_bytes(const bp_graph_t* g, const bpg_node_t* node) {
   uint64_t b = 0;
-  for (uint32_t k = 0; k < node->num_out; ++k) {
-    uint64_t vb = bpg_value_bytes(&g->values[node->out[k]]);
-    if (vb != UINT64_MAX) b += vb;
-  }
+  for (uint32_t k = 0; k < node->num_out; ++k) b += bpg_abytes(&g->values[node->out[k]]);
   return b;
 }
 
@@ -152,6 +158,29 @@ static double bpg_input_copy_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t
   return c;
 }
 
+/* Bytes node n adds on device d while it runs: its outputs, constants not
+ * yet there, copies of inputs that live elsewhere. */
+static uint64_t bpg_need(const bp_graph_exec_t* x, uint32_t n, uint32_t d, const uint8_t* const_on) {
+  const bp_graph_t* g = x->g;
+  const bpg_node_t* node = &g->nodes[n];
+  uint64_t b = bpg_node_out_bytes(g, node);
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    uint32_t v = node->in[i];
+    if (v == BP_GRAPH_NO_VALUE) continue;
+    const bpg_value_t* val = &g->values[v];
+    uint64_t vb = bpg_abytes(val);
+    if (val->kind == BP_GRAPH_VALUE_CONSTANT && !const_on[(size_t)v * x->num_devs + d]) b += vb;
+    if (val->kind == BP_GRAPH_VALUE_NODE && x->node_dev[val->producer] != d) b += vb;
+  }
+  return b;
+}
+
+static int bpg_fits(const bp_graph_exec_t* x, uint32_t n, uint32_t d, const uint8_t* const_on, const uint64_t* const_bytes) {
+  uint64_t used = x->devs[d].placed_bytes + const_bytes[d];
+  uint64_t need = bpg_need(x, n, d, const_on);
+  return used <= x->devs[d].place_limit && need <= x->devs[d].place_limit - used;
+}
+
 static const bp_graph_pin_t* bpg_find_pin(const bpg_node_t* node, const bp_graph_compile_options_t* o) {
   if (node->name == NULL || o == NULL) return NULL;
   for (uint32_t i = 0; i < o->num_pins; ++i) {
@@ -165,6 +194,34 @@ static const bp_graph_pin_t* bpg_find_pin(const bpg_node_t* node, const bp_graph
 static uint32_t bpg_islands(bp_graph_exec_t* x, const uint8_t* ok, const uint8_t* fixed) {
   bp_graph_t* g = x->g;
   uint32_t moved = 0;
+  /* The live nodes reading each value, as compressed lists. */
+  uint32_t* rd_start = calloc(g->num_values + 2, sizeof(uint32_t));
+  size_t edges = 0;
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (!g->nodes[n].dead) edges += g->nodes[n].num_in;
+  }
+  uint32_t* rd = malloc(sizeof(uint32_t) * (edges + 1));
+  uint32_t* fill = calloc(g->num_values + 1, sizeof(uint32_t));
+  if (rd_start == NULL || rd == NULL || fill == NULL) {
+    free(rd_start);
+    free(rd);
+    free(fill);
+    return 0; /* no island moves: still a valid placement */
+  }
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (g->nodes[n].dead) continue;
+    for (uint32_t i = 0; i < g->nodes[n].num_in; ++i) {
+      if (g->nodes[n].in[i] != BP_GRAPH_NO_VALUE) rd_start[g->nodes[n].in[i] + 1]++;
+    }
+  }
+  for (uint32_t v = 0; v < g->num_values; ++v) rd_start[v + 1] += rd_start[v];
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (g->nodes[n].dead) continue;
+    for (uint32_t i = 0; i < g->nodes[n].num_in; ++i) {
+      uint32_t v = g->nodes[n].in[i];
+      if (v != BP_GRAPH_NO_VALUE) rd[rd_start[v] + fill[v]++] = n;
+    }
+  }
   for (uint32_t n = 0; n < g->num_nodes; ++n) {
     bpg_node_t* node = &g->nodes[n];
     if (node->dead || fixed[n]) continue;
@@ -177,12 +234,11 @@ static uint32_t bpg_islands(bp_graph_exec_t* x, const uint8_t* ok, const uint8_t
       uniform = h == other;
       any = 1;
     }
-    for (uint32_t m = n + 1; m < g->num_nodes && uniform; ++m) {
-      if (g->nodes[m].dead) continue;
-      for (uint32_t i = 0; i < g->nodes[m].num_in; ++i) {
-        uint32_t v = g->nodes[m].in[i];
-        if (v == BP_GRAPH_NO_VALUE || g->values[v].kind != BP_GRAPH_VALUE_NODE || g->values[v].producer != n) continue;
-        uint32_t h = x->node_dev[m];
+    /* Readers of n's outputs (CSR lists built once). */
+    for (uint32_t k = 0; k < node->num_out && uniform; ++k) {
+      uint32_t v = node->out[k];
+      for (uint32_t r = rd_start[v]; r < rd_start[v + 1] && uniform; ++r) {
+        uint32_t h = x->node_dev[rd[r]];
         if (other == UINT32_MAX) other = h;
         uniform &= h == other;
         any = 1;
@@ -202,17 +258,23 @@ static uint32_t bpg_islands(bp_graph_exec_t* x, const uint8_t* ok, const uint8_t
       moved++;
     }
   }
+  free(rd_start);
+  free(rd);
+  free(fill);
   return moved;
 }
 
 bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t* o) {
   bp_graph_t* g = x->g;
   uint32_t nd = x->num_devs;
+  uint32_t *last = NULL, *dies = NULL, *head = NULL;
+  uint8_t* const_on = calloc((size_t)g->num_values * nd + 1, 1); /* constant v uploaded to d */
+  uint64_t const_bytes[BPG_MAX_DEVICES] = {0};
   uint8_t* ok = calloc((size_t)g->num_nodes * nd + 1, 1);
   uint8_t* fixed = calloc((size_t)g->num_nodes + 1, 1);
   char(*why)[128] = calloc((size_t)g->num_nodes * nd + 1, sizeof(*why));
   bp_status_t st = BP_OK;
-  if (ok == NULL || fixed == NULL || why == NULL) {
+  if (ok == NULL || fixed == NULL || why == NULL || const_on == NULL) {
     st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
     goto done;
   }
@@ -244,6 +306,31 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       }
     }
   }
+  /* Liveness for the memory limits: the last node reading each value. */
+  last = malloc(sizeof(uint32_t) * (g->num_values + 1));
+  dies = malloc(sizeof(uint32_t) * (g->num_values + 1));
+  head = malloc(sizeof(uint32_t) * (g->num_nodes + 1));
+  if (last == NULL || dies == NULL || head == NULL) {
+    st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
+    goto done;
+  }
+  for (uint32_t v = 0; v < g->num_values; ++v) {
+    const bpg_value_t* val = &g->values[v];
+    last[v] = val->kind == BP_GRAPH_VALUE_NODE ? val->producer : UINT32_MAX;
+  }
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    if (g->nodes[n].dead) continue;
+    for (uint32_t i = 0; i < g->nodes[n].num_in; ++i) {
+      if (g->nodes[n].in[i] != BP_GRAPH_NO_VALUE) last[g->nodes[n].in[i]] = n;
+    }
+  }
+  for (uint32_t i = 0; i < g->num_outputs; ++i) last[g->outputs[i]] = UINT32_MAX;
+  memset(head, 0xFF, sizeof(uint32_t) * (g->num_nodes + 1));
+  for (uint32_t v = 0; v < g->num_values; ++v) {
+    if (g->values[v].kind != BP_GRAPH_VALUE_NODE || last[v] >= g->num_nodes) continue;
+    dies[v] = head[last[v]];
+    head[last[v]] = v;
+  }
   /* Forbid-fallback: every node the preferred device refuses, at once. */
   if (forbid) {
     bpg_sbuf_t s = {0};
@@ -265,6 +352,11 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
   }
   for (uint32_t n = 0; n < g->num_nodes; ++n) {
     bpg_node_t* node = &g->nodes[n];
+    /* Values last read by the node before this one are free again. */
+    for (uint32_t v = n > 0 ? head[n - 1] : UINT32_MAX; v != UINT32_MAX; v = dies[v]) {
+      uint32_t p = g->values[v].producer;
+      if (!g->nodes[p].dead) x->devs[x->node_dev[p]].placed_bytes -= bpg_abytes(&g->values[v]);
+    }
     if (node->dead) continue;
     char label[200];
     const bp_graph_pin_t* pin = bpg_find_pin(node, o);
@@ -282,7 +374,7 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       fixed[n] = 1;
       snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "pinned");
     } else if (prefer >= 0 && ok[(size_t)n * nd + (uint32_t)prefer] &&
-               x->devs[prefer].placed_bytes + out_b <= x->devs[prefer].limit_bytes) {
+               bpg_fits(x, n, (uint32_t)prefer, const_on, const_bytes)) {
       x->node_dev[n] = (uint32_t)prefer;
       fixed[n] = 1;
       snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "preferred device");
@@ -292,7 +384,7 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       for (uint32_t d = 0; d < nd; ++d) {
         if (!ok[(size_t)n * nd + d]) continue;
         nsup++;
-        if (x->devs[d].placed_bytes + out_b > x->devs[d].limit_bytes) continue;
+        if (!bpg_fits(x, n, d, const_on, const_bytes)) continue;
         nfit++;
         double c = bpg_node_cost(x, n, d) + bpg_input_copy_cost(x, n, d);
         if (c < best) {
@@ -330,13 +422,24 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
                  best / 1e3, second / 1e3);
       }
     }
-    x->devs[x->node_dev[n]].placed_bytes += out_b;
+    uint32_t here = x->node_dev[n];
+    x->devs[here].placed_bytes += out_b;
+    for (uint32_t i = 0; i < node->num_in; ++i) {
+      uint32_t v = node->in[i];
+      if (v == BP_GRAPH_NO_VALUE || g->values[v].kind != BP_GRAPH_VALUE_CONSTANT || const_on[(size_t)v * nd + here]) continue;
+      const_on[(size_t)v * nd + here] = 1;
+      const_bytes[here] += bpg_abytes(&g->values[v]);
+    }
   }
   if (o == NULL || !(o->flags & BP_GRAPH_NO_ISLANDS)) x->islands_moved = bpg_islands(x, ok, fixed);
   for (uint32_t n = 0; n < g->num_nodes; ++n) {
     if (!g->nodes[n].dead) x->devs[x->node_dev[n]].num_nodes++;
   }
 done:
+  free(const_on);
+  free(last);
+  free(dies);
+  free(head);
   free(ok);
   free(fixed);
   free(why);

@@ -200,7 +200,7 @@ static void test_memory_limit_spreads_over_devices(void** state) {
   o.devices = devs;
   o.num_devices = 2;
   o.flags = BP_GRAPH_NO_ISLANDS;
-  o.memory_limit_bytes = 2 * 128 * 128 * 4; /* two activations per device */
+  o.memory_limit_bytes = 4 * 128 * 128 * 4 + 4096; /* two weights and two activations per device */
   bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
   bp_graph_exec_stats_t s = stats_of(x);
   assert_int_equal(s.num_devices, 2);

@@ -1,0 +1,222 @@
+/* The zoo: graphs compiled and run against the same graphs run eagerly on
+ * cpu:0, within the conformance suite's elementwise tolerances (f32: 1e-4
+ * relative + 1e-5 absolute; integers exact): an MLP, a transformer block
+ * with attention, a ResNet basic block, a data-dependent shape (nonzero),
+ * each on one device and across two (BP_CPU_DEVICES=2, a memory limit that
+ * forces the spread). The op only one device runs and the graph over one
+ * device's memory limit are in test_graph_place and test_graph_passes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "backplane/graph.h"
+
+static bp_context_t* g_ctx;
+static bp_device_t *g_cpu0, *g_cpu1;
+static bp_stream_t* g_s0;
+
+static int setup(void** state) {
+  (void)state;
+  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "cpu:1", &g_cpu1) != BP_OK) return -1;
+  return bp_stream_create(g_cpu0, NULL, &g_s0) == BP_OK ? 0 : -1;
+}
+
+static int teardown(void** state) {
+  (void)state;
+  bp_stream_release(g_s0);
+  bp_context_release(g_ctx);
+  return 0;
+}
+
+/* Dense host copy of any tensor as doubles. */
+static double* host(const bp_tensor_t* t) {
+  bp_stream_t* s = NULL;
+  assert_int_equal(bp_stream_create(bp_tensor_device(t), NULL, &s), BP_OK);
+  size_t n = (size_t)bp_tensor_numel(t), es = bp_dtype_size(bp_tensor_dtype(t));
+  uint8_t* raw = malloc(n * es + 8);
+  double* d = malloc(sizeof(double) * n + 8);
+  assert_int_equal(bp_tensor_read(s, t, raw, n * es), BP_OK);
+  for (size_t i = 0; i < n; ++i) {
+    switch (bp_tensor_dtype(t)) {
+      case BP_DTYPE_F32: d[i] = ((float*)raw)[i]; break;
+      case BP_DTYPE_I64: d[i] = (double)((int64_t*)raw)[i]; break;
+      case BP_DTYPE_BOOL: d[i] = raw[i]; break;
+      default: fail_msg("dtype %s", bp_dtype_name(bp_tensor_dtype(t)));
+    }
+  }
+  free(raw);
+  bp_stream_release(s);
+  return d;
+}
+
+/* Compiles `g` with the options, runs it on random inputs (symbols bound by
+ * `syms`), compares every output with eager. Returns the stats. */
+static bp_graph_exec_stats_t check(const bp_graph_t* g, bp_graph_compile_options_t* o, const int64_t* syms) {
+  o->symbol_values = syms;
+  o->num_symbol_values = bp_graph_symbol_count(g);
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  uint32_t ni = bp_graph_input_count(g), no = bp_graph_output_count(g);
+  bp_tensor_t *in[8] = {0}, *out[8] = {0}, *ref[8] = {0};
+  for (uint32_t i = 0; i < ni; ++i) {
+    uint32_t v;
+    assert_int_equal(bp_graph_input(g, i, &v), BP_OK);
+    bp_graph_value_info_t vi = {.struct_size = sizeof(vi)};
+    assert_int_equal(bp_graph_value_info(g, v, &vi), BP_OK);
+    int64_t dims[BP_MAX_RANK], n = 1;
+    for (uint32_t k = 0; k < vi.rank; ++k) {
+      dims[k] = BP_GRAPH_IS_SYM(vi.dims[k]) ? syms[BP_GRAPH_SYM_INDEX(vi.dims[k])] : vi.dims[k];
+      n *= dims[k];
+    }
+    assert_int_equal(vi.dtype, BP_DTYPE_F32);
+    float* data = malloc(sizeof(float) * (size_t)n + 4);
+    for (int64_t k = 0; k < n; ++k) data[k] = (float)(((k * 2654435761u + i) >> 7) % 2001) / 1000.0f - 1.0f;
+    assert_int_equal(bp_tensor_create(g_cpu0, vi.dtype, vi.rank, dims, &in[i]), BP_OK);
+    assert_int_equal(bp_tensor_write(g_s0, in[i], data, sizeof(float) * (uint64_t)n), BP_OK);
+    free(data);
+  }
+  /* Twice: the second run reuses everything the first one set up. */
+  for (int run = 0; run < 2; ++run) {
+    for (uint32_t k = 0; k < no; ++k) bp_tensor_release(out[k]);
+    if (bp_graph_exec_run(x, (const bp_tensor_t* const*)in, ni, out, no) != BP_OK) fail_msg("run: %s", bp_status_message());
+  }
+  if (bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)in, ni, ref, no) != BP_OK) fail_msg("eager: %s", bp_status_message());
+  for (uint32_t k = 0; k < no; ++k) {
+    assert_int_equal(bp_tensor_dtype(out[k]), bp_tensor_dtype(ref[k]));
+    assert_int_equal(bp_tensor_numel(out[k]), bp_tensor_numel(ref[k]));
+    double* a = host(out[k]);
+    double* b = host(ref[k]);
+    int exact = bp_tensor_dtype(out[k]) != BP_DTYPE_F32;
+    for (int64_t i = 0; i < bp_tensor_numel(out[k]); ++i) {
+      double tol = exact ? 0 : 1e-5 + 1e-4 * fabs(b[i]);
+      if (!(fabs(a[i] - b[i]) <= tol)) fail_msg("output %u element %lld: %.9g, eager %.9g", k, (long long)i, a[i], b[i]);
+    }
+    free(a);
+    free(b);
+  }
+  bp_graph_exec_stats_t s = {.struct_size = sizeof(s)};
+  assert_int_equal(bp_graph_exec_get_stats(x, &s), BP_OK);
+  for (uint32_t k = 0; k < no; ++k) {
+    bp_tensor_release(out[k]);
+    bp_tensor_release(ref[k]);
+  }
+  for (uint32_t i = 0; i < ni; ++i) bp_tensor_release(in[i]);
+  bp_graph_exec_release(x);
+  return s;
+}
+
+static bp_graph_compile_options_t one(void) {
+  static bp_device_t* d[1];
+  d[0] = g_cpu0;
+  bp_graph_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.devices = d;
+  o.num_devices = 1;
+  return o;
+}
+
+static bp_graph_compile_options_t two(uint64_t limit) {
+  static bp_device_t* d[2];
+  d[0] = g_cpu0;
+  d[1] = g_cpu1;
+  bp_graph_compile_options_t o;
+  memset(&o, 0, sizeof(o));
+  o.struct_size = sizeof(o);
+  o.devices = d;
+  o.num_devices = 2;
+  o.memory_limit_bytes = limit;
+  return o;
+}
+
+static bp_graph_t* load(const char* name) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/examples/graphs/%s", BP_SOURCE_DIR, name);
+  bp_graph_t* g = NULL;
+  if (bp_graph_load_file(path, &g) != BP_OK) fail_msg("%s", bp_status_message());
+  return g;
+}
+
+static void test_mlp(void** state) {
+  (void)state;
+  bp_graph_t* g = load("mlp.bpg");
+  int64_t b = 8;
+  bp_graph_compile_options_t o = one();
+  check(g, &o, &b);
+  o = two(40 * 1024); /* w1 (32 KiB) and fc1's output fill cpu:0: the rest goes to cpu:1 */
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  bp_graph_exec_stats_t s = check(g, &o, &b);
+  assert_int_equal(s.num_devices, 2);
+  assert_true(s.num_copies >= 1);
+  bp_graph_release(g);
+}
+
+static void test_transformer_block(void** state) {
+  (void)state;
+  bp_graph_t* g = load("transformer_block.bpg");
+  int64_t s = 16;
+  bp_graph_compile_options_t o = one();
+  bp_graph_exec_stats_t st = check(g, &o, &s);
+  assert_int_equal(st.num_regions, 2); /* add + layer_norm, linear + gelu */
+  assert_true(st.peak_bytes < st.unplanned_bytes);
+  o = two(2560 * 1024); /* the attention weights and w1 (2 MiB) fit cpu:0, w2 (1 MiB more) does not */
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  st = check(g, &o, &s);
+  assert_int_equal(st.num_devices, 2);
+  bp_graph_release(g);
+}
+
+static void test_resnet_block(void** state) {
+  (void)state;
+  bp_graph_t* g = load("resnet_block.bpg");
+  int64_t n = 2;
+  bp_graph_compile_options_t o = one();
+  check(g, &o, &n);
+  o = two(80000); /* both blocks weights and buffers do not fit one device: the second half goes to cpu:1 */
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  bp_graph_exec_stats_t st = check(g, &o, &n);
+  assert_int_equal(st.num_devices, 2);
+  bp_graph_release(g);
+}
+
+static void test_data_dependent_shape(void** state) {
+  (void)state;
+  /* nonzero's output shape does not depend on the data (a [numel, rank]
+   * buffer and a count), so the graph compiles like any other. */
+  const char* text =
+      "input x : f32[6, 5]\n"
+      "p = gt(x, _) {flags=1, scalar=0.0}\n"
+      "idx, count = nonzero(p) @nz\n"
+      "q = relu(x)\n"
+      "output idx, count, q\n";
+  bp_graph_t* g = NULL;
+  assert_int_equal(bp_graph_parse(text, strlen(text), &g), BP_OK);
+  bp_graph_compile_options_t o = one();
+  check(g, &o, NULL);
+  o = two(0);
+  bp_graph_pin_t pin = {"nz", g_cpu1};
+  o.pins = &pin;
+  o.num_pins = 1;
+  bp_graph_exec_stats_t st = check(g, &o, NULL);
+  assert_int_equal(st.num_devices, 2); /* nonzero pinned to cpu:1, relu on cpu:0 */
+  bp_graph_release(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mlp),
+      cmocka_unit_test(test_transformer_block),
+      cmocka_unit_test(test_resnet_block),
+      cmocka_unit_test(test_data_dependent_shape),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

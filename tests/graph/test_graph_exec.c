@@ -16,26 +16,18 @@
 #include <cmocka.h>
 
 #include "backplane/graph.h"
+#include "graph_fixture.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t *g_cpu0, *g_cpu1;
-static bp_stream_t *g_s0, *g_s1;
+static bp_stream_t* g_s1; /* on cpu:1 */
 
 static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:1", &g_cpu1) != BP_OK) return -1;
-  if (bp_stream_create(g_cpu0, NULL, &g_s0) != BP_OK) return -1;
+  if (fx_setup(state) != 0) return -1;
   return bp_stream_create(g_cpu1, NULL, &g_s1) == BP_OK ? 0 : -1;
 }
 
 static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_s0);
   bp_stream_release(g_s1);
-  bp_context_release(g_ctx);
-  return 0;
+  return fx_teardown(state);
 }
 
 static const char* k_graph =
@@ -46,11 +38,7 @@ static const char* k_graph =
     "y = relu(h)\n"
     "output y\n";
 
-static bp_graph_t* parse(const char* text) {
-  bp_graph_t* g = NULL;
-  if (bp_graph_parse(text, strlen(text), &g) != BP_OK) fail_msg("parse: %s", bp_status_message());
-  return g;
-}
+static bp_graph_t* parse(const char* text) { return fx_parse(text); }
 
 static bp_tensor_t* make(bp_stream_t* s, uint32_t dtype, int64_t rows, int64_t cols, uint32_t seed) {
   int64_t dims[2] = {rows, cols};
@@ -70,21 +58,7 @@ static bp_tensor_t* make(bp_stream_t* s, uint32_t dtype, int64_t rows, int64_t c
   return t;
 }
 
-/* Reads any float tensor as doubles. */
-static double* read_all(const bp_tensor_t* t) {
-  bp_stream_t* s = bp_tensor_device(t) == g_cpu0 ? g_s0 : g_s1;
-  size_t n = (size_t)bp_tensor_numel(t);
-  double* out = malloc(sizeof(double) * n + 8);
-  if (bp_tensor_dtype(t) == BP_DTYPE_F64) {
-    assert_int_equal(bp_tensor_read(s, t, out, n * 8), BP_OK);
-  } else {
-    float* f = malloc(sizeof(float) * n + 4);
-    assert_int_equal(bp_tensor_read(s, t, f, n * 4), BP_OK);
-    for (size_t i = 0; i < n; ++i) out[i] = f[i];
-    free(f);
-  }
-  return out;
-}
+static double* read_all(const bp_tensor_t* t) { return fx_host(t); }
 
 /* Runs through the cache and checks against eager on the input's device. */
 static void cache_run_check(bp_graph_cache_t* c, const bp_graph_t* g, bp_tensor_t* in) {

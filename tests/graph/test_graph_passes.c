@@ -14,32 +14,9 @@
 #include <cmocka.h>
 
 #include "backplane/graph.h"
+#include "graph_fixture.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t* g_cpu0;
-static bp_device_t* g_cpu1;
-static bp_stream_t* g_stream;
-
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:1", &g_cpu1) != BP_OK) return -1; /* BP_CPU_DEVICES=2 */
-  return bp_stream_create(g_cpu0, NULL, &g_stream) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-static bp_graph_t* parse(const char* text) {
-  bp_graph_t* g = NULL;
-  if (bp_graph_parse(text, strlen(text), &g) != BP_OK) fail_msg("parse: %s", bp_status_message());
-  return g;
-}
+static bp_graph_t* parse(const char* text) { return fx_parse(text); }
 
 static bp_tensor_t* input_f32(uint32_t rank, const int64_t* dims, uint32_t seed) {
   int64_t n = 1;
@@ -52,7 +29,7 @@ static bp_tensor_t* input_f32(uint32_t rank, const int64_t* dims, uint32_t seed)
   }
   bp_tensor_t* t = NULL;
   assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, rank, dims, &t), BP_OK);
-  assert_int_equal(bp_tensor_write(g_stream, t, data, sizeof(float) * (uint64_t)n), BP_OK);
+  assert_int_equal(bp_tensor_write(g_s0, t, data, sizeof(float) * (uint64_t)n), BP_OK);
   free(data);
   return t;
 }
@@ -66,7 +43,7 @@ static void expect_close(const bp_tensor_t* got, const bp_tensor_t* want) {
   bp_stream_t* s = NULL;
   assert_int_equal(bp_stream_create(bp_tensor_device(got), NULL, &s), BP_OK);
   assert_int_equal(bp_tensor_read(s, got, a, sizeof(float) * (uint64_t)n), BP_OK);
-  assert_int_equal(bp_tensor_read(g_stream, want, b, sizeof(float) * (uint64_t)n), BP_OK);
+  assert_int_equal(bp_tensor_read(g_s0, want, b, sizeof(float) * (uint64_t)n), BP_OK);
   for (int64_t i = 0; i < n; ++i) {
     if (!(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]))) fail_msg("element %lld: %g vs eager %g", (long long)i, a[i], b[i]);
   }
@@ -85,7 +62,7 @@ static bp_graph_exec_t* compile_and_check(bp_graph_t* g, const bp_graph_compile_
     bp_tensor_t* out = NULL;
     bp_tensor_t* ref = NULL;
     if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
-    if (bp_graph_run_eager(g_stream, g, (const bp_tensor_t* const*)&in, 1, &ref, 1) != BP_OK) fail_msg("eager: %s", bp_status_message());
+    if (bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)&in, 1, &ref, 1) != BP_OK) fail_msg("eager: %s", bp_status_message());
     expect_close(out, ref);
     bp_tensor_release(out);
     bp_tensor_release(ref);
@@ -103,12 +80,7 @@ static bp_graph_exec_stats_t stats_of(const bp_graph_exec_t* x) {
 static bp_graph_compile_options_t opts_cpu0(void) {
   static bp_device_t* devs[1];
   devs[0] = g_cpu0;
-  bp_graph_compile_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.devices = devs;
-  o.num_devices = 1;
-  return o;
+  return fx_opts(devs, 1);
 }
 
 static void test_dce_cse_fold(void** state) {
@@ -358,5 +330,5 @@ int main(void) {
       cmocka_unit_test(test_symbols_and_bad_inputs),
       cmocka_unit_test(test_fuse_epilogue_and_add_norm),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -15,10 +15,9 @@
 #include <cmocka.h>
 
 #include "backplane/graph.h"
+#include "graph_fixture.h"
 
-static bp_context_t* g_ctx;
-static bp_device_t *g_fast, *g_slow, *g_cpu;
-static bp_stream_t* g_stream;
+static bp_device_t *g_fast, *g_slow;
 
 static int setup(void** state) {
   (void)state;
@@ -34,31 +33,12 @@ static int setup(void** state) {
   if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "fastdev:0", &g_fast) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "slowdev:0", &g_slow) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu) != BP_OK) return -1;
-  return bp_stream_create(g_cpu, NULL, &g_stream) == BP_OK ? 0 : -1;
+  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
+  return bp_stream_create(g_cpu0, NULL, &g_s0) == BP_OK ? 0 : -1;
 }
 
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_stream);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-static bp_graph_t* parse(const char* text) {
-  bp_graph_t* g = NULL;
-  if (bp_graph_parse(text, strlen(text), &g) != BP_OK) fail_msg("parse: %s", bp_status_message());
-  return g;
-}
-
-static bp_graph_compile_options_t opts(bp_device_t** devs, uint32_t n) {
-  bp_graph_compile_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.devices = devs;
-  o.num_devices = n;
-  return o;
-}
+static bp_graph_t* parse(const char* text) { return fx_parse(text); }
+static bp_graph_compile_options_t opts(bp_device_t** devs, uint32_t n) { return fx_opts(devs, n); }
 
 /* The device the report gives node `name`. */
 static void expect_node_on(const bp_graph_exec_t* x, const char* name, const char* device) {
@@ -157,7 +137,7 @@ static void test_op_only_one_device_runs(void** state) {
       "p = softmax(h) {dim=-1} @sm\n"
       "q = add(p, p) @a1\n"
       "output q\n");
-  bp_device_t* devs[2] = {g_fast, g_cpu};
+  bp_device_t* devs[2] = {g_fast, g_cpu0};
   bp_graph_compile_options_t o = opts(devs, 2);
   o.flags = BP_GRAPH_NO_ISLANDS;
   bp_graph_exec_t* x = NULL;
@@ -173,16 +153,16 @@ static void test_op_only_one_device_runs(void** state) {
   for (int i = 0; i < 16 * 32; ++i) data[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
   int64_t dims[2] = {16, 32};
   bp_tensor_t* in = NULL;
-  assert_int_equal(bp_tensor_create(g_cpu, BP_DTYPE_F32, 2, dims, &in), BP_OK);
-  assert_int_equal(bp_tensor_write(g_stream, in, data, sizeof(data)), BP_OK);
+  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, 2, dims, &in), BP_OK);
+  assert_int_equal(bp_tensor_write(g_s0, in, data, sizeof(data)), BP_OK);
   bp_tensor_t *out = NULL, *ref = NULL;
   if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
-  assert_int_equal(bp_graph_run_eager(g_stream, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
+  assert_int_equal(bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
   float a[16 * 8], b[16 * 8];
   bp_stream_t* s = NULL;
   assert_int_equal(bp_stream_create(bp_tensor_device(out), NULL, &s), BP_OK);
   assert_int_equal(bp_tensor_read(s, out, a, sizeof(a)), BP_OK);
-  assert_int_equal(bp_tensor_read(g_stream, ref, b, sizeof(b)), BP_OK);
+  assert_int_equal(bp_tensor_read(g_s0, ref, b, sizeof(b)), BP_OK);
   for (int i = 0; i < 16 * 8; ++i) assert_true(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]));
   bp_stream_release(s);
   bp_tensor_release(out);
@@ -201,7 +181,7 @@ static void test_forbid_fallback_lists_nodes(void** state) {
       "h = mm(a, w) @proj\n"
       "p = softmax(h) {dim=-1} @sm\n"
       "output p\n");
-  bp_device_t* devs[3] = {g_slow, g_fast, g_cpu};
+  bp_device_t* devs[3] = {g_slow, g_fast, g_cpu0};
   bp_graph_compile_options_t o = opts(devs, 3);
   o.prefer_device = g_slow;
   o.flags = BP_GRAPH_FORBID_FALLBACK;
@@ -232,5 +212,5 @@ int main(void) {
       cmocka_unit_test(test_op_only_one_device_runs),
       cmocka_unit_test(test_forbid_fallback_lists_nodes),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

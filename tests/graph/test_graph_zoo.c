@@ -17,46 +17,7 @@
 #include <cmocka.h>
 
 #include "backplane/graph.h"
-
-static bp_context_t* g_ctx;
-static bp_device_t *g_cpu0, *g_cpu1;
-static bp_stream_t* g_s0;
-
-static int setup(void** state) {
-  (void)state;
-  if (bp_context_create(NULL, &g_ctx) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "cpu:1", &g_cpu1) != BP_OK) return -1;
-  return bp_stream_create(g_cpu0, NULL, &g_s0) == BP_OK ? 0 : -1;
-}
-
-static int teardown(void** state) {
-  (void)state;
-  bp_stream_release(g_s0);
-  bp_context_release(g_ctx);
-  return 0;
-}
-
-/* Dense host copy of any tensor as doubles. */
-static double* host(const bp_tensor_t* t) {
-  bp_stream_t* s = NULL;
-  assert_int_equal(bp_stream_create(bp_tensor_device(t), NULL, &s), BP_OK);
-  size_t n = (size_t)bp_tensor_numel(t), es = bp_dtype_size(bp_tensor_dtype(t));
-  uint8_t* raw = malloc(n * es + 8);
-  double* d = malloc(sizeof(double) * n + 8);
-  assert_int_equal(bp_tensor_read(s, t, raw, n * es), BP_OK);
-  for (size_t i = 0; i < n; ++i) {
-    switch (bp_tensor_dtype(t)) {
-      case BP_DTYPE_F32: d[i] = ((float*)raw)[i]; break;
-      case BP_DTYPE_I64: d[i] = (double)((int64_t*)raw)[i]; break;
-      case BP_DTYPE_BOOL: d[i] = raw[i]; break;
-      default: fail_msg("dtype %s", bp_dtype_name(bp_tensor_dtype(t)));
-    }
-  }
-  free(raw);
-  bp_stream_release(s);
-  return d;
-}
+#include "graph_fixture.h"
 
 /* Compiles `g` with the options, runs it on random inputs (symbols bound by
  * `syms`), compares every output with eager. Returns the stats. */
@@ -93,8 +54,8 @@ static bp_graph_exec_stats_t check(const bp_graph_t* g, bp_graph_compile_options
   for (uint32_t k = 0; k < no; ++k) {
     assert_int_equal(bp_tensor_dtype(out[k]), bp_tensor_dtype(ref[k]));
     assert_int_equal(bp_tensor_numel(out[k]), bp_tensor_numel(ref[k]));
-    double* a = host(out[k]);
-    double* b = host(ref[k]);
+    double* a = fx_host(out[k]);
+    double* b = fx_host(ref[k]);
     int exact = bp_tensor_dtype(out[k]) != BP_DTYPE_F32;
     for (int64_t i = 0; i < bp_tensor_numel(out[k]); ++i) {
       double tol = exact ? 0 : 1e-5 + 1e-4 * fabs(b[i]);
@@ -117,23 +78,14 @@ static bp_graph_exec_stats_t check(const bp_graph_t* g, bp_graph_compile_options
 static bp_graph_compile_options_t one(void) {
   static bp_device_t* d[1];
   d[0] = g_cpu0;
-  bp_graph_compile_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.devices = d;
-  o.num_devices = 1;
-  return o;
+  return fx_opts(d, 1);
 }
 
 static bp_graph_compile_options_t two(uint64_t limit) {
   static bp_device_t* d[2];
   d[0] = g_cpu0;
   d[1] = g_cpu1;
-  bp_graph_compile_options_t o;
-  memset(&o, 0, sizeof(o));
-  o.struct_size = sizeof(o);
-  o.devices = d;
-  o.num_devices = 2;
+  bp_graph_compile_options_t o = fx_opts(d, 2);
   o.memory_limit_bytes = limit;
   return o;
 }
@@ -198,8 +150,7 @@ static void test_data_dependent_shape(void** state) {
       "idx, count = nonzero(p) @nz\n"
       "q = relu(x)\n"
       "output idx, count, q\n";
-  bp_graph_t* g = NULL;
-  assert_int_equal(bp_graph_parse(text, strlen(text), &g), BP_OK);
+  bp_graph_t* g = fx_parse(text);
   bp_graph_compile_options_t o = one();
   check(g, &o, NULL);
   o = two(0);
@@ -218,5 +169,5 @@ int main(void) {
       cmocka_unit_test(test_resnet_block),
       cmocka_unit_test(test_data_dependent_shape),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -141,6 +141,9 @@ void bp_graph_exec_release(bp_graph_exec_t* x) {
 
 /* Allocates the per-node and per-value tables once the graph is final. */
 static bp_status_t bpg_exec_tables(bp_graph_exec_t* x) {
+  free(x->node_dev);
+  free(x->node_reason);
+  free(x->home_slot);
   x->node_dev = calloc(x->g->num_nodes + 1, sizeof(uint32_t));
   x->node_reason = calloc(x->g->num_nodes + 1, sizeof(*x->node_reason));
   x->home_slot = malloc(sizeof(uint32_t) * (x->g->num_values + 1));
@@ -251,6 +254,10 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
    * fit a device, place again with that device's limit lowered by the
    * excess (a few times at most). */
   for (int attempt = 0; st == BP_OK; ++attempt) {
+    st = bpg_pass_decompose(x, &x->decomposed);
+    if (st == BP_OK && x->decomposed > 0) st = bpg_exec_tables(x);
+    if (st != BP_OK) break;
+    if (placed != NULL && placed->g->num_nodes != x->g->num_nodes) placed = NULL; /* another graph: place it */
     if (placed != NULL) {
       /* The same graph: the same nodes on the same devices. */
       memcpy(x->node_dev, placed->node_dev, sizeof(uint32_t) * x->g->num_nodes);

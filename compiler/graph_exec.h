@@ -93,7 +93,7 @@ struct bp_graph_exec {
   uint32_t num_fusions;
   double est_ns;
   double measured_ns;
-  uint32_t passes_removed, passes_merged, passes_folded, islands_moved;
+  uint32_t passes_removed, passes_merged, passes_folded, islands_moved, decomposed;
   double compile_ms;
   int profile; /* synchronize after each step and time it */
 };
@@ -107,6 +107,8 @@ BPG_HIDDEN double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32
 BPG_HIDDEN bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out);
 /* Fusion into the op set's fused forms after placement (passes/fuse.c). */
 BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
+/* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */
+BPG_HIDDEN bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count);
 /* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
 BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
 /* Memory planning (passes/memplan.c): offsets, in-place reuse, peak per device. */

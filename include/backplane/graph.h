@@ -161,7 +161,10 @@ enum bp_graph_policy_flags {
   BP_GRAPH_NO_CSE = 1u << 3,
   BP_GRAPH_NO_DCE = 1u << 4,
   BP_GRAPH_NO_FUSE = 1u << 5,
-  BP_GRAPH_NO_ISLANDS = 1u << 6  /* keep small islands where the costs put them */
+  BP_GRAPH_NO_ISLANDS = 1u << 6, /* keep small islands where the costs put them */
+  /* Decompose every node that has a decomposition, not only those no
+   * device runs (to compare both forms). */
+  BP_GRAPH_DECOMPOSE_ALL = 1u << 7
 };
 
 /* A node pinned to a device by name. */

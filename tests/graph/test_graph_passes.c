@@ -321,6 +321,41 @@ static void test_fuse_epilogue_and_add_norm(void** state) {
   bp_graph_release(g);
 }
 
+/* Every decomposition in the registry against the undecomposed op (eager). */
+static void test_decompositions(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "input x : f32[4, 24]\n"
+      "const t1 : f32[24] = uniform(seed=1, lo=-2.0, hi=2.0)\n"
+      "const t2 : f32[4, 24] = uniform(seed=2, lo=-2.0, hi=2.0)\n"
+      "a = silu(x) @s\n"
+      "b = mish(a) @m\n"
+      "c = hardsigmoid(b) @hs\n"
+      "d = hardswish(x) @hw\n"
+      "e = addcmul(c, t1, t2) {alpha=0.75} @ac\n"
+      "f = add(d, e)\n"
+      "y = log_softmax(f) {dim=1} @ls\n"
+      "output y\n");
+  int64_t dims[2] = {4, 24};
+  bp_graph_compile_options_t o = opts_cpu0();
+  o.flags = BP_GRAPH_DECOMPOSE_ALL | BP_GRAPH_NO_FOLD;
+  bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "\"decomposed\": 6"));
+  assert_null(strstr(json, "\"op\": \"silu\""));
+  assert_null(strstr(json, "\"op\": \"log_softmax\""));
+  assert_non_null(strstr(json, "\"name\": \"ls.1\", \"op\": \"logsumexp\""));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  /* Without the flag the CPU runs every op itself: nothing is decomposed. */
+  o.flags = 0;
+  x = compile_and_check(g, &o, 2, dims);
+  assert_int_equal(stats_of(x).num_nodes, 7);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dce_cse_fold),
@@ -329,6 +364,7 @@ int main(void) {
       cmocka_unit_test(test_pins_and_copies),
       cmocka_unit_test(test_symbols_and_bad_inputs),
       cmocka_unit_test(test_fuse_epilogue_and_add_norm),
+      cmocka_unit_test(test_decompositions),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

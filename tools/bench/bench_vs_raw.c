@@ -304,7 +304,7 @@ done:
 }
 
 static void figure_gemm(bpb_ctx_t* ctx, vr_t* v, uint32_t dtype, const char* dev) {
-  int64_t n = ctx->quick ? 256 : 8192;
+  int64_t n = ctx->quick ? 128 : 8192;
   char name[160];
   snprintf(name, sizeof name, "%s GEMM %lld^3: %s through backplane vs cublasLt directly",
            dtype == BP_DTYPE_BF16 ? "bf16" : "f32", (long long)n, dev);

@@ -1,0 +1,157 @@
+/* backplane gpu_common: ops lowered to launches of the one kernel source.
+ *
+ * Shared by every GPU plugin (OpenCL now; CUDA, HIP, Level Zero next). An
+ * op call becomes one or more launches (bp_gpu_launch_t): a program of
+ * kernels.def, the tensors whose buffers it binds, the NDRange and its
+ * argument block (bp_gpu_args.h). The plugin supplies only the API: a
+ * callback that binds the buffers, uploads the argument block and enqueues
+ * the kernel (clEnqueueNDRangeKernel, cuLaunchKernel, ...). Support
+ * answers come from the same code as the launches, so "supported" holds
+ * exactly for what runs.
+ *
+ * Host C only, no API calls. Thread-safe: no state beyond the caller's.
+ */
+#ifndef BP_GPU_OPS_H_
+#define BP_GPU_OPS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backplane/plugin.h"
+#include "bp_gpu_kernels.h"
+#include "kernels/bp_gpu_args.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the lowering needs to know about a device. */
+typedef struct bp_gpu_device_caps {
+  uint64_t dtype_mask;     /* BP_DTYPE_BIT(d) of dtypes the device stores and computes */
+  uint32_t max_group_size; /* work-items per group (>= 256 expected) */
+  uint32_t reserved0;
+  uint64_t max_groups;     /* groups per launch in dimension 0 */
+} bp_gpu_device_caps_t;
+
+#define BP_GPU_LAUNCH_MAX_OPERANDS 8
+
+typedef struct bp_gpu_launch {
+  uint32_t program;      /* enum bp_gpu_program */
+  uint32_t num_operands; /* buffers bound before the argument block */
+  /* Operand k's buffer (its descriptor's `buffer`); NULL binds operand 0's
+   * (an unused slot: every declared pointer must be a valid buffer). */
+  const bp_tensor_desc_t* operands[BP_GPU_LAUNCH_MAX_OPERANDS];
+  uint64_t global[3]; /* work-items per dimension (multiples of local) */
+  uint32_t local[3];  /* work-group size */
+  uint32_t args_size; /* bytes of `args` to upload */
+  union {
+    bp_gpu_ew_args_t ew;
+    bp_gpu_row_args_t row;
+    bp_gpu_mm_args_t mm;
+    bp_gpu_index_args_t index;
+  } args;
+} bp_gpu_launch_t;
+
+/* Enqueues one launch; returns its status (with the message through the
+ * plugin's bp_kit_error). */
+typedef bp_status_t (*bp_gpu_launch_fn)(void* ctx, const bp_gpu_launch_t* launch);
+
+/* Nonzero when `op` has a lowering here (any dtype). */
+int bp_gpu_op_implemented(uint32_t op);
+
+/* 0 when the call runs on a device with `caps`, else a bp_support_reason
+ * with the reason in msg. Pure; buffers may be NULL. */
+int bp_gpu_op_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg,
+                        size_t cap);
+
+/* Lowers a checked call (the core validated shapes; support said yes) and
+ * enqueues its launches in order through `launch`. UNIMPLEMENTED for what
+ * bp_gpu_op_supported refuses. */
+bp_status_t bp_gpu_op_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                          bp_gpu_launch_fn launch, void* ctx);
+
+/* Elementwise programs of the graph compiler (caps table slots). */
+bp_status_t bp_gpu_ew_program_run(const bp_gpu_device_caps_t* caps, const bp_ew_program_t* program,
+                                  uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
+                                  uint32_t num_outputs, const bp_tensor_desc_t* const* outputs,
+                                  bp_gpu_launch_fn launch, void* ctx);
+/* Fills `out` (caller-sized) with what the interpreter kernel runs. */
+bp_status_t bp_gpu_fusion_caps(const bp_gpu_device_caps_t* caps, bp_fusion_caps_t* out);
+
+/* ---- building blocks (used by the lowering files and the unit tests) -- */
+
+/* An elementwise program under construction (on the stack; not
+ * thread-safe). Overflowing a limit sets `overflow`; launching it then
+ * fails with INTERNAL. */
+typedef struct bp_gpu_ew {
+  uint32_t cdt; /* compute dtype */
+  uint32_t ninstr, nin, nout, nconst, nregs;
+  int overflow;
+  bp_ew_instr_t ins[BP_GPU_EW_MAX_INSTR];
+  union {
+    double f;
+    int64_t i;
+  } consts[BP_GPU_EW_MAX_CONST];
+  const bp_tensor_desc_t* in[BP_GPU_EW_MAX_OPERANDS];
+  const bp_tensor_desc_t* out[BP_GPU_EW_MAX_OPERANDS];
+} bp_gpu_ew_t;
+
+void bp_gpu_ew_init(bp_gpu_ew_t* p, uint32_t cdt);
+uint32_t bp_gpu_ew_input(bp_gpu_ew_t* p, const bp_tensor_desc_t* d);
+uint32_t bp_gpu_ew_output(bp_gpu_ew_t* p, const bp_tensor_desc_t* d);
+uint8_t bp_gpu_ew_const_f(bp_gpu_ew_t* p, double f);
+uint8_t bp_gpu_ew_const_i(bp_gpu_ew_t* p, int64_t i);
+uint8_t bp_gpu_ew_const_scalar(bp_gpu_ew_t* p, const bp_scalar_t* s, double dflt);
+uint8_t bp_gpu_ew_load_const(bp_gpu_ew_t* p, uint8_t konst);
+uint8_t bp_gpu_ew_load_input(bp_gpu_ew_t* p, uint32_t input);
+uint8_t bp_gpu_ew_op(bp_gpu_ew_t* p, uint32_t opc, uint8_t a, uint8_t b, uint8_t c, uint32_t aux);
+void bp_gpu_ew_emit(bp_gpu_ew_t* p, uint32_t opc, uint8_t dst, uint8_t a, uint8_t b, uint8_t c,
+                    uint32_t aux);
+void bp_gpu_ew_store(bp_gpu_ew_t* p, uint32_t output, uint8_t reg);
+/* Packs the program over its first output's shape (broadcast strides,
+ * size-1 dims dropped, dims contiguous for every operand merged) into
+ * `l`. *out_empty is set when the output has no elements (nothing to
+ * launch). INVALID_ARGUMENT for operands that do not broadcast; INTERNAL
+ * for an overflowed program. */
+bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
+                           bp_gpu_launch_t* l, int* out_empty);
+/* Packs and launches. */
+bp_status_t bp_gpu_ew_launch(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
+                             bp_gpu_launch_fn launch, void* ctx);
+/* dst = src (broadcast, converted to dst's dtype). */
+bp_status_t bp_gpu_ew_copy(const bp_gpu_device_caps_t* caps, const bp_tensor_desc_t* dst,
+                           const bp_tensor_desc_t* src, bp_gpu_launch_fn launch, void* ctx);
+
+/* Family lowerings (gpu_ew_ops.c, gpu_rows.c, gpu_matmul.c, gpu_index.c):
+ * *_supported return 0 or a reason; *_run lower and launch. */
+int bp__gpu_ew_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+bp_status_t bp__gpu_ew_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                           bp_gpu_launch_fn launch, void* ctx);
+int bp__gpu_copy_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+bp_status_t bp__gpu_copy_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                             bp_gpu_launch_fn launch, void* ctx);
+int bp__gpu_rows_implemented(uint32_t op);
+int bp__gpu_rows_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                             bp_gpu_launch_fn launch, void* ctx);
+int bp__gpu_matmul_implemented(uint32_t op);
+int bp__gpu_matmul_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+bp_status_t bp__gpu_matmul_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                               bp_gpu_launch_fn launch, void* ctx);
+int bp__gpu_index_implemented(uint32_t op);
+int bp__gpu_index_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+bp_status_t bp__gpu_index_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
+                              bp_gpu_launch_fn launch, void* ctx);
+
+/* A 1-d NDRange of `groups` groups of `local` work-items, at most
+ * caps->max_groups groups (the kernels loop over the rest). */
+void bp__gpu_grid_1d(const bp_gpu_device_caps_t* caps, uint64_t groups, uint32_t local, bp_gpu_launch_t* l);
+
+/* 1 when every present operand's dtype is in the device's mask; else 0
+ * with the reason in msg. */
+int bp__gpu_dtypes_ok(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BP_GPU_OPS_H_ */

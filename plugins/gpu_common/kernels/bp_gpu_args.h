@@ -1,0 +1,120 @@
+/* backplane GPU kernels: the argument blocks of every kernel family.
+ *
+ * Shared by the kernels and by the host code that packs them
+ * (plugins/gpu_common), so both sides agree on the layout: only the
+ * fixed-width types of bp_gpu_portability.h, 8-byte fields first, no
+ * pointers. Each kernel takes its operands as global byte pointers
+ * followed by one pointer to its argument block in global memory:
+ *
+ *   kernel void bp_<family>_<variant>(global uchar* op0, ..., global uchar* opN-1,
+ *                                     global const bp_gpu_<family>_args_t* args)
+ *
+ * Byte offsets of the operands are in the block, so a plugin binds whole
+ * buffers (cl_mem, CUdeviceptr, hipDeviceptr_t). Unused operand pointers
+ * are bound to any valid buffer (the first operand's).
+ */
+#ifndef BP_GPU_ARGS_H_
+#define BP_GPU_ARGS_H_
+
+#include "bp_gpu_portability.h"
+
+#define BP_GPU_MAX_RANK 8
+
+/* ---- elementwise programs (ew.cl) -------------------------------------- */
+#define BP_GPU_EW_MAX_OPERANDS 8 /* inputs + outputs */
+#define BP_GPU_EW_MAX_INSTR 32
+#define BP_GPU_EW_MAX_CONST 16
+#define BP_GPU_EW_MAX_REGS 16
+
+/* Opcodes beyond enum bp_ew_opcode (0x1000..0x1003) and op ids. */
+#define BP_GPU_EW_INDEX 0x2000u    /* r[dst] = linear element index */
+#define BP_GPU_EW_ELU 0x2001u      /* x > 0 ? x*r[b] : expm1(x*r[c]) * const[aux] * r[b] */
+#define BP_GPU_EW_SOFTPLUS 0x2002u /* beta r[b], threshold r[c] */
+#define BP_GPU_EW_LEAKY 0x2003u    /* slope r[b] */
+#define BP_GPU_EW_BNOT 0x2004u     /* logical not of a bool register */
+#define BP_GPU_EW_LERP 0x2005u     /* x + z*(y-x), computed from the nearer end */
+
+typedef struct bp_gpu_ew_args {
+  bp_i64 numel;                  /* elements of the output shape */
+  bp_i64 sizes[BP_GPU_MAX_RANK]; /* output shape, `rank` dims */
+  bp_i64 byte_offset[BP_GPU_EW_MAX_OPERANDS];
+  /* In elements, per operand (inputs then outputs); broadcast dims 0. */
+  bp_i64 strides[BP_GPU_EW_MAX_OPERANDS][BP_GPU_MAX_RANK];
+  /* Constants as raw 64 bits: double for floating compute dtypes, int64
+   * for integer ones. */
+  bp_i64 consts[BP_GPU_EW_MAX_CONST];
+  bp_u32 dtypes[BP_GPU_EW_MAX_OPERANDS];
+  bp_u32 rank, nin, nout, ninstr;
+  bp_u32 contiguous; /* 1: every operand dense, element i at index i */
+  bp_u32 cdt;        /* compute dtype (enum bp_dtype) */
+  /* Instruction k: opcode, dst | a << 8 | b << 16 | c << 24, aux, 0. */
+  bp_u32 instrs[BP_GPU_EW_MAX_INSTR][4];
+} bp_gpu_ew_args_t;
+
+/* ---- row kernels: reductions, softmax, norms (rows.cl) ------------------ */
+/* The index space is rows x cols: a row is one output position (the kept
+ * dims), its cols the reduced or normalized dims. Each operand has strides
+ * over both; outputs of reductions have col strides 0. */
+#define BP_GPU_ROW_MAX_OPERANDS 6
+#define BP_GPU_ROW_WG 64 /* work-group size: one group per row */
+
+/* Row ops beyond op ids. */
+#define BP_GPU_ROW_ALL 0x3000u /* all(): 1 when every element is nonzero */
+
+typedef struct bp_gpu_row_args {
+  bp_i64 nrows, ncols;
+  bp_i64 row_sizes[BP_GPU_MAX_RANK];
+  bp_i64 col_sizes[BP_GPU_MAX_RANK];
+  bp_i64 byte_offset[BP_GPU_ROW_MAX_OPERANDS];
+  bp_i64 row_strides[BP_GPU_ROW_MAX_OPERANDS][BP_GPU_MAX_RANK];
+  bp_i64 col_strides[BP_GPU_ROW_MAX_OPERANDS][BP_GPU_MAX_RANK];
+  double p0; /* eps (norms), correction (var) */
+  double p1; /* 1: mean divides the sum by ncols (mean); std: take sqrt */
+  bp_u32 dtypes[BP_GPU_ROW_MAX_OPERANDS];
+  bp_u32 row_rank, col_rank;
+  bp_u32 op; /* op id (sum ... logsumexp, softmax, layer_norm ...) */
+  bp_u32 nops;
+  /* Operand roles, by op: reductions in, out[, indices]; softmax in, out;
+   * layer_norm in, weight, bias, out, mean, rstd; rms_norm in, weight, out;
+   * add_rms_norm in, residual, weight, out, residual_out; add_layer_norm
+   * in, residual, weight, bias, out, residual_out. Absent optional operands
+   * have dtype 0. */
+  bp_u32 flags;
+  bp_u32 reserved0;
+} bp_gpu_row_args_t;
+
+/* ---- matmul (matmul.cl) ------------------------------------------------ */
+#define BP_GPU_MM_TILE 16
+
+typedef struct bp_gpu_mm_args {
+  bp_i64 m, n, k, batch;
+  bp_i64 byte_offset[4];          /* a, b, c (out), bias */
+  bp_i64 stride_batch[4];         /* elements */
+  bp_i64 stride_row[4];           /* a: m, b: k, c: m, bias: m */
+  bp_i64 stride_col[4];           /* a: k, b: n, c: n, bias: n */
+  double alpha, beta;             /* out = beta * bias + alpha * (a @ b) */
+  bp_u32 dtypes[4];
+  bp_u32 has_bias;
+  bp_u32 reserved0;
+} bp_gpu_mm_args_t;
+
+/* ---- gathers (index.cl) -------------------------------------------------- */
+/* gather, index_select and embedding alike: output element p reads
+ * src[sum_d p_d * strides[0][d] + index[p] * src_dim_stride], where
+ * index[p] = index operand at sum_d p_d * strides[1][d] (the plugin zeroes
+ * the src stride of the indexed dim and the index strides of dims the
+ * index does not vary over). Elements move as raw bits. */
+typedef struct bp_gpu_index_args {
+  bp_i64 numel;                    /* output elements */
+  bp_i64 sizes[BP_GPU_MAX_RANK];   /* output shape */
+  bp_i64 byte_offset[3];           /* src, index, out */
+  bp_i64 strides[3][BP_GPU_MAX_RANK]; /* per operand over the output's dims */
+  bp_i64 src_dim_stride;           /* stride of the indexed dim in src */
+  bp_i64 src_dim_size;             /* its size: negative indices count from the end;
+                                      outside [-size, size) the element is 0 */
+  bp_u32 dtypes[3];
+  bp_u32 rank;
+  bp_u32 reserved0;
+} bp_gpu_index_args_t;
+
+#endif /* BP_GPU_ARGS_H_ */

@@ -81,6 +81,10 @@ function(bp_gpu_kernels out_var)
   bp__gpu_ids_header("${gen}")
   set(prelude ${kdir}/bp_gpu_portability.h ${gen}/bp_gpu_ids.h ${kdir}/bp_gpu_args.h
               ${kdir}/bp_gpu_common.h)
+  # The program list and the ids are read at configure time: editing them
+  # reconfigures.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${kdir}/kernels.def
+    ${PROJECT_SOURCE_DIR}/include/backplane/ops.def ${PROJECT_SOURCE_DIR}/include/backplane/dtypes.def)
   file(STRINGS ${kdir}/kernels.def progs REGEX "^BP_GPU_PROGRAM\\(")
   set(blobs "")
   set(names "")

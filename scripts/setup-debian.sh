@@ -11,6 +11,11 @@ packages=(
   # GLSL compiler for the kernels, and the Khronos validation layer (tests).
   libvulkan-dev libvulkan1 mesa-vulkan-drivers glslang-tools spirv-tools
   vulkan-validationlayers vulkan-tools
+  # OpenCL backend: the ICD loader and PoCL's CPU driver (the plugin dlopens
+  # libOpenCL.so.1; CI runs it for real), the Khronos headers (types only);
+  # the one GPU kernel source is compiled to PTX (and SPIR-V, AMDGCN) with
+  # clang-15, llvm-spirv-15 and libclc-15.
+  ocl-icd-libopencl1 pocl-opencl-icd opencl-headers clang-15 llvm-spirv-15 libclc-15
   # MPI backend: Open MPI (the plugin dlopens libmpi; the tests and the
   # comm benchmark link it and run under mpirun).
   libopenmpi-dev openmpi-bin

@@ -91,6 +91,10 @@ int bp__gpu_rows_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t*
     return BP_SUPPORT_ATTRIBUTE;
   }
   if (call->num_inputs > 4 || call->num_outputs > 3) return BP_SUPPORT_ATTRIBUTE;
+  if (bp_desc_numel(in) > ((int64_t)1 << 40)) {
+    bp_plugin_format(msg, cap, 0, "more than 2^40 elements");
+    return BP_SUPPORT_SIZE;
+  }
   return 0;
 }
 
@@ -215,7 +219,9 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   a->nops = nops;
   int fl = bp_dtype_is_float(in->dtype) || bp_dtype_is_float(call->outputs[0]->dtype) || float_math(op);
   if ((op == BP_OP_argmax || op == BP_OP_argmin) && !bp_dtype_is_float(in->dtype)) fl = 0;
-  l.program = fl ? BP_GPU_PROGRAM_rows_f : BP_GPU_PROGRAM_rows_i;
+  if (op == BP_OP_softmax || op == BP_OP_log_softmax || op == BP_OP_logsumexp) l.program = BP_GPU_PROGRAM_rows_softmax;
+  else if (!is_reduction(op)) l.program = BP_GPU_PROGRAM_rows_norm;
+  else l.program = fl ? BP_GPU_PROGRAM_rows_reduce_f : BP_GPU_PROGRAM_rows_reduce_i;
   l.num_operands = BP_GPU_ROW_MAX_OPERANDS;
   l.operands[0] = in;
   /* Operand k's buffer: inputs then outputs in the roles above. */
@@ -246,7 +252,11 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   }
   for (uint32_t k = 1; k < BP_GPU_ROW_MAX_OPERANDS; k++)
     l.operands[k] = roles[k] && roles[k]->dtype != BP_DTYPE_INVALID ? roles[k] : NULL;
-  bp__gpu_grid_1d(caps, (uint64_t)nrows, BP_GPU_ROW_WG, &l);
+  /* One group per row (the kernel has no loop over rows). */
+  l.global[0] = (uint64_t)nrows * BP_GPU_ROW_WG;
+  l.global[1] = l.global[2] = 1;
+  l.local[0] = BP_GPU_ROW_WG;
+  l.local[1] = l.local[2] = 1;
   l.args_size = sizeof *a;
   return launch(ctx, &l);
 }

@@ -92,6 +92,7 @@ struct bpp_stream_s {
   bp_status_t err; /* first error not yet reported */
   char err_msg[BP_PLUGIN_MSG_CAP];
   ocl_host_job_t *head, *tail;
+  cl_event last; /* the last command enqueued (in order: its completion is the stream's) */
   int thread_started, stop;
   pthread_t thread;
 };
@@ -147,6 +148,9 @@ OCL_HIDDEN bp_status_t ocl_stream_wait_event(bpp_stream_t s, bpp_event_t e);
 OCL_HIDDEN bp_status_t ocl_event_query(bpp_event_t e);
 OCL_HIDDEN bp_status_t ocl_event_synchronize(bpp_event_t e);
 OCL_HIDDEN bp_status_t ocl_event_elapsed_ns(bpp_event_t start, bpp_event_t end, uint64_t* out_ns);
+/* Keeps `ev` (owned: the caller's reference moves here) as the stream's
+ * last command, releasing the previous one. NULL is ignored. */
+OCL_HIDDEN void ocl_stream_track(bpp_stream_t s, cl_event ev);
 /* Records `st` (message from the calling thread's last error) as the
  * stream's sticky error unless one is pending. */
 OCL_HIDDEN void ocl_stream_poison(bpp_stream_t s, bp_status_t st);

@@ -127,7 +127,9 @@ bp_status_t ocl_copy_h2d(bpp_stream_t s, const void* src, bpp_buffer_t dst, uint
   if (!s || (!src && size)) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "copy_host_to_device: NULL argument");
   bp_status_t st = check_range("copy_host_to_device", dst, off, size);
   if (st || size == 0) return st;
-  cl_int err = s->dev->cl->clEnqueueWriteBuffer(s->q, dst->mem, CL_FALSE, off, size, src, 0, NULL, NULL);
+  cl_event ev = NULL;
+  cl_int err = s->dev->cl->clEnqueueWriteBuffer(s->q, dst->mem, CL_FALSE, off, size, src, 0, NULL, &ev);
+  ocl_stream_track(s, ev);
   return err == CL_SUCCESS ? BP_OK : ocl_fail("clEnqueueWriteBuffer", err);
 }
 
@@ -135,7 +137,9 @@ bp_status_t ocl_copy_d2h(bpp_stream_t s, bpp_buffer_t src, uint64_t off, void* d
   if (!s || (!dst && size)) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "copy_device_to_host: NULL argument");
   bp_status_t st = check_range("copy_device_to_host", src, off, size);
   if (st || size == 0) return st;
-  cl_int err = s->dev->cl->clEnqueueReadBuffer(s->q, src->mem, CL_FALSE, off, size, dst, 0, NULL, NULL);
+  cl_event ev = NULL;
+  cl_int err = s->dev->cl->clEnqueueReadBuffer(s->q, src->mem, CL_FALSE, off, size, dst, 0, NULL, &ev);
+  ocl_stream_track(s, ev);
   return err == CL_SUCCESS ? BP_OK : ocl_fail("clEnqueueReadBuffer", err);
 }
 
@@ -147,15 +151,17 @@ bp_status_t ocl_copy_d2d(bpp_stream_t s, bpp_buffer_t src, uint64_t soff, bpp_bu
   if (st || size == 0 || (src == dst && soff == doff)) return st;
   const ocl_symbols_t* cl = s->dev->cl;
   cl_int err;
+  cl_event ev = NULL;
   if (src == dst && soff < doff + size && doff < soff + size) {
     cl_mem tmp = cl->clCreateBuffer(s->dev->ctx, CL_MEM_READ_WRITE, size, NULL, &err);
     if (!tmp) return ocl_fail("clCreateBuffer (overlapping copy)", err);
     err = cl->clEnqueueCopyBuffer(s->q, src->mem, tmp, soff, 0, size, 0, NULL, NULL);
-    if (err == CL_SUCCESS) err = cl->clEnqueueCopyBuffer(s->q, tmp, dst->mem, 0, doff, size, 0, NULL, NULL);
+    if (err == CL_SUCCESS) err = cl->clEnqueueCopyBuffer(s->q, tmp, dst->mem, 0, doff, size, 0, NULL, &ev);
     cl->clReleaseMemObject(tmp); /* freed once the copies finish */
   } else {
-    err = cl->clEnqueueCopyBuffer(s->q, src->mem, dst->mem, soff, doff, size, 0, NULL, NULL);
+    err = cl->clEnqueueCopyBuffer(s->q, src->mem, dst->mem, soff, doff, size, 0, NULL, &ev);
   }
+  ocl_stream_track(s, ev);
   return err == CL_SUCCESS ? BP_OK : ocl_fail("clEnqueueCopyBuffer", err);
 }
 
@@ -170,6 +176,8 @@ bp_status_t ocl_buffer_fill(bpp_stream_t s, bpp_buffer_t b, uint64_t off, uint64
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "buffer_fill: offset %llu and size %llu must be multiples of %u",
                         (unsigned long long)off, (unsigned long long)size, pattern_size);
   if (size == 0) return BP_OK;
-  cl_int err = s->dev->cl->clEnqueueFillBuffer(s->q, b->mem, pattern, pattern_size, off, size, 0, NULL, NULL);
+  cl_event ev = NULL;
+  cl_int err = s->dev->cl->clEnqueueFillBuffer(s->q, b->mem, pattern, pattern_size, off, size, 0, NULL, &ev);
+  ocl_stream_track(s, ev);
   return err == CL_SUCCESS ? BP_OK : ocl_fail("clEnqueueFillBuffer", err);
 }

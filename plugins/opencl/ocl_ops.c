@@ -35,7 +35,9 @@ static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
   if (err == CL_SUCCESS) {
     size_t global[3] = {(size_t)l->global[0], (size_t)l->global[1], (size_t)l->global[2]};
     size_t local[3] = {l->local[0], l->local[1], l->local[2]};
-    err = cl->clEnqueueNDRangeKernel(s->q, k->kernel, 3, NULL, global, local, 0, NULL, NULL);
+    cl_event ev = NULL;
+    err = cl->clEnqueueNDRangeKernel(s->q, k->kernel, 3, NULL, global, local, 0, NULL, &ev);
+    ocl_stream_track(s, ev);
   }
   pthread_mutex_unlock(&k->mu);
   cl->clReleaseMemObject(args);

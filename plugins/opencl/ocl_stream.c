@@ -17,6 +17,15 @@
 
 #include "ocl_internal.h"
 
+void ocl_stream_track(bpp_stream_t s, cl_event ev) {
+  if (!ev) return;
+  pthread_mutex_lock(&s->mu);
+  cl_event old = s->last;
+  s->last = ev;
+  pthread_mutex_unlock(&s->mu);
+  if (old) s->dev->cl->clReleaseEvent(old);
+}
+
 void ocl_stream_poison(bpp_stream_t s, bp_status_t st) {
   pthread_mutex_lock(&s->mu);
   if (s->err == BP_OK) {
@@ -93,6 +102,7 @@ void ocl_stream_destroy(bpp_stream_t s) {
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
   if (s->thread_started) pthread_join(s->thread, NULL);
+  if (s->last) s->dev->cl->clReleaseEvent(s->last);
   s->dev->cl->clReleaseCommandQueue(s->q);
   pthread_cond_destroy(&s->cv);
   pthread_mutex_destroy(&s->mu);
@@ -122,16 +132,19 @@ bp_status_t ocl_stream_synchronize(bpp_stream_t s) {
 bp_status_t ocl_stream_query(bpp_stream_t s) {
   if (!s) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "stream_query: NULL stream");
   const ocl_symbols_t* cl = s->dev->cl;
-  cl_event m = NULL;
-  cl_int err = cl->clEnqueueMarkerWithWaitList(s->q, 0, NULL, &m);
-  if (err != CL_SUCCESS) return ocl_fail("clEnqueueMarkerWithWaitList", err);
-  cl->clFlush(s->q);
-  cl_int status = CL_QUEUED;
-  err = cl->clGetEventInfo(m, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
-  cl->clReleaseEvent(m);
-  if (err != CL_SUCCESS) return ocl_fail("clGetEventInfo", err);
-  if (status < 0) ocl_stream_poison(s, BP_KIT_ERROR(BP_INTERNAL, "stream work failed: %s (%d)",
-                                                    ocl_error_name(status), (int)status));
+  pthread_mutex_lock(&s->mu);
+  cl_event last = s->last;
+  if (last) cl->clRetainEvent(last);
+  pthread_mutex_unlock(&s->mu);
+  cl_int status = CL_COMPLETE;
+  if (last) {
+    cl->clFlush(s->q);
+    cl_int err = cl->clGetEventInfo(last, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+    cl->clReleaseEvent(last);
+    if (err != CL_SUCCESS) return ocl_fail("clGetEventInfo", err);
+  }
+  if (status < 0)
+    ocl_stream_poison(s, BP_KIT_ERROR(BP_INTERNAL, "stream work failed: %s (%d)", ocl_error_name(status), (int)status));
   if (status != CL_COMPLETE && status >= 0) {
     pthread_mutex_lock(&s->mu);
     bp_status_t pending = s->err;
@@ -155,7 +168,9 @@ bp_status_t ocl_stream_enqueue_host_func(bpp_stream_t s, bp_host_func_t fn, void
     return ocl_fail("clCreateUserEvent", err);
   }
   err = cl->clEnqueueMarkerWithWaitList(s->q, 0, NULL, &j->marker);
-  if (err == CL_SUCCESS) err = cl->clEnqueueBarrierWithWaitList(s->q, 1, &j->release, NULL);
+  cl_event barrier = NULL;
+  if (err == CL_SUCCESS) err = cl->clEnqueueBarrierWithWaitList(s->q, 1, &j->release, &barrier);
+  ocl_stream_track(s, barrier);
   if (err != CL_SUCCESS) {
     cl->clSetUserEventStatus(j->release, CL_COMPLETE);
     if (j->marker) cl->clReleaseEvent(j->marker);
@@ -227,6 +242,8 @@ bp_status_t ocl_event_record(bpp_event_t e, bpp_stream_t s) {
   cl_int err = cl->clEnqueueMarkerWithWaitList(s->q, 0, NULL, &m);
   if (err != CL_SUCCESS) return ocl_fail("clEnqueueMarkerWithWaitList", err);
   cl->clFlush(s->q);
+  cl->clRetainEvent(m);
+  ocl_stream_track(s, m);
   pthread_mutex_lock(&e->mu);
   cl_event old = e->ev;
   e->ev = m;
@@ -242,7 +259,9 @@ bp_status_t ocl_stream_wait_event(bpp_stream_t s, bpp_event_t e) {
   const ocl_symbols_t* cl = s->dev->cl;
   cl_int err;
   if (s->dev->ctx == e->dev->ctx) {
-    err = cl->clEnqueueBarrierWithWaitList(s->q, 1, &m, NULL);
+    cl_event barrier = NULL;
+    err = cl->clEnqueueBarrierWithWaitList(s->q, 1, &m, &barrier);
+    ocl_stream_track(s, barrier);
   } else {
     /* Another platform's event cannot be waited on by this queue: wait on
      * the host (the marker was flushed when recorded). */

@@ -1,21 +1,38 @@
 /* backplane GPU kernels: row kernels (reductions, softmax, norms).
  *
  * The index space is rows x cols (bp_gpu_row_args_t): one work-group of
- * BP_GPU_ROW_WG work-items per row (group-stride loop over rows); each
- * work-item walks the row's cols with a stride of the group size, then the
- * group combines the partial results in local memory (a tree). Passes over
- * a row (max, then sum of exp, then the writes) reuse the same partition of
- * cols, so a work-item reads back only what it wrote itself.
+ * BP_GPU_ROW_WG work-items per row; each work-item walks the row's cols
+ * with a stride of the group size, then the group combines the partial
+ * results through local memory. Passes over a row (max, then sum of exp,
+ * then the writes) reuse the same partition of cols, so a work-item reads
+ * back only what it wrote itself. Barriers are few and never inside loops:
+ * drivers that compile work-groups into loops over work-items (PoCL) take
+ * minutes over barriers in loops.
  *
- * Variants (kernels.def): CT_F (floating compute: accumulation in double
- * where the device has it) and CT_I (integer compute: int64).
- * Entry points: bp_rows_f and bp_rows_i (op0 .. op5, args).
+ * Variants (kernels.def), one op family each to keep programs small:
+ * ROWS_REDUCE with CT_F (floating compute: accumulation in double where
+ * the device has it) or CT_I (int64): sum, mean, prod, amax, amin, any,
+ * all, argmax, argmin, max_dim, min_dim (and var with CT_F);
+ * ROWS_SOFTMAX: softmax, log_softmax, logsumexp; ROWS_NORM: layer_norm,
+ * rms_norm and their residual-add forms.
+ * Entry points: bp_rows_reduce_f, bp_rows_reduce_i, bp_rows_softmax,
+ * bp_rows_norm (op0 .. op5, args).
  */
 #define WG BP_GPU_ROW_WG
+#if defined(ROWS_SOFTMAX)
+#define CT_F 1
+#define ROWS_NAME bp_rows_softmax
+#elif defined(ROWS_NORM)
+#define CT_F 1
+#define ROWS_NAME bp_rows_norm
+#elif defined(CT_F)
+#define ROWS_NAME bp_rows_reduce_f
+#else
+#define ROWS_NAME bp_rows_reduce_i
+#endif
 #ifdef CT_F
 #define IS_FLOAT 1
 #define ACC BP_ACC_F
-#define ROWS_NAME bp_rows_f
 #define LOADV bp_load_f
 #define STOREV bp_store_f
 #define ACC_LOWEST (-(ACC)INFINITY)
@@ -23,7 +40,6 @@
 #define IS_NAN(v) isnan(v)
 #else
 #define ACC bp_i64
-#define ROWS_NAME bp_rows_i
 #define LOADV bp_load_i
 #define STOREV bp_store_i
 #define ACC_LOWEST ((bp_i64)0x8000000000000000ul)
@@ -45,24 +61,45 @@ BP_INLINE ACC combine(int kind, ACC a, ACC b) {
   return a;
 }
 
-/* The group's combination of every work-item's `v` (all work-items get it). */
+/* The group's combination of every work-item's `v` (all work-items get
+ * it): work-item 0 combines the WG partials in order. */
 BP_INLINE ACC group_reduce(BP_LOCAL ACC* sh, ACC v, int kind) {
   const bp_u32 lid = BP_LOCAL_ID(0);
   sh[lid] = v;
   BP_BARRIER();
-  for (bp_u32 s = WG / 2; s > 0; s >>= 1) {
-    if (lid < s) sh[lid] = combine(kind, sh[lid], sh[lid + s]);
-    BP_BARRIER();
+  if (lid == 0) {
+    ACC r = sh[0];
+    for (bp_u32 i = 1; i < WG; i++) r = combine(kind, r, sh[i]);
+    sh[WG] = r;
   }
-  ACC r = sh[0];
+  BP_BARRIER();
+  ACC r = sh[WG];
+  BP_BARRIER();
+  return r;
+}
+
+/* group_reduce(K_MAX) written out: LLVM 15's inliner (in PoCL) crashes on
+ * a kernel that calls group_reduce with two different kinds. */
+BP_INLINE ACC group_max(BP_LOCAL ACC* sh, ACC v) {
+  const bp_u32 lid = BP_LOCAL_ID(0);
+  sh[lid] = v;
+  BP_BARRIER();
+  if (lid == 0) {
+    ACC r = sh[0];
+    for (bp_u32 i = 1; i < WG; i++) r = IS_NAN(r) ? r : (IS_NAN(sh[i]) || sh[i] > r ? sh[i] : r);
+    sh[WG] = r;
+  }
+  BP_BARRIER();
+  ACC r = sh[WG];
   BP_BARRIER();
   return r;
 }
 
 /* argmax / argmin: the first index of the extreme value; a NaN beats any
  * number (its first occurrence). `better` is 1 when (v, i) wins over
- * (bv, bi). */
+ * (bv, bi); index -1 marks no element. */
 BP_INLINE int better(int want_max, ACC v, bp_i64 i, ACC bv, bp_i64 bi) {
+  if (i < 0) return 0; /* a work-item that saw no col */
   if (bi < 0) return 1;
   if (IS_NAN(bv)) return IS_NAN(v) && i < bi;
   if (IS_NAN(v)) return 1;
@@ -75,13 +112,14 @@ BP_INLINE void group_argreduce(BP_LOCAL ACC* sh, BP_LOCAL bp_i64* shi, int want_
   sh[lid] = *v;
   shi[lid] = *idx;
   BP_BARRIER();
-  for (bp_u32 s = WG / 2; s > 0; s >>= 1) {
-    if (lid < s && better(want_max, sh[lid + s], shi[lid + s], sh[lid], shi[lid])) {
-      sh[lid] = sh[lid + s];
-      shi[lid] = shi[lid + s];
-    }
-    BP_BARRIER();
+  if (lid == 0) {
+    for (bp_u32 i = 1; i < WG; i++)
+      if (better(want_max, sh[i], shi[i], sh[0], shi[0])) {
+        sh[0] = sh[i];
+        shi[0] = shi[i];
+      }
   }
+  BP_BARRIER();
   *v = sh[0];
   *idx = shi[0];
   BP_BARRIER();
@@ -104,12 +142,13 @@ BP_INLINE bp_i64 col_off(BP_GLOBAL const bp_gpu_row_args_t* A, bp_u32 k, bp_i64 
 BP_KERNEL void ROWS_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_u8* o2,
                          BP_GLOBAL bp_u8* o3, BP_GLOBAL bp_u8* o4, BP_GLOBAL bp_u8* o5,
                          BP_GLOBAL const bp_gpu_row_args_t* A) {
-  BP_LOCAL ACC sh[WG];
+  BP_LOCAL ACC sh[WG + 1];
   BP_LOCAL bp_i64 shi[WG];
   BP_GLOBAL bp_u8* ops[BP_GPU_ROW_MAX_OPERANDS] = {o0, o1, o2, o3, o4, o5};
   const bp_u32 lid = BP_LOCAL_ID(0), op = A->op;
   const bp_i64 ncols = A->ncols;
-  for (bp_i64 row = BP_GROUP_ID(0); row < A->nrows; row += BP_NUM_GROUPS(0)) {
+  {
+    const bp_i64 row = BP_GROUP_ID(0); /* one group per row: no loop around barriers */
     bp_i64 roff[BP_GPU_ROW_MAX_OPERANDS];
     for (bp_u32 k = 0; k < A->nops; k++) roff[k] = 0;
     bp_i64 rem = row;
@@ -119,6 +158,7 @@ BP_KERNEL void ROWS_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_
       for (bp_u32 k = 0; k < A->nops; k++) roff[k] += c * A->row_strides[k][d];
     }
     switch (op) {
+#ifdef ROWS_REDUCE
       case OP_sum: case OP_mean: case OP_prod: case OP_amax: case OP_amin: case OP_any:
       case BP_GPU_ROW_ALL: {
         int kind = op == OP_prod ? K_PROD : op == OP_amax ? K_MAX : op == OP_amin ? K_MIN
@@ -176,26 +216,33 @@ BP_KERNEL void ROWS_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_
         if (lid == 0) ST(1, roff[1], v);
         break;
       }
+#endif
+#endif
+#ifdef ROWS_SOFTMAX
       case OP_logsumexp: case OP_softmax: case OP_log_softmax: {
         ACC m = ACC_LOWEST;
         for (bp_i64 c = lid; c < ncols; c += WG) m = combine(K_MAX, m, LD(0, col_off(A, 0, roff[0], c)));
-        m = group_reduce(sh, m, K_MAX);
-        /* A row of -inf (or +inf) has no finite shift: shift by 0 then. */
-        ACC shift = isinf(m) ? (ACC)0 : m;
+        m = group_max(sh, m);
+        /* logsumexp of a row whose max is infinite shifts by 0 (-inf stays
+         * -inf, +inf stays +inf); softmax shifts by the max whatever it is
+         * (an infinite max makes NaN, as PyTorch's does). */
+        ACC shift = op == OP_logsumexp && isinf(m) ? (ACC)0 : m;
         ACC s = 0;
         for (bp_i64 c = lid; c < ncols; c += WG) s += exp(LD(0, col_off(A, 0, roff[0], c)) - shift);
         s = group_reduce(sh, s, K_SUM);
         if (op == OP_logsumexp) {
           if (lid == 0) ST(1, roff[1], isinf(m) && m > (ACC)0 ? m : shift + log(s));
-          break;
-        }
-        ACC ls = log(s);
-        for (bp_i64 c = lid; c < ncols; c += WG) {
-          ACC x = LD(0, col_off(A, 0, roff[0], c)) - shift;
-          ST(1, col_off(A, 1, roff[1], c), op == OP_softmax ? exp(x) / s : x - ls);
+        } else {
+          ACC ls = log(s);
+          for (bp_i64 c = lid; c < ncols; c += WG) {
+            ACC x = LD(0, col_off(A, 0, roff[0], c)) - shift;
+            ST(1, col_off(A, 1, roff[1], c), op == OP_softmax ? exp(x) / s : x - ls);
+          }
         }
         break;
       }
+#endif
+#ifdef ROWS_NORM
       case OP_layer_norm: case OP_add_layer_norm: case OP_rms_norm: case OP_add_rms_norm: {
         /* Operands: input[, residual], weight[, bias], out[, mean, rstd |
          * residual_out]. */

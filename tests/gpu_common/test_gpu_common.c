@@ -1,0 +1,309 @@
+/* Tests of plugins/gpu_common: ops lowered to launches of the one kernel
+ * source (host side only; no GPU API). A recording launch callback keeps
+ * every launch, so programs, NDRanges and argument blocks are checked
+ * exactly. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <string.h>
+
+#include "bp_gpu_ops.h"
+
+#define MAX_LAUNCHES 8
+typedef struct rec {
+  uint32_t n;
+  bp_gpu_launch_t l[MAX_LAUNCHES];
+} rec_t;
+
+static bp_status_t record(void* ctx, const bp_gpu_launch_t* l) {
+  rec_t* r = ctx;
+  if (r->n >= MAX_LAUNCHES) return BP_INTERNAL;
+  r->l[r->n++] = *l;
+  return BP_OK;
+}
+
+static const bp_gpu_device_caps_t k_caps = {
+    .dtype_mask = BP_DTYPE_BIT(BP_DTYPE_F32) | BP_DTYPE_BIT(BP_DTYPE_F16) | BP_DTYPE_BIT(BP_DTYPE_BF16) |
+                  BP_DTYPE_BIT(BP_DTYPE_F64) | BP_DTYPE_BIT(BP_DTYPE_I32) | BP_DTYPE_BIT(BP_DTYPE_I64) |
+                  BP_DTYPE_BIT(BP_DTYPE_BOOL) | BP_DTYPE_BIT(BP_DTYPE_U8),
+    .max_group_size = 1024,
+    .max_groups = 65536};
+
+/* A dense descriptor; buffer NULL (the lowering never dereferences it). */
+static bp_tensor_desc_t desc(uint32_t dt, uint32_t rank, const int64_t* sizes) {
+  bp_tensor_desc_t d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.dtype = dt;
+  d.rank = rank;
+  int64_t st = 1;
+  for (uint32_t k = rank; k-- > 0;) {
+    d.sizes[k] = sizes[k];
+    d.strides[k] = st;
+    st *= sizes[k];
+  }
+  return d;
+}
+
+static bp_op_call_t call_of(uint32_t op, uint32_t nin, const bp_tensor_desc_t** ins, uint32_t nout,
+                            const bp_tensor_desc_t** outs, const void* attrs, uint32_t cdt) {
+  bp_op_call_t c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.op_id = op;
+  c.num_inputs = nin;
+  c.num_outputs = nout;
+  c.inputs = ins;
+  c.outputs = outs;
+  c.attrs = attrs;
+  c.compute_dtype = cdt;
+  return c;
+}
+
+/* add of [2,3] and a broadcast [3]: one ew_f32 launch, the broadcast
+ * input's leading stride 0, the dense operands merged nowhere (the
+ * broadcast input breaks contiguity), alpha 1 adds no multiply. */
+static void test_add_broadcast(void** state) {
+  (void)state;
+  int64_t s23[2] = {2, 3}, s3[1] = {3};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 2, s23), b = desc(BP_DTYPE_F32, 1, s3), o = desc(BP_DTYPE_F32, 2, s23);
+  const bp_tensor_desc_t* ins[2] = {&a, &b};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_binary_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  bp_op_call_t c = call_of(BP_OP_add, 2, ins, 1, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_ew_args_t* e = &r.l[0].args.ew;
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_ew_f32);
+  assert_int_equal(e->numel, 6);
+  assert_int_equal(e->rank, 2);
+  assert_int_equal(e->nin, 2);
+  assert_int_equal(e->nout, 1);
+  assert_int_equal(e->contiguous, 0);
+  assert_int_equal(e->strides[1][0], 0);
+  assert_int_equal(e->strides[1][1], 1);
+  assert_int_equal(e->strides[0][0], 3);
+  assert_int_equal(e->ninstr, 4); /* load, load, add, store */
+  assert_int_equal(e->instrs[2][0], BP_OP_add);
+  assert_int_equal(e->instrs[3][0], BP_EW_STORE);
+  assert_ptr_equal(r.l[0].operands[1], &b);
+  assert_ptr_equal(r.l[0].operands[2], &o);
+  assert_true(r.l[0].global[0] % r.l[0].local[0] == 0);
+  assert_true(r.l[0].global[0] >= 6);
+}
+
+/* Dense operands of one shape collapse to one contiguous dim. */
+static void test_dense_collapses(void** state) {
+  (void)state;
+  int64_t s[3] = {4, 5, 6};
+  bp_tensor_desc_t a = desc(BP_DTYPE_I32, 3, s), o = desc(BP_DTYPE_I32, 3, s);
+  const bp_tensor_desc_t* ins[1] = {&a};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_op_call_t c = call_of(BP_OP_neg, 1, ins, 1, outs, NULL, BP_DTYPE_I32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_ew_i64);
+  assert_int_equal(r.l[0].args.ew.rank, 1);
+  assert_int_equal(r.l[0].args.ew.contiguous, 1);
+  assert_int_equal(r.l[0].args.ew.sizes[0], 120);
+  assert_int_equal(r.l[0].args.ew.cdt, BP_DTYPE_I32);
+}
+
+/* An empty output launches nothing; a program past the kernel's limits is
+ * INTERNAL, not a truncated launch. */
+static void test_empty_and_overflow(void** state) {
+  (void)state;
+  int64_t s0[1] = {0}, s1[1] = {4};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 1, s0), o = desc(BP_DTYPE_F32, 1, s0);
+  const bp_tensor_desc_t* ins[1] = {&a};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_op_call_t c = call_of(BP_OP_exp, 1, ins, 1, outs, NULL, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 0);
+  bp_tensor_desc_t x = desc(BP_DTYPE_F32, 1, s1);
+  bp_gpu_ew_t p;
+  bp_gpu_ew_init(&p, BP_DTYPE_F32);
+  uint8_t v = bp_gpu_ew_load_input(&p, bp_gpu_ew_input(&p, &x));
+  for (int i = 0; i < BP_GPU_EW_MAX_INSTR + 1; i++) v = bp_gpu_ew_op(&p, BP_OP_neg, v, 0, 0, 0);
+  bp_gpu_ew_store(&p, bp_gpu_ew_output(&p, &x), v);
+  assert_true(p.overflow);
+  assert_int_equal(bp_gpu_ew_launch(&k_caps, &p, record, &r), BP_INTERNAL);
+  assert_int_equal(r.n, 0);
+}
+
+/* sum over dim 1 of [4,5] (no keepdim): 4 rows of 5 cols, one group per
+ * row, the output indexed by the kept dim. */
+static void test_sum_rows(void** state) {
+  (void)state;
+  int64_t s45[2] = {4, 5}, s4[1] = {4};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 2, s45), o = desc(BP_DTYPE_F32, 1, s4);
+  const bp_tensor_desc_t* ins[1] = {&a};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_reduce_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.num_dims = 1;
+  at.dims[0] = -1;
+  bp_op_call_t c = call_of(BP_OP_sum, 1, ins, 1, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_row_args_t* g = &r.l[0].args.row;
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_rows_reduce_f);
+  assert_int_equal(g->nrows, 4);
+  assert_int_equal(g->ncols, 5);
+  assert_int_equal(g->row_strides[0][0], 5);
+  assert_int_equal(g->col_strides[0][0], 1);
+  assert_int_equal(g->row_strides[1][0], 1);
+  assert_int_equal(r.l[0].global[0], 4 * BP_GPU_ROW_WG);
+  assert_int_equal(r.l[0].local[0], BP_GPU_ROW_WG);
+  /* A dim out of range is refused by support, and so by the launch. */
+  at.dims[0] = 7;
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_ATTRIBUTE);
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_UNIMPLEMENTED);
+}
+
+/* mm of [2,3] x [3,4]: tile-aligned NDRange and the operands' strides;
+ * addmm's [4] bias broadcasts over rows (row stride 0). */
+static void test_matmul(void** state) {
+  (void)state;
+  int64_t s23[2] = {2, 3}, s34[2] = {3, 4}, s24[2] = {2, 4}, s4[1] = {4};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 2, s23), b = desc(BP_DTYPE_F32, 2, s34), o = desc(BP_DTYPE_F32, 2, s24);
+  bp_tensor_desc_t bias = desc(BP_DTYPE_F32, 1, s4);
+  const bp_tensor_desc_t* ins[3] = {&bias, &a, &b};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_addmm_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.beta.kind = BP_SCALAR_FLOAT;
+  at.beta.v.f = 0.5;
+  bp_op_call_t c = call_of(BP_OP_addmm, 3, ins, 1, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_mm_args_t* m = &r.l[0].args.mm;
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_matmul_f32);
+  assert_int_equal(m->m, 2);
+  assert_int_equal(m->n, 4);
+  assert_int_equal(m->k, 3);
+  assert_int_equal(m->stride_row[3], 0);
+  assert_int_equal(m->stride_col[3], 1);
+  assert_true(m->has_bias);
+  assert_true(m->beta == 0.5 && m->alpha == 1.0);
+  assert_int_equal(r.l[0].global[0], BP_GPU_MM_TILE);
+  assert_int_equal(r.l[0].global[1], BP_GPU_MM_TILE);
+  assert_int_equal(r.l[0].global[2], 1);
+  /* Integer matmul has no kernel: refused with the dtype reason. */
+  bp_tensor_desc_t ai = desc(BP_DTYPE_I32, 2, s23), bi = desc(BP_DTYPE_I32, 2, s34), oi = desc(BP_DTYPE_I32, 2, s24);
+  const bp_tensor_desc_t* ins2[2] = {&ai, &bi};
+  const bp_tensor_desc_t* outs2[1] = {&oi};
+  bp_op_call_t c2 = call_of(BP_OP_mm, 2, ins2, 1, outs2, NULL, BP_DTYPE_I32);
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c2, msg, sizeof msg), BP_SUPPORT_DTYPE);
+}
+
+/* Support answers: float-only math on integers, bitwise ops on floats, a
+ * dtype the device lacks, an op without a kernel. */
+static void test_support(void** state) {
+  (void)state;
+  int64_t s[1] = {8};
+  bp_tensor_desc_t i32 = desc(BP_DTYPE_I32, 1, s), f32 = desc(BP_DTYPE_F32, 1, s), i8 = desc(BP_DTYPE_I8, 1, s);
+  char msg[128];
+  const bp_tensor_desc_t* in_i[1] = {&i32};
+  const bp_tensor_desc_t* in_f[2] = {&f32, &f32};
+  const bp_tensor_desc_t* in_8[1] = {&i8};
+  const bp_tensor_desc_t* out_i[1] = {&i32};
+  const bp_tensor_desc_t* out_f[1] = {&f32};
+  bp_op_call_t c = call_of(BP_OP_exp, 1, in_i, 1, out_f, NULL, BP_DTYPE_I32);
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+  bp_binary_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  c = call_of(BP_OP_bitwise_and, 2, in_f, 1, out_f, &at, BP_DTYPE_F32);
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+  c = call_of(BP_OP_neg, 1, in_8, 1, out_i, NULL, BP_DTYPE_I8);
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+  assert_non_null(strstr(msg, "i8"));
+  c = call_of(BP_OP_cumsum, 1, in_i, 1, out_i, NULL, BP_DTYPE_I32);
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_OP);
+  assert_false(bp_gpu_op_implemented(BP_OP_cumsum));
+  assert_true(bp_gpu_op_implemented(BP_OP_softmax));
+  c = call_of(BP_OP_exp, 1, (const bp_tensor_desc_t**)in_f, 1, out_f, NULL, BP_DTYPE_F32);
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), 0);
+}
+
+/* Fused programs: the opcode mask has what the interpreter runs; a program
+ * naming an op with attributes, or registers out of range, is refused. */
+static void test_ew_programs(void** state) {
+  (void)state;
+  bp_fusion_caps_t caps;
+  memset(&caps, 0, sizeof caps);
+  caps.struct_size = sizeof caps;
+  assert_int_equal(bp_gpu_fusion_caps(&k_caps, &caps), BP_OK);
+  assert_true(caps.ew_opcode_mask[BP_OP_add / 64] & (1ull << (BP_OP_add % 64)));
+  assert_false(caps.ew_opcode_mask[BP_OP_elu / 64] & (1ull << (BP_OP_elu % 64)));
+  assert_int_equal(caps.ew_max_instrs, BP_GPU_EW_MAX_INSTR);
+  int64_t s[1] = {16};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F32, 1, s), y = desc(BP_DTYPE_F32, 1, s);
+  const bp_tensor_desc_t* ins[1] = {&x};
+  const bp_tensor_desc_t* outs[1] = {&y};
+  bp_ew_instr_t code[3] = {{BP_EW_LOAD_INPUT, 0, 0, 0, 0, 0}, {BP_OP_exp, 1, 0, 0, 0, 0}, {BP_EW_STORE, 0, 0, 1, 0, 0}};
+  bp_ew_program_t p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.num_instrs = 3;
+  p.num_registers = 2;
+  p.num_inputs = 1;
+  p.num_outputs = 1;
+  p.compute_dtype = BP_DTYPE_F32;
+  p.instr_stride = sizeof(bp_ew_instr_t);
+  p.instrs = code;
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_ew_program_run(&k_caps, &p, 1, ins, 1, outs, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  assert_int_equal(r.l[0].args.ew.instrs[1][0], BP_OP_exp);
+  code[1].a = 5; /* register out of range */
+  assert_int_equal(bp_gpu_ew_program_run(&k_caps, &p, 1, ins, 1, outs, record, &r), BP_INVALID_ARGUMENT);
+  code[1].a = 0;
+  code[1].opcode = BP_OP_elu;
+  assert_int_equal(bp_gpu_ew_program_run(&k_caps, &p, 1, ins, 1, outs, record, &r), BP_UNIMPLEMENTED);
+  assert_int_equal(r.n, 1);
+}
+
+/* cat: one copy per non-empty piece, each at its offset in the output. */
+static void test_cat_pieces(void** state) {
+  (void)state;
+  int64_t s21[2] = {2, 1}, s23[2] = {2, 3}, s20[2] = {2, 0}, s22[2] = {2, 2};
+  bp_tensor_desc_t a = desc(BP_DTYPE_F32, 2, s21), e = desc(BP_DTYPE_F32, 2, s20), b = desc(BP_DTYPE_F32, 2, s22);
+  bp_tensor_desc_t o = desc(BP_DTYPE_F32, 2, s23);
+  const bp_tensor_desc_t* ins[3] = {&a, &e, &b};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_dim_attrs_t at = {.struct_size = sizeof at, .dim = 1};
+  bp_op_call_t c = call_of(BP_OP_cat, 3, ins, 1, outs, &at, BP_DTYPE_F32);
+  c.list_begin = 0;
+  c.list_count = 3;
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 2);
+  assert_int_equal(r.l[0].args.ew.byte_offset[1], 0);
+  assert_int_equal(r.l[1].args.ew.byte_offset[1], 4); /* column 1 of the output */
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_add_broadcast), cmocka_unit_test(test_dense_collapses),
+      cmocka_unit_test(test_empty_and_overflow), cmocka_unit_test(test_sum_rows),
+      cmocka_unit_test(test_matmul), cmocka_unit_test(test_support),
+      cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_cat_pieces),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -3,30 +3,144 @@
  * The kernels (plugins/gpu_common/kernels) are embedded as OpenCL C text
  * (cmake/BpGpuKernels.cmake, format `source`). Each kernels.def program is
  * built on first use, so start-up builds nothing (PoCL's compiler takes
- * about a second per program). Build failures are kept and returned again
+ * seconds per program). Built programs are kept on disk
+ * (clGetProgramInfo(CL_PROGRAM_BINARIES)) in the user's cache folder
+ * (bp_kit_cache.h), one file per program keyed by the device, driver and
+ * plugin versions and the program text: a later process loads the binary
+ * instead of compiling. A corrupt, foreign or stale file is ignored with
+ * one warning and rewritten. Build failures are kept and returned again
  * (with the driver's build log) rather than retried on every launch.
+ * BP_OPENCL_PROGRAM_CACHE=0 turns the disk cache off.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "bp_kit_cache.h"
 #include "ocl_internal.h"
 #include "ocl_kernels.h"
+
+#define OCL_CACHE_MAGIC "BPOCLBIN"
+#define OCL_CACHE_MAX ((size_t)64 << 20)
+
+/* File: magic (8), key hash (8), binary size (8), binary. */
+typedef struct ocl_cache_header {
+  char magic[8];
+  uint64_t key;
+  uint64_t size;
+} ocl_cache_header_t;
+
+static uint64_t fnv(uint64_t h, const void* data, size_t n) {
+  const unsigned char* p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+/* The cache file of `program` on `d` and its key; 0 when there is none. */
+static int cache_path(struct bpp_device_s* d, const bp_gpu_blob_t* blob, char* out, size_t cap, uint64_t* key) {
+  const char* env = getenv("BP_OPENCL_PROGRAM_CACHE");
+  if (env && strcmp(env, "0") == 0) return 0;
+  char dir[700], why[200];
+  int have = bp_kit_cache_dir(dir, sizeof dir, why, sizeof why);
+  if (have < 0) bp_kit_log(BP_LOG_WARN, "opencl: %s; programs are not cached on disk", why);
+  if (have <= 0) return 0;
+  uint64_t dk = fnv(1469598103934665603ull, d->cache_key, strlen(d->cache_key));
+  *key = fnv(dk, blob->data, blob->size);
+  return (size_t)snprintf(out, cap, "%s/opencl-%016llx-%s.bin", dir, (unsigned long long)dk, blob->name) < cap;
+}
+
+/* A built program from a binary, or NULL when the driver refuses it. */
+static cl_program program_from_binary(struct bpp_device_s* d, const unsigned char* bin, size_t bsize) {
+  const ocl_symbols_t* cl = d->cl;
+  cl_int status = CL_SUCCESS, err = CL_SUCCESS;
+  cl_program p = cl->clCreateProgramWithBinary(d->ctx, 1, &d->id, &bsize, &bin, &status, &err);
+  if (p && (err != CL_SUCCESS || status != CL_SUCCESS ||
+            cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS)) {
+    cl->clReleaseProgram(p);
+    p = NULL;
+  }
+  return p;
+}
+
+/* A program from the cached binary, or NULL (absent, or ignored with a
+ * warning: then *out_rewrite is set). */
+static cl_program load_cached(struct bpp_device_s* d, const char* path, uint64_t key, int* out_rewrite) {
+  size_t n = 0;
+  int state;
+  char why[200];
+  unsigned char* data = bp_kit_cache_read(path, OCL_CACHE_MAX, &n, &state, why, sizeof why);
+  *out_rewrite = state == BP_KIT_CACHE_ABSENT || state == BP_KIT_CACHE_BAD;
+  if (!data) {
+    if (state != BP_KIT_CACHE_ABSENT) bp_kit_log(BP_LOG_WARN, "opencl: program cache '%s' ignored (%s)", path, why);
+    return NULL;
+  }
+  ocl_cache_header_t h;
+  cl_program p = NULL;
+  if (n < sizeof h) {
+    snprintf(why, sizeof why, "truncated: %zu bytes", n);
+  } else {
+    memcpy(&h, data, sizeof h);
+    if (memcmp(h.magic, OCL_CACHE_MAGIC, 8) != 0) snprintf(why, sizeof why, "not a program cache file");
+    else if (h.key != key) snprintf(why, sizeof why, "written for another device, driver or kernel source");
+    else if (h.size != n - sizeof h) snprintf(why, sizeof why, "truncated: %zu of %llu bytes", n - sizeof h,
+                                              (unsigned long long)h.size);
+    else {
+      p = program_from_binary(d, data + sizeof h, (size_t)h.size);
+      if (!p) snprintf(why, sizeof why, "the driver refused the binary");
+    }
+  }
+  free(data);
+  if (!p) {
+    bp_kit_log(BP_LOG_WARN, "opencl: program cache '%s' ignored (%s); it is rewritten", path, why);
+    *out_rewrite = 1;
+  }
+  return p;
+}
+
+/* Writes the binary of the source-built program `p` to the cache. */
+static void store_cached(struct bpp_device_s* d, cl_program p, const char* path, uint64_t key) {
+  const ocl_symbols_t* cl = d->cl;
+  size_t size = 0;
+  if (cl->clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || size == 0 ||
+      size > OCL_CACHE_MAX)
+    return;
+  unsigned char* file = malloc(sizeof(ocl_cache_header_t) + size);
+  if (!file) return;
+  ocl_cache_header_t h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, OCL_CACHE_MAGIC, 8);
+  h.key = key;
+  h.size = size;
+  memcpy(file, &h, sizeof h);
+  unsigned char* bin = file + sizeof h;
+  if (cl->clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS &&
+      bp_kit_cache_write(path, file, sizeof h + size) != 0)
+    bp_kit_log(BP_LOG_WARN, "opencl: could not save the program cache to %s", path);
+  free(file);
+}
 
 static bp_status_t build(struct bpp_device_s* d, uint32_t program, ocl_kernel_t* k) {
   const ocl_symbols_t* cl = d->cl;
   const bp_gpu_blob_t* blob = &ocl_programs[program];
-  const char* src = (const char*)blob->data;
+  char path[900];
+  uint64_t key = 0;
+  int cached = cache_path(d, blob, path, sizeof path, &key), rewrite = 0;
+  cl_program p = cached ? load_cached(d, path, key, &rewrite) : NULL;
   cl_int err = CL_SUCCESS;
-  cl_program p = cl->clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
-  if (!p) return ocl_fail("clCreateProgramWithSource", err);
-  err = cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
-  if (err != CL_SUCCESS) {
-    char log[160] = "";
-    cl->clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-    log[sizeof log - 1] = 0;
-    cl->clReleaseProgram(p);
-    return BP_KIT_ERROR(BP_INTERNAL, "building kernel program %s: %s (%d): %s", blob->name, ocl_error_name(err),
-                        (int)err, log);
+  if (!p) {
+    const char* src = (const char*)blob->data;
+    p = cl->clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
+    if (!p) return ocl_fail("clCreateProgramWithSource", err);
+    err = cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
+    if (err != CL_SUCCESS) {
+      char log[160] = "";
+      cl->clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+      log[sizeof log - 1] = 0;
+      cl->clReleaseProgram(p);
+      return BP_KIT_ERROR(BP_INTERNAL, "building kernel program %s: %s (%d): %s", blob->name, ocl_error_name(err),
+                          (int)err, log);
+    }
+    if (cached && rewrite) store_cached(d, p, path, key);
   }
   cl_kernel kern = cl->clCreateKernel(p, blob->kernel, &err);
   if (!kern) {

@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bp_file.h"
+#include "bp_kit_cache.h"
 #include "vk_internal.h"
 
 #define VK_CACHE_FILE_MAX (256l << 20) /* bigger files are ignored */
@@ -52,16 +52,6 @@ int vk_pipeline_file_check(const void* data, size_t size, const vk_cache_ids_t* 
   return 1;
 }
 
-/* Creates `dir` (mode 0700) unless it is a folder already; 0 on success,
- * else an errno (ENOTDIR: something else is there). */
-static int make_dir(const char* dir) {
-  if (mkdir(dir, 0700) == 0) return 0;
-  int err = errno;
-  struct stat st;
-  if (err == EEXIST) return stat(dir, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
-  return err;
-}
-
 int vk_pipeline_file_path(const vk_options_t* opt, const vk_cache_ids_t* ids, char* out, size_t cap) {
   out[0] = 0;
   if (opt->pipeline_cache_off) return 0;
@@ -72,27 +62,10 @@ int vk_pipeline_file_path(const vk_options_t* opt, const vk_cache_ids_t* ids, ch
     }
     return 1;
   }
-  /* XDG base directories: only absolute paths count. */
-  const char* xdg = getenv("XDG_CACHE_HOME");
-  const char* home = getenv("HOME");
-  char dir[600];
-  if (xdg && xdg[0] == '/') {
-    snprintf(dir, sizeof dir, "%.560s", xdg);
-  } else if (home && home[0] == '/') {
-    snprintf(dir, sizeof dir, "%.560s/.cache", home);
-  } else {
-    vk_log(BP_LOG_INFO, "vulkan: neither XDG_CACHE_HOME nor HOME is set: pipelines are not cached on disk");
-    return 0;
-  }
-  int err = make_dir(dir);
-  size_t n = strlen(dir);
-  if (!err) {
-    snprintf(dir + n, sizeof dir - n, "/backplane");
-    err = make_dir(dir);
-  }
-  if (err) {
-    vk_log(BP_LOG_WARN, "vulkan: cannot use %s for the pipeline cache (%s); pipelines are not cached on disk",
-           dir, err == ENOTDIR ? "not a folder" : strerror(err));
+  char dir[600], why[200];
+  int have = bp_kit_cache_dir(dir, sizeof dir, why, sizeof why);
+  if (have <= 0) {
+    vk_log(have == 0 ? BP_LOG_INFO : BP_LOG_WARN, "vulkan: %s; pipelines are not cached on disk", why);
     return 0;
   }
   char uuid[2 * VK_UUID_SIZE + 1];
@@ -110,33 +83,19 @@ void* vk_pipeline_file_read(const char* path, const vk_cache_ids_t* ids, size_t*
   *out_size = 0;
   *out_rejected = 0;
   if (!path[0]) return NULL;
-  int fd = -1;
-  struct stat st;
-  int err = bp_file_open_regular(path, &fd, &st);
-  if (err == BP_FILE_NOT_REGULAR)
-    vk_log(BP_LOG_WARN, "vulkan: pipeline cache '%s' is %s, not a regular file; not used", path,
-           bp_file_kind(st.st_mode));
-  if (err) return NULL; /* absent (the usual first run) or not a file: nothing to rewrite */
-  FILE* f = fdopen(fd, "rb");
-  if (!f) {
-    close(fd);
-    return NULL;
+  char why[160];
+  size_t n = 0;
+  int state;
+  void* data = bp_kit_cache_read(path, (size_t)VK_CACHE_FILE_MAX, &n, &state, why, sizeof why);
+  if (state == BP_KIT_CACHE_NOT_FILE)
+    vk_log(BP_LOG_WARN, "vulkan: pipeline cache '%s' is %s; not used", path, why);
+  if (state == BP_KIT_CACHE_ABSENT || state == BP_KIT_CACHE_NOT_FILE)
+    return NULL; /* absent (the usual first run) or not a file: nothing to rewrite */
+  if (data && !vk_pipeline_file_check(data, n, ids, why, sizeof why)) {
+    free(data);
+    data = NULL;
   }
-  void* data = NULL;
-  long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  char why[160] = "unreadable";
-  if (n >= 0 && n < VK_CACHE_FILE_MAX && fseek(f, 0, SEEK_SET) == 0 &&
-      (data = malloc(n ? (size_t)n : 1)) != NULL) {
-    if (fread(data, 1, (size_t)n, f) == (size_t)n && vk_pipeline_file_check(data, (size_t)n, ids, why, sizeof why)) {
-      *out_size = (size_t)n;
-    } else {
-      free(data);
-      data = NULL;
-    }
-  } else if (n >= VK_CACHE_FILE_MAX) {
-    snprintf(why, sizeof why, "%ld bytes, over the %ld MiB limit", n, VK_CACHE_FILE_MAX >> 20);
-  }
-  fclose(f);
+  if (data) *out_size = n;
   if (!data) {
     *out_rejected = 1;
     vk_log(BP_LOG_WARN, "vulkan: pipeline cache '%s' ignored (%s); it is rewritten when the device closes",
@@ -150,18 +109,8 @@ void vk_pipeline_file_write(struct bpp_device_s* d, VkPipelineCache cache, const
   size_t n = 0;
   if (d->vk.vkGetPipelineCacheData(d->dev, cache, &n, NULL) != VK_SUCCESS || n == 0) return;
   void* data = malloc(n);
-  char tmp[1100];
-  /* Unique per process and device: devices sharing one named file may close
-   * at the same time. */
-  snprintf(tmp, sizeof tmp, "%s.%ld.%p.tmp", path, (long)getpid(), (void*)d);
-  FILE* f = NULL;
   int ok = data && d->vk.vkGetPipelineCacheData(d->dev, cache, &n, data) == VK_SUCCESS &&
-           (f = fopen(tmp, "wb")) != NULL && fwrite(data, 1, n, f) == n;
-  if (f && fclose(f) != 0) ok = 0;
-  if (ok && rename(tmp, path) != 0) ok = 0;
-  if (!ok) {
-    if (f) remove(tmp);
-    vk_log(BP_LOG_WARN, "vulkan: could not save the pipeline cache to %s", path);
-  }
+           bp_kit_cache_write(path, data, n) == 0;
+  if (!ok) vk_log(BP_LOG_WARN, "vulkan: could not save the pipeline cache to %s", path);
   free(data);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ocl_internal.h"
@@ -325,8 +326,120 @@ static void test_ops(void** state) {
   e->core->buffer_release(bm);
 }
 
+/* Runs one neg over 4 f32 on a fresh instance (so a program is built or
+ * loaded from the disk cache). */
+static void run_neg_on_fresh_instance(void) {
+  const bp_plugin_vtable_t* vt = ocl_vtable();
+  bpp_instance_create_info_t info = {.struct_size = sizeof info};
+  bpp_instance_t inst;
+  bpp_device_t dev;
+  bpp_stream_t s;
+  assert_int_equal(vt->core->instance_create(&info, &inst), BP_OK);
+  assert_int_equal(vt->core->device_open(inst, 0, &dev), BP_OK);
+  assert_int_equal(vt->core->stream_create(dev, NULL, &s), BP_OK);
+  bp_buffer_alloc_info_t a = {.struct_size = sizeof a, .size_bytes = 16};
+  bpp_buffer_t b;
+  assert_int_equal(vt->core->buffer_allocate(dev, &a, &b), BP_OK);
+  float h[4] = {1, -2, 3, -4}, out[4];
+  assert_int_equal(vt->core->copy_host_to_device(s, h, b, 0, 16), BP_OK);
+  int64_t n[1] = {4};
+  bp_tensor_desc_t d = desc(b, BP_DTYPE_F32, 1, n);
+  const bp_tensor_desc_t* io[1] = {&d};
+  bp_op_call_t c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.op_id = BP_OP_neg;
+  c.num_inputs = c.num_outputs = 1;
+  c.inputs = c.outputs = io;
+  c.compute_dtype = BP_DTYPE_F32;
+  assert_int_equal(vt->ops->launch[BP_OP_neg](s, &c), BP_OK);
+  assert_int_equal(vt->core->copy_device_to_host(s, b, 0, out, 16), BP_OK);
+  assert_int_equal(vt->core->stream_synchronize(s), BP_OK);
+  for (int i = 0; i < 4; i++) assert_true(out[i] == -h[i]);
+  vt->core->buffer_release(b);
+  vt->core->stream_destroy(s);
+  vt->core->instance_destroy(inst);
+}
+
+/* The first build writes the program's binary into the cache folder; a
+ * corrupt file is ignored (the op still runs) and rewritten. */
+static void test_program_cache(void** state) {
+  (void)state;
+  char dir[] = "/tmp/bp_ocl_cacheXXXXXX";
+  assert_non_null(mkdtemp(dir));
+  setenv("XDG_CACHE_HOME", dir, 1);
+  run_neg_on_fresh_instance();
+  char pattern[600], path[700] = "";
+  snprintf(pattern, sizeof pattern, "ls %s/backplane/opencl-*-ew_f32.bin 2>/dev/null", dir);
+  FILE* ls = popen(pattern, "r");
+  assert_non_null(ls);
+  if (!fgets(path, sizeof path, ls)) path[0] = 0;
+  pclose(ls);
+  path[strcspn(path, "\n")] = 0;
+  assert_true(path[0] != 0);
+  FILE* f = fopen(path, "rb");
+  char magic[8] = {0};
+  assert_non_null(f);
+  assert_int_equal(fread(magic, 1, 8, f), 8);
+  fclose(f);
+  assert_memory_equal(magic, "BPOCLBIN", 8);
+  /* Corrupt it: the next instance ignores it, runs, and rewrites it. */
+  f = fopen(path, "wb");
+  fputs("garbage", f);
+  fclose(f);
+  run_neg_on_fresh_instance();
+  f = fopen(path, "rb");
+  memset(magic, 0, sizeof magic);
+  assert_int_equal(fread(magic, 1, 8, f), 8);
+  fclose(f);
+  assert_memory_equal(magic, "BPOCLBIN", 8);
+  /* And a third instance loads it (still running correctly). */
+  run_neg_on_fresh_instance();
+  /* Only our folder goes: the driver may keep its own cache under the same
+   * XDG_CACHE_HOME for the rest of the process (PoCL does). */
+  char rm[700];
+  snprintf(rm, sizeof rm, "rm -rf %s/backplane", dir);
+  assert_int_equal(system(rm), 0);
+  unsetenv("XDG_CACHE_HOME");
+}
+
+/* An instance created before fork (devices listed, OpenCL not started in
+ * this process) works in the child: drivers' threads do not survive fork,
+ * so listing devices must not start them here (the conformance runner forks
+ * like this). With BP_OPENCL_DISCOVERY=inprocess the child hangs. */
+static void test_fork_after_discovery(void** state) {
+  (void)state;
+  const bp_plugin_vtable_t* vt = ocl_vtable();
+  bpp_instance_create_info_t info = {.struct_size = sizeof info};
+  bpp_instance_t inst;
+  assert_int_equal(vt->core->instance_create(&info, &inst), BP_OK);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    alarm(120); /* a hang ends the child with SIGALRM */
+    bpp_device_t dev;
+    bpp_stream_t s;
+    bp_buffer_alloc_info_t a = {.struct_size = sizeof a, .size_bytes = 16};
+    bpp_buffer_t b;
+    float h[4] = {1, 2, 3, 4}, out[4] = {0};
+    int ok = vt->core->device_open(inst, 0, &dev) == BP_OK && vt->core->stream_create(dev, NULL, &s) == BP_OK &&
+             vt->core->buffer_allocate(dev, &a, &b) == BP_OK &&
+             vt->core->copy_host_to_device(s, h, b, 0, 16) == BP_OK &&
+             vt->core->copy_device_to_host(s, b, 0, out, 16) == BP_OK && vt->core->stream_synchronize(s) == BP_OK &&
+             memcmp(h, out, sizeof h) == 0;
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  vt->core->instance_destroy(inst);
+}
+
 int main(void) {
-  const struct CMUnitTest missing[] = {cmocka_unit_test(test_missing_library)};
+  const struct CMUnitTest missing[] = {cmocka_unit_test(test_missing_library),
+                                       cmocka_unit_test(test_fork_after_discovery),
+                                       cmocka_unit_test(test_program_cache)};
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device), cmocka_unit_test(test_memory), cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_ops),

@@ -1,0 +1,43 @@
+/* backplane plugin kit: the per-user cache folder and cache files of
+ * compiled programs (pipelines, kernel binaries).
+ *
+ * The folder is $XDG_CACHE_HOME/backplane, else $HOME/.cache/backplane
+ * (absolute paths only), created with mode 0700. Files are read only when
+ * they are regular files under a size limit, and written atomically (a
+ * temporary file renamed over the old one), so a reader never sees half a
+ * file and two processes never interleave. What a file holds and how it is
+ * validated is the caller's. Thread-safe (no state).
+ */
+#ifndef BACKPLANE_KIT_CACHE_H_
+#define BACKPLANE_KIT_CACHE_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Writes the cache folder's path into `out` (creating it) and returns 1;
+ * 0 when none is configured (neither XDG_CACHE_HOME nor HOME: nothing to
+ * warn about), -1 when it cannot be used; the reason in `why` for both. */
+int bp_kit_cache_dir(char* out, size_t cap, char* why, size_t why_cap);
+
+enum bp_kit_cache_state {
+  BP_KIT_CACHE_OK = 0,       /* read */
+  BP_KIT_CACHE_ABSENT = 1,   /* no such file: the usual first run */
+  BP_KIT_CACHE_NOT_FILE = 2, /* not a regular file: ignore it, never write over it */
+  BP_KIT_CACHE_BAD = 3       /* unreadable or over the limit: ignore it, rewrite it */
+};
+/* Reads `path` whole: the bytes (malloc'd, the caller frees) and their
+ * count, or NULL with *out_state saying why (and the reason in `why` for
+ * NOT_FILE and BAD). */
+void* bp_kit_cache_read(const char* path, size_t max_bytes, size_t* out_size, int* out_state, char* why,
+                        size_t why_cap);
+
+/* Writes `size` bytes to `path` atomically; 0 on success, else an errno. */
+int bp_kit_cache_write(const char* path, const void* data, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* BACKPLANE_KIT_CACHE_H_ */

@@ -222,6 +222,14 @@ bp_status_t bp__gpu_ew_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t*
     case BP_OP_lerp:
       res = bp_gpu_ew_op(&p, BP_GPU_EW_LERP, r[0], r[1], r[2], 0);
       break;
+    case BP_OP_pow: { /* PyTorch's product forms of exponents -2 and 3 */
+      int pf = bp_pow_product_form(call);
+      uint8_t sq = pf ? bp_gpu_ew_op(&p, BP_OP_mul, r[0], r[0], 0, 0) : 0;
+      res = pf == 3    ? bp_gpu_ew_op(&p, BP_OP_mul, sq, r[0], 0, 0)
+            : pf == -2 ? bp_gpu_ew_op(&p, BP_OP_reciprocal, sq, 0, 0, 0)
+                       : bp_gpu_ew_op(&p, op, r[0], r[1], 0, 0);
+      break;
+    }
     default:
       res = bp_gpu_ew_op(&p, op, r[0], r[1], r[2], 0);
       break;

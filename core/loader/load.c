@@ -207,6 +207,16 @@ static bp_status_t take_tables(bp_plugin_t* plugin, const bp_plugin_vtable_t* vt
             v.comm->struct_size, (size_t)BP__COMM_TABLE_V1_SIZE);
     v.comm = NULL;
   }
+  /* Likewise the exec table until ABI 1.2 made it final (docs/ABI.md
+   * section 12): a draft table (48 bytes) is ignored, every op still runs
+   * through eager launch. */
+  if (v.exec && v.exec->struct_size < BP__EXEC_TABLE_V1_SIZE) {
+    bp__log(BP_LOG_WARN,
+            "exec table struct_size is %u, from the provisional draft (final: %zu): ignored, "
+            "no compiled regions",
+            v.exec->struct_size, (size_t)BP__EXEC_TABLE_V1_SIZE);
+    v.exec = NULL;
+  }
   BP__OPTIONAL_TABLES(BP__CHECK_TABLE)
 #undef BP__CHECK_TABLE
   if (v.ops && v.ops->launch_count > 0 && !v.ops->launch)

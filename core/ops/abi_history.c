@@ -23,7 +23,8 @@
 #define BP__OP_COUNT_1_1 149u
 #define BP__DTYPE_COUNT_1_1 27u
 /* 1.2: quantize, dequantize, quantize_dynamic, scaled_mm, weight_only_mm
- * (ids 149..153), the op family QUANT and the category QUANT. */
+ * (ids 149..153), the op family QUANT and the category QUANT; the final
+ * exec table (compiled regions, load.c). */
 #define BP__OP_COUNT_1_2 154u
 #define BP__DTYPE_COUNT_1_2 27u
 _Static_assert(BP__OP_COUNT_1_2 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");

@@ -43,6 +43,12 @@ BP__HIDDEN void bp__desc_from_tensor(const bp_tensor_t* t, bp_tensor_desc_t* d);
 BP__HIDDEN bp_status_t bp__check_tensor(const bp__op_meta_t* op, const bp_tensor_t* t,
                                         const char* kind, const char* name);
 BP__HIDDEN void bp__set_buffer(bp_tensor_desc_t* d, const bp_tensor_t* t);
+/* Aliasing checks (op_validate.c), shared with compiled regions: same
+ * offset, element size, shape and strides; two distinct elements sharing
+ * memory (an expanded view); byte spans of two tensors intersecting. */
+BP__HIDDEN int bp__same_layout(const bp_tensor_desc_t* a, const bp_tensor_desc_t* b);
+BP__HIDDEN int bp__self_overlapping(const bp_tensor_desc_t* d);
+BP__HIDDEN int bp__spans_intersect(const bp_tensor_t* a, const bp_tensor_t* b);
 
 /* One bp_op_run call. */
 typedef struct bp__run {

@@ -10,7 +10,7 @@
 
 /* ---- aliasing ------------------------------------------------------------------- */
 
-static int bp__same_layout(const bp_tensor_desc_t* a, const bp_tensor_desc_t* b) {
+int bp__same_layout(const bp_tensor_desc_t* a, const bp_tensor_desc_t* b) {
   return a->byte_offset == b->byte_offset && bp_dtype_size(a->dtype) == bp_dtype_size(b->dtype) &&
          bp__shape_equal(a->rank, a->sizes, b->rank, b->sizes) &&
          memcmp(a->strides, b->strides, sizeof(int64_t) * a->rank) == 0;
@@ -39,7 +39,7 @@ static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input) {
 }
 
 /* Nonzero when two distinct elements of `d` share memory (an expanded view). */
-static int bp__self_overlapping(const bp_tensor_desc_t* d) {
+int bp__self_overlapping(const bp_tensor_desc_t* d) {
   int64_t sizes[BP_MAX_RANK], strides[BP_MAX_RANK];
   uint32_t n = 0;
   for (uint32_t i = 0; i < d->rank; ++i) {
@@ -63,7 +63,7 @@ static int bp__self_overlapping(const bp_tensor_desc_t* d) {
   return 0;
 }
 
-static int bp__spans_intersect(const bp_tensor_t* a, const bp_tensor_t* b) {
+int bp__spans_intersect(const bp_tensor_t* a, const bp_tensor_t* b) {
   uint64_t alo, ahi, blo, bhi;
   if (a->buffer != b->buffer) return 0;
   if (bp__tensor_span(a->dtype, a->rank, a->sizes, a->strides, a->byte_offset, &alo, &ahi) ||

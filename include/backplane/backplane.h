@@ -570,4 +570,6 @@ BP_API bp_status_t bp_op_pow_scalar(bp_stream_t* stream, const bp_scalar_t* self
 #ifdef __cplusplus
 }
 #endif
+/* Compiled regions, elementwise programs, cost estimates. */
+#include "backplane/region.h"
 #endif /* BACKPLANE_BACKPLANE_H_ */

@@ -276,53 +276,7 @@ typedef struct bpp_op_table {
 /* Capabilities: support, cost, fusion.                                     */
 /* ======================================================================== */
 
-typedef struct bp_cost_estimate {
-  uint32_t struct_size;
-  uint32_t confidence; /* 0 guess .. 100 measured */
-  double time_ns;
-  double flops;
-  double bytes; /* memory traffic */
-} bp_cost_estimate_t;
-#define BP_COST_ESTIMATE_V1_SIZE 32u
-
-/* Elementwise programs: a register bytecode run by one generic kernel. */
-enum bp_ew_opcode {
-  BP_EW_LOAD_INPUT = 0x1000, /* r[dst] = input[a] (broadcast, cast to compute dtype) */
-  BP_EW_LOAD_CONST = 0x1001, /* r[dst] = constants[a] */
-  BP_EW_STORE = 0x1002,      /* output[a] = r[b], cast to the output's dtype */
-  BP_EW_CAST = 0x1003        /* r[dst] = r[a] rounded through dtype aux */
-  /* Any other value is an elementwise op id (UNARY, BINARY, LOGICAL
-   * categories, where, clamp): r[dst] = op(r[a], r[b], r[c]). */
-};
-
-/* A plain record: programs are arrays of them, read at `instr_stride`, so
- * fields may be appended in a later minor. */
-typedef struct bp_ew_instr {
-  uint32_t opcode; /* enum bp_ew_opcode or an op id */
-  uint8_t dst, a, b, c; /* register / input / output / constant indices */
-  uint32_t aux;    /* CAST: dtype; ops: rounding mode etc. */
-} bp_ew_instr_t;
-#define BP_EW_INSTR_V1_SIZE 12u
-
-typedef struct bp_ew_program {
-  uint32_t struct_size;
-  uint32_t num_instrs;
-  uint32_t num_registers;
-  uint32_t num_inputs;
-  uint32_t num_outputs;
-  uint32_t num_constants;
-  uint32_t compute_dtype; /* dtype of registers */
-  uint32_t instr_stride;  /* bytes from one instruction to the next (>= 12) */
-  const bp_ew_instr_t* instrs; /* instruction k at (const char*)instrs + k * instr_stride */
-  const bp_scalar_t* constants;
-  const void* next;
-} bp_ew_program_t;
-#define BP_EW_PROGRAM_V1_SIZE 56u
-/* Instruction k of `program`, whatever the writer's instruction size. */
-#define BP_EW_INSTR_AT(program, k) \
-  ((const bp_ew_instr_t*)(const void*)((const char*)(program)->instrs + \
-                                       (size_t)(k) * (program)->instr_stride))
-
+/* bp_cost_estimate_t, bp_ew_instr_t and bp_ew_program_t are in types.h. */
 
 typedef struct bpp_caps_table {
   uint32_t struct_size;
@@ -348,59 +302,56 @@ typedef struct bpp_caps_table {
 /* ======================================================================== */
 /* Compiled regions (executables).                                          */
 /* ======================================================================== */
-enum bp_region_kind {
-  BP_REGION_EW_PROGRAM = 1, /* one bp_ew_program_t */
-  BP_REGION_EPILOGUE = 2,   /* matmul/conv node + elementwise program */
-  BP_REGION_PATTERN = 3,    /* a named fused op */
-  BP_REGION_GRAPH = 4       /* any convex subgraph of ops */
-};
-
-typedef struct bp_region_node {
-  uint32_t struct_size;
-  uint32_t op_id;
-  uint32_t num_inputs, num_outputs;
-  const uint32_t* inputs;  /* value ids */
-  const uint32_t* outputs; /* value ids */
-  const void* attrs;
-  uint32_t list_begin, list_count; /* as in bp_op_call_t */
-  const void* next;
-} bp_region_node_t;
-#define BP_REGION_NODE_V1_SIZE 56u
-
-/* Values 0..num_args-1 are the region's arguments (inputs then outputs, in
- * the order launch passes them); higher ids are internal temporaries. */
-typedef struct bp_region_desc {
-  uint32_t struct_size;
-  uint32_t kind; /* enum bp_region_kind */
-  uint32_t num_values;
-  uint32_t num_args;
-  uint32_t num_inputs; /* first num_inputs args are inputs */
-  uint32_t num_nodes;
-  const bp_tensor_desc_t* const* values; /* shapes and dtypes; buffers NULL */
-  const bp_region_node_t* const* nodes;  /* topological order */
-  const bp_ew_program_t* program; /* EW_PROGRAM / EPILOGUE */
-  const void* next;
-} bp_region_desc_t;
-#define BP_REGION_DESC_V1_SIZE 56u
-
+/* Compiled regions. Final since ABI 1.2 (docs/ABI.md section 12): a table
+ * under BPP_EXEC_TABLE_V1_SIZE (the provisional draft of 1.0 and 1.1) is
+ * ignored with a warning, and every op still runs through eager launch.
+ * The region structs (bp_region_desc_t, bp_region_node_t, bp_region_info_t)
+ * are in types.h. Thread-safe, except that `stream` is externally
+ * synchronized. Descriptors and regions are valid only during a call. */
 typedef struct bpp_exec_table {
   uint32_t struct_size;
   uint32_t reserved0;
+  /* The graph-level capability question (ONNX Runtime's GetCapability):
+   * `graph` (kind GRAPH) is offered whole; for each node n the plugin
+   * writes out_groups[n] = the group it takes the node in (1, 2, ...: nodes
+   * of one group it would compile and run as one region; a group is convex
+   * and its nodes need not be adjacent in `graph`), or 0 for a node it does
+   * not take, with out_reasons[n] saying why (struct_size set by the
+   * caller; the plugin fills only the 0 entries). Pure and cheap, like
+   * query_support. */
+  bp_status_t (*region_claim)(bpp_device_t device, const bp_region_desc_t* graph,
+                              uint32_t* out_groups, bp_support_t* const* out_reasons);
   /* Compiles a region. A refusal is BP_UNIMPLEMENTED with `out_refusal`
-   * filled; the compiler then falls back to smaller regions. */
+   * (struct_size set by the caller) filled; the compiler then falls back
+   * to smaller regions. The executable depends on nothing the call passed. */
   bp_status_t (*region_compile)(bpp_device_t device, const bp_region_desc_t* region,
                                 bp_support_t* out_refusal, bpp_executable_t* out_executable);
+  /* Workspace, aliasing (donation) and cost of a compiled region;
+   * `out->struct_size` is set by the caller. */
+  bp_status_t (*executable_get_info)(bpp_executable_t executable, bp_region_info_t* out);
+  /* Enqueues one run on `stream` (externally synchronized, a stream of the
+   * executable's device). args: num_args descriptors with the compiled
+   * dtypes and sizes, any in-bounds strides (the core checked them);
+   * workspace: a U8 rank-1 descriptor of at least workspace_bytes, or NULL
+   * when the executable needs none. Outputs overlap inputs only as the
+   * executable's aliases allow. */
   bp_status_t (*executable_launch)(bpp_stream_t stream, bpp_executable_t executable,
-                                   uint32_t num_args, const bp_tensor_desc_t* const* args);
+                                   uint32_t num_args, const bp_tensor_desc_t* const* args,
+                                   const bp_tensor_desc_t* workspace);
+  /* May be called while launched work is pending: the plugin keeps what
+   * that work needs until it completes. */
   void (*executable_release)(bpp_executable_t executable);
-  /* Two-call pattern: data NULL returns the size in *out_size. */
+  /* Two-call pattern: data NULL returns the size in *out_size. The bytes
+   * carry the plugin's own version and checksum. */
   bp_status_t (*executable_serialize)(bpp_executable_t executable, void* data,
                                       uint64_t capacity, uint64_t* out_size);
-  /* Rejects foreign or stale data with BP_DATA_LOSS / BP_FAILED_PRECONDITION. */
+  /* Rejects corrupt or truncated data with BP_DATA_LOSS and data from
+   * another plugin, plugin version or device with BP_FAILED_PRECONDITION,
+   * each with a message saying why; never trusts the bytes. */
   bp_status_t (*executable_deserialize)(bpp_device_t device, const void* data, uint64_t size,
                                         bpp_executable_t* out_executable);
 } bpp_exec_table_t;
-#define BPP_EXEC_TABLE_V1_SIZE 48u
+#define BPP_EXEC_TABLE_V1_SIZE 64u
 
 /* ======================================================================== */
 /* Collectives.                                                             */
@@ -597,11 +548,6 @@ BP_STATIC_ASSERT(sizeof(bpp_caps_table_t) == BPP_CAPS_TABLE_V1_SIZE, "caps table
 BP_STATIC_ASSERT(sizeof(bpp_exec_table_t) == BPP_EXEC_TABLE_V1_SIZE, "exec table layout");
 BP_STATIC_ASSERT(sizeof(bpp_comm_table_t) == BPP_COMM_TABLE_V1_SIZE, "comm table layout");
 BP_STATIC_ASSERT(sizeof(bp_plugin_vtable_t) == BP_PLUGIN_VTABLE_V1_SIZE, "vtable layout");
-BP_STATIC_ASSERT(sizeof(bp_cost_estimate_t) == BP_COST_ESTIMATE_V1_SIZE, "cost layout");
-BP_STATIC_ASSERT(sizeof(bp_ew_instr_t) == BP_EW_INSTR_V1_SIZE, "ew instr layout");
-BP_STATIC_ASSERT(sizeof(bp_ew_program_t) == BP_EW_PROGRAM_V1_SIZE, "ew program layout");
-BP_STATIC_ASSERT(sizeof(bp_region_node_t) == BP_REGION_NODE_V1_SIZE, "region node layout");
-BP_STATIC_ASSERT(sizeof(bp_region_desc_t) == BP_REGION_DESC_V1_SIZE, "region desc layout");
 BP_STATIC_ASSERT(sizeof(bp_collective_options_t) == BP_COLLECTIVE_OPTIONS_V1_SIZE,
                  "collective options layout");
 BP_STATIC_ASSERT(sizeof(bp_bootstrap_t) == BP_BOOTSTRAP_V1_SIZE, "bootstrap layout");

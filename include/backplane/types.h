@@ -397,6 +397,147 @@ typedef struct bp_fusion_caps {
 #define BP_FUSION_CAPS_V1_SIZE 80u
 
 /* ------------------------------------------------------------------------ */
+/* Cost estimates, elementwise programs and compiled regions (shared by the  */
+/* plugin ABI's caps and exec tables and the application API).               */
+/* ------------------------------------------------------------------------ */
+typedef struct bp_cost_estimate {
+  uint32_t struct_size;
+  uint32_t confidence; /* 0 guess .. 100 measured */
+  double time_ns;
+  double flops;
+  double bytes; /* memory traffic */
+} bp_cost_estimate_t;
+#define BP_COST_ESTIMATE_V1_SIZE 32u
+
+/* Elementwise programs: a register bytecode run by one generic kernel. */
+enum bp_ew_opcode {
+  BP_EW_LOAD_INPUT = 0x1000, /* r[dst] = input[a] (broadcast, cast to compute dtype) */
+  BP_EW_LOAD_CONST = 0x1001, /* r[dst] = constants[a] */
+  BP_EW_STORE = 0x1002,      /* output[a] = r[b], cast to the output's dtype */
+  BP_EW_CAST = 0x1003        /* r[dst] = r[a] rounded through dtype aux */
+  /* Any other value is an elementwise op id (UNARY, BINARY, LOGICAL
+   * categories, where, clamp): r[dst] = op(r[a], r[b], r[c]). */
+};
+
+/* A plain record: programs are arrays of them, read at `instr_stride`, so
+ * fields may be appended in a later minor. */
+typedef struct bp_ew_instr {
+  uint32_t opcode; /* enum bp_ew_opcode or an op id */
+  uint8_t dst, a, b, c; /* register / input / output / constant indices */
+  uint32_t aux;    /* CAST: dtype; ops: rounding mode etc. */
+} bp_ew_instr_t;
+#define BP_EW_INSTR_V1_SIZE 12u
+
+typedef struct bp_ew_program {
+  uint32_t struct_size;
+  uint32_t num_instrs;
+  uint32_t num_registers;
+  uint32_t num_inputs;
+  uint32_t num_outputs;
+  uint32_t num_constants;
+  uint32_t compute_dtype; /* dtype of registers */
+  uint32_t instr_stride;  /* bytes from one instruction to the next (>= 12) */
+  const bp_ew_instr_t* instrs; /* instruction k at (const char*)instrs + k * instr_stride */
+  const bp_scalar_t* constants;
+  const void* next;
+} bp_ew_program_t;
+#define BP_EW_PROGRAM_V1_SIZE 56u
+/* Instruction k of `program`, whatever the writer's instruction size. */
+#define BP_EW_INSTR_AT(program, k) \
+  ((const bp_ew_instr_t*)(const void*)((const char*)(program)->instrs + \
+                                       (size_t)(k) * (program)->instr_stride))
+
+/* What a region describes (bp_region_desc_t.kind). Carried as uint32_t. */
+enum bp_region_kind {
+  /* `program` over the arguments: program input k is argument k, output k
+   * is argument num_inputs + k; no nodes. */
+  BP_REGION_EW_PROGRAM = 1,
+  /* nodes[0] is an mm, bmm, addmm, linear or convolution node (the
+   * anchor); the nodes after it are elementwise ops over its result and
+   * the region's arguments (bias add, activation, residual add, cast). */
+  BP_REGION_EPILOGUE = 2,
+  /* One node of a fused op (softmax, layer_norm, rms_norm, attention, ...)
+   * that the plugin may run as one kernel. */
+  BP_REGION_PATTERN = 3,
+  /* Any convex subgraph of ops (nodes in topological order). region_claim
+   * is offered regions of this kind. */
+  BP_REGION_GRAPH = 4,
+  BP_REGION_KIND_COUNT_ = 5
+};
+
+/* Value id of an absent optional operand in bp_region_node_t.inputs. */
+#define BP_REGION_VALUE_NONE UINT32_MAX
+
+/* One op of a region: an op call over value ids instead of descriptors. */
+typedef struct bp_region_node {
+  uint32_t struct_size;
+  uint32_t op_id; /* enum bp_op_id */
+  uint32_t num_inputs, num_outputs;
+  /* As bp_op_call_t.compute_dtype: the dtype the node's math is done in;
+   * 0 (INVALID) lets the op's promotion rule decide. */
+  uint32_t compute_dtype;
+  uint32_t list_begin, list_count; /* as in bp_op_call_t */
+  uint32_t reserved0;
+  const uint32_t* inputs;  /* value ids; BP_REGION_VALUE_NONE: absent */
+  const uint32_t* outputs; /* value ids */
+  const void* attrs;       /* the op's attribute struct, or NULL */
+  const void* next;
+} bp_region_node_t;
+#define BP_REGION_NODE_V1_SIZE 64u
+
+/* A region to claim or compile. Values 0..num_args-1 are the region's
+ * arguments, in the order launch passes them: num_inputs inputs, then the
+ * outputs; ids from num_args up are temporaries internal to the region.
+ * Values give dtypes, ranks and sizes (buffers NULL; strides are ignored:
+ * launch takes any in-bounds strides). Everything is read only during the
+ * call. */
+typedef struct bp_region_desc {
+  uint32_t struct_size;
+  uint32_t kind; /* enum bp_region_kind */
+  uint32_t num_values;
+  uint32_t num_args;
+  uint32_t num_inputs; /* the first num_inputs arguments are inputs */
+  uint32_t num_nodes;
+  uint32_t flags; /* reserved, 0 */
+  uint32_t reserved0;
+  const bp_tensor_desc_t* const* values; /* num_values descriptors */
+  const bp_region_node_t* const* nodes;  /* topological order */
+  const bp_ew_program_t* program;        /* EW_PROGRAM only; else NULL */
+  const void* next;
+} bp_region_desc_t;
+#define BP_REGION_DESC_V1_SIZE 64u
+
+/* Donation: output argument `output` may be launched in the very same
+ * memory as input argument `input` (same buffer, offset and strides); the
+ * region then reads each input element before it writes the output
+ * element over it. A plain record: arrays of it are read at a stride. */
+typedef struct bp_region_alias {
+  uint32_t output; /* argument index (>= num_inputs) */
+  uint32_t input;  /* argument index (< num_inputs) */
+} bp_region_alias_t;
+#define BP_REGION_ALIAS_V1_SIZE 8u
+
+/* What a compiled region needs and costs. Out-struct: the caller sets
+ * struct_size. */
+typedef struct bp_region_info {
+  uint32_t struct_size;
+  uint32_t num_aliases;        /* entries in `aliases` */
+  uint64_t workspace_bytes;    /* scratch launch needs; 0: none */
+  uint64_t workspace_alignment; /* of the workspace's start; a power of two, or 0: any */
+  /* The plugin's estimate for one launch at the compiled sizes (0: none). */
+  double time_ns;
+  double flops;
+  double bytes; /* memory traffic */
+  uint32_t cost_confidence; /* 0 guess .. 100 measured */
+  uint32_t alias_stride;    /* bytes from one alias record to the next */
+  /* Owned by the executable (plugin side) or the region (application
+   * side); valid as long as it. */
+  const bp_region_alias_t* aliases;
+  const void* next;
+} bp_region_info_t;
+#define BP_REGION_INFO_V1_SIZE 72u
+
+/* ------------------------------------------------------------------------ */
 /* Streams and events: creation parameters.                                 */
 /* ------------------------------------------------------------------------ */
 enum bp_queue_kind {
@@ -494,6 +635,15 @@ BP_STATIC_ASSERT(offsetof(bp_op_call_t, inputs) == 32, "op call inputs offset");
 BP_STATIC_ASSERT(sizeof(bp_support_t) == BP_SUPPORT_V1_SIZE, "support layout");
 BP_STATIC_ASSERT(sizeof(bp_fused_pattern_t) == BP_FUSED_PATTERN_V1_SIZE, "pattern layout");
 BP_STATIC_ASSERT(sizeof(bp_fusion_caps_t) == BP_FUSION_CAPS_V1_SIZE, "fusion caps layout");
+BP_STATIC_ASSERT(sizeof(bp_cost_estimate_t) == BP_COST_ESTIMATE_V1_SIZE, "cost layout");
+BP_STATIC_ASSERT(sizeof(bp_ew_instr_t) == BP_EW_INSTR_V1_SIZE, "ew instr layout");
+BP_STATIC_ASSERT(sizeof(bp_ew_program_t) == BP_EW_PROGRAM_V1_SIZE, "ew program layout");
+BP_STATIC_ASSERT(sizeof(bp_region_node_t) == BP_REGION_NODE_V1_SIZE, "region node layout");
+BP_STATIC_ASSERT(offsetof(bp_region_node_t, inputs) == 32, "region node inputs offset");
+BP_STATIC_ASSERT(sizeof(bp_region_desc_t) == BP_REGION_DESC_V1_SIZE, "region desc layout");
+BP_STATIC_ASSERT(offsetof(bp_region_desc_t, values) == 32, "region desc values offset");
+BP_STATIC_ASSERT(sizeof(bp_region_alias_t) == BP_REGION_ALIAS_V1_SIZE, "region alias layout");
+BP_STATIC_ASSERT(sizeof(bp_region_info_t) == BP_REGION_INFO_V1_SIZE, "region info layout");
 BP_STATIC_ASSERT(sizeof(bp_stream_create_info_t) == BP_STREAM_CREATE_INFO_V1_SIZE,
                  "stream create info layout");
 BP_STATIC_ASSERT(sizeof(bp_event_create_info_t) == BP_EVENT_CREATE_INFO_V1_SIZE,

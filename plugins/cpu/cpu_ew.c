@@ -18,13 +18,6 @@
 
 #include <tgmath.h> /* type-generic math: exp(x) is expf for float x */
 
-typedef struct cpu_kparams {
-  double f[4];
-  int64_t i[4];
-} cpu_kparams_t;
-
-typedef void (*cpu_ew_fn)(void* restrict out, const void* const* in, int64_t n,
-                          const cpu_kparams_t* p);
 
 /* Kernel ids: op ids, plus variants selected by attributes. */
 enum {
@@ -606,6 +599,44 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
   }
   job_run(&j);
   return BP_OK;
+}
+
+/* ---- kernels for compiled elementwise programs ---------------------- */
+int cpu_ew_program_kernel(uint32_t op, uint32_t aux, int kt, cpu_ew_fn* out_fn,
+                          cpu_kparams_t* out_params, int* out_result_bool) {
+  memset(out_params, 0, sizeof *out_params);
+  int kid = (int)op;
+  switch (op) {
+    case BP_OP_gelu:
+      if (aux > BP_GELU_TANH) return BP_SUPPORT_ATTRIBUTE;
+      if (aux == BP_GELU_TANH) kid = CPU_K_gelu_tanh;
+      break;
+    case BP_OP_div:
+      if (aux == BP_ROUNDING_TRUNC) kid = CPU_K_div_trunc;
+      else if (aux == BP_ROUNDING_FLOOR) kid = CPU_K_div_floor;
+      else if (aux != BP_ROUNDING_NONE) return BP_SUPPORT_ATTRIBUTE;
+      break;
+    case BP_OP_add: case BP_OP_sub: case BP_OP_addcmul: /* alpha / value 1 */
+      out_params->f[0] = 1.0;
+      out_params->i[0] = 1;
+      break;
+    case BP_OP_clamp_tensor: /* both bounds are registers */
+      out_params->i[0] = out_params->i[1] = 1;
+      break;
+    /* Ops whose attributes (bounds, slopes) have no place in a program. */
+    case BP_OP_clamp: case BP_OP_elu: case BP_OP_hardtanh: case BP_OP_leaky_relu:
+    case BP_OP_softplus: case BP_OP_lerp:
+      return BP_SUPPORT_ATTRIBUTE;
+    default:
+      if (aux != 0) return BP_SUPPORT_ATTRIBUTE;
+      break;
+  }
+  if (!bp_op_is_elementwise(op) || kt < 0 || kt >= CPU_KT_COUNT)
+    return BP_SUPPORT_OP;
+  if (!k_kernels[kid][kt]) return BP_SUPPORT_DTYPE;
+  *out_fn = k_kernels[kid][kt];
+  *out_result_bool = kernel_result_is_bool(kid);
+  return 0;
 }
 
 /* ---- copy-like ops ----------------------------------------------------- */

@@ -11,6 +11,8 @@
 #include "bp_kit_host.h" /* struct bpp_buffer_s: host memory */
 
 #define CPU_HIDDEN __attribute__((visibility("hidden")))
+/* The plugin's version (negotiation reply; saved regions carry it). */
+#define CPU_PLUGIN_VERSION "0.1.0"
 
 /* ------------------------------------------------------------------------ */
 /* Objects                                                                   */

@@ -63,6 +63,21 @@ static inline int64_t cpu_scalar_i64(const bp_scalar_t* s, int64_t dflt) {
   }
 }
 
+/* A dense elementwise kernel: out[i] = f(in[0][i], in[1][i], in[2][i]) for
+ * i < n, all in one kernel type; params carry attribute values. */
+typedef struct cpu_kparams {
+  double f[4];
+  int64_t i[4];
+} cpu_kparams_t;
+typedef void (*cpu_ew_fn)(void* restrict out, const void* const* in, int64_t n,
+                          const cpu_kparams_t* p);
+/* The kernel of elementwise op `op` as a program instruction (aux: gelu's
+ * approximation, div's rounding mode) in kernel type kt: 0 with fn,
+ * params and whether the result is bool (uint8_t 0/1), else an enum
+ * bp_support_reason. (cpu_ew.c) */
+CPU_HIDDEN int cpu_ew_program_kernel(uint32_t op, uint32_t aux, int kt, cpu_ew_fn* out_fn,
+                                     cpu_kparams_t* out_params, int* out_result_bool);
+
 /* Fills a layout slot for operand k from a descriptor broadcast to the
  * output's `rank`/`sizes` (right-aligned, size-1 dims get stride 0). */
 CPU_HIDDEN bp_status_t cpu_broadcast_strides(const bp_tensor_desc_t* in, uint32_t rank,

@@ -13,6 +13,7 @@
 
 #include "bp_kit_comm.h"
 #include "cpu_internal.h"
+#include "cpu_region.h"
 #include "cpu_kernels.h"
 
 #ifdef BP_CPU_HAVE_CBLAS
@@ -257,9 +258,34 @@ static bp_status_t buffer_allocate(bpp_device_t dev, const bp_buffer_alloc_info_
 /* ------------------------------------------------------------------------ */
 /* Capabilities                                                              */
 /* ------------------------------------------------------------------------ */
+/* Fused ops a PATTERN region runs as one kernel (cpu_region_is_pattern). */
+#define CPU_PATTERN_DTYPES \
+  (BP_DTYPE_BIT(BP_DTYPE_F32) | BP_DTYPE_BIT(BP_DTYPE_F64) | BP_DTYPE_BIT(BP_DTYPE_F16) | BP_DTYPE_BIT(BP_DTYPE_BF16))
+#define CPU_PATTERN(op) {sizeof(bp_fused_pattern_t), op, CPU_PATTERN_DTYPES}
+static const bp_fused_pattern_t k_patterns[] = {
+    CPU_PATTERN(BP_OP_softmax), CPU_PATTERN(BP_OP_log_softmax), CPU_PATTERN(BP_OP_layer_norm),
+    CPU_PATTERN(BP_OP_rms_norm), CPU_PATTERN(BP_OP_scaled_dot_product_attention),
+    CPU_PATTERN(BP_OP_add_rms_norm), CPU_PATTERN(BP_OP_add_layer_norm), CPU_PATTERN(BP_OP_swiglu),
+    CPU_PATTERN(BP_OP_geglu), CPU_PATTERN(BP_OP_linear)};
+#define CPU_NUM_PATTERNS ((uint32_t)(sizeof k_patterns / sizeof k_patterns[0]))
+
 static bp_status_t query_fusion(bpp_device_t dev, bp_fusion_caps_t* out) {
   if (!dev || !out) return cpu_error(BP_INVALID_ARGUMENT, "cpu: query_fusion: NULL argument");
-  bp_fusion_caps_t caps = {.struct_size = sizeof caps}; /* no elementwise programs yet */
+  bp_fusion_caps_t caps = {.struct_size = sizeof caps};
+  caps.ew_max_inputs = CPU_EWP_MAX_INPUTS;
+  caps.ew_max_outputs = CPU_EWP_MAX_OUTPUTS;
+  caps.ew_max_instrs = CPU_EWP_MAX_INSTRS;
+  caps.ew_max_registers = CPU_EWP_MAX_REGISTERS;
+  caps.ew_dtype_mask = cpu_ewp_dtype_mask();
+  caps.ew_opcode_mask = cpu_ewp_opcode_mask(&caps.ew_opcode_words);
+  /* Epilogues: any elementwise program after mm / addmm / linear (row
+   * blocks) and after convolution (whole output). */
+  caps.matmul_epilogues = BP_EPILOGUE_BIAS | BP_EPILOGUE_RELU | BP_EPILOGUE_GELU | BP_EPILOGUE_SILU |
+                          BP_EPILOGUE_RESIDUAL_ADD | BP_EPILOGUE_EW_PROGRAM;
+  caps.conv_epilogues = caps.matmul_epilogues;
+  caps.num_patterns = CPU_NUM_PATTERNS;
+  caps.patterns = k_patterns;
+  caps.pattern_stride = sizeof(bp_fused_pattern_t);
   bp_kit_copy_out(out, &caps, sizeof caps);
   return BP_OK;
 }
@@ -304,7 +330,7 @@ static const bpp_caps_table_t k_caps = {
     .query_support = cpu_query_support,
     .estimate_cost = cpu_estimate_cost,
     .query_fusion = query_fusion,
-    .launch_ew_program = NULL,
+    .launch_ew_program = cpu_launch_ew_program,
 };
 
 static const bp_plugin_vtable_t k_vtable = {
@@ -312,7 +338,7 @@ static const bp_plugin_vtable_t k_vtable = {
     .core = &k_core,
     .ops = &k_ops,
     .caps = &k_caps,
-    .exec = NULL,
+    .exec = &cpu_exec_table,
     .comm = &bp_kit_host_comm_table,
 };
 
@@ -322,6 +348,6 @@ static const bp_plugin_vtable_t* get_vtable(void) {
 }
 
 static const bp_kit_plugin_info_t k_info = {
-    .name = "cpu", .version = "0.1.0", .vendor = "backplane", .get_vtable = get_vtable};
+    .name = "cpu", .version = CPU_PLUGIN_VERSION, .vendor = "backplane", .get_vtable = get_vtable};
 
 BP_KIT_PLUGIN_ENTRY(&k_info)

@@ -523,6 +523,8 @@ VK_HIDDEN int vk_op_implemented(uint32_t op);
 VK_HIDDEN bp_status_t vk_query_support(bpp_device_t device, const bp_op_call_t* call,
                                        bp_support_t* out);
 VK_HIDDEN bp_status_t vk_query_fusion(bpp_device_t device, bp_fusion_caps_t* out);
+/* Compiled regions: EW_PROGRAM through the elementwise kernel (vk_region.c). */
+VK_HIDDEN extern const bpp_exec_table_t vk_exec_table;
 VK_HIDDEN bp_status_t vk_launch_ew_program(bpp_stream_t stream, const bp_ew_program_t* program,
                                            uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
                                            uint32_t num_outputs, const bp_tensor_desc_t* const* outputs);

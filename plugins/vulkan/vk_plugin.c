@@ -872,7 +872,8 @@ static const bpp_caps_table_t k_caps = {
 };
 
 static const bp_plugin_vtable_t k_vtable = {
-    .struct_size = sizeof(bp_plugin_vtable_t), .core = &k_core, .ops = &k_ops, .caps = &k_caps};
+    .struct_size = sizeof(bp_plugin_vtable_t), .core = &k_core, .ops = &k_ops, .caps = &k_caps,
+    .exec = &vk_exec_table};
 
 const bp_plugin_vtable_t* vk_plugin_vtable(void) {
   pthread_once(&k_launch_once, init_launch);

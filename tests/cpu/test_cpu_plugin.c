@@ -190,7 +190,8 @@ static void test_negotiate(void** state) {
   assert_string_equal(rep.name, "cpu");
   assert_non_null(rep.vtable->core);
   assert_non_null(rep.vtable->ops);
-  assert_null(rep.vtable->exec);
+  assert_non_null(rep.vtable->exec); /* compiled regions (tests/region) */
+  assert_int_equal(rep.vtable->exec->struct_size, BPP_EXEC_TABLE_V1_SIZE);
   /* Native collectives with host-pointer calls (docs/collectives.md). */
   assert_non_null(rep.vtable->comm);
   assert_int_equal(rep.vtable->comm->tier, BP_COMM_TIER_NATIVE);
@@ -643,8 +644,16 @@ static void test_support(void** state) {
   assert_true(ce.flops == 16 && ce.time_ns > 0);
   bp_fusion_caps_t fc = {.struct_size = sizeof fc};
   assert_int_equal(caps->query_fusion(f->dev, &fc), BP_OK);
-  assert_int_equal(fc.ew_max_instrs, 0);
-  assert_null(caps->launch_ew_program);
+  /* Elementwise programs, epilogues and patterns are declared (and run:
+   * tests/region). */
+  assert_true(fc.ew_max_instrs >= 64 && fc.ew_max_registers >= 16 && fc.ew_max_inputs >= 8);
+  assert_true(fc.ew_opcode_words * 64 >= BP_OP_COUNT && fc.ew_opcode_mask != NULL);
+  assert_true(fc.ew_opcode_mask[BP_OP_add / 64] & (1ull << (BP_OP_add % 64)));
+  assert_false(fc.ew_opcode_mask[BP_OP_mm / 64] & (1ull << (BP_OP_mm % 64)));
+  assert_true(fc.ew_dtype_mask & BP_DTYPE_BIT(BP_DTYPE_F32));
+  assert_true(fc.matmul_epilogues & BP_EPILOGUE_EW_PROGRAM);
+  assert_true(fc.num_patterns > 0 && fc.patterns != NULL);
+  assert_non_null(caps->launch_ew_program);
 }
 
 /* ---- numerics ------------------------------------------------------------ */

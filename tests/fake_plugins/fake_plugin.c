@@ -36,6 +36,8 @@
  *                        events never complete (queries answer NOT_READY,
  *                        synchronizes block)
  *   FAKE_OPS             an op table with a do-nothing add (any dtype)
+ *   FAKE_DRAFT_EXEC      an exec table of the provisional draft (48 bytes,
+ *                        ABI 1.0 and 1.1): ignored by the loader
  *   FAKE_DRAFT_COMM      a comm table of the provisional draft (120 bytes,
  *                        tier NATIVE, no slot): the loader must ignore it
  *   FAKE_HOSTILE         every string it hands the host is hostile
@@ -618,6 +620,21 @@ _Static_assert(sizeof(fake_draft_comm) == 120, "the draft comm table had 120 byt
 #define FAKE_COMM_TABLE NULL
 #endif
 
+#ifdef FAKE_DRAFT_EXEC
+/* The provisional exec table of ABI 1.0 and 1.1 (48 bytes: struct_size,
+ * reserved, five slots); its slots abort, so a call would show. */
+static bp_status_t draft_exec_slot(void) { abort(); }
+static const struct {
+  uint32_t struct_size, reserved0;
+  void* slots[5];
+} fake_draft_exec = {48u, 0u, {(void*)draft_exec_slot, (void*)draft_exec_slot, (void*)draft_exec_slot,
+                               (void*)draft_exec_slot, (void*)draft_exec_slot}};
+_Static_assert(sizeof(fake_draft_exec) == 48, "the draft exec table had 48 bytes");
+#define FAKE_EXEC_TABLE ((const bpp_exec_table_t*)(const void*)&fake_draft_exec)
+#else
+#define FAKE_EXEC_TABLE NULL
+#endif
+
 typedef struct fake_vtable {
   bp_plugin_vtable_t v1;
   const void* future_table;
@@ -634,7 +651,7 @@ static const fake_vtable_t fake_vtable = {
             .core = &fake_core.v1,
             .ops = FAKE_OP_TABLE,
             .caps = NULL,
-            .exec = NULL,
+            .exec = FAKE_EXEC_TABLE,
             .comm = FAKE_COMM_TABLE,
         },
     .future_table = (const void*)future_slot,

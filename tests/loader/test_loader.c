@@ -219,6 +219,52 @@ static void test_draft_comm_table_ignored(void** state) {
   bp_context_release(ctx);
 }
 
+/* An exec table of the provisional draft (48 bytes, ABI 1.0 and 1.1) is
+ * ignored with one warning: the plugin loads, has no exec table, and a
+ * region compile is refused (reason DEVICE) without calling the draft's
+ * slots (they abort). */
+static void test_draft_exec_table_ignored(void** state) {
+  (void)state;
+  bp_context_t* ctx = bp_test_context_bare();
+  bp_plugin_t* plugin = NULL;
+  /* The warning goes to stderr: captured in a temporary file. */
+  fflush(stderr);
+  FILE* cap = tmpfile();
+  assert_non_null(cap);
+  int saved = dup(2);
+  assert_true(saved >= 0);
+  assert_true(dup2(fileno(cap), 2) >= 0);
+  bp_status_t st = bp_context_register_plugin(ctx, fake_lib("draft_exec"), &plugin);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  char text[4096] = {0};
+  rewind(cap);
+  size_t got = fread(text, 1, sizeof text - 1, cap);
+  fclose(cap);
+  text[got] = '\0';
+  assert_int_equal(st, BP_OK);
+  assert_int_equal(info_of(plugin).state, BP_PLUGIN_LOADED);
+  assert_null(bp_plugin_vtable(plugin)->exec);
+  assert_non_null(strstr(text, "exec table struct_size is 48"));
+  bp_device_t* dev = NULL;
+  assert_int_equal(bp_plugin_device(plugin, 0, &dev), BP_OK);
+  bp_tensor_desc_t v = {.struct_size = sizeof v, .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {4}, .strides = {1}};
+  const bp_tensor_desc_t* vals[2] = {&v, &v};
+  uint32_t ids[2] = {0, 1};
+  bp_region_node_t node = {.struct_size = sizeof node, .op_id = BP_OP_relu, .num_inputs = 1,
+                           .num_outputs = 1, .inputs = ids, .outputs = ids + 1};
+  const bp_region_node_t* nodes[1] = {&node};
+  bp_region_desc_t d = {.struct_size = sizeof d, .kind = BP_REGION_GRAPH, .num_values = 2, .num_args = 2,
+                        .num_inputs = 1, .num_nodes = 1, .values = vals, .nodes = nodes};
+  bp_region_t* r = NULL;
+  bp_support_t why = {.struct_size = sizeof why};
+  assert_int_equal(bp_region_compile(dev, &d, &why, &r), BP_UNIMPLEMENTED);
+  assert_int_equal(why.reason, BP_SUPPORT_DEVICE);
+  assert_null(r);
+  bp_context_release(ctx);
+}
+
 static void test_find_device(void** state) {
   (void)state;
   bp_context_t* ctx = bp_test_context_bare();
@@ -853,6 +899,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_good_plugin_loads),
       T(test_draft_comm_table_ignored),
+      T(test_draft_exec_table_ignored),
       T(test_find_device),
       T(test_retain_release),
       T(test_instance_options_from_env),

@@ -131,5 +131,6 @@ BPB_SUITES(BPB__SUITE_DECL)
 #undef BPB__SUITE_DECL
 /* Parts of the graph suite (bench_graph.c runs them). */
 void bpb_graph_compiler(bpb_ctx_t* ctx);
+void bpb_graph_regions(bpb_ctx_t* ctx);
 
 #endif /* BP_TOOLS_BENCH_H_ */

@@ -4,5 +4,6 @@
 #include "bench.h"
 
 void bpb_suite_graph(bpb_ctx_t* ctx) {
+  bpb_graph_regions(ctx);  /* bench_graph_regions.c: compiled regions */
   bpb_graph_compiler(ctx); /* bench_graph_compiler.c: the graph compiler */
 }

@@ -1,0 +1,199 @@
+/* bp-bench suite "graph", part "regions": compiled regions against the
+ * same ops run eagerly, in one run, medians of ctx->reps repetitions.
+ *
+ *  - an 8-op elementwise chain over 16M f32 (two inputs, one output):
+ *    min(max(|(relu(x*y + 0.5) - y) * x|, x), 2) as one EW_PROGRAM region
+ *    against the eight eager ops (target >= 5x), and as bandwidth (bytes
+ *    of the inputs and the output per second) against the C copy loop on
+ *    all cores (target >= 0.8);
+ *  - linear + bias + gelu (M=4096, K=N=1024, f32) as one EPILOGUE region
+ *    against eager linear (with its bias) then gelu.
+ * Skipped with a reason on a device that refuses the region.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+typedef struct chain_state {
+  bp_region_t* region;
+  const bp_tensor_t* args[3];
+  bp_tensor_t *x, *y, *out;
+  bp_tensor_t* t[8]; /* eager intermediates, reused */
+} chain_state_t;
+
+static const bp_scalar_t k_consts[2] = {{.kind = BP_SCALAR_FLOAT, .v.f = 0.5},
+                                        {.kind = BP_SCALAR_FLOAT, .v.f = 2.0}};
+
+static bp_ew_program_t chain_program(bp_ew_instr_t* p) {
+  int k = 0;
+#define I(op, d, a, b) p[k++] = (bp_ew_instr_t){(op), (d), (a), (b), 0, 0}
+  I(BP_EW_LOAD_INPUT, 0, 0, 0);
+  I(BP_EW_LOAD_INPUT, 1, 1, 0);
+  I(BP_EW_LOAD_CONST, 2, 0, 0);
+  I(BP_EW_LOAD_CONST, 3, 1, 0);
+  I(BP_OP_mul, 4, 0, 1);
+  I(BP_OP_add, 4, 4, 2);
+  I(BP_OP_relu, 4, 4, 0);
+  I(BP_OP_sub, 4, 4, 1);
+  I(BP_OP_mul, 4, 4, 0);
+  I(BP_OP_abs, 4, 4, 0);
+  I(BP_OP_maximum, 4, 4, 0);
+  I(BP_OP_minimum, 4, 4, 3);
+  I(BP_EW_STORE, 0, 0, 4);
+#undef I
+  bp_ew_program_t prog = {.struct_size = sizeof prog, .num_instrs = (uint32_t)k, .num_registers = 5,
+                          .num_inputs = 2, .num_outputs = 1, .num_constants = 2,
+                          .compute_dtype = BP_DTYPE_F32, .instr_stride = sizeof(bp_ew_instr_t),
+                          .instrs = p, .constants = k_consts};
+  return prog;
+}
+
+static bp_status_t run_region(bpb_ctx_t* ctx, void* user) {
+  chain_state_t* s = user;
+  return bp_region_launch(ctx->stream, s->region, s->args, 3, NULL);
+}
+
+static bp_status_t run_eager(bpb_ctx_t* ctx, void* user) {
+  chain_state_t* s = user;
+  bp_stream_t* st = ctx->stream;
+  bp_binary_attrs_t half = {.struct_size = sizeof half, .flags = BP_BINARY_OTHER_IS_SCALAR,
+                            .scalar = k_consts[0]};
+  bp_binary_attrs_t two = {.struct_size = sizeof two, .flags = BP_BINARY_OTHER_IS_SCALAR,
+                           .scalar = k_consts[1]};
+  bp_status_t r;
+  if ((r = bp_op_mul(st, s->x, s->y, NULL, &s->t[0])) || (r = bp_op_add(st, s->t[0], NULL, &half, &s->t[1])) ||
+      (r = bp_op_relu(st, s->t[1], NULL, &s->t[2])) || (r = bp_op_sub(st, s->t[2], s->y, NULL, &s->t[3])) ||
+      (r = bp_op_mul(st, s->t[3], s->x, NULL, &s->t[4])) || (r = bp_op_abs(st, s->t[4], NULL, &s->t[5])) ||
+      (r = bp_op_maximum(st, s->t[5], s->x, NULL, &s->t[6])) || (r = bp_op_minimum(st, s->t[6], NULL, &two, &s->t[7])))
+    return r;
+  return BP_OK;
+}
+
+/* Seconds per run of fn: bursts of back-to-back runs closed by one
+ * synchronize (steady state, as bpb_time_vs_copy), median of reps. */
+static double time_burst(bpb_ctx_t* ctx, bpb_run_fn fn, void* user) {
+  double v[BPB_MAX_REPS];
+  BPB_CHECK(fn(ctx, user));
+  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  for (int r = 0; r < ctx->reps; r++) {
+    int n = 0;
+    double t0 = bpb_now(), t;
+    do {
+      BPB_CHECK(fn(ctx, user));
+      n++;
+      BPB_CHECK(bp_stream_synchronize(ctx->stream));
+      t = bpb_now() - t0;
+    } while (n < BPB_BURST || t < BPB_BURST_S);
+    v[r] = t / n;
+  }
+  return bpb_median(v, ctx->reps);
+}
+
+static void chain_figures(bpb_ctx_t* ctx) {
+  const int64_t n = ctx->quick ? (int64_t)1 << 20 : (int64_t)16 << 20;
+  int64_t sz[1] = {n};
+  chain_state_t s;
+  memset(&s, 0, sizeof s);
+  s.x = bpb_tensor_random(ctx, 1, sz, 1);
+  s.y = bpb_tensor_random(ctx, 1, sz, 2);
+  s.out = bpb_tensor(ctx, BP_DTYPE_F32, 1, sz);
+  bp_ew_instr_t ins[16];
+  bp_ew_program_t prog = chain_program(ins);
+  bp_tensor_desc_t v = {.struct_size = sizeof v, .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {n}, .strides = {1}};
+  const bp_tensor_desc_t* vals[3] = {&v, &v, &v};
+  bp_region_desc_t d = {.struct_size = sizeof d, .kind = BP_REGION_EW_PROGRAM, .num_values = 3,
+                        .num_args = 3, .num_inputs = 2, .values = vals, .program = &prog};
+  bp_support_t why = {.struct_size = sizeof why};
+  const char* name = "8-op elementwise chain (f32), compiled region vs eager ops";
+  if (bpb_unsupported(bp_region_compile(ctx->device, &d, &why, &s.region), name)) goto done;
+  s.args[0] = s.x;
+  s.args[1] = s.y;
+  s.args[2] = s.out;
+  double t_eager = time_burst(ctx, run_eager, &s);
+  double t_region = time_burst(ctx, run_region, &s);
+  char fig[160];
+  snprintf(fig, sizeof fig, "8-op elementwise chain, %lldM f32: compiled region vs eager ops", (long long)(n >> 20));
+  bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_region, 1.0 / t_eager, "the 8 ops eagerly", 5.0, 0});
+  /* Against one copy-loop pass over the same bytes, interleaved. */
+  float* ha = bpb_alloc((size_t)n * sizeof(float));
+  float* hd = bpb_alloc((size_t)n * sizeof(float));
+  bpb_fill_random(ha, (size_t)n, 5);
+  memset(hd, 0, (size_t)n * sizeof(float));
+  double t_op, t_copy;
+  snprintf(fig, sizeof fig, "8-op elementwise chain, %lldM f32, compiled region: bandwidth vs copy loop",
+           (long long)(n >> 20));
+  if (bpb_time_vs_copy(ctx, run_region, &s, ha, hd, (size_t)n, fig, &t_op, &t_copy)) {
+    double bw = 3.0 * 4.0 * (double)n / t_op / 1e9, base = 2.0 * 4.0 * (double)n / t_copy / 1e9;
+    bpb_add_figure(&(bpb_figure_t){fig, "GB/s", bw, base, "C copy loop, all cores", 0.8, 0});
+  }
+  free(ha);
+  free(hd);
+done:
+  bp_region_release(s.region);
+  bp_tensor_release(s.x);
+  bp_tensor_release(s.y);
+  bp_tensor_release(s.out);
+  for (int i = 0; i < 8; i++) bp_tensor_release(s.t[i]);
+}
+
+typedef struct lin_state {
+  bp_region_t* region;
+  const bp_tensor_t* args[4];
+  bp_tensor_t *x, *w, *b, *out, *l, *g;
+} lin_state_t;
+
+static bp_status_t lin_region(bpb_ctx_t* ctx, void* user) {
+  lin_state_t* s = user;
+  return bp_region_launch(ctx->stream, s->region, s->args, 4, NULL);
+}
+static bp_status_t lin_eager(bpb_ctx_t* ctx, void* user) {
+  lin_state_t* s = user;
+  bp_status_t r = bp_op_linear(ctx->stream, s->x, s->w, s->b, NULL, &s->l);
+  return r ? r : bp_op_gelu(ctx->stream, s->l, NULL, &s->g);
+}
+
+static void linear_figures(bpb_ctx_t* ctx) {
+  const int64_t M = ctx->quick ? 256 : 4096, K = ctx->quick ? 256 : 1024, N = K;
+  lin_state_t s;
+  memset(&s, 0, sizeof s);
+  s.x = bpb_tensor_random(ctx, 2, (int64_t[]){M, K}, 1);
+  s.w = bpb_tensor_random(ctx, 2, (int64_t[]){N, K}, 2);
+  s.b = bpb_tensor_random(ctx, 1, (int64_t[]){N}, 3);
+  s.out = bpb_tensor(ctx, BP_DTYPE_F32, 2, (int64_t[]){M, N});
+  bp_tensor_desc_t vx = {.struct_size = sizeof vx, .dtype = BP_DTYPE_F32, .rank = 2, .sizes = {M, K}, .strides = {K, 1}};
+  bp_tensor_desc_t vw = {.struct_size = sizeof vw, .dtype = BP_DTYPE_F32, .rank = 2, .sizes = {N, K}, .strides = {K, 1}};
+  bp_tensor_desc_t vb = {.struct_size = sizeof vb, .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {N}, .strides = {1}};
+  bp_tensor_desc_t vo = {.struct_size = sizeof vo, .dtype = BP_DTYPE_F32, .rank = 2, .sizes = {M, N}, .strides = {N, 1}};
+  const bp_tensor_desc_t* vals[5] = {&vx, &vw, &vb, &vo, &vo};
+  uint32_t ids0[4] = {0, 1, 2, 4}, ids1[2] = {4, 3};
+  bp_region_node_t n0 = {.struct_size = sizeof n0, .op_id = BP_OP_linear, .num_inputs = 3, .num_outputs = 1,
+                         .inputs = ids0, .outputs = ids0 + 3};
+  bp_region_node_t n1 = {.struct_size = sizeof n1, .op_id = BP_OP_gelu, .num_inputs = 1, .num_outputs = 1,
+                         .inputs = ids1, .outputs = ids1 + 1};
+  const bp_region_node_t* nodes[2] = {&n0, &n1};
+  bp_region_desc_t d = {.struct_size = sizeof d, .kind = BP_REGION_EPILOGUE, .num_values = 5, .num_args = 4,
+                        .num_inputs = 3, .num_nodes = 2, .values = vals, .nodes = nodes};
+  char fig[160];
+  snprintf(fig, sizeof fig, "linear + bias + gelu %lldx%lldx%lld f32: epilogue region vs eager ops",
+           (long long)M, (long long)K, (long long)N);
+  bp_support_t why = {.struct_size = sizeof why};
+  if (bpb_unsupported(bp_region_compile(ctx->device, &d, &why, &s.region), fig)) goto done;
+  s.args[0] = s.x;
+  s.args[1] = s.w;
+  s.args[2] = s.b;
+  s.args[3] = s.out;
+  double t_eager = time_burst(ctx, lin_eager, &s);
+  double t_region = time_burst(ctx, lin_region, &s);
+  bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_region, 1.0 / t_eager, "linear then gelu eagerly", 0, 0});
+done:
+  bp_region_release(s.region);
+  bp_tensor_t* all[] = {s.x, s.w, s.b, s.out, s.l, s.g};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bp_tensor_release(all[i]);
+}
+
+void bpb_graph_regions(bpb_ctx_t* ctx) {
+  chain_figures(ctx);
+  linear_figures(ctx);
+}

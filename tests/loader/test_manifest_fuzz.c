@@ -335,7 +335,7 @@ static void load_registered(const char* path, uint32_t i, uint32_t* loaded) {
 static void load_discovered(const fixture_t* f, uint32_t i) {
   setenv("BACKPLANE_PLUGIN_PATH", f->dir, 1);
   /* The plugins beside the library are someone else's; keep them out. */
-  setenv("BACKPLANE_DISABLE", "cpu,mpi,template,vulkan", 1);
+  setenv("BACKPLANE_DISABLE", "cpu,cuda,mpi,opencl,template,vulkan", 1);
   bp_context_options_t o;
   memset(&o, 0, sizeof(o));
   o.struct_size = sizeof(o);

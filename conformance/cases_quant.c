@@ -253,6 +253,8 @@ static void gen_weight_only(bpc_gen_t* g) {
   wo_case(g, I4, "per_channel", F16, 4, 64, 10, 0, 0, 1);
   wo_case(g, I8, "int8_per_channel", F32, 1, 300, 11, 0, 0, 1);
   wo_case(g, U8, "int8_g32_zp", BF16, 3, 96, 5, 32, 1, 0);
+  wo_case(g, I8, "int8_decode_g128_zp", F32, 1, 512, 13, 128, 1, 1);
+  wo_case(g, I8, "int8_per_channel_256", F32, 2, 256, 6, 0, 0, 0);
   if (!g->quick) wo_case(g, U4, "decode_g32_large", F32, 1, 2048, 64, 32, 1, 1);
 }
 

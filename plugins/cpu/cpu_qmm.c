@@ -10,9 +10,9 @@
  * weight_only_mm (GPTQ / AWQ / MatMulNBits): out = x @ dequant(w)^T + bias,
  *   w [n, k] codes with per-group scale and zero point. Rows of w are
  *   decoded into a k-element row buffer per thread (never a full-size
- *   temporary) and dotted with every row of x in f32; 4-bit weights with
- *   f32-convertible x and groups of a multiple of 32 take the AVX-512 path
- *   that decodes in registers (cpu_qmm_x86.c).
+ *   temporary) and dotted with every row of x in f32; shapes and dtypes
+ *   cpu_qmm_wq_fits accepts take the AVX-512 path that decodes in
+ *   registers (cpu_qmm_x86.c).
  * Operands are dense (the family asks the core for contiguous operands).
  */
 #include <math.h>
@@ -200,8 +200,8 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   y = out->dtype == BP_DTYPE_F32 ? (float*)cpu_desc_ptr(out) : malloc((size_t)(j.m * j.n) * sizeof(float));
   bias = vec_load(call, 4, j.n, 0.0);
   const bp_tensor_desc_t *S = call->inputs[2], *Z = call->inputs[3];
-  int fast = cpu_q_is_4bit(a->qdtype) && cpu_qmm_avx512_available() &&
-             cpu_qmm_w4_fits(j.k, j.g, S->dtype, Z->dtype);
+  int bits = cpu_q_is_4bit(a->qdtype) ? 4 : 8;
+  int fast = cpu_qmm_avx512_available() && cpu_qmm_wq_fits(bits, j.k, j.g, S->dtype, Z->dtype);
   if (!fast) { /* the portable path reads scales and zero points as double */
     s = vec_load(call, 2, j.n * j.groups, 1.0);
     z = Z->dtype != BP_DTYPE_INVALID ? vec_load(call, 3, j.n * j.groups, 0.0) : NULL;
@@ -213,7 +213,8 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   cpu_load[CPU_KT_F32](x, cpu_desc_ptr(X), 1, j.m * j.k, X->dtype);
   j.x = x, j.y = y, j.s = s, j.z = z, j.bias = bias;
   if (fast) {
-    st = cpu_qmm_w4_gemv_avx512(cpu_desc_ptr(W), a->qdtype == BP_DTYPE_I4, x, j.m, j.n, j.k, j.g,
+    st = cpu_qmm_wq_gemv_avx512(cpu_desc_ptr(W), bits,
+                                a->qdtype == BP_DTYPE_I4 || a->qdtype == BP_DTYPE_I8, x, j.m, j.n, j.k, j.g,
                                 cpu_desc_ptr(S), S->dtype,
                                 Z->dtype != BP_DTYPE_INVALID ? cpu_desc_ptr(Z) : NULL, Z->dtype,
                                 bias, y);

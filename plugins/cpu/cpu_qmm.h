@@ -21,19 +21,22 @@ CPU_HIDDEN bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t 
                                             const int8_t* b, int64_t m, int64_t n, int64_t k,
                                             int32_t* c);
 
-/* Nonzero when the AVX-512 int4 path takes these: k a multiple of 128, the
- * group size 32, 64 or a multiple of 128 dividing k, f32 / f16 / bf16
- * scales, zero points absent, of the scale's dtype, i8 or u8. */
-CPU_HIDDEN int cpu_qmm_w4_fits(int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype);
+/* Nonzero when the AVX-512 weight-only path takes these: 4-bit codes with
+ * k a multiple of 128 and groups of 32, 64 or a multiple of 128; 8-bit
+ * codes with groups of a multiple of 16; the group size dividing k; f32 /
+ * f16 / bf16 scales; zero points absent, of the scale's dtype, i8 or u8. */
+CPU_HIDDEN int cpu_qmm_wq_fits(int bits, int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype);
 
-/* y[m, n] = x[m, k] @ ((w - z) * s)^T + bias: w [n, k / 2] two 4-bit codes
- * per byte (low nibble first; signed when w_signed), s and z [n, k / g] as
- * stored (z NULL: 0), x and y f32 dense, bias n doubles. The codes are
- * decoded in registers, never into a temporary; x is permuted once per
- * call (m * k floats). Runs on the pool. */
-CPU_HIDDEN bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x,
-                                              int64_t m, int64_t n, int64_t k, int64_t g,
-                                              const void* s, uint32_t s_dtype, const void* z,
-                                              uint32_t z_dtype, const double* bias, float* y);
+/* y[m, n] = x[m, k] @ ((w - z) * s)^T + bias: w [n, k] 8-bit codes or
+ * [n, k / 2] two 4-bit codes per byte (low nibble first); signed codes
+ * when w_signed; s and z [n, k / g] as stored (z NULL: 0), x and y f32
+ * dense, bias n doubles. The codes are decoded in registers, never into a
+ * temporary; x is copied (4-bit: permuted) once per call (m * k floats).
+ * Runs on the pool. */
+CPU_HIDDEN bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed,
+                                              const float* x, int64_t m, int64_t n, int64_t k,
+                                              int64_t g, const void* s, uint32_t s_dtype,
+                                              const void* z, uint32_t z_dtype, const double* bias,
+                                              float* y);
 
 #endif /* BP_CPU_QMM_H_ */

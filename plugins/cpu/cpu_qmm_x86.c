@@ -7,13 +7,14 @@
  * sum a' * b with vpdpbusd; the stored result subtracts
  * (128 + a_zp or a_zp) * colsum(b). Tasks are blocks of 64 rows of a
  * (kept in L2) over every panel.
- * int4 GEMV: w rows of 64-byte chunks (128 codes); each 32-bit lane of a
+ * 4-bit GEMV: w rows of 64-byte chunks (128 codes); each 32-bit lane of a
  * chunk holds 8 consecutive codes, so x is permuted per 128 elements into
  * 8 vectors (lane d of vector j = x[8d + j]); a code becomes a float by
  * vpermps over a 16-entry table indexed by its nibble (the low 4 bits of
  * a lane shifted by 4j). Scales apply per lane (groups of a multiple of 32
  * hold whole lanes); zero points through per-group sums of x. Four rows of
- * w share the x loads; rows run in parallel on the pool.
+ * w share the x loads; rows run in parallel on the pool. 8-bit codes widen
+ * 16 at a time (vpmovsxbd / vpmovzxbd) against x as given.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -21,11 +22,13 @@
 
 #include "cpu_qmm.h"
 
-int cpu_qmm_w4_fits(int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype) {
+int cpu_qmm_wq_fits(int bits, int64_t k, int64_t g, uint32_t s_dtype, uint32_t z_dtype) {
   int sf = s_dtype == BP_DTYPE_F32 || s_dtype == BP_DTYPE_F16 || s_dtype == BP_DTYPE_BF16;
   int zf = z_dtype == BP_DTYPE_INVALID || z_dtype == s_dtype || z_dtype == BP_DTYPE_I8 ||
            z_dtype == BP_DTYPE_U8;
-  return sf && zf && g > 0 && (g == 32 || g == 64 || g % 128 == 0) && k % 128 == 0 && k % g == 0;
+  if (!sf || !zf || g <= 0 || k % g != 0) return 0;
+  if (bits == 8) return g % 16 == 0;
+  return (g == 32 || g == 64 || g % 128 == 0) && k % 128 == 0;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -177,7 +180,7 @@ typedef struct w4_job {
   uint32_t s_dtype, z_dtype;
   const double* bias;
   int64_t m, n, k, g, groups;
-  int w_signed;
+  int w_signed, bits;
   float* y;
 } w4_job_t;
 
@@ -250,6 +253,38 @@ static inline double w4_elem(const void* p, uint32_t dt, int64_t i) {
 W4_ROWS(4)
 W4_ROWS(1)
 
+/* 8-bit codes: 16 consecutive codes per vector against x as given; one
+ * scale per group of a multiple of 16. */
+#define W8_ROWS(R)                                                                             \
+  QMM_TARGET static void w8_dot_##R(const w4_job_t* j, int64_t row0, const float* x,           \
+                                    float* dot) {                                               \
+    const int8_t* wr[R];                                                                        \
+    __m512 tot[R];                                                                              \
+    for (int r = 0; r < R; r++) {                                                               \
+      wr[r] = (const int8_t*)j->w + (row0 + r) * j->k;                                          \
+      tot[r] = _mm512_setzero_ps();                                                             \
+    }                                                                                           \
+    for (int64_t gi = 0; gi < j->groups; gi++) {                                                \
+      __m512 acc[R];                                                                            \
+      for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();                                 \
+      for (int64_t c = gi * j->g; c < (gi + 1) * j->g; c += 16) {                               \
+        __m512 xv = _mm512_loadu_ps(x + c);                                                     \
+        for (int r = 0; r < R; r++) {                                                           \
+          __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(wr[r] + c));                \
+          __m512i v = j->w_signed ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b);           \
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(v), xv, acc[r]);                           \
+        }                                                                                       \
+      }                                                                                         \
+      for (int r = 0; r < R; r++)                                                               \
+        tot[r] = _mm512_fmadd_ps(                                                               \
+            acc[r], _mm512_set1_ps((float)w4_elem(j->s, j->s_dtype, (row0 + r) * j->groups + gi)), \
+            tot[r]);                                                                            \
+    }                                                                                           \
+    for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                          \
+  }
+W8_ROWS(4)
+W8_ROWS(1)
+
 QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
   const w4_job_t* j = ctx;
   for (int64_t blk = begin; blk < end; blk++) {
@@ -257,9 +292,9 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
     for (int64_t mm = 0; mm < j->m; mm++) {
       float dot[4];
       const float* xr = j->xp + mm * j->k;
-      if (rows == 4) w4_dot_4(j, n0, xr, dot);
+      if (rows == 4) (j->bits == 8 ? w8_dot_4 : w4_dot_4)(j, n0, xr, dot);
       else
-        for (int64_t r = 0; r < rows; r++) w4_dot_1(j, n0 + r, xr, dot + r);
+        for (int64_t r = 0; r < rows; r++) (j->bits == 8 ? w8_dot_1 : w4_dot_1)(j, n0 + r, xr, dot + r);
       for (int64_t r = 0; r < rows; r++) {
         double zterm = 0.0;
         if (j->z) {
@@ -274,10 +309,11 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
   }
 }
 
-bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x, int64_t m,
-                                   int64_t n, int64_t k, int64_t g, const void* s, uint32_t s_dtype,
-                                   const void* z, uint32_t z_dtype, const double* bias, float* y) {
-  if (!cpu_qmm_w4_fits(k, g, s_dtype, z_dtype))
+bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, const float* x,
+                                   int64_t m, int64_t n, int64_t k, int64_t g, const void* s,
+                                   uint32_t s_dtype, const void* z, uint32_t z_dtype,
+                                   const double* bias, float* y) {
+  if (!cpu_qmm_wq_fits(bits, k, g, s_dtype, z_dtype))
     return cpu_error(BP_UNIMPLEMENTED, "cpu: weight_only_mm: shape or dtypes outside the AVX-512 path");
   w4_job_t j;
   memset(&j, 0, sizeof j);
@@ -291,9 +327,11 @@ bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* 
   for (int64_t mm = 0; mm < m; mm++) {
     const float* xr = x + mm * k;
     float* pr = xp + mm * k;
-    for (int64_t c = 0; c < k / 128; c++)
-      for (int jv = 0; jv < 8; jv++)
-        for (int d = 0; d < 16; d++) pr[c * 128 + jv * 16 + d] = xr[c * 128 + 8 * d + jv];
+    if (bits == 8) memcpy(pr, xr, sizeof(float) * (size_t)k); /* 8-bit codes: x as given */
+    else
+      for (int64_t c = 0; c < k / 128; c++)
+        for (int jv = 0; jv < 8; jv++)
+          for (int d = 0; d < 16; d++) pr[c * 128 + jv * 16 + d] = xr[c * 128 + 8 * d + jv];
     for (int64_t gi = 0; gi < j.groups; gi++) {
       double acc = 0.0;
       for (int64_t t = 0; t < g; t++) acc += xr[gi * g + t];
@@ -301,7 +339,7 @@ bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* 
     }
   }
   j.w = w, j.xp = xp, j.xsum = xsum, j.s = s, j.z = z, j.s_dtype = s_dtype, j.z_dtype = z_dtype;
-  j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.y = y;
+  j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.bits = bits, j.y = y;
   cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
   free(xp), free(xsum);
   return BP_OK;
@@ -318,10 +356,11 @@ bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t a_zp, const
   return cpu_error(BP_UNIMPLEMENTED, "cpu: scaled_mm: no VNNI kernel on this build");
 }
 
-bp_status_t cpu_qmm_w4_gemv_avx512(const uint8_t* w, int w_signed, const float* x, int64_t m,
-                                   int64_t n, int64_t k, int64_t g, const void* s, uint32_t s_dtype,
-                                   const void* z, uint32_t z_dtype, const double* bias, float* y) {
-  (void)w, (void)w_signed, (void)x, (void)m, (void)n, (void)k, (void)g, (void)s, (void)s_dtype,
+bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, const float* x,
+                                   int64_t m, int64_t n, int64_t k, int64_t g, const void* s,
+                                   uint32_t s_dtype, const void* z, uint32_t z_dtype,
+                                   const double* bias, float* y) {
+  (void)w, (void)bits, (void)w_signed, (void)x, (void)m, (void)n, (void)k, (void)g, (void)s, (void)s_dtype,
       (void)z, (void)z_dtype, (void)bias, (void)y;
   return cpu_error(BP_UNIMPLEMENTED, "cpu: weight_only_mm: no AVX-512 kernel on this build");
 }

@@ -51,6 +51,10 @@ int cpu_qmm_avx512_available(void) {
 
 enum { S8_MR = 8, S8_NR = 32, S8_MC = 64 };
 
+/* 64-byte aligned memory; C11 aligned_alloc wants a size that is a
+ * multiple of the alignment. */
+static void* alloc64(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
 typedef struct s8_job {
   const uint8_t* a;
   int a_u8;
@@ -109,7 +113,7 @@ QMM_TARGET static void s8_rows(void* ctx, int64_t begin, int64_t end) {
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t m0 = blk * S8_MC, m1 = m0 + S8_MC < j->m ? m0 + S8_MC : j->m;
     int64_t rows = (m1 - m0 + S8_MR - 1) / S8_MR * S8_MR;
-    uint8_t* ap = aligned_alloc(64, (size_t)(rows * j->kp + 64));
+    uint8_t* ap = alloc64((size_t)(rows * j->kp));
     if (!ap) { atomic_store(&j->failed, 1); return; }
     for (int64_t r = 0; r < rows; r++) {
       uint8_t* d = ap + r * j->kp;
@@ -146,7 +150,7 @@ bp_status_t cpu_qmm_s8_gemm_vnni(const uint8_t* a, int a_u8, int32_t a_zp, const
   j.kp = (k + 3) / 4 * 4;
   j.kq = j.kp / 4;
   j.panels = (n + S8_NR - 1) / S8_NR;
-  int8_t* bp = aligned_alloc(64, (size_t)(j.panels * j.kq * 128 + 64));
+  int8_t* bp = alloc64((size_t)(j.panels * j.kq * 128));
   int32_t* colsum = calloc((size_t)(n > 0 ? n : 1), sizeof(int32_t));
   if (!bp || !colsum) {
     free(bp), free(colsum);

@@ -434,9 +434,11 @@ bp_status_t bp_graph_set_value_name(bp_graph_t* g, uint32_t value, const char* n
   if (st != BP_OK) return st;
   char* p = bpg_strdup(name);
   if (p == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "bp_graph_set_value_name: out of memory");
+  int renamed = g->values[value].name != NULL;
   free(g->values[value].name);
   g->values[value].name = p;
-  g->name_stale = 1; /* the old name's entry must go */
+  if (renamed) g->name_stale = 1; /* the old name's entry must go */
+  else bpg_index_add(g, value);
   return BP_OK;
 }
 

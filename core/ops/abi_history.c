@@ -24,8 +24,10 @@
 #define BP__DTYPE_COUNT_1_1 27u
 /* 1.2: quantize, dequantize, quantize_dynamic, scaled_mm, weight_only_mm
  * (ids 149..153), the op family QUANT and the category QUANT; the final
- * exec table (compiled regions, load.c). */
-#define BP__OP_COUNT_1_2 154u
+ * exec table (compiled regions, load.c); the serving
+ * ops sample, repetition_penalty (ids 154, 155, family SAMPLE),
+ * kv_cache_append, paged_attention (ids 156, 157, family PAGED_ATTENTION). */
+#define BP__OP_COUNT_1_2 158u
 #define BP__DTYPE_COUNT_1_2 27u
 _Static_assert(BP__OP_COUNT_1_2 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
 _Static_assert(BP__DTYPE_COUNT_1_2 == BP_DTYPE_COUNT_,

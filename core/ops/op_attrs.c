@@ -54,6 +54,9 @@
 #define BP__DEFAULTS_bp_cross_entropy_attrs_t .reduction = BP_LOSS_MEAN, .ignore_index = -100,
 #define BP__DEFAULTS_bp_quantize_attrs_t .axis = -1,
 #define BP__DEFAULTS_bp_scaled_mm_attrs_t
+#define BP__DEFAULTS_bp_sample_attrs_t .temperature = 1.0,
+#define BP__DEFAULTS_bp_penalty_attrs_t .repetition = 1.0,
+#define BP__DEFAULTS_bp_paged_attention_attrs_t
 
 #define BP__DEFAULT_STRUCT(t) static const t bp__default_##t = {.struct_size = sizeof(t), BP__DEFAULTS_##t};
 BP_ATTRS_TYPES(BP__DEFAULT_STRUCT)

@@ -16,9 +16,10 @@ int bp__same_layout(const bp_tensor_desc_t* a, const bp_tensor_desc_t* b) {
          memcmp(a->strides, b->strides, sizeof(int64_t) * a->rank) == 0;
 }
 
-/* Ops that may write an output over an input with the identical layout:
- * elementwise ops, and the PyTorch in-place updates of `self`. */
-static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input) {
+/* Ops that may write output `output` over input `input` with the identical
+ * layout: elementwise ops, the PyTorch in-place updates of `self`, and the
+ * KV cache update of each cache. */
+static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input, uint32_t output) {
   bp__infer_fn f = op->infer;
   if (f == bp__infer_unary_same || f == bp__infer_unary_float || f == bp__infer_unary_bool ||
       f == bp__infer_unary_bitwise || f == bp__infer_unary_clamp || f == bp__infer_clamp_tensor ||
@@ -33,6 +34,8 @@ static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input) {
     case BP_OP_scatter_add: case BP_OP_scatter_reduce: case BP_OP_select_scatter:
     case BP_OP_slice_scatter:
       return input == 0;
+    case BP_OP_kv_cache_append:
+      return input == output;
     default:
       return 0;
   }
@@ -162,7 +165,7 @@ bp_status_t bp__run_validate(bp__run_t* r) {
     for (uint32_t i = 0; i < r->num_inputs; ++i) {
       if (r->inputs[i] == NULL || !bp__spans_intersect(r->inputs[i], r->outs[k])) continue;
       int same = bp__same_layout(&r->p.in[i], given);
-      if (same && bp__op_allows_inplace(op, i)) continue;
+      if (same && bp__op_allows_inplace(op, i, k)) continue;
       return bp__error(BP_INVALID_ARGUMENT, "op '%s': output '%s' %s input '%s'", op->name, name,
                        same ? "aliases (op cannot run in place)" : "partially overlaps",
                        bp__op_input_name(op, r->num_inputs, i, nbuf));

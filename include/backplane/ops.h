@@ -80,7 +80,9 @@ enum bp_op_family {
   BP_OP_FAMILY_ATTENTION = 22,
   BP_OP_FAMILY_GLU = 23,       /* gated activations: act(first half of the last dim) * second half */
   BP_OP_FAMILY_QUANT = 24,     /* quantize, dequantize, quantized matmuls */
-  BP_OP_FAMILY_COUNT_ = 25
+  BP_OP_FAMILY_SAMPLE = 25,    /* token sampling from logits rows, logit penalties */
+  BP_OP_FAMILY_PAGED_ATTENTION = 26, /* KV cache in fixed-size blocks: append, attention */
+  BP_OP_FAMILY_COUNT_ = 27
 };
 
 /* The family of op id `op`; BP_OP_FAMILY_INVALID for 0 and ids past the
@@ -498,6 +500,38 @@ typedef struct bp_scaled_mm_attrs {
   uint32_t reserved0;
 } bp_scaled_mm_attrs_t;
 
+/* sample (ABI 1.2): one token per row of logits [..., V] (docs/semantics.md,
+ * "Sampling"). Counter-based like the random ops: row r draws word r of the
+ * Philox stream of (seed, offset), so a call consumes ceil(rows / 4)
+ * offsets. */
+typedef struct bp_sample_attrs {
+  uint32_t struct_size;
+  uint32_t top_k;     /* 0: no top-k filter (k >= V: none either) */
+  double temperature; /* 0: greedy (first maximum; top_k, top_p ignored); > 0 */
+  double top_p;       /* nucleus mass in (0, 1); 0 or 1: no top-p filter */
+  uint64_t seed;
+  uint64_t offset;    /* Philox counter offset */
+} bp_sample_attrs_t;
+
+/* repetition_penalty (ABI 1.2): vLLM's penalties over the ids in `tokens`
+ * (ids outside [0, V) are padding and ignored). */
+typedef struct bp_penalty_attrs {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  double repetition; /* > 0; 1 (or 0, the default): none. A seen id's logit
+                        l becomes l / repetition if l > 0, else l * repetition */
+  double presence;   /* subtracted once from a seen id's logit; 0: none */
+  double frequency;  /* subtracted once per occurrence; 0: none */
+} bp_penalty_attrs_t;
+
+/* paged_attention (ABI 1.2): decode attention of one query token per
+ * sequence over a KV cache in blocks (docs/semantics.md, "Paged KV cache"). */
+typedef struct bp_paged_attention_attrs {
+  uint32_t struct_size;
+  uint32_t sliding_window; /* 0: none; W: only the last W keys of each sequence */
+  double scale;            /* 0: 1 / sqrt(head_size) */
+} bp_paged_attention_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -513,10 +547,11 @@ typedef struct bp_scaled_mm_attrs {
   X(bp_cast_attrs_t) X(bp_pad_attrs_t) X(bp_fill_attrs_t)                     \
   X(bp_arange_attrs_t) X(bp_random_attrs_t) X(bp_fft_attrs_t)                 \
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
-  X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t)
+  X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
+  X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t)
 
-/* First released size of each attribute struct (ABI 1.0): a reader accepts
- * struct_size >= it. Fields appended later default to zero. */
+/* First released size of each attribute struct (ABI 1.0, or the minor that
+ * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
 #define BP_ATTRS_V1_SIZE_bp_no_attrs_t 4u
 #define BP_ATTRS_V1_SIZE_bp_clamp_attrs_t 40u
 #define BP_ATTRS_V1_SIZE_bp_elu_attrs_t 32u
@@ -559,6 +594,9 @@ typedef struct bp_scaled_mm_attrs {
 #define BP_ATTRS_V1_SIZE_bp_cross_entropy_attrs_t 24u
 #define BP_ATTRS_V1_SIZE_bp_quantize_attrs_t 32u   /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_scaled_mm_attrs_t 24u  /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_sample_attrs_t 40u          /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_penalty_attrs_t 32u         /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_paged_attention_attrs_t 16u /* ABI 1.2 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

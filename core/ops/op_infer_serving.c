@@ -1,0 +1,221 @@
+/* backplane core: inference rules of the serving ops -- sampling (sample,
+ * repetition_penalty) and the paged KV cache (kv_cache_append,
+ * paged_attention). Layouts follow vLLM (docs/semantics.md, "Sampling" and
+ * "Paged KV cache"):
+ *
+ *   key_cache, value_cache  [num_blocks, block_size, num_kv_heads, head_size]
+ *                           (the flash layout of reshape_and_cache_flash)
+ *   slot_mapping            [tokens]: slot = block * block_size + offset;
+ *                           negative = padding, skipped
+ *   block_tables            [seqs, max_blocks_per_seq]
+ *   context_lens            [seqs]
+ *
+ * Only descriptors are seen here: values (slots past the cache, block ids
+ * past num_blocks, lengths past the table) are checked by the kernels,
+ * which fail the stream with INVALID_ARGUMENT / OUT_OF_RANGE.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops_internal.h"
+
+static int srv_is_index(uint32_t d) { return d == BP_DTYPE_I32 || d == BP_DTYPE_I64; }
+
+/* Input i: a floating dtype (f16, bf16, f32, f64). */
+static bp_status_t srv_float(bp__infer_t* x, uint32_t i) {
+  char n[64];
+  uint32_t d = x->in[i].dtype;
+  if (bp__dtype_is_float(d)) return BP_OK;
+  return bp__infer_fail(x, "input '%s' has dtype %s; a floating dtype (f16, bf16, f32, f64) is "
+                           "required",
+                        bp__op_input_name(x->op, x->num_inputs, i, n), bp_dtype_name(d));
+}
+
+/* Input i: i32 or i64 ids. */
+static bp_status_t srv_index(bp__infer_t* x, uint32_t i) {
+  char n[64];
+  uint32_t d = x->in[i].dtype;
+  if (srv_is_index(d)) return BP_OK;
+  return bp__infer_fail(x, "input '%s' has dtype %s; i32 or i64 is required",
+                        bp__op_input_name(x->op, x->num_inputs, i, n), bp_dtype_name(d));
+}
+
+/* Input i has exactly `rank` dims. */
+static bp_status_t srv_rank(bp__infer_t* x, uint32_t i, uint32_t rank, const char* layout) {
+  char n[64], s[192];
+  const bp_tensor_desc_t* t = &x->in[i];
+  if (t->rank == rank) return BP_OK;
+  return bp__infer_fail(x, "input '%s' has shape %s; expected rank %u %s",
+                        bp__op_input_name(x->op, x->num_inputs, i, n),
+                        bp__shape_str(t->rank, t->sizes, s, sizeof(s)), rank, layout);
+}
+
+/* Dim `dim` of input i equals `want` (`what` names the size). */
+static bp_status_t srv_dim(bp__infer_t* x, uint32_t i, uint32_t dim, int64_t want,
+                           const char* what) {
+  char n[64], s[192];
+  const bp_tensor_desc_t* t = &x->in[i];
+  if (t->sizes[dim] == want) return BP_OK;
+  return bp__infer_fail(x, "input '%s' has shape %s; dim %u must be %lld (%s)",
+                        bp__op_input_name(x->op, x->num_inputs, i, n),
+                        bp__shape_str(t->rank, t->sizes, s, sizeof(s)), dim, (long long)want,
+                        what);
+}
+
+/* ---- sampling -------------------------------------------------------------- */
+
+/* Logits [..., V], V >= 1. */
+static bp_status_t srv_logits(bp__infer_t* x) {
+  char s[192];
+  const bp_tensor_desc_t* l = &x->in[0];
+  bp_status_t st = srv_float(x, 0);
+  if (st != BP_OK) return st;
+  if (l->rank == 0 || l->sizes[l->rank - 1] == 0) {
+    return bp__infer_fail(x, "input 'logits' has shape %s; its last dim is the vocabulary and "
+                             "must hold at least one entry",
+                          bp__shape_str(l->rank, l->sizes, s, sizeof(s)));
+  }
+  return BP_OK;
+}
+
+/* sample(logits [..., V]) -> out i64 [...]. */
+bp_status_t bp__infer_sample(bp__infer_t* x) {
+  const bp_sample_attrs_t* a = x->attrs;
+  bp_status_t st = srv_logits(x);
+  if (st != BP_OK) return st;
+  if (!(a->temperature >= 0.0) || !isfinite(a->temperature)) {
+    return bp__infer_fail(x, "attrs.temperature = %g must be finite and >= 0 (0: greedy)",
+                          a->temperature);
+  }
+  if (!(a->top_p >= 0.0 && a->top_p <= 1.0)) {
+    return bp__infer_fail(x, "attrs.top_p = %g must be in [0, 1] (0 or 1: no top-p filter)",
+                          a->top_p);
+  }
+  const bp_tensor_desc_t* l = &x->in[0];
+  x->compute_dtype = l->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  return bp__infer_set_out(x, 0, BP_DTYPE_I64, l->rank - 1, l->sizes);
+}
+
+/* repetition_penalty(logits [..., V], tokens [..., L]) -> out like logits. */
+bp_status_t bp__infer_repetition_penalty(bp__infer_t* x) {
+  const bp_penalty_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *l = &x->in[0], *t = &x->in[1];
+  char s0[192], s1[192];
+  bp_status_t st = srv_logits(x);
+  if (st == BP_OK) st = srv_index(x, 1);
+  if (st != BP_OK) return st;
+  if (t->rank != l->rank || !bp__shape_equal(l->rank - 1, l->sizes, t->rank - 1, t->sizes)) {
+    return bp__infer_fail(x, "input 'tokens' has shape %s; expected the leading dims of 'logits' "
+                             "%s and one dim of ids",
+                          bp__shape_str(t->rank, t->sizes, s0, sizeof(s0)),
+                          bp__shape_str(l->rank, l->sizes, s1, sizeof(s1)));
+  }
+  if (!(a->repetition >= 0.0) || !isfinite(a->repetition)) {
+    return bp__infer_fail(x, "attrs.repetition = %g must be finite and > 0 (0 or 1: none)",
+                          a->repetition);
+  }
+  if (!isfinite(a->presence) || !isfinite(a->frequency)) {
+    return bp__infer_fail(x, "attrs.presence = %g and attrs.frequency = %g must be finite",
+                          a->presence, a->frequency);
+  }
+  x->compute_dtype = l->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  return bp__infer_set_out(x, 0, l->dtype, l->rank, l->sizes);
+}
+
+/* ---- paged KV cache ---------------------------------------------------------- */
+
+#define SRV_CACHE_LAYOUT "[num_blocks, block_size, num_kv_heads, head_size]"
+
+/* key_cache (input kc) and value_cache (input vc): rank 4, one dtype and
+ * shape, floating, block_size and head_size >= 1. */
+static bp_status_t srv_caches(bp__infer_t* x, uint32_t kc, uint32_t vc) {
+  char s[192];
+  bp_status_t st = srv_float(x, kc);
+  if (st == BP_OK) st = srv_rank(x, kc, 4, SRV_CACHE_LAYOUT);
+  if (st == BP_OK) st = bp__infer_like_input(x, vc, kc);
+  if (st != BP_OK) return st;
+  const bp_tensor_desc_t* c = &x->in[kc];
+  if (c->sizes[1] < 1 || c->sizes[2] < 1 || c->sizes[3] < 1) {
+    return bp__infer_fail(x, "input 'key_cache' has shape %s; block_size, num_kv_heads and "
+                             "head_size must be >= 1",
+                          bp__shape_str(c->rank, c->sizes, s, sizeof(s)));
+  }
+  return BP_OK;
+}
+
+/* kv_cache_append(key_cache, value_cache, key [T, Hkv, D], value [T, Hkv, D],
+ * slot_mapping [T]) -> (key_cache_out, value_cache_out), each like its cache;
+ * outputs may be the caches themselves (in place). */
+bp_status_t bp__infer_kv_cache_append(bp__infer_t* x) {
+  bp_status_t st = srv_caches(x, 0, 1);
+  const bp_tensor_desc_t* c = &x->in[0];
+  char n0[64];
+  for (uint32_t i = 2; i < 4 && st == BP_OK; ++i) {
+    if (x->in[i].dtype != c->dtype) {
+      st = bp__infer_fail(x, "input '%s' has dtype %s; expected %s (the caches' dtype)",
+                          bp__op_input_name(x->op, x->num_inputs, i, n0),
+                          bp_dtype_name(x->in[i].dtype), bp_dtype_name(c->dtype));
+    }
+    if (st == BP_OK) st = srv_rank(x, i, 3, "[tokens, num_kv_heads, head_size]");
+    if (st == BP_OK) st = srv_dim(x, i, 1, c->sizes[2], "num_kv_heads of the cache");
+    if (st == BP_OK) st = srv_dim(x, i, 2, c->sizes[3], "head_size of the cache");
+  }
+  if (st == BP_OK) st = srv_dim(x, 3, 0, x->in[2].sizes[0], "tokens of 'key'");
+  if (st == BP_OK) st = srv_index(x, 4);
+  if (st == BP_OK) st = srv_rank(x, 4, 1, "[tokens]");
+  if (st == BP_OK) st = srv_dim(x, 4, 0, x->in[2].sizes[0], "tokens of 'key'");
+  if (st != BP_OK) return st;
+  x->compute_dtype = c->dtype;
+  st = bp__infer_set_out(x, 0, c->dtype, c->rank, c->sizes);
+  if (st == BP_OK) st = bp__infer_set_out(x, 1, c->dtype, c->rank, c->sizes);
+  return st;
+}
+
+/* paged_attention(query [S, H, D], key_cache, value_cache, block_tables
+ * [S, MB], context_lens [S], alibi_slopes? [H] f32) -> out [S, H, D]. */
+bp_status_t bp__infer_paged_attention(bp__infer_t* x) {
+  const bp_paged_attention_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *q = &x->in[0], *c = &x->in[1];
+  char s0[192], s1[192];
+  bp_status_t st = srv_float(x, 0);
+  if (st == BP_OK) st = srv_rank(x, 0, 3, "[seqs, num_heads, head_size]");
+  if (st == BP_OK) st = srv_caches(x, 1, 2);
+  if (st != BP_OK) return st;
+  if (c->dtype != q->dtype) {
+    return bp__infer_fail(x, "input 'key_cache' has dtype %s; expected %s (the query's dtype)",
+                          bp_dtype_name(c->dtype), bp_dtype_name(q->dtype));
+  }
+  if (c->sizes[3] != q->sizes[2]) {
+    return bp__infer_fail(x, "input 'key_cache' has shape %s but 'query' has %s: head_size differs",
+                          bp__shape_str(c->rank, c->sizes, s0, sizeof(s0)),
+                          bp__shape_str(q->rank, q->sizes, s1, sizeof(s1)));
+  }
+  if (q->sizes[1] % c->sizes[2] != 0) {
+    return bp__infer_fail(x, "num_heads %lld of 'query' is not a multiple of num_kv_heads %lld of "
+                             "the cache (grouped-query attention shares each kv head among "
+                             "num_heads / num_kv_heads query heads)",
+                          (long long)q->sizes[1], (long long)c->sizes[2]);
+  }
+  st = srv_index(x, 3);
+  if (st == BP_OK) st = srv_rank(x, 3, 2, "[seqs, max_blocks_per_seq]");
+  if (st == BP_OK) st = srv_dim(x, 3, 0, q->sizes[0], "seqs of 'query'");
+  if (st == BP_OK) st = srv_index(x, 4);
+  if (st == BP_OK) st = srv_rank(x, 4, 1, "[seqs]");
+  if (st == BP_OK) st = srv_dim(x, 4, 0, q->sizes[0], "seqs of 'query'");
+  if (st == BP_OK && bp__in_present(x, 5)) {
+    if (x->in[5].dtype != BP_DTYPE_F32) {
+      st = bp__infer_fail(x, "input 'opt_alibi_slopes' has dtype %s; f32 is required",
+                          bp_dtype_name(x->in[5].dtype));
+    }
+    if (st == BP_OK) st = srv_rank(x, 5, 1, "[num_heads]");
+    if (st == BP_OK) st = srv_dim(x, 5, 0, q->sizes[1], "num_heads of 'query'");
+  }
+  if (st != BP_OK) return st;
+  if (!(a->scale >= 0.0) || !isfinite(a->scale)) {
+    return bp__infer_fail(x, "attrs.scale = %g must be finite and >= 0 (0: 1/sqrt(head_size))",
+                          a->scale);
+  }
+  x->compute_dtype = q->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  return bp__infer_set_out(x, 0, q->dtype, q->rank, q->sizes);
+}

@@ -137,6 +137,29 @@ uint32_t bpc_special_values(uint32_t dtype, bpc_num_t* out, uint32_t capacity) {
   return n;
 }
 
+/* BPC_V_DISTINCT: numel integers of [lo, hi] without repeats, in random
+ * order (a partial Fisher-Yates shuffle of the range). */
+static bp_status_t distinct_values(bpc_rng_t* rng, const bpc_operand_t* o, int64_t numel,
+                                   uint8_t* data) {
+  int64_t lo = (int64_t)ceil(o->lo), hi = (int64_t)floor(o->hi);
+  if (bpc_dtype_is_float(o->dtype) || hi - lo + 1 < numel || hi - lo >= (INT64_C(1) << 24)) {
+    return BP_INVALID_ARGUMENT;
+  }
+  int64_t n = hi - lo + 1;
+  int64_t* pool = malloc(sizeof(int64_t) * (size_t)n);
+  if (!pool) return BP_RESOURCE_EXHAUSTED;
+  for (int64_t k = 0; k < n; k++) pool[k] = lo + k;
+  for (int64_t i = 0; i < numel; i++) {
+    int64_t r = bpc_rng_int(rng, i, n - 1), t = pool[i];
+    pool[i] = pool[r];
+    pool[r] = t;
+    bpc_num_t v = {(double)pool[i], pool[i], 0.0};
+    bpc_store(o->dtype, data, i, v, BP_DTYPE_I64);
+  }
+  free(pool);
+  return BP_OK;
+}
+
 /* Specials of an operand after its range filter. */
 static uint32_t operand_specials(const bpc_operand_t* o, bpc_num_t* out, uint32_t capacity) {
   bpc_num_t all[64];
@@ -236,6 +259,12 @@ bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_dat
     }
     for (uint32_t j = 0; j < before; j++) period *= m ? m : 1;
     for (uint32_t j = 0; j < nspecial; j++) limit *= m ? m : 1;
+  }
+  if ((o->values & 3u) == BPC_V_DISTINCT) {
+    bp_status_t st = distinct_values(&rng, o, numel, data);
+    if (st != BP_OK) free(data);
+    else *out_data = data;
+    return st;
   }
   for (int64_t i = 0; i < numel; i++) {
     bpc_num_t v;

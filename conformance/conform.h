@@ -233,6 +233,8 @@ enum bpc_values {
                           (floats [-10, 10], integers the full dtype range) */
   BPC_V_SPECIAL = 1,   /* special values (zeros, inf, NaN, subnormals, limits),
                           then random; with lo < hi only finite specials in range */
+  BPC_V_DISTINCT = 2,  /* integers drawn from [lo, hi] without repeats (a slot
+                          mapping); hi - lo + 1 >= the element count */
   BPC_V_NONFINITE = 4, /* flag with SPECIAL and a range: keep inf and NaN */
   BPC_V_NONZERO = 8,   /* flag: never zero (integer divisors) */
   BPC_V_INTEGRAL = 16, /* flag: floating values are integers in [lo, hi], exact
@@ -293,6 +295,9 @@ typedef union bpc_attrs {
   bp_cross_entropy_attrs_t cross_entropy;
   bp_quantize_attrs_t quantize;
   bp_scaled_mm_attrs_t scaled_mm;
+  bp_sample_attrs_t sample;
+  bp_penalty_attrs_t penalty;
+  bp_paged_attention_attrs_t paged;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

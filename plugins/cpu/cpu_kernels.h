@@ -98,4 +98,16 @@ CPU_HIDDEN void cpu_sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const*
 #define CPU_ACT_GELU_TANH(T, x) \
   ((T)0.5 * (x) * ((T)1 + tanh((T)CPU_SQRT_2_OVER_PI * ((x) + (T)0.044715 * (x) * (x) * (x)))))
 
+/* BP_OK when every operand of `call` is dense row-major (empty ones count),
+ * else INVALID_ARGUMENT naming the operand. For the families whose support
+ * answer asks the core to pack operands (cpu_ops.c, cpu_family_dense). */
+CPU_HIDDEN bp_status_t cpu_call_require_dense(const bp_op_call_t* call);
+
+/* Element k of a dense i32 or i64 index tensor. */
+static inline int64_t cpu_index_at(const bp_tensor_desc_t* t, int64_t k) {
+  const unsigned char* p = cpu_desc_ptr(t);
+  return t->dtype == BP_DTYPE_I32 ? ((const int32_t*)(const void*)p)[k]
+                                  : ((const int64_t*)(const void*)p)[k];
+}
+
 #endif /* BP_CPU_KERNELS_H_ */

@@ -21,7 +21,7 @@ static int cpu_core_family(uint32_t op) {
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
-  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant)
+  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -68,6 +68,35 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
 /* ---- support --------------------------------------------------------- */
 #define answer bp_kit_support_answer
 
+/* The serving families take dense operands only too (the core packs
+ * strided ones; cpu_call_require_dense checks at exec). */
+static int serving_dense(uint32_t family) {
+  return family == BP_OP_FAMILY_SAMPLE || family == BP_OP_FAMILY_PAGED_ATTENTION;
+}
+
+static int desc_dense(const bp_tensor_desc_t* d) {
+  if (bp_desc_numel(d) == 0) return 1; /* nothing is read or written */
+  int64_t expect = 1;
+  for (uint32_t k = d->rank; k-- > 0;) {
+    if (d->sizes[k] != 1 && d->strides[k] != expect) return 0;
+    expect *= d->sizes[k];
+  }
+  return 1;
+}
+
+bp_status_t cpu_call_require_dense(const bp_op_call_t* call) {
+  for (uint32_t k = 0; k < call->num_inputs + call->num_outputs; k++) {
+    const bp_tensor_desc_t* d = k < call->num_inputs ? call->inputs[k]
+                                                     : call->outputs[k - call->num_inputs];
+    if (d->dtype != BP_DTYPE_INVALID && !desc_dense(d)) {
+      return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: operand %u is not dense (the support "
+                                            "answer asks the core to pack it)",
+                       cpu_op_name(call->op_id), k);
+    }
+  }
+  return BP_OK;
+}
+
 static int same_dtype_all(const bp_op_call_t* c, uint32_t dt) {
   for (uint32_t i = 0; i < c->num_inputs; i++)
     if (c->inputs[i]->dtype != BP_DTYPE_INVALID && c->inputs[i]->dtype != dt) return 0;
@@ -107,7 +136,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     msg[0] = '\0';
     int reason = fam->supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
-    if (family_dense(fam)) {
+    if (family_dense(fam) || serving_dense(family)) {
       bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
       out->requires_contiguous = 1;
       return st;

@@ -1,0 +1,304 @@
+/* backplane CPU plugin: the paged KV cache family -- kv_cache_append and
+ * paged_attention (docs/semantics.md, "Paged KV cache"; vLLM's
+ * reshape_and_cache_flash and paged attention over the flash layout):
+ *
+ *   key_cache, value_cache [num_blocks, block_size, num_kv_heads, head_size]
+ *   token t of sequence s lives in block block_tables[s, t / block_size],
+ *   row t % block_size.
+ *
+ * paged_attention reads the cache in place, block by block (never a dense
+ * gathered copy). One work item is (sequence, kv head): the G = num_heads /
+ * num_kv_heads query heads that share the kv head are scored together, so
+ * each key and value row is read once per call. Two passes: scores from the
+ * key rows (dot products over head_size in 8-lane vectors, one AVX2 + FMA
+ * variant chosen at run time), a softmax per head, then the weighted sum of
+ * the value rows. f16 / bf16 / f32 compute in f32 (rounded once on store),
+ * f64 in f64. Items run in parallel on the pool.
+ *
+ * Values the core cannot see are checked here before anything is written:
+ * a slot past the cache, a context length past the block table or negative,
+ * a block id past num_blocks fail the call (OUT_OF_RANGE / INVALID_ARGUMENT).
+ * Operands are dense (the support answer asks the core to pack others).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+/* ---- kv_cache_append ------------------------------------------------------------ */
+
+static bp_status_t exec_kv_cache_append(const bp_op_call_t* call) {
+  const bp_tensor_desc_t* const* in = call->inputs;
+  const bp_tensor_desc_t* const* out = call->outputs;
+  const bp_tensor_desc_t* slots = in[4];
+  int64_t nb = in[0]->sizes[0], bs = in[0]->sizes[1];
+  int64_t T = in[2]->sizes[0], cap = nb * bs;
+  for (int64_t t = 0; t < T; t++) {
+    int64_t slot = cpu_index_at(slots, t);
+    if (slot >= cap) {
+      return cpu_error(BP_OUT_OF_RANGE, "cpu: kv_cache_append: slot_mapping[%lld] = %lld is past "
+                                        "the cache's %lld slots (%lld blocks of %lld)",
+                       (long long)t, (long long)slot, (long long)cap, (long long)nb, (long long)bs);
+    }
+  }
+  size_t row = (size_t)(in[0]->sizes[2] * in[0]->sizes[3]) * bp_dtype_size(in[0]->dtype);
+  for (int c = 0; c < 2; c++) {
+    unsigned char* dst = cpu_desc_ptr(out[c]);
+    if (dst != cpu_desc_ptr(in[c])) cpu_memcpy(dst, cpu_desc_ptr(in[c]), (uint64_t)cap * row);
+    const unsigned char* src = cpu_desc_ptr(in[2 + c]);
+    for (int64_t t = 0; t < T; t++) { /* in token order: a repeated slot keeps the last */
+      int64_t slot = cpu_index_at(slots, t);
+      if (slot >= 0) memcpy(dst + (size_t)slot * row, src + (size_t)t * row, row);
+    }
+  }
+  return BP_OK;
+}
+
+/* ---- paged_attention ------------------------------------------------------------ */
+
+typedef struct pa_job {
+  const bp_op_call_t* call;
+  int64_t S, H, Hkv, G, D, NB, BS, MB, max_n;
+  int64_t window;
+  double scale;
+  const float* alibi; /* NULL: none */
+  _Atomic int failed;
+} pa_job_t;
+
+/* First token a sequence of length len attends to. */
+static int64_t pa_start(const pa_job_t* j, int64_t len) {
+  return j->window > 0 && len > j->window ? len - j->window : 0;
+}
+
+typedef float pa_v8f __attribute__((vector_size(32)));
+typedef uint16_t pa_v8u16 __attribute__((vector_size(16)));
+typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
+
+/* 8 cache elements as f32 lanes. */
+#define PA_LOAD8_F32(p) ({ pa_v8f v_; memcpy(&v_, (p), 32); v_; })
+#define PA_LOAD8_BF16(p)                                        \
+  ({                                                            \
+    pa_v8u16 h_;                                                \
+    memcpy(&h_, (p), 16);                                       \
+    (pa_v8f)(__builtin_convertvector(h_, pa_v8u32) << 16);      \
+  })
+#define PA_LOAD8_F16(p)                                                      \
+  ({                                                                         \
+    float f_[8];                                                             \
+    cpu_load[CPU_KT_F32](f_, (const unsigned char*)(p), 1, 8, BP_DTYPE_F16); \
+    pa_v8f v_;                                                               \
+    memcpy(&v_, f_, 32);                                                     \
+    v_;                                                                      \
+  })
+#define PA_LOAD1_F32(p) (*(const float*)(p))
+#define PA_LOAD1_BF16(p) ({ uint32_t b_ = (uint32_t)(*(const uint16_t*)(p)) << 16; float f_; memcpy(&f_, &b_, 4); f_; })
+#define PA_LOAD1_F16(p) ({ float f_; cpu_load[CPU_KT_F32](&f_, (const unsigned char*)(p), 1, 1, BP_DTYPE_F16); f_; })
+
+/* The item kernel for f32 compute over cache elements ET (f32, bf16, f16). */
+#define PA_ITEM_F32(SFX, ET, LOAD8, LOAD1, ATTR)                                                  \
+  ATTR static void pa_item_##SFX(const pa_job_t* j, int64_t s, int64_t g, int64_t len,            \
+                                 float* q, float* sc, float* acc) {                               \
+    const bp_op_call_t* call = j->call;                                                           \
+    const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start;                  \
+    const ET* qp = (const ET*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g * G) * D; \
+    const ET* kc = (const ET*)(const void*)cpu_desc_ptr(call->inputs[1]);                          \
+    const ET* vc = (const ET*)(const void*)cpu_desc_ptr(call->inputs[2]);                          \
+    for (int64_t i = 0; i < G * D; i++) q[i] = LOAD1(qp + i) * (float)j->scale;                   \
+    memset(acc, 0, sizeof(float) * (size_t)(G * D));                                              \
+    const int64_t D8 = D & ~(int64_t)7;                                                           \
+    for (int64_t t = start; t < len; t++) {                                                       \
+      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                             \
+      const ET* k = kc + ((blk * j->BS + t % j->BS) * j->Hkv + g) * D;                            \
+      for (int64_t i = 0; i < G; i++) {                                                           \
+        const float* qi = q + i * D;                                                              \
+        pa_v8f a = {0};                                                                           \
+        for (int64_t d = 0; d < D8; d += 8) {                                                     \
+          pa_v8f qv;                                                                              \
+          memcpy(&qv, qi + d, 32);                                                                \
+          a += qv * LOAD8(k + d);                                                                 \
+        }                                                                                         \
+        float r = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));              \
+        for (int64_t d = D8; d < D; d++) r += qi[d] * LOAD1(k + d);                               \
+        if (j->alibi) r += j->alibi[g * G + i] * (float)(t - (len - 1));                          \
+        sc[i * n + (t - start)] = r;                                                              \
+      }                                                                                           \
+    }                                                                                             \
+    for (int64_t i = 0; i < G; i++) {                                                             \
+      float* si = sc + i * n;                                                                     \
+      float m = -INFINITY, sum = 0.0f;                                                            \
+      for (int64_t t = 0; t < n; t++) m = si[t] > m ? si[t] : m;                                  \
+      for (int64_t t = 0; t < n; t++) sum += si[t] = expf(si[t] - m);                             \
+      float inv = sum > 0.0f ? 1.0f / sum : 0.0f;                                                 \
+      for (int64_t t = 0; t < n; t++) si[t] *= inv;                                               \
+    }                                                                                             \
+    for (int64_t t = start; t < len; t++) {                                                       \
+      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                             \
+      const ET* v = vc + ((blk * j->BS + t % j->BS) * j->Hkv + g) * D;                            \
+      for (int64_t i = 0; i < G; i++) {                                                           \
+        float p = sc[i * n + (t - start)];                                                        \
+        float* ai = acc + i * D;                                                                  \
+        for (int64_t d = 0; d < D8; d += 8) {                                                     \
+          pa_v8f av;                                                                              \
+          memcpy(&av, ai + d, 32);                                                                \
+          av += p * LOAD8(v + d);                                                                 \
+          memcpy(ai + d, &av, 32);                                                                \
+        }                                                                                         \
+        for (int64_t d = D8; d < D; d++) ai[d] += p * LOAD1(v + d);                               \
+      }                                                                                           \
+    }                                                                                             \
+  }
+
+#define PA_ITEMS(ISA, ATTR)                                                    \
+  PA_ITEM_F32(f32_##ISA, float, PA_LOAD8_F32, PA_LOAD1_F32, ATTR)              \
+  PA_ITEM_F32(bf16_##ISA, uint16_t, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR)        \
+  PA_ITEM_F32(f16_##ISA, uint16_t, PA_LOAD8_F16, PA_LOAD1_F16, ATTR)
+PA_ITEMS(base, )
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PA_HAVE_AVX2 1
+PA_ITEMS(avx2, __attribute__((target("avx2,fma"))))
+#endif
+
+/* f64: plain loops in double. */
+static void pa_item_f64(const pa_job_t* j, int64_t s, int64_t g, int64_t len, double* q,
+                        double* sc, double* acc) {
+  const bp_op_call_t* call = j->call;
+  const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start;
+  const double* qp = (const double*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g * G) * D;
+  const double* kc = (const double*)(const void*)cpu_desc_ptr(call->inputs[1]);
+  const double* vc = (const double*)(const void*)cpu_desc_ptr(call->inputs[2]);
+  for (int64_t i = 0; i < G * D; i++) q[i] = qp[i] * j->scale;
+  memset(acc, 0, sizeof(double) * (size_t)(G * D));
+  for (int64_t t = start; t < len; t++) {
+    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g;
+    for (int64_t i = 0; i < G; i++) {
+      double r = 0.0;
+      for (int64_t d = 0; d < D; d++) r += q[i * D + d] * kc[row * D + d];
+      if (j->alibi) r += j->alibi[g * G + i] * (double)(t - (len - 1));
+      sc[i * n + (t - start)] = r;
+    }
+  }
+  for (int64_t i = 0; i < G; i++) {
+    double *si = sc + i * n, m = -INFINITY, sum = 0.0;
+    for (int64_t t = 0; t < n; t++) m = si[t] > m ? si[t] : m;
+    for (int64_t t = 0; t < n; t++) sum += si[t] = exp(si[t] - m);
+    for (int64_t t = 0; t < n; t++) si[t] = sum > 0.0 ? si[t] / sum : 0.0;
+  }
+  for (int64_t t = start; t < len; t++) {
+    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g;
+    for (int64_t i = 0; i < G; i++) {
+      for (int64_t d = 0; d < D; d++) acc[i * D + d] += sc[i * n + (t - start)] * vc[row * D + d];
+    }
+  }
+}
+
+typedef void (*pa_item_f32_fn)(const pa_job_t*, int64_t, int64_t, int64_t, float*, float*, float*);
+
+static pa_item_f32_fn pa_pick(uint32_t dtype) {
+#ifdef PA_HAVE_AVX2
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return dtype == BP_DTYPE_F32 ? pa_item_f32_avx2 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx2 : pa_item_f16_avx2;
+  }
+#endif
+  return dtype == BP_DTYPE_F32 ? pa_item_f32_base : dtype == BP_DTYPE_BF16 ? pa_item_bf16_base : pa_item_f16_base;
+}
+
+static void pa_run(void* ctx, int64_t begin, int64_t end) {
+  pa_job_t* j = ctx;
+  const bp_op_call_t* call = j->call;
+  const bp_tensor_desc_t* out = call->outputs[0];
+  int wide = out->dtype == BP_DTYPE_F64;
+  size_t cs = wide ? sizeof(double) : sizeof(float);
+  size_t n_q = (size_t)(j->G * j->D), n_sc = (size_t)(j->G * (j->max_n > 0 ? j->max_n : 1));
+  unsigned char* buf = malloc(cs * (2 * n_q + n_sc));
+  if (!buf) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  pa_item_f32_fn item = wide ? NULL : pa_pick(out->dtype);
+  size_t oes = bp_dtype_size(out->dtype);
+  for (int64_t w = begin; w < end; w++) {
+    int64_t s = w / j->Hkv, g = w % j->Hkv;
+    int64_t len = cpu_index_at(call->inputs[4], s);
+    void *q = buf, *acc = buf + cs * n_q, *sc = buf + 2 * cs * n_q;
+    if (wide) {
+      pa_item_f64(j, s, g, len, q, sc, acc);
+    } else {
+      item(j, s, g, len, q, sc, acc);
+    }
+    unsigned char* o = cpu_desc_ptr(out) + (size_t)((s * j->H + g * j->G) * j->D) * oes;
+    cpu_store[wide ? CPU_KT_F64 : CPU_KT_F32](o, 1, acc, (int64_t)n_q, out->dtype);
+  }
+  free(buf);
+}
+
+/* Lengths within the table, used block ids within the cache. */
+static bp_status_t pa_check(pa_job_t* j) {
+  const bp_op_call_t* call = j->call;
+  for (int64_t s = 0; s < j->S; s++) {
+    int64_t len = cpu_index_at(call->inputs[4], s);
+    if (len < 0) {
+      return cpu_error(BP_INVALID_ARGUMENT, "cpu: paged_attention: context_lens[%lld] = %lld is "
+                                            "negative", (long long)s, (long long)len);
+    }
+    if (len > j->MB * j->BS) {
+      return cpu_error(BP_OUT_OF_RANGE, "cpu: paged_attention: context_lens[%lld] = %lld is past "
+                                        "the block table's %lld blocks of %lld tokens",
+                       (long long)s, (long long)len, (long long)j->MB, (long long)j->BS);
+    }
+    int64_t start = pa_start(j, len);
+    for (int64_t b = start / j->BS; b * j->BS < len; b++) {
+      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + b);
+      if (blk < 0 || blk >= j->NB) {
+        return cpu_error(BP_OUT_OF_RANGE, "cpu: paged_attention: block_tables[%lld, %lld] = %lld "
+                                          "is outside the cache's %lld blocks",
+                         (long long)s, (long long)b, (long long)blk, (long long)j->NB);
+      }
+    }
+    if (len - start > j->max_n) j->max_n = len - start;
+  }
+  return BP_OK;
+}
+
+static bp_status_t exec_paged_attention(const bp_op_call_t* call) {
+  const bp_paged_attention_attrs_t* a = call->attrs;
+  const bp_tensor_desc_t *q = call->inputs[0], *kc = call->inputs[1];
+  pa_job_t j = {0};
+  j.call = call;
+  j.S = q->sizes[0], j.H = q->sizes[1], j.D = q->sizes[2];
+  j.NB = kc->sizes[0], j.BS = kc->sizes[1], j.Hkv = kc->sizes[2];
+  j.MB = call->inputs[3]->sizes[1];
+  j.G = j.H / j.Hkv;
+  j.window = a ? a->sliding_window : 0;
+  j.scale = a && a->scale > 0.0 ? a->scale : 1.0 / sqrt((double)j.D);
+  const bp_tensor_desc_t* al = call->num_inputs > 5 ? call->inputs[5] : NULL;
+  j.alibi = al && al->dtype != BP_DTYPE_INVALID ? (const float*)(const void*)cpu_desc_ptr(al) : NULL;
+  bp_status_t st = pa_check(&j);
+  if (st != BP_OK || j.S * j.H * j.D == 0) return st;
+  cpu_parallel_for(j.S * j.Hkv, 1, pa_run, &j);
+  if (atomic_load(&j.failed)) {
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: paged_attention: no memory for %lld scores",
+                     (long long)(j.G * j.max_n));
+  }
+  return BP_OK;
+}
+
+/* ---- family -------------------------------------------------------------------- */
+
+static bp_status_t exec_paged(const bp_op_call_t* call) {
+  bp_status_t st = cpu_call_require_dense(call);
+  if (st != BP_OK) return st;
+  return call->op_id == BP_OP_kv_cache_append ? exec_kv_cache_append(call)
+                                              : exec_paged_attention(call);
+}
+
+static int supported_paged(const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)call, (void)msg, (void)cap;
+  return BP_SUPPORT_OK;
+}
+
+const cpu_family_t cpu_family_paged = {
+    "paged", CPU_FAMILY_OPS(BP_OP_kv_cache_append, BP_OP_paged_attention), exec_paged,
+    supported_paged, 0,
+};

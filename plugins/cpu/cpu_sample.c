@@ -1,0 +1,253 @@
+/* backplane CPU plugin: the sampling family -- sample (greedy, temperature,
+ * top-k, top-p over rows of logits) and repetition_penalty. The rules are
+ * docs/semantics.md's "Sampling"; in short, for a row l[0..V) and t > 0:
+ *
+ *   m    = max of the non-NaN logits (none, or -inf: the row yields -1)
+ *   w_i  = exp((l_i - m) / t)   (1 where l_i == m, 0 for NaN)
+ *   top-k keeps l_i >= the k-th largest non-NaN logit (ties kept);
+ *   top-p keeps, of those, l_i whose mass above it, sum_{l_j > l_i} w_j,
+ *         is < top_p * (their total);
+ *   u    = (word r of Philox(seed, offset) >> 8) * 2^-24 for row r;
+ *   out  = the first kept i (vocabulary order) where the running sum of
+ *          kept w passes u * (their total).
+ * The thresholds come from a weighted quickselect (expected O(V), no sort);
+ * sums accumulate in double. Every row is independent and draws its own
+ * word, so results do not depend on threads. Threading: runs on a stream
+ * worker; rows spread over the pool, each chunk with its own scratch.
+ *
+ * The support answer asks the core for dense operands (cpu_ops.c);
+ * exec refuses others.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bp_philox.h"
+#include "cpu_kernels.h"
+
+/* Rows per task: about this many logits. */
+#define SMP_GRAIN 16384
+
+/* ---- weighted selection ------------------------------------------------------ */
+
+/* The smallest value x of v[0..n) such that the weight of the entries
+ * greater than x is < limit (limit > 0; the maximum always qualifies). v and
+ * w are permuted. Three-way partitions around a middle pivot: expected
+ * O(n). */
+static double smp_select(double* v, double* w, int64_t n, double limit) {
+  double acc = 0.0, best = INFINITY;
+  int64_t lo = 0, hi = n;
+  while (lo < hi) {
+    double pivot = v[lo + (hi - lo) / 2];
+    /* [lo, gt) > pivot, [gt, i) == pivot, [lt, hi) < pivot */
+    int64_t gt = lo, i = lo, lt = hi;
+    double wg = 0.0, we = 0.0;
+    while (i < lt) {
+      double x = v[i], y = w[i];
+      if (x > pivot) {
+        v[i] = v[gt], w[i] = w[gt];
+        v[gt] = x, w[gt] = y;
+        gt++, i++;
+        wg += y;
+      } else if (x < pivot) {
+        lt--;
+        v[i] = v[lt], w[i] = w[lt];
+        v[lt] = x, w[lt] = y;
+      } else {
+        we += y;
+        i++;
+      }
+    }
+    if (acc + wg < limit) { /* pivot qualifies: look among smaller values */
+      best = pivot;
+      acc += wg + we;
+      lo = lt;
+    } else { /* the answer is greater than the pivot */
+      hi = gt;
+    }
+  }
+  return best;
+}
+
+/* ---- sample ---------------------------------------------------------------------- */
+
+typedef struct smp_job {
+  const bp_op_call_t* call;
+  const bp_sample_attrs_t* a;
+  int64_t V;
+  _Atomic int failed;
+} smp_job_t;
+
+/* One row in double: l[0..V) (scratch s holds 3V doubles). */
+static int64_t smp_row(const smp_job_t* j, const double* l, double* s, int64_t row) {
+  const bp_sample_attrs_t* a = j->a;
+  int64_t V = j->V, best = -1;
+  double m = -INFINITY;
+  for (int64_t i = 0; i < V; i++) {
+    if (l[i] == l[i] && (best < 0 || l[i] > m)) m = l[i], best = i;
+  }
+  if (a->temperature == 0.0 || best < 0) return best;
+  if (m == -INFINITY) return -1;
+  double *v = s, *w = s + V, *wt = s + 2 * V;
+  /* top-k threshold over the non-NaN logits */
+  double tk = -INFINITY;
+  if (a->top_k > 0 && (int64_t)a->top_k < V) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < V; i++) {
+      if (l[i] == l[i]) v[n] = l[i], w[n] = 1.0, n++;
+    }
+    if ((int64_t)a->top_k < n) tk = smp_select(v, w, n, (double)a->top_k);
+  }
+  /* weights of the top-k set */
+  double t = a->temperature, z = 0.0;
+  for (int64_t i = 0; i < V; i++) {
+    double x = l[i];
+    wt[i] = !(x >= tk) ? 0.0 : x == m ? 1.0 : exp((x - m) / t);
+    z += wt[i];
+  }
+  double tp = tk;
+  if (a->top_p > 0.0 && a->top_p < 1.0) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < V; i++) {
+      if (l[i] >= tk) v[n] = l[i], w[n] = wt[i], n++;
+    }
+    tp = smp_select(v, w, n, a->top_p * z);
+  }
+  double total = 0.0;
+  for (int64_t i = 0; i < V; i++) {
+    if (l[i] >= tp) total += wt[i];
+  }
+  uint32_t word;
+  bp_philox_words(a->seed, a->offset, (uint64_t)row, 1, &word);
+  double target = bp_philox_u32_to_unit(word, 24) * total, run = 0.0;
+  int64_t last = -1;
+  for (int64_t i = 0; i < V; i++) {
+    if (!(l[i] >= tp) || wt[i] == 0.0) continue;
+    run += wt[i];
+    last = i;
+    if (run > target) return i;
+  }
+  return last; /* rounding left the target at the very end */
+}
+
+static void smp_run(void* ctx, int64_t begin, int64_t end) {
+  smp_job_t* j = ctx;
+  const bp_tensor_desc_t *in = j->call->inputs[0], *out = j->call->outputs[0];
+  int64_t V = j->V;
+  double* buf = malloc(sizeof(double) * 4 * (size_t)V);
+  if (!buf) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  size_t es = bp_dtype_size(in->dtype);
+  int64_t* o = (int64_t*)(void*)cpu_desc_ptr(out);
+  for (int64_t r = begin; r < end; r++) {
+    cpu_load[CPU_KT_F64](buf, cpu_desc_ptr(in) + (size_t)(r * V) * es, 1, V, in->dtype);
+    o[r] = smp_row(j, buf, buf + V, r);
+  }
+  free(buf);
+}
+
+static bp_status_t exec_sample(const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
+  smp_job_t j = {0};
+  j.call = call;
+  j.a = call->attrs;
+  j.V = in->rank ? in->sizes[in->rank - 1] : 0;
+  if (!j.a || j.V < 1 || out->dtype != BP_DTYPE_I64) {
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: sample: needs attrs, logits [..., V >= 1] and an "
+                                          "i64 output");
+  }
+  int64_t rows = bp_desc_numel(out);
+  if (rows == 0) return BP_OK;
+  int64_t grain = SMP_GRAIN / j.V;
+  cpu_parallel_for(rows, grain < 1 ? 1 : grain, smp_run, &j);
+  if (atomic_load(&j.failed)) {
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: sample: no memory for a row of %lld logits",
+                     (long long)j.V);
+  }
+  return BP_OK;
+}
+
+/* ---- repetition_penalty ------------------------------------------------------ */
+
+typedef struct pen_job {
+  const bp_op_call_t* call;
+  const bp_penalty_attrs_t* a;
+  int64_t V, L;
+  _Atomic int failed;
+} pen_job_t;
+
+static void pen_run(void* ctx, int64_t begin, int64_t end) {
+  pen_job_t* j = ctx;
+  const bp_tensor_desc_t *tok = j->call->inputs[1], *out = j->call->outputs[0];
+  const bp_penalty_attrs_t* a = j->a;
+  uint32_t* count = calloc((size_t)j->V, sizeof(uint32_t));
+  if (!count) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  double rep = a->repetition == 0.0 ? 1.0 : a->repetition;
+  size_t es = bp_dtype_size(out->dtype);
+  for (int64_t r = begin; r < end; r++) {
+    unsigned char* row = cpu_desc_ptr(out) + (size_t)(r * j->V) * es;
+    for (int64_t k = 0; k < j->L; k++) {
+      int64_t id = cpu_index_at(tok, r * j->L + k);
+      if (id >= 0 && id < j->V) count[id]++;
+    }
+    for (int64_t k = 0; k < j->L; k++) {
+      int64_t id = cpu_index_at(tok, r * j->L + k);
+      if (id < 0 || id >= j->V || count[id] == 0) continue; /* padding, or done */
+      double x;
+      cpu_load[CPU_KT_F64](&x, row + (size_t)id * es, 1, 1, out->dtype);
+      x = x > 0.0 ? x / rep : x * rep;
+      x -= a->frequency * (double)count[id] + a->presence;
+      cpu_store[CPU_KT_F64](row + (size_t)id * es, 1, &x, 1, out->dtype);
+      count[id] = 0;
+    }
+  }
+  free(count);
+}
+
+static bp_status_t exec_penalty(const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *tok = call->inputs[1], *out = call->outputs[0];
+  pen_job_t j = {0};
+  j.call = call;
+  j.a = call->attrs;
+  j.V = in->rank ? in->sizes[in->rank - 1] : 0;
+  j.L = tok->rank ? tok->sizes[tok->rank - 1] : 0;
+  if (!j.a || j.V < 1 || out->dtype != in->dtype ||
+      (tok->dtype != BP_DTYPE_I32 && tok->dtype != BP_DTYPE_I64)) {
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: repetition_penalty: needs attrs, logits [..., V "
+                                          ">= 1], i32/i64 tokens and an output like the logits");
+  }
+  int64_t n = bp_desc_numel(out);
+  if (n == 0) return BP_OK;
+  cpu_memcpy(cpu_desc_ptr(out), cpu_desc_ptr(in), (uint64_t)n * bp_dtype_size(in->dtype));
+  if (j.L == 0) return BP_OK;
+  int64_t rows = n / j.V, grain = SMP_GRAIN / (j.L + 1);
+  cpu_parallel_for(rows, grain < 1 ? 1 : grain, pen_run, &j);
+  if (atomic_load(&j.failed)) {
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: repetition_penalty: no memory for %lld counts",
+                     (long long)j.V);
+  }
+  return BP_OK;
+}
+
+/* ---- family -------------------------------------------------------------------- */
+
+static bp_status_t exec_sampling(const bp_op_call_t* call) {
+  bp_status_t st = cpu_call_require_dense(call);
+  if (st != BP_OK) return st;
+  return call->op_id == BP_OP_sample ? exec_sample(call) : exec_penalty(call);
+}
+
+static int supported_sampling(const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)call, (void)msg, (void)cap;
+  return BP_SUPPORT_OK;
+}
+
+const cpu_family_t cpu_family_sample = {
+    "sample", CPU_FAMILY_OPS(BP_OP_sample, BP_OP_repetition_penalty), exec_sampling,
+    supported_sampling, 0,
+};

@@ -956,7 +956,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_add_layer_norm: case BP_OP_add_rms_norm: case BP_OP_swiglu: case BP_OP_geglu:
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
-    case BP_OP_quantize: case BP_OP_dequantize:
+    case BP_OP_quantize: case BP_OP_dequantize: case BP_OP_sample:
       return 1;
     default:
       return 0;
@@ -983,6 +983,8 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return conv_pool_supported(d, call, msg, cap);
     case BP_OP_quantize: case BP_OP_dequantize:
       return quant_supported(call, msg, cap);
+    case BP_OP_sample:
+      return vk_sample_supported(d, call, msg, cap);
     default:
       bp_plugin_format(msg, cap, 0, "no Vulkan kernel");
       return BP_SUPPORT_OP;

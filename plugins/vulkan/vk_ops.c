@@ -480,6 +480,8 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_index(s, call);
     case BP_OP_quantize: case BP_OP_dequantize:
       return vk_launch_quant(s, call);
+    case BP_OP_sample:
+      return vk_launch_sample(s, call);
     default:
       return vk_launch_conv_pool(s, call);
   }

@@ -68,6 +68,9 @@ VK_HIDDEN bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call);
 /* quantize, dequantize: integer and fp4 codes (vk_kernels.c) */
 VK_HIDDEN bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call);
+/* sample (vk_sample.c). */
+VK_HIDDEN bp_status_t vk_launch_sample(bpp_stream_t s, const bp_op_call_t* call);
+VK_HIDDEN int vk_sample_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 VK_HIDDEN int vk_kernels_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 VK_HIDDEN int vk_kernels_implemented(uint32_t op);
 

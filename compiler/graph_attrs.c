@@ -118,6 +118,13 @@ FIELDS(bp_quantize_attrs_t, F1(bp_quantize_attrs_t, qdtype, K_DT) F1(bp_quantize
 FIELDS(bp_scaled_mm_attrs_t, F1(bp_scaled_mm_attrs_t, out_dtype, K_DT)
        F1(bp_scaled_mm_attrs_t, activation, K_U32) F1(bp_scaled_mm_attrs_t, a_zero_point, K_I32)
        F1(bp_scaled_mm_attrs_t, b_zero_point, K_I32))
+FIELDS(bp_sample_attrs_t, F1(bp_sample_attrs_t, top_k, K_U32)
+       F1(bp_sample_attrs_t, temperature, K_F64) F1(bp_sample_attrs_t, top_p, K_F64)
+       F1(bp_sample_attrs_t, seed, K_U64) F1(bp_sample_attrs_t, offset, K_U64))
+FIELDS(bp_penalty_attrs_t, F1(bp_penalty_attrs_t, repetition, K_F64)
+       F1(bp_penalty_attrs_t, presence, K_F64) F1(bp_penalty_attrs_t, frequency, K_F64))
+FIELDS(bp_paged_attention_attrs_t, F1(bp_paged_attention_attrs_t, sliding_window, K_U32)
+       F1(bp_paged_attention_attrs_t, scale, K_F64))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

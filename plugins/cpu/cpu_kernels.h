@@ -100,7 +100,7 @@ CPU_HIDDEN void cpu_sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const*
 
 /* BP_OK when every operand of `call` is dense row-major (empty ones count),
  * else INVALID_ARGUMENT naming the operand. For the families whose support
- * answer asks the core to pack operands (cpu_ops.c, cpu_family_dense). */
+ * answer asks the core to pack operands (cpu_ops.c, serving_dense). */
 CPU_HIDDEN bp_status_t cpu_call_require_dense(const bp_op_call_t* call);
 
 /* Element k of a dense i32 or i64 index tensor. */

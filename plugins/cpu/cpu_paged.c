@@ -7,12 +7,13 @@
  *   row t % block_size.
  *
  * paged_attention reads the cache in place, block by block (never a dense
- * gathered copy). One work item is (sequence, kv head): the G = num_heads /
- * num_kv_heads query heads that share the kv head are scored together, so
- * each key and value row is read once per call. Two passes: scores from the
- * key rows (dot products over head_size in 8-lane vectors, one AVX2 + FMA
- * variant chosen at run time), a softmax per head, then the weighted sum of
- * the value rows. f16 / bf16 / f32 compute in f32 (rounded once on store),
+ * gathered copy). One work item is (sequence, a run of adjacent kv heads --
+ * all of them unless that leaves fewer than 4 items per thread): the G =
+ * num_heads / num_kv_heads query heads of each kv head are scored together,
+ * so each key and value row is read once per call, as one contiguous run per
+ * token. Two passes: scores from the key rows (dot products over head_size
+ * in 8-lane vectors, one AVX2 + FMA + F16C variant chosen at run time), a
+ * softmax per head, then the weighted sum of the value rows. f16 / bf16 / f32 compute in f32 (rounded once on store),
  * f64 in f64. Items run in parallel on the pool.
  *
  * Values the core cannot see are checked here before anything is written:
@@ -61,6 +62,8 @@ static bp_status_t exec_kv_cache_append(const bp_op_call_t* call) {
 typedef struct pa_job {
   const bp_op_call_t* call;
   int64_t S, H, Hkv, G, D, NB, BS, MB, max_n;
+  int64_t chunk;   /* kv heads per work item (adjacent in a cache row) */
+  int64_t nchunks; /* ceil(Hkv / chunk) */
   int64_t window;
   double scale;
   const float* alibi; /* NULL: none */
@@ -76,7 +79,7 @@ typedef float pa_v8f __attribute__((vector_size(32)));
 typedef uint16_t pa_v8u16 __attribute__((vector_size(16)));
 typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
 
-/* 8 cache elements as f32 lanes. */
+/* 8 cache elements as f32 lanes, and one element. */
 #define PA_LOAD8_F32(p) ({ pa_v8f v_; memcpy(&v_, (p), 32); v_; })
 #define PA_LOAD8_BF16(p)                                        \
   ({                                                            \
@@ -96,37 +99,51 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
 #define PA_LOAD1_BF16(p) ({ uint32_t b_ = (uint32_t)(*(const uint16_t*)(p)) << 16; float f_; memcpy(&f_, &b_, 4); f_; })
 #define PA_LOAD1_F16(p) ({ float f_; cpu_load[CPU_KT_F32](&f_, (const unsigned char*)(p), 1, 1, BP_DTYPE_F16); f_; })
 
-/* The item kernel for f32 compute over cache elements ET (f32, bf16, f16). */
+/* One work item in f32 over cache elements ET: sequence s, kv heads
+ * [g0, g0 + ng) and their ng * G query heads. For every token the item
+ * reads the ng kv heads' key (then value) rows, adjacent in the cache row,
+ * once. q holds the scaled queries [ng * G, D], sc the scores [ng * G, n],
+ * acc the outputs [ng * G, D]. */
 #define PA_ITEM_F32(SFX, ET, LOAD8, LOAD1, ATTR)                                                  \
-  ATTR static void pa_item_##SFX(const pa_job_t* j, int64_t s, int64_t g, int64_t len,            \
-                                 float* q, float* sc, float* acc) {                               \
+  ATTR static void pa_item_##SFX(const pa_job_t* j, int64_t s, int64_t g0, int64_t ng,            \
+                                 int64_t len, float* q, float* sc, float* acc) {                  \
     const bp_op_call_t* call = j->call;                                                           \
-    const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start;                  \
-    const ET* qp = (const ET*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g * G) * D; \
+    const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start, R = ng * G;      \
+    const ET* qp = (const ET*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g0 * G) * D; \
     const ET* kc = (const ET*)(const void*)cpu_desc_ptr(call->inputs[1]);                          \
     const ET* vc = (const ET*)(const void*)cpu_desc_ptr(call->inputs[2]);                          \
-    for (int64_t i = 0; i < G * D; i++) q[i] = LOAD1(qp + i) * (float)j->scale;                   \
-    memset(acc, 0, sizeof(float) * (size_t)(G * D));                                              \
+    for (int64_t i = 0; i < R * D; i++) q[i] = LOAD1(qp + i) * (float)j->scale;                   \
+    memset(acc, 0, sizeof(float) * (size_t)(R * D));                                              \
     const int64_t D8 = D & ~(int64_t)7;                                                           \
     for (int64_t t = start; t < len; t++) {                                                       \
-      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                             \
-      const ET* k = kc + ((blk * j->BS + t % j->BS) * j->Hkv + g) * D;                            \
-      for (int64_t i = 0; i < G; i++) {                                                           \
-        const float* qi = q + i * D;                                                              \
-        pa_v8f a = {0};                                                                           \
-        for (int64_t d = 0; d < D8; d += 8) {                                                     \
-          pa_v8f qv;                                                                              \
-          memcpy(&qv, qi + d, 32);                                                                \
-          a += qv * LOAD8(k + d);                                                                 \
+      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                         \
+      const ET* krow = kc + ((blk * j->BS + t % j->BS) * j->Hkv + g0) * D;                        \
+      for (int64_t r = 0; r < R; r++) {                                                           \
+        const float* qi = q + r * D;                                                              \
+        const ET* k = krow + (r / G) * D;                                                         \
+        pa_v8f a0 = {0}, a1 = {0};                                                                \
+        int64_t d = 0;                                                                            \
+        for (; d + 16 <= D8; d += 16) {                                                           \
+          pa_v8f q0, q1;                                                                          \
+          memcpy(&q0, qi + d, 32);                                                                \
+          memcpy(&q1, qi + d + 8, 32);                                                            \
+          a0 += q0 * LOAD8(k + d);                                                                \
+          a1 += q1 * LOAD8(k + d + 8);                                                            \
         }                                                                                         \
-        float r = ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));              \
-        for (int64_t d = D8; d < D; d++) r += qi[d] * LOAD1(k + d);                               \
-        if (j->alibi) r += j->alibi[g * G + i] * (float)(t - (len - 1));                          \
-        sc[i * n + (t - start)] = r;                                                              \
+        for (; d < D8; d += 8) {                                                                  \
+          pa_v8f q0;                                                                              \
+          memcpy(&q0, qi + d, 32);                                                                \
+          a0 += q0 * LOAD8(k + d);                                                                \
+        }                                                                                         \
+        a0 += a1;                                                                                 \
+        float v = ((a0[0] + a0[4]) + (a0[1] + a0[5])) + ((a0[2] + a0[6]) + (a0[3] + a0[7]));      \
+        for (; d < D; d++) v += qi[d] * LOAD1(k + d);                                             \
+        if (j->alibi) v += j->alibi[g0 * G + r] * (float)(t - (len - 1));                         \
+        sc[r * n + (t - start)] = v;                                                              \
       }                                                                                           \
     }                                                                                             \
-    for (int64_t i = 0; i < G; i++) {                                                             \
-      float* si = sc + i * n;                                                                     \
+    for (int64_t r = 0; r < R; r++) {                                                             \
+      float* si = sc + r * n;                                                                     \
       float m = -INFINITY, sum = 0.0f;                                                            \
       for (int64_t t = 0; t < n; t++) m = si[t] > m ? si[t] : m;                                  \
       for (int64_t t = 0; t < n; t++) sum += si[t] = expf(si[t] - m);                             \
@@ -134,11 +151,12 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
       for (int64_t t = 0; t < n; t++) si[t] *= inv;                                               \
     }                                                                                             \
     for (int64_t t = start; t < len; t++) {                                                       \
-      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                             \
-      const ET* v = vc + ((blk * j->BS + t % j->BS) * j->Hkv + g) * D;                            \
-      for (int64_t i = 0; i < G; i++) {                                                           \
-        float p = sc[i * n + (t - start)];                                                        \
-        float* ai = acc + i * D;                                                                  \
+      int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                         \
+      const ET* vrow = vc + ((blk * j->BS + t % j->BS) * j->Hkv + g0) * D;                        \
+      for (int64_t r = 0; r < R; r++) {                                                           \
+        const ET* v = vrow + (r / G) * D;                                                         \
+        float p = sc[r * n + (t - start)];                                                        \
+        float* ai = acc + r * D;                                                                  \
         for (int64_t d = 0; d < D8; d += 8) {                                                     \
           pa_v8f av;                                                                              \
           memcpy(&av, ai + d, 32);                                                                \
@@ -150,54 +168,64 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
     }                                                                                             \
   }
 
-#define PA_ITEMS(ISA, ATTR)                                                    \
+#define PA_ITEMS(ISA, ATTR, LOAD8_F16)                                         \
   PA_ITEM_F32(f32_##ISA, float, PA_LOAD8_F32, PA_LOAD1_F32, ATTR)              \
   PA_ITEM_F32(bf16_##ISA, uint16_t, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR)        \
-  PA_ITEM_F32(f16_##ISA, uint16_t, PA_LOAD8_F16, PA_LOAD1_F16, ATTR)
-PA_ITEMS(base, )
+  PA_ITEM_F32(f16_##ISA, uint16_t, LOAD8_F16, PA_LOAD1_F16, ATTR)
+PA_ITEMS(base, , PA_LOAD8_F16)
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
 #define PA_HAVE_AVX2 1
-PA_ITEMS(avx2, __attribute__((target("avx2,fma"))))
+/* 8 halves through F16C (vcvtph2ps). */
+#define PA_LOAD8_F16C(p)                                           \
+  ({                                                               \
+    __m128i h_;                                                    \
+    memcpy(&h_, (p), 16);                                          \
+    (pa_v8f)_mm256_cvtph_ps(h_);                                   \
+  })
+PA_ITEMS(avx2, __attribute__((target("avx2,fma,f16c"))), PA_LOAD8_F16C)
 #endif
 
-/* f64: plain loops in double. */
-static void pa_item_f64(const pa_job_t* j, int64_t s, int64_t g, int64_t len, double* q,
-                        double* sc, double* acc) {
+/* f64: plain loops in double (same item shape). */
+static void pa_item_f64(const pa_job_t* j, int64_t s, int64_t g0, int64_t ng, int64_t len,
+                        double* q, double* sc, double* acc) {
   const bp_op_call_t* call = j->call;
-  const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start;
-  const double* qp = (const double*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g * G) * D;
+  const int64_t D = j->D, G = j->G, start = pa_start(j, len), n = len - start, R = ng * G;
+  const double* qp = (const double*)(const void*)cpu_desc_ptr(call->inputs[0]) + (s * j->H + g0 * G) * D;
   const double* kc = (const double*)(const void*)cpu_desc_ptr(call->inputs[1]);
   const double* vc = (const double*)(const void*)cpu_desc_ptr(call->inputs[2]);
-  for (int64_t i = 0; i < G * D; i++) q[i] = qp[i] * j->scale;
-  memset(acc, 0, sizeof(double) * (size_t)(G * D));
+  for (int64_t i = 0; i < R * D; i++) q[i] = qp[i] * j->scale;
+  memset(acc, 0, sizeof(double) * (size_t)(R * D));
   for (int64_t t = start; t < len; t++) {
-    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g;
-    for (int64_t i = 0; i < G; i++) {
-      double r = 0.0;
-      for (int64_t d = 0; d < D; d++) r += q[i * D + d] * kc[row * D + d];
-      if (j->alibi) r += j->alibi[g * G + i] * (double)(t - (len - 1));
-      sc[i * n + (t - start)] = r;
+    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g0;
+    for (int64_t r = 0; r < R; r++) {
+      double v = 0.0;
+      for (int64_t d = 0; d < D; d++) v += q[r * D + d] * kc[(row + r / G) * D + d];
+      if (j->alibi) v += j->alibi[g0 * G + r] * (double)(t - (len - 1));
+      sc[r * n + (t - start)] = v;
     }
   }
-  for (int64_t i = 0; i < G; i++) {
-    double *si = sc + i * n, m = -INFINITY, sum = 0.0;
+  for (int64_t r = 0; r < R; r++) {
+    double *si = sc + r * n, m = -INFINITY, sum = 0.0;
     for (int64_t t = 0; t < n; t++) m = si[t] > m ? si[t] : m;
     for (int64_t t = 0; t < n; t++) sum += si[t] = exp(si[t] - m);
     for (int64_t t = 0; t < n; t++) si[t] = sum > 0.0 ? si[t] / sum : 0.0;
   }
   for (int64_t t = start; t < len; t++) {
-    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g;
-    for (int64_t i = 0; i < G; i++) {
-      for (int64_t d = 0; d < D; d++) acc[i * D + d] += sc[i * n + (t - start)] * vc[row * D + d];
+    int64_t row = (cpu_index_at(call->inputs[3], s * j->MB + t / j->BS) * j->BS + t % j->BS) * j->Hkv + g0;
+    for (int64_t r = 0; r < R; r++) {
+      for (int64_t d = 0; d < D; d++) acc[r * D + d] += sc[r * n + (t - start)] * vc[(row + r / G) * D + d];
     }
   }
 }
 
-typedef void (*pa_item_f32_fn)(const pa_job_t*, int64_t, int64_t, int64_t, float*, float*, float*);
+typedef void (*pa_item_f32_fn)(const pa_job_t*, int64_t, int64_t, int64_t, int64_t, float*,
+                               float*, float*);
 
 static pa_item_f32_fn pa_pick(uint32_t dtype) {
 #ifdef PA_HAVE_AVX2
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
     return dtype == BP_DTYPE_F32 ? pa_item_f32_avx2 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx2 : pa_item_f16_avx2;
   }
 #endif
@@ -210,7 +238,8 @@ static void pa_run(void* ctx, int64_t begin, int64_t end) {
   const bp_tensor_desc_t* out = call->outputs[0];
   int wide = out->dtype == BP_DTYPE_F64;
   size_t cs = wide ? sizeof(double) : sizeof(float);
-  size_t n_q = (size_t)(j->G * j->D), n_sc = (size_t)(j->G * (j->max_n > 0 ? j->max_n : 1));
+  size_t rows = (size_t)(j->chunk * j->G);
+  size_t n_q = rows * (size_t)j->D, n_sc = rows * (size_t)(j->max_n > 0 ? j->max_n : 1);
   unsigned char* buf = malloc(cs * (2 * n_q + n_sc));
   if (!buf) {
     atomic_store(&j->failed, 1);
@@ -219,16 +248,17 @@ static void pa_run(void* ctx, int64_t begin, int64_t end) {
   pa_item_f32_fn item = wide ? NULL : pa_pick(out->dtype);
   size_t oes = bp_dtype_size(out->dtype);
   for (int64_t w = begin; w < end; w++) {
-    int64_t s = w / j->Hkv, g = w % j->Hkv;
+    int64_t s = w / j->nchunks, g0 = (w % j->nchunks) * j->chunk;
+    int64_t ng = j->Hkv - g0 < j->chunk ? j->Hkv - g0 : j->chunk;
     int64_t len = cpu_index_at(call->inputs[4], s);
     void *q = buf, *acc = buf + cs * n_q, *sc = buf + 2 * cs * n_q;
     if (wide) {
-      pa_item_f64(j, s, g, len, q, sc, acc);
+      pa_item_f64(j, s, g0, ng, len, q, sc, acc);
     } else {
-      item(j, s, g, len, q, sc, acc);
+      item(j, s, g0, ng, len, q, sc, acc);
     }
-    unsigned char* o = cpu_desc_ptr(out) + (size_t)((s * j->H + g * j->G) * j->D) * oes;
-    cpu_store[wide ? CPU_KT_F64 : CPU_KT_F32](o, 1, acc, (int64_t)n_q, out->dtype);
+    unsigned char* o = cpu_desc_ptr(out) + (size_t)((s * j->H + g0 * j->G) * j->D) * oes;
+    cpu_store[wide ? CPU_KT_F64 : CPU_KT_F32](o, 1, acc, ng * j->G * j->D, out->dtype);
   }
   free(buf);
 }
@@ -276,10 +306,16 @@ static bp_status_t exec_paged_attention(const bp_op_call_t* call) {
   j.alibi = al && al->dtype != BP_DTYPE_INVALID ? (const float*)(const void*)cpu_desc_ptr(al) : NULL;
   bp_status_t st = pa_check(&j);
   if (st != BP_OK || j.S * j.H * j.D == 0) return st;
-  cpu_parallel_for(j.S * j.Hkv, 1, pa_run, &j);
+  /* kv heads per item: all of a cache row's (one contiguous read per
+   * token), split while there are fewer than 4 items per thread */
+  int64_t threads = cpu_pool_threads();
+  j.chunk = j.Hkv;
+  while (j.chunk > 1 && j.S * ((j.Hkv + j.chunk - 1) / j.chunk) < 4 * threads) j.chunk = (j.chunk + 1) / 2;
+  j.nchunks = (j.Hkv + j.chunk - 1) / j.chunk;
+  cpu_parallel_for(j.S * j.nchunks, 1, pa_run, &j);
   if (atomic_load(&j.failed)) {
     return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: paged_attention: no memory for %lld scores",
-                     (long long)(j.G * j.max_n));
+                     (long long)(j.chunk * j.G * j.max_n));
   }
   return BP_OK;
 }

@@ -11,6 +11,9 @@
  * paged_attention: GQA ratios 1, 2, 4 and MQA, odd head sizes, lengths 1
  *   and the tail of the last block, a length-0 sequence, sliding window,
  *   ALiBi, block sizes 1, 16.
+ * qkv_rotary: neox and GPT-J styles, full and partial rotary dims, odd head
+ *   sizes past the rotary dim, GQA and MQA, with and without bias, one
+ *   token, an f32 cos_sin_cache for half-precision inputs.
  */
 #include <string.h>
 
@@ -22,6 +25,7 @@ void bpc_gen_sample(bpc_gen_t* g);
 void bpc_gen_penalty(bpc_gen_t* g);
 void bpc_gen_kv_cache_append(bpc_gen_t* g);
 void bpc_gen_paged_attention(bpc_gen_t* g);
+void bpc_gen_qkv_rotary(bpc_gen_t* g);
 
 static const uint32_t kFloats[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_F16, BP_DTYPE_BF16};
 
@@ -202,6 +206,52 @@ void bpc_gen_paged_attention(bpc_gen_t* g) {
       memset(a, 0, sizeof *a);
       a->struct_size = sizeof *a;
       a->sliding_window = specs[k].window;
+    }
+  }
+}
+
+/* ---- qkv_rotary ---------------------------------------------------------------- */
+
+void bpc_gen_qkv_rotary(bpc_gen_t* g) {
+  static const struct {
+    const char* axis;
+    int64_t T, hidden, H, Hkv, D, R, maxpos;
+    uint32_t interleaved;
+    int bias, f32_cache, quick;
+  } specs[] = {
+      {"neox", 5, 24, 4, 2, 8, 8, 16, 0, 1, 0, 1},
+      {"gptj", 5, 24, 4, 2, 8, 8, 16, 1, 1, 0, 1},
+      {"partial_odd_head", 3, 17, 2, 1, 9, 4, 8, 0, 0, 0, 0},
+      {"partial_gptj", 4, 32, 4, 4, 16, 6, 12, 1, 1, 0, 0},
+      {"mqa", 6, 40, 6, 1, 12, 12, 20, 0, 1, 0, 0},
+      {"one_token", 1, 64, 8, 2, 16, 16, 4, 0, 1, 0, 0},
+      {"f32_cache", 5, 24, 4, 2, 8, 8, 16, 0, 1, 1, 1},
+  };
+  for (size_t t = 0; t < COUNT(kFloats); t++) {
+    for (size_t k = 0; k < COUNT(specs); k++) {
+      if (g->quick && !specs[k].quick) continue;
+      if (specs[k].f32_cache && kFloats[t] == BP_DTYPE_F32) continue;
+      bpc_case_t* c = bpc_gen_new(g, bpc_dtype_name(kFloats[t]), specs[k].axis, 0);
+      if (!c) return;
+      c->num_inputs = 5;
+      c->num_outputs = 3;
+      int64_t N = (specs[k].H + 2 * specs[k].Hkv) * specs[k].D;
+      bpc_operand_set(&c->in[0], kFloats[t], S2(specs[k].T, specs[k].hidden), 0, BPC_V_RANDOM, -1, 1);
+      bpc_operand_set(&c->in[1], kFloats[t], S2(N, specs[k].hidden), 0, BPC_V_RANDOM, -1, 1);
+      if (specs[k].bias) bpc_operand_set(&c->in[2], kFloats[t], S1(N), 0, BPC_V_RANDOM, -1, 1);
+      else bpc_operand_set(&c->in[2], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
+      bpc_operand_set(&c->in[3], BP_DTYPE_I64, S1(specs[k].T), 0, BPC_V_RANDOM, 0,
+                      (double)(specs[k].maxpos - 1));
+      bpc_operand_set(&c->in[4], specs[k].f32_cache ? BP_DTYPE_F32 : kFloats[t],
+                      S2(specs[k].maxpos, specs[k].R), 0, BPC_V_RANDOM, -1, 1);
+      for (int o = 0; o < 3; o++) bpc_operand_set(&c->out[o], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
+      c->has_attrs = 1;
+      bp_qkv_rotary_attrs_t* a = &c->attrs.qkv;
+      memset(a, 0, sizeof *a);
+      a->struct_size = sizeof *a;
+      a->num_heads = (uint32_t)specs[k].H;
+      a->num_kv_heads = (uint32_t)specs[k].Hkv;
+      a->interleaved = specs[k].interleaved;
     }
   }
 }

@@ -298,6 +298,7 @@ typedef union bpc_attrs {
   bp_sample_attrs_t sample;
   bp_penalty_attrs_t penalty;
   bp_paged_attention_attrs_t paged;
+  bp_qkv_rotary_attrs_t qkv;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

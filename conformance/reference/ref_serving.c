@@ -2,6 +2,9 @@
  * SAMPLE), kv_cache_append and paged_attention (family PAGED_ATTENTION),
  * written as the definitions of docs/semantics.md in fp64.
  *
+ * qkv_rotary is the projection then the rotation, in fp64 (class REDUCE over
+ * the hidden size, the rotation's two terms in the magnitude).
+ *
  * sample is counter-based like the random ops, but its rule fixes which
  * token a row yields (the row's Philox word, inverse CDF in vocabulary
  * order), so the reference predicts every token. The checker accepts the
@@ -27,6 +30,7 @@ void bpc_gen_sample(struct bpc_gen* g);
 void bpc_gen_penalty(struct bpc_gen* g);
 void bpc_gen_kv_cache_append(struct bpc_gen* g);
 void bpc_gen_paged_attention(struct bpc_gen* g);
+void bpc_gen_qkv_rotary(struct bpc_gen* g);
 
 static int is_float4(uint32_t d) {
   return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
@@ -381,6 +385,74 @@ static bp_status_t ref_paged_attention(const bpc_case_t* c, const bpc_host_tenso
   return st;
 }
 
+
+/* ---- qkv_rotary ---------------------------------------------------------------- */
+
+static bp_status_t ref_qkv_rotary(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                  bpc_ref_result_t* res) {
+  const bpc_host_tensor_t *x = &in[0], *w = &in[1], *cs = &in[4], *pos = &in[3];
+  const bpc_host_tensor_t* b = in[2].dtype != BP_DTYPE_INVALID ? &in[2] : NULL;
+  const bp_qkv_rotary_attrs_t* a = &c->attrs.qkv;
+  if (!is_float4(x->dtype) || x->rank != 2 || w->rank != 2 || cs->rank != 2 || a->num_kv_heads < 1 ||
+      a->num_heads % a->num_kv_heads != 0) {
+    return bpc_ref_reject(res, "qkv_rotary: input [T, hidden], weight [(H + 2 Hkv) D, hidden]");
+  }
+  int64_t T = x->sizes[0], K = x->sizes[1], N = w->sizes[0], H = a->num_heads, Hkv = a->num_kv_heads;
+  int64_t D = N / (H + 2 * Hkv), R = cs->sizes[1], half = R / 2;
+  if (D * (H + 2 * Hkv) != N || R % 2 || R > D) return bpc_ref_reject(res, "qkv_rotary: shapes");
+  res->num_outputs = 3;
+  res->compute_dtype = x->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  int64_t qs[3] = {T, H, D}, ks[3] = {T, Hkv, D};
+  for (int o = 0; o < 3; o++) {
+    bp_status_t st = bpc_expected_init(&res->out[o], x->dtype, 3, o ? ks : qs, 1);
+    if (st != BP_OK) return st;
+  }
+  double* y = malloc(sizeof(double) * 2 * (size_t)(N > 0 ? N : 1));
+  if (!y) return BP_RESOURCE_EXHAUSTED;
+  double* mag = y + N;
+  for (int64_t t = 0; t < T; t++) {
+    int64_t p = li(pos, t);
+    if (p < 0 || p >= cs->sizes[0]) {
+      free(y);
+      return bpc_ref_reject(res, "a position outside the cache");
+    }
+    for (int64_t n = 0; n < N; n++) {
+      double acc = b ? ld(b, n) : 0.0, m = b ? fabs(ld(b, n)) : 0.0;
+      for (int64_t k = 0; k < K; k++) {
+        double v = ld(x, t * K + k) * ld(w, n * K + k);
+        acc += v;
+        m += fabs(v);
+      }
+      y[n] = acc;
+      mag[n] = m;
+    }
+    for (int64_t hd = 0; hd < H + 2 * Hkv; hd++) {
+      double *yh = y + hd * D, *mh = mag + hd * D;
+      if (hd < H + Hkv) {
+        for (int64_t i = 0; i < half; i++) {
+          int64_t i1 = a->interleaved ? 2 * i : i, i2 = a->interleaved ? 2 * i + 1 : i + half;
+          double cv = ld(cs, p * R + i), sv = ld(cs, p * R + half + i);
+          double x1 = yh[i1], x2 = yh[i2], m1 = mh[i1], m2 = mh[i2];
+          yh[i1] = x1 * cv - x2 * sv;
+          yh[i2] = x2 * cv + x1 * sv;
+          mh[i1] = m1 * fabs(cv) + m2 * fabs(sv);
+          mh[i2] = m2 * fabs(cv) + m1 * fabs(sv);
+        }
+      }
+      int o = hd < H ? 0 : hd < H + Hkv ? 1 : 2;
+      int64_t hh = o == 0 ? hd : o == 1 ? hd - H : hd - H - Hkv, nh = o == 0 ? H : Hkv;
+      for (int64_t d = 0; d < D; d++) {
+        int64_t lin = (t * nh + hh) * D + d;
+        res->out[o].f[lin] = yh[d];
+        res->out[o].mag[lin] = mh[d];
+        res->out[o].nterms[lin] = (double)K + 4.0;
+      }
+    }
+  }
+  free(y);
+  return BP_OK;
+}
+
 static const bpc_ref_group_t k_groups[] = {
     {ref_sample, BPC_ACC_EXACT, 0, BPC_OPS(BP_OP_sample), bpc_gen_sample, check_sample},
     {ref_penalty, BPC_ACC_DIVSQRT, 0, BPC_OPS(BP_OP_repetition_penalty), bpc_gen_penalty, NULL},
@@ -388,6 +460,7 @@ static const bpc_ref_group_t k_groups[] = {
      bpc_gen_kv_cache_append, NULL},
     {ref_paged_attention, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_paged_attention),
      bpc_gen_paged_attention, NULL},
+    {ref_qkv_rotary, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_qkv_rotary), bpc_gen_qkv_rotary, NULL},
 };
 
 const bpc_ref_family_t bpc_ref_family_serving = BPC_FAMILY(serving, k_groups);

@@ -219,3 +219,65 @@ bp_status_t bp__infer_paged_attention(bp__infer_t* x) {
   x->compute_dtype = q->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
   return bp__infer_set_out(x, 0, q->dtype, q->rank, q->sizes);
 }
+
+/* ---- fused QKV projection with rotary embedding ------------------------------- */
+
+/* qkv_rotary(input [T, hidden], weight [(H + 2 Hkv) * D, hidden], bias?
+ * [(H + 2 Hkv) * D], positions [T] i32/i64, cos_sin_cache [max_pos, R])
+ * -> q [T, H, D], k [T, Hkv, D], v [T, Hkv, D]; R even, R <= D. */
+bp_status_t bp__infer_qkv_rotary(bp__infer_t* x) {
+  const bp_qkv_rotary_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *in = &x->in[0], *w = &x->in[1], *cs = &x->in[4];
+  char s0[192];
+  bp_status_t st = srv_float(x, 0);
+  if (st == BP_OK) st = srv_rank(x, 0, 2, "[tokens, hidden]");
+  if (st == BP_OK) st = srv_rank(x, 1, 2, "[(num_heads + 2 num_kv_heads) * head_size, hidden]");
+  if (st != BP_OK) return st;
+  if (w->dtype != in->dtype) {
+    return bp__infer_fail(x, "input 'weight' has dtype %s; expected %s (the input's)",
+                          bp_dtype_name(w->dtype), bp_dtype_name(in->dtype));
+  }
+  if (a->num_heads < 1 || a->num_kv_heads < 1 || a->num_heads % a->num_kv_heads != 0) {
+    return bp__infer_fail(x, "attrs.num_heads = %u and attrs.num_kv_heads = %u: both >= 1 and "
+                             "num_heads a multiple of num_kv_heads",
+                          a->num_heads, a->num_kv_heads);
+  }
+  int64_t heads = (int64_t)a->num_heads + 2 * (int64_t)a->num_kv_heads;
+  if (w->sizes[0] % heads != 0 || w->sizes[0] == 0) {
+    return bp__infer_fail(x, "input 'weight' has shape %s; dim 0 must be (num_heads + 2 "
+                             "num_kv_heads) = %lld times the head size",
+                          bp__shape_str(w->rank, w->sizes, s0, sizeof(s0)), (long long)heads);
+  }
+  int64_t D = w->sizes[0] / heads;
+  st = srv_dim(x, 1, 1, in->sizes[1], "hidden of 'input'");
+  if (st == BP_OK && bp__in_present(x, 2)) {
+    if (x->in[2].dtype != in->dtype) {
+      st = bp__infer_fail(x, "input 'opt_bias' has dtype %s; expected %s",
+                          bp_dtype_name(x->in[2].dtype), bp_dtype_name(in->dtype));
+    }
+    if (st == BP_OK) st = srv_rank(x, 2, 1, "[(num_heads + 2 num_kv_heads) * head_size]");
+    if (st == BP_OK) st = srv_dim(x, 2, 0, w->sizes[0], "rows of 'weight'");
+  }
+  if (st == BP_OK) st = srv_index(x, 3);
+  if (st == BP_OK) st = srv_rank(x, 3, 1, "[tokens]");
+  if (st == BP_OK) st = srv_dim(x, 3, 0, in->sizes[0], "tokens of 'input'");
+  if (st == BP_OK) st = srv_float(x, 4);
+  if (st == BP_OK) st = srv_rank(x, 4, 2, "[max_positions, rotary_dim] (cos half, then sin half)");
+  if (st != BP_OK) return st;
+  if (cs->dtype != in->dtype && cs->dtype != BP_DTYPE_F32) {
+    return bp__infer_fail(x, "input 'cos_sin_cache' has dtype %s; expected %s or f32",
+                          bp_dtype_name(cs->dtype), bp_dtype_name(in->dtype));
+  }
+  if (cs->sizes[1] % 2 != 0 || cs->sizes[1] < 2 || cs->sizes[1] > D) {
+    return bp__infer_fail(x, "input 'cos_sin_cache' has shape %s; its rotary dim must be even, "
+                             ">= 2 and <= the head size %lld",
+                          bp__shape_str(cs->rank, cs->sizes, s0, sizeof(s0)), (long long)D);
+  }
+  x->compute_dtype = in->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  int64_t T = in->sizes[0];
+  int64_t qs[3] = {T, a->num_heads, D}, ks[3] = {T, a->num_kv_heads, D};
+  st = bp__infer_set_out(x, 0, in->dtype, 3, qs);
+  if (st == BP_OK) st = bp__infer_set_out(x, 1, in->dtype, 3, ks);
+  if (st == BP_OK) st = bp__infer_set_out(x, 2, in->dtype, 3, ks);
+  return st;
+}

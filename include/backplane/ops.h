@@ -532,6 +532,15 @@ typedef struct bp_paged_attention_attrs {
   double scale;            /* 0: 1 / sqrt(head_size) */
 } bp_paged_attention_attrs_t;
 
+/* qkv_rotary (ABI 1.2): one projection for q, k and v, the rotary embedding
+ * applied to q and k (docs/semantics.md, "Paged KV cache"). */
+typedef struct bp_qkv_rotary_attrs {
+  uint32_t struct_size;
+  uint32_t num_heads;    /* query heads H (required) */
+  uint32_t num_kv_heads; /* key / value heads; H a multiple of it (required) */
+  uint32_t interleaved;  /* 0: rotate halves (GPT-NeoX); 1: pairs (GPT-J) */
+} bp_qkv_rotary_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -548,7 +557,7 @@ typedef struct bp_paged_attention_attrs {
   X(bp_arange_attrs_t) X(bp_random_attrs_t) X(bp_fft_attrs_t)                 \
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
-  X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t)
+  X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -597,6 +606,7 @@ typedef struct bp_paged_attention_attrs {
 #define BP_ATTRS_V1_SIZE_bp_sample_attrs_t 40u          /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_penalty_attrs_t 32u         /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_paged_attention_attrs_t 16u /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_qkv_rotary_attrs_t 16u      /* ABI 1.2 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

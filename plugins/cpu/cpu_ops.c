@@ -21,7 +21,7 @@ static int cpu_core_family(uint32_t op) {
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
-  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged)
+  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -70,8 +70,9 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
 
 /* The serving families take dense operands only too (the core packs
  * strided ones; cpu_call_require_dense checks at exec). */
-static int serving_dense(uint32_t family) {
-  return family == BP_OP_FAMILY_SAMPLE || family == BP_OP_FAMILY_PAGED_ATTENTION;
+static int serving_dense(uint32_t family, uint32_t op) {
+  return family == BP_OP_FAMILY_SAMPLE || family == BP_OP_FAMILY_PAGED_ATTENTION ||
+         op == BP_OP_qkv_rotary;
 }
 
 static int desc_dense(const bp_tensor_desc_t* d) {
@@ -136,7 +137,7 @@ bp_status_t cpu_query_support(bpp_device_t dev, const bp_op_call_t* call, bp_sup
     msg[0] = '\0';
     int reason = fam->supported(call, msg, sizeof msg);
     if (reason) return answer(out, (uint32_t)reason, "%s: %s", name, msg);
-    if (family_dense(fam) || serving_dense(family)) {
+    if (family_dense(fam) || serving_dense(family, op)) {
       bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
       out->requires_contiguous = 1;
       return st;

@@ -342,6 +342,35 @@ static void test_paged_attention_errors(void** state) {
   free(p);
 }
 
+
+/* qkv_rotary: a position past the cache fails the stream before any write;
+ * a weight whose rows do not split into heads is refused by the rule. */
+static void test_qkv_rotary_errors(void** state) {
+  (void)state;
+  int64_t xs[2] = {2, 8}, ws[2] = {(4 + 2 * 2) * 4, 8}, ps[1] = {2}, cs[2] = {6, 4};
+  bp_tensor_t* x = cpu_tensor(BP_DTYPE_F32, 2, xs, (float[16]){1});
+  bp_tensor_t* w = cpu_tensor(BP_DTYPE_F32, 2, ws, NULL);
+  bp_tensor_t* pos = cpu_tensor(BP_DTYPE_I64, 1, ps, (int64_t[2]){1, 6});
+  bp_tensor_t* cache = cpu_tensor(BP_DTYPE_F32, 2, cs, NULL);
+  assert_ok(bp_stream_synchronize(g_stream));
+  bp_qkv_rotary_attrs_t a = {sizeof a, 4, 2, 0};
+  bp_stream_t* s = NULL;
+  assert_ok(bp_stream_create(g_cpu, NULL, &s));
+  bp_tensor_t *q = NULL, *k = NULL, *v = NULL;
+  assert_ok(bp_op_qkv_rotary(s, x, w, NULL, pos, cache, &a, &q, &k, &v));
+  ops_track(q), ops_track(k), ops_track(v);
+  assert_status(bp_stream_synchronize(s), BP_OUT_OF_RANGE, "positions[1] = 6 is outside");
+  bp_stream_release(s);
+  int64_t bad[2] = {33, 8};
+  q = k = v = NULL;
+  assert_status(bp_op_qkv_rotary(g_stream, x, ops_tensor(g_cpu, BP_DTYPE_F32, 2, bad), NULL, pos,
+                                 cache, &a, &q, &k, &v),
+                BP_INVALID_ARGUMENT, "must be (num_heads + 2 num_kv_heads) = 8 times");
+  a.num_kv_heads = 3;
+  assert_status(bp_op_qkv_rotary(g_stream, x, w, NULL, pos, cache, &a, &q, &k, &v),
+                BP_INVALID_ARGUMENT, "num_heads a multiple of num_kv_heads");
+}
+
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
   if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
@@ -355,6 +384,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_kv_cache_append_out_of_place, ops_release_all),
       cmocka_unit_test_teardown(test_kv_cache_append_errors, ops_release_all),
       cmocka_unit_test_teardown(test_paged_attention_errors, ops_release_all),
+      cmocka_unit_test_teardown(test_qkv_rotary_errors, ops_release_all),
   };
   int failed = cmocka_run_group_tests_name("serving", tests, NULL, NULL);
   bp_stream_release(g_stream);

@@ -25,12 +25,18 @@
 extern "C" {
 #endif
 
+struct bp_gpu_ew;
+
 /* What the lowering needs to know about a device. */
 typedef struct bp_gpu_device_caps {
   uint64_t dtype_mask;     /* BP_DTYPE_BIT(d) of dtypes the device stores and computes */
   uint32_t max_group_size; /* work-items per group (>= 256 expected) */
   uint32_t reserved0;
   uint64_t max_groups;     /* groups per launch in dimension 0 */
+  /* Optional: runs an elementwise program with the plugin's own kernel
+   * (the Vulkan plugin's GLSL interpreter) instead of packing it for
+   * kernels/ew.cl; `ctx` is the launch context the lowering was given. */
+  bp_status_t (*ew_launch)(void* ctx, const struct bp_gpu_ew* program);
 } bp_gpu_device_caps_t;
 
 #define BP_GPU_LAUNCH_MAX_OPERANDS 8

@@ -244,6 +244,7 @@ bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* 
 
 bp_status_t bp_gpu_ew_launch(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
                              bp_gpu_launch_fn launch, void* ctx) {
+  if (caps && caps->ew_launch) return caps->ew_launch(ctx, p);
   bp_gpu_launch_t l;
   int empty;
   bp_status_t st = bp_gpu_ew_pack(caps, p, &l, &empty);

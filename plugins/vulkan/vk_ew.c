@@ -1,7 +1,8 @@
 /* backplane Vulkan plugin: elementwise programs.
  *
  * Every elementwise, comparison, cast and copy-like op (to_copy, copy,
- * clone, cat pieces, fill, arange) is a short bp_ew_program_t run by the one
+ * clone, cat pieces, fill, arange) is a short program (built by
+ * plugins/gpu_common's lowering, shared by every GPU plugin) run by the one
  * generic kernel (shaders/ew.comp); launch_ew_program runs programs the
  * graph compiler fuses. The launcher collapses the shared iteration space
  * (broadcast inputs get stride 0) and specializes the kernel on the program
@@ -29,7 +30,7 @@ static int ew_vec_opcode(uint32_t opc, uint32_t aux, uint32_t cdt) {
     case BP_OP_logical_and: case BP_OP_logical_or: case BP_OP_logical_xor: case BP_OP_eq: case BP_OP_ne:
     case BP_OP_lt: case BP_OP_le: case BP_OP_gt: case BP_OP_ge: case BP_OP_where:
       return 1;
-    case BP_OP_div: return aux != 2 || !vk_ew_float_ct(cdt); /* float floor division: generic */
+    case BP_OP_div: return aux != 2 || !bp_dtype_is_float(cdt); /* float floor division: generic */
     default: return 0;
   }
 }
@@ -44,100 +45,6 @@ static int ew_shader(uint32_t cdt) {
       return VK_SHADER_ew_i32;
     default: return -1;
   }
-}
-
-int vk_ew_float_ct(uint32_t cdt) { return bp_dtype_is_float(cdt); }
-
-void vk_ew_init(vk_ew_t* p, uint32_t cdt) {
-  memset(p, 0, sizeof *p);
-  p->cdt = cdt;
-}
-
-uint32_t vk_ew_input(vk_ew_t* p, const bp_tensor_desc_t* d) {
-  p->in[p->nin] = d;
-  return p->nin++;
-}
-
-uint32_t vk_ew_output(vk_ew_t* p, const bp_tensor_desc_t* d) {
-  p->out[p->nout] = d;
-  return p->nout++;
-}
-
-uint8_t vk_ew_reg(vk_ew_t* p) {
-  if (p->nregs >= VK_EW_MAX_REGS) {
-    p->overflow = 1;
-    return 0;
-  }
-  return (uint8_t)p->nregs++;
-}
-
-void vk_ew_emit(vk_ew_t* p, uint32_t opc, uint8_t dst, uint8_t a, uint8_t b, uint8_t c, uint32_t aux) {
-  if (p->ninstr >= VK_EW_MAX_INSTR) {
-    p->overflow = 1;
-    return;
-  }
-  bp_ew_instr_t* i = &p->ins[p->ninstr++];
-  i->opcode = opc;
-  i->dst = dst;
-  i->a = a;
-  i->b = b;
-  i->c = c;
-  i->aux = aux;
-}
-
-/* Wraps an integer constant to the compute dtype's width. */
-static int64_t wrap_int(int64_t v, uint32_t cdt) {
-  switch (cdt) {
-    case BP_DTYPE_U8: return (int64_t)(uint8_t)v;
-    case BP_DTYPE_I8: return (int64_t)(int8_t)v;
-    case BP_DTYPE_I16: return (int64_t)(int16_t)v;
-    case BP_DTYPE_I32: return (int64_t)(int32_t)v;
-    case BP_DTYPE_BOOL: return v != 0;
-    default: return v;
-  }
-}
-
-uint8_t vk_ew_const_f(vk_ew_t* p, double f) {
-  uint32_t j = p->nconst < VK_EW_MAX_CONST ? p->nconst++ : (p->overflow = 1, 0u);
-  if (vk_ew_float_ct(p->cdt)) p->consts[j].f = f;
-  else p->consts[j].i = wrap_int(isnan(f) ? 0 : (int64_t)f, p->cdt);
-  return (uint8_t)j;
-}
-
-uint8_t vk_ew_const_i(vk_ew_t* p, int64_t i) {
-  uint32_t j = p->nconst < VK_EW_MAX_CONST ? p->nconst++ : (p->overflow = 1, 0u);
-  if (vk_ew_float_ct(p->cdt)) p->consts[j].f = (double)i;
-  else p->consts[j].i = wrap_int(i, p->cdt);
-  return (uint8_t)j;
-}
-
-uint8_t vk_ew_const_scalar(vk_ew_t* p, const bp_scalar_t* s, double dflt) {
-  if (!s || s->kind == BP_SCALAR_NONE) return vk_ew_const_f(p, dflt);
-  if (s->kind == BP_SCALAR_FLOAT) return vk_ew_const_f(p, s->v.f);
-  if (s->kind == BP_SCALAR_BOOL) return vk_ew_const_i(p, s->v.b != 0);
-  return vk_ew_const_i(p, s->v.i);
-}
-
-uint8_t vk_ew_load_const(vk_ew_t* p, uint8_t konst) {
-  uint8_t r = vk_ew_reg(p);
-  vk_ew_emit(p, BP_EW_LOAD_CONST, r, konst, 0, 0, 0);
-  return r;
-}
-
-uint8_t vk_ew_load_input(vk_ew_t* p, uint32_t input) {
-  uint8_t r = vk_ew_reg(p);
-  vk_ew_emit(p, BP_EW_LOAD_INPUT, r, (uint8_t)input, 0, 0, 0);
-  return r;
-}
-
-uint8_t vk_ew_op(vk_ew_t* p, uint32_t opc, uint8_t a, uint8_t b, uint8_t c, uint32_t aux) {
-  uint8_t r = vk_ew_reg(p);
-  vk_ew_emit(p, opc, r, a, b, c, aux);
-  return r;
-}
-
-void vk_ew_store(vk_ew_t* p, uint32_t output, uint8_t reg) {
-  vk_ew_emit(p, BP_EW_STORE, 0, (uint8_t)output, reg, 0, 0);
 }
 
 /* Byte extent [lo, hi) of a descriptor's elements relative to the buffer. */
@@ -192,7 +99,7 @@ uint64_t vk_desc_addr(const bp_tensor_desc_t* d) {
 }
 
 /* Launches the program over the shape of its first output. */
-bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p) {
+bp_status_t vk_ew_launch(bpp_stream_t s, const vk_ew_t* p) {
   if (p->overflow) return vk_error(BP_INTERNAL, "vulkan: elementwise program exceeds the kernel's limits");
   int shader = ew_shader(p->cdt);
   if (shader < 0)

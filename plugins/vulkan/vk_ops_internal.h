@@ -2,54 +2,39 @@
 #ifndef BP_VK_OPS_INTERNAL_H_
 #define BP_VK_OPS_INTERNAL_H_
 
+#include "bp_gpu_ops.h"
 #include "vk_internal.h"
 
-#define VK_EW_MAX_INSTR 32
-#define VK_EW_MAX_CONST 16
-#define VK_EW_MAX_OPERANDS 8
-#define VK_EW_MAX_INPUTS 6
-#define VK_EW_MAX_REGS 16
+/* Elementwise programs are built with plugins/gpu_common's builder (the
+ * lowering of elementwise and copy-like ops is shared by every GPU plugin);
+ * this plugin runs them with its own kernel (shaders/ew.comp), whose
+ * limits and internal opcodes are gpu_common's. */
+#define VK_EW_MAX_INSTR BP_GPU_EW_MAX_INSTR
+#define VK_EW_MAX_CONST BP_GPU_EW_MAX_CONST
+#define VK_EW_MAX_OPERANDS BP_GPU_EW_MAX_OPERANDS
+#define VK_EW_MAX_REGS BP_GPU_EW_MAX_REGS
 #define VK_EW_META_WORDS (304 + 2 * VK_EW_MAX_CONST)
+#define VK_EW_INDEX BP_GPU_EW_INDEX
+#define VK_EW_ELU BP_GPU_EW_ELU
+#define VK_EW_SOFTPLUS BP_GPU_EW_SOFTPLUS
+#define VK_EW_LEAKY BP_GPU_EW_LEAKY
+#define VK_EW_BNOT BP_GPU_EW_BNOT
+#define VK_EW_LERP BP_GPU_EW_LERP
 
-/* Internal opcodes of ew.comp beyond op ids (see the shader). */
-enum {
-  VK_EW_INDEX = 0x2000,
-  VK_EW_ELU = 0x2001,
-  VK_EW_SOFTPLUS = 0x2002,
-  VK_EW_LEAKY = 0x2003,
-  VK_EW_BNOT = 0x2004,
-  VK_EW_LERP = 0x2005
-};
+typedef bp_gpu_ew_t vk_ew_t;
+#define vk_ew_init bp_gpu_ew_init
+#define vk_ew_input bp_gpu_ew_input
+#define vk_ew_output bp_gpu_ew_output
+#define vk_ew_emit bp_gpu_ew_emit
+#define vk_ew_const_f bp_gpu_ew_const_f
+#define vk_ew_const_i bp_gpu_ew_const_i
+#define vk_ew_const_scalar bp_gpu_ew_const_scalar
+#define vk_ew_load_const bp_gpu_ew_load_const
+#define vk_ew_load_input bp_gpu_ew_load_input
+#define vk_ew_op bp_gpu_ew_op
+#define vk_ew_store bp_gpu_ew_store
 
-/* An elementwise program under construction (not thread-safe; on stack). */
-typedef struct vk_ew {
-  uint32_t cdt; /* compute dtype */
-  uint32_t ninstr, nin, nout, nconst, nregs;
-  int overflow;
-  bp_ew_instr_t ins[VK_EW_MAX_INSTR];
-  union {
-    double f;
-    int64_t i;
-  } consts[VK_EW_MAX_CONST];
-  const bp_tensor_desc_t* in[VK_EW_MAX_OPERANDS];
-  const bp_tensor_desc_t* out[VK_EW_MAX_OPERANDS];
-} vk_ew_t;
-
-VK_HIDDEN void vk_ew_init(vk_ew_t* p, uint32_t cdt);
-VK_HIDDEN int vk_ew_float_ct(uint32_t cdt);
-/* Operands by pointer: `d` must stay valid until vk_ew_launch. */
-VK_HIDDEN uint32_t vk_ew_input(vk_ew_t* p, const bp_tensor_desc_t* d);
-VK_HIDDEN uint32_t vk_ew_output(vk_ew_t* p, const bp_tensor_desc_t* d);
-VK_HIDDEN uint8_t vk_ew_reg(vk_ew_t* p);
-VK_HIDDEN void vk_ew_emit(vk_ew_t* p, uint32_t opc, uint8_t dst, uint8_t a, uint8_t b, uint8_t c, uint32_t aux);
-VK_HIDDEN uint8_t vk_ew_const_f(vk_ew_t* p, double f);
-VK_HIDDEN uint8_t vk_ew_const_i(vk_ew_t* p, int64_t i);
-VK_HIDDEN uint8_t vk_ew_const_scalar(vk_ew_t* p, const bp_scalar_t* s, double dflt);
-VK_HIDDEN uint8_t vk_ew_load_const(vk_ew_t* p, uint8_t konst);
-VK_HIDDEN uint8_t vk_ew_load_input(vk_ew_t* p, uint32_t input);
-VK_HIDDEN uint8_t vk_ew_op(vk_ew_t* p, uint32_t opc, uint8_t a, uint8_t b, uint8_t c, uint32_t aux);
-VK_HIDDEN void vk_ew_store(vk_ew_t* p, uint32_t output, uint8_t reg);
-VK_HIDDEN bp_status_t vk_ew_launch(bpp_stream_t s, vk_ew_t* p);
+VK_HIDDEN bp_status_t vk_ew_launch(bpp_stream_t s, const vk_ew_t* p);
 VK_HIDDEN bp_status_t vk_ew_copy(bpp_stream_t s, const bp_tensor_desc_t* dst, const bp_tensor_desc_t* src);
 
 /* Descriptor checks and addresses. */

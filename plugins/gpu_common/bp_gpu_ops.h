@@ -114,6 +114,24 @@ uint8_t bp_gpu_ew_op(bp_gpu_ew_t* p, uint32_t opc, uint8_t a, uint8_t b, uint8_t
 void bp_gpu_ew_emit(bp_gpu_ew_t* p, uint32_t opc, uint8_t dst, uint8_t a, uint8_t b, uint8_t c,
                     uint32_t aux);
 void bp_gpu_ew_store(bp_gpu_ew_t* p, uint32_t output, uint8_t reg);
+/* A program's iteration space: its first output's shape with broadcast
+ * strides per operand (inputs then outputs, in elements), size-1 dims
+ * dropped and dims contiguous for every operand merged (dense operands of
+ * one shape become one dim: `contiguous`). numel 0: nothing to run. */
+typedef struct bp_gpu_ew_space {
+  int64_t numel;
+  int32_t rank;
+  int32_t contiguous;
+  uint32_t nops;
+  uint32_t reserved0;
+  int64_t sizes[BP_MAX_RANK];
+  int64_t strides[BP_GPU_EW_MAX_OPERANDS][BP_MAX_RANK];
+  const bp_tensor_desc_t* operands[BP_GPU_EW_MAX_OPERANDS];
+} bp_gpu_ew_space_t;
+/* INVALID_ARGUMENT for operands that do not broadcast to the output or a
+ * program without outputs; INTERNAL for an overflowed program. */
+bp_status_t bp_gpu_ew_space(const bp_gpu_ew_t* p, bp_gpu_ew_space_t* out);
+
 /* Packs the program over its first output's shape (broadcast strides,
  * size-1 dims dropped, dims contiguous for every operand merged) into
  * `l`. *out_empty is set when the output has no elements (nothing to

@@ -145,46 +145,37 @@ void bp__gpu_grid_1d(const bp_gpu_device_caps_t* caps, uint64_t groups, uint32_t
   l->local[1] = l->local[2] = 1;
 }
 
-bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
-                           bp_gpu_launch_t* l, int* out_empty) {
-  *out_empty = 0;
+bp_status_t bp_gpu_ew_space(const bp_gpu_ew_t* p, bp_gpu_ew_space_t* sp) {
+  memset(sp, 0, sizeof *sp);
   if (p->overflow) return BP_KIT_ERROR(BP_INTERNAL, "elementwise program exceeds the kernel's limits");
-  int prog = ew_program(p->cdt);
-  if (prog < 0)
-    return BP_KIT_ERROR(BP_UNIMPLEMENTED, "no elementwise kernel for compute dtype %s", bp_dtype_name(p->cdt));
   uint32_t nops = p->nin + p->nout;
   if (p->nout == 0 || nops > BP_GPU_EW_MAX_OPERANDS)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "elementwise program with %u inputs, %u outputs", p->nin, p->nout);
-  const bp_tensor_desc_t* all[BP_GPU_EW_MAX_OPERANDS];
-  for (uint32_t k = 0; k < p->nin; k++) all[k] = p->in[k];
-  for (uint32_t k = 0; k < p->nout; k++) all[p->nin + k] = p->out[k];
+  sp->nops = nops;
+  for (uint32_t k = 0; k < p->nin; k++) sp->operands[k] = p->in[k];
+  for (uint32_t k = 0; k < p->nout; k++) sp->operands[p->nin + k] = p->out[k];
   const bp_tensor_desc_t* o = p->out[0];
   if (o->rank > BP_MAX_RANK) return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "output rank %u > %d", o->rank, BP_MAX_RANK);
   int64_t numel = 1;
   for (uint32_t d = 0; d < o->rank; d++) numel *= o->sizes[d];
-  if (numel == 0) {
-    *out_empty = 1;
-    return BP_OK;
-  }
-  memset(l, 0, sizeof *l);
-  bp_gpu_ew_args_t* a = &l->args.ew;
+  sp->numel = numel;
+  if (numel == 0) return BP_OK;
   int ndim = (int)o->rank;
-  int64_t sizes[BP_MAX_RANK];
-  int64_t strides[BP_GPU_EW_MAX_OPERANDS][BP_MAX_RANK];
+  int64_t* sizes = sp->sizes;
   for (int d = 0; d < ndim; d++) sizes[d] = o->sizes[d];
   for (uint32_t k = 0; k < nops; k++) {
-    const bp_tensor_desc_t* t = all[k];
+    const bp_tensor_desc_t* t = sp->operands[k];
     if (t->rank > o->rank)
       return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "elementwise operand of rank %u > output rank %u", t->rank, o->rank);
     int lead = ndim - (int)t->rank;
     for (int d = 0; d < ndim; d++) {
       if (d < lead) {
-        strides[k][d] = 0;
+        sp->strides[k][d] = 0;
         continue;
       }
       int64_t sz = t->sizes[d - lead];
-      if (sz == sizes[d]) strides[k][d] = sizes[d] == 1 ? 0 : t->strides[d - lead];
-      else if (sz == 1) strides[k][d] = 0;
+      if (sz == sizes[d]) sp->strides[k][d] = sizes[d] == 1 ? 0 : t->strides[d - lead];
+      else if (sz == 1) sp->strides[k][d] = 0;
       else
         return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "operand size %lld does not broadcast to %lld in dim %d",
                             (long long)sz, (long long)sizes[d], d);
@@ -196,39 +187,59 @@ bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* 
     if (sizes[d] == 1) continue;
     if (nd > 0) {
       int merge = 1;
-      for (uint32_t k = 0; k < nops && merge; k++) merge = strides[k][nd - 1] == strides[k][d] * sizes[d];
+      for (uint32_t k = 0; k < nops && merge; k++) merge = sp->strides[k][nd - 1] == sp->strides[k][d] * sizes[d];
       if (merge) {
         sizes[nd - 1] *= sizes[d];
-        for (uint32_t k = 0; k < nops; k++) strides[k][nd - 1] = strides[k][d];
+        for (uint32_t k = 0; k < nops; k++) sp->strides[k][nd - 1] = sp->strides[k][d];
         continue;
       }
     }
     sizes[nd] = sizes[d];
-    for (uint32_t k = 0; k < nops; k++) strides[k][nd] = strides[k][d];
+    for (uint32_t k = 0; k < nops; k++) sp->strides[k][nd] = sp->strides[k][d];
     nd++;
   }
   if (nd == 0) {
     nd = 1;
     sizes[0] = 1;
-    for (uint32_t k = 0; k < nops; k++) strides[k][0] = 0;
+    for (uint32_t k = 0; k < nops; k++) sp->strides[k][0] = 0;
   }
   int contig = nd == 1;
-  for (uint32_t k = 0; k < nops && contig; k++) contig = strides[k][0] == 1;
+  for (uint32_t k = 0; k < nops && contig; k++) contig = sp->strides[k][0] == 1;
+  sp->rank = nd;
+  sp->contiguous = contig;
+  return BP_OK;
+}
+
+bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
+                           bp_gpu_launch_t* l, int* out_empty) {
+  *out_empty = 0;
+  int prog = ew_program(p->cdt);
+  if (prog < 0 && !p->overflow)
+    return BP_KIT_ERROR(BP_UNIMPLEMENTED, "no elementwise kernel for compute dtype %s", bp_dtype_name(p->cdt));
+  bp_gpu_ew_space_t sp;
+  bp_status_t st = bp_gpu_ew_space(p, &sp);
+  if (st) return st;
+  if (sp.numel == 0) {
+    *out_empty = 1;
+    return BP_OK;
+  }
+  memset(l, 0, sizeof *l);
+  bp_gpu_ew_args_t* a = &l->args.ew;
   l->program = (uint32_t)prog;
   l->num_operands = BP_GPU_EW_MAX_OPERANDS;
-  for (uint32_t k = 0; k < nops; k++) l->operands[k] = all[k];
-  a->numel = numel;
-  a->rank = (uint32_t)nd;
+  a->numel = sp.numel;
+  a->rank = (uint32_t)sp.rank;
   a->nin = p->nin;
   a->nout = p->nout;
   a->ninstr = p->ninstr;
-  a->contiguous = (uint32_t)contig;
+  a->contiguous = (uint32_t)sp.contiguous;
   a->cdt = p->cdt;
-  for (int d = 0; d < nd; d++) a->sizes[d] = sizes[d];
-  for (uint32_t k = 0; k < nops; k++) {
-    a->byte_offset[k] = (int64_t)all[k]->byte_offset;
-    a->dtypes[k] = all[k]->dtype;
-    for (int d = 0; d < nd; d++) a->strides[k][d] = strides[k][d];
+  for (int d = 0; d < sp.rank; d++) a->sizes[d] = sp.sizes[d];
+  for (uint32_t k = 0; k < sp.nops; k++) {
+    l->operands[k] = sp.operands[k];
+    a->byte_offset[k] = (int64_t)sp.operands[k]->byte_offset;
+    a->dtypes[k] = sp.operands[k]->dtype;
+    for (int d = 0; d < sp.rank; d++) a->strides[k][d] = sp.strides[k][d];
   }
   for (uint32_t i = 0; i < p->ninstr; i++) {
     a->instrs[i][0] = p->ins[i].opcode;
@@ -238,7 +249,7 @@ bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* 
   }
   for (uint32_t j = 0; j < p->nconst; j++) memcpy(&a->consts[j], &p->consts[j], 8);
   l->args_size = sizeof *a;
-  bp__gpu_grid_1d(caps, ((uint64_t)numel + 255) / 256, 256, l);
+  bp__gpu_grid_1d(caps, ((uint64_t)sp.numel + 255) / 256, 256, l);
   return BP_OK;
 }
 

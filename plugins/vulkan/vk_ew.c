@@ -104,64 +104,25 @@ bp_status_t vk_ew_launch(bpp_stream_t s, const vk_ew_t* p) {
   int shader = ew_shader(p->cdt);
   if (shader < 0)
     return vk_error(BP_UNIMPLEMENTED, "vulkan: no elementwise kernel for compute dtype %s", bp_dtype_name(p->cdt));
-  if (p->nout == 0 || p->nin + p->nout > VK_EW_MAX_OPERANDS)
-    return vk_error(BP_INVALID_ARGUMENT, "vulkan: elementwise program with %u inputs, %u outputs", p->nin, p->nout);
-  const bp_tensor_desc_t* o = p->out[0];
-  const bp_tensor_desc_t* all[VK_EW_MAX_OPERANDS];
-  uint32_t nops = p->nin + p->nout;
-  for (uint32_t k = 0; k < p->nin; k++) all[k] = p->in[k];
-  for (uint32_t k = 0; k < p->nout; k++) all[p->nin + k] = p->out[k];
-  vk_access_t acc[VK_EW_MAX_OPERANDS];
-  int64_t numel = 1;
-  for (uint32_t d = 0; d < o->rank; d++) numel *= o->sizes[d];
+  /* The iteration space (broadcast strides, collapsed dims): gpu_common's. */
+  bp_gpu_ew_space_t sp;
+  bp_status_t sst = bp_gpu_ew_space(p, &sp);
+  if (sst) return sst;
+  int64_t numel = sp.numel;
   if (numel == 0) return BP_OK;
   if (numel > INT32_MAX)
     return vk_error(BP_UNIMPLEMENTED, "vulkan: %lld elements exceed one elementwise dispatch", (long long)numel);
-  /* Broadcast strides, outermost first, then collapse. */
-  int ndim = (int)o->rank;
-  int64_t sizes[BP_MAX_RANK];
-  int64_t strides[VK_EW_MAX_OPERANDS][BP_MAX_RANK];
-  for (int d = 0; d < ndim; d++) sizes[d] = o->sizes[d];
+  uint32_t nops = sp.nops;
+  const bp_tensor_desc_t* const* all = sp.operands;
+  vk_access_t acc[VK_EW_MAX_OPERANDS];
   for (uint32_t k = 0; k < nops; k++) {
-    const bp_tensor_desc_t* t = all[k];
-    bp_status_t st = vk_check_desc(t, k < p->nin ? "input" : "output");
+    bp_status_t st = vk_check_desc(all[k], k < p->nin ? "input" : "output");
     if (st) return st;
-    if (t->rank > o->rank) return vk_error(BP_INVALID_ARGUMENT, "vulkan: operand of rank %u > output rank %u", t->rank, o->rank);
-    int lead = ndim - (int)t->rank;
-    for (int d = 0; d < ndim; d++) {
-      if (d < lead) { strides[k][d] = 0; continue; }
-      int64_t sz = t->sizes[d - lead];
-      if (sz == sizes[d]) strides[k][d] = sizes[d] == 1 ? 0 : t->strides[d - lead];
-      else if (sz == 1) strides[k][d] = 0;
-      else return vk_error(BP_INVALID_ARGUMENT, "vulkan: operand size %lld does not broadcast to %lld in dim %d",
-                           (long long)sz, (long long)sizes[d], d);
-    }
-    vk_access_of(t, k >= p->nin, &acc[k]);
+    vk_access_of(all[k], k >= p->nin, &acc[k]);
   }
-  /* Drop size-1 dims, merge dims contiguous for every operand. */
-  int nd = 0;
-  for (int d = 0; d < ndim; d++) {
-    if (sizes[d] == 1) continue;
-    if (nd > 0) {
-      int merge = 1;
-      for (uint32_t k = 0; k < nops && merge; k++) merge = strides[k][nd - 1] == strides[k][d] * sizes[d];
-      if (merge) {
-        sizes[nd - 1] *= sizes[d];
-        for (uint32_t k = 0; k < nops; k++) strides[k][nd - 1] = strides[k][d];
-        continue;
-      }
-    }
-    sizes[nd] = sizes[d];
-    for (uint32_t k = 0; k < nops; k++) strides[k][nd] = strides[k][d];
-    nd++;
-  }
-  if (nd == 0) {
-    nd = 1;
-    sizes[0] = 1;
-    for (uint32_t k = 0; k < nops; k++) strides[k][0] = 0;
-  }
-  int contig = nd == 1;
-  for (uint32_t k = 0; k < nops && contig; k++) contig = strides[k][0] == 1;
+  int nd = sp.rank, contig = sp.contiguous;
+  const int64_t* sizes = sp.sizes;
+  int64_t (*strides)[BP_MAX_RANK] = sp.strides;
   uint32_t meta[VK_EW_META_WORDS];
   memset(meta, 0, sizeof meta);
   meta[0] = p->ninstr;

@@ -122,8 +122,8 @@ static void fill_properties(struct bpp_device_s* d) {
   d->caps.dtype_mask = p->dtype_mask;
   d->caps.max_group_size = (uint32_t)info_size(d, CL_DEVICE_MAX_WORK_GROUP_SIZE);
   d->caps.max_groups = 1u << 16;
-  snprintf(d->cache_key, sizeof d->cache_key, "%s|%s|%s|%s|" BP_OPENCL_PLUGIN_VERSION, p->name, vendor, version,
-           driver);
+  snprintf(d->cache_key, sizeof d->cache_key, "%.120s|%.60s|%.60s|%.60s|" BP_OPENCL_PLUGIN_VERSION, p->name, vendor,
+           version, driver);
 }
 
 

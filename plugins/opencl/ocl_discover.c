@@ -32,7 +32,7 @@ typedef struct ocl_record {
   uint64_t budget, max_alloc;
   uint32_t platform_index, device_index;
   int32_t host_unified;
-  char cache_key[256];
+  char cache_key[384];
 } ocl_record_t;
 
 static void info_str(const struct bpp_device_s* d, cl_device_info what, char* out, size_t cap) {

@@ -63,7 +63,7 @@ struct bpp_device_s {
   uint64_t budget;  /* bytes */
   uint64_t used;    /* atomic */
   uint64_t max_alloc;
-  char cache_key[256]; /* device, driver and plugin versions (program cache) */
+  char cache_key[384]; /* device, driver and plugin versions (program cache) */
   ocl_kernel_t kernels[BP_GPU_PROGRAM_COUNT];
 };
 

@@ -93,7 +93,10 @@ static void instance_destroy(bpp_instance_t inst) {
   if (!inst) return;
   for (uint32_t k = 0; k < inst->ndevices; k++) ocl_device_free(inst->devices[k]);
   for (uint32_t c = 0; c < inst->ncontexts; c++) inst->cl.clReleaseContext(inst->contexts[c]);
-  bp_kit_library_close(inst->lib);
+  /* The ICD loader stays loaded once OpenCL ran in this process: drivers
+   * keep threads (PoCL's workers) that would run unmapped code after an
+   * unload. An instance that never started OpenCL closes it. */
+  if (!inst->runtime_started && !inst->runtime_ready) bp_kit_library_close(inst->lib);
   pthread_mutex_destroy(&inst->mu);
   free(inst);
 }

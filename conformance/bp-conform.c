@@ -172,9 +172,10 @@ static uint32_t group_of(const run_ctx_t* rc, uint32_t g) {
 /* Child side: fresh context with only this backend, its first device, one
  * stream; runs the backend's cases from `start` on. A case that fails after
  * other cases ran in this process is not reported: the child ends and the
- * case runs again first in a fresh child, whose result stands. So a failure
- * is never blamed on a case for what an earlier case (of any op) left
- * behind, and nothing a failure leaves behind touches the cases after it. */
+ * case runs again first in a fresh child. A failure there stands; a pass is
+ * scored QUALITY_WARNING naming the first failure (the plugin's state from
+ * earlier cases broke it). Nothing a failure leaves behind touches the cases
+ * after it. */
 static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* child, char* msg,
                      size_t msg_size) {
   run_ctx_t* rc = user;
@@ -208,7 +209,7 @@ static int run_group(void* user, uint32_t group, uint32_t start, bpc_child_t* ch
     bpc_result_t r;
     bpc_child_begin(child, g);
     bpc_execute_case(dev, stream, &group_list(rc, k)->items[g - rc->first[k]], &r);
-    if (r.status == BPC_FAIL && bpc_child_retry_fresh(child, g)) break;
+    if (r.status == BPC_FAIL && bpc_child_retry_fresh(child, g, &r)) break;
     bpc_child_result(child, g, &r);
     if (r.status == BPC_FAIL) break;
   }

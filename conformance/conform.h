@@ -526,8 +526,10 @@ int bpc_child_wants(const bpc_child_t* child, uint32_t index);
  * case of a fresh child; returns 1 when the child must now end without
  * reporting it (return 0 from run_group), 0 when this child is fresh for it
  * already (report the result as it is). For results that may come from what
- * earlier cases left behind in the process. */
-int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index);
+ * earlier cases left behind in the process. `result` is the one this child
+ * got: if the fresh child passes, the case is scored QUALITY_WARNING with
+ * its message, so a failure that depends on earlier cases is never lost. */
+int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index, const bpc_result_t* result);
 
 /* What the runner runs. Each "group" (an op) has `count` cases; run_group
  * is called in a forked child for cases [start, count) and must call

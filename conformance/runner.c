@@ -69,12 +69,13 @@ void bpc_child_begin(bpc_child_t* child, uint32_t index) {
   child_write(child, &rec);
 }
 
-int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index) {
+int bpc_child_retry_fresh(bpc_child_t* child, uint32_t index, const bpc_result_t* result) {
   if (index == child->start) return 0; /* fresh already: its result stands */
   record_t rec;
   memset(&rec, 0, sizeof rec);
   rec.kind = REC_RETRY;
   rec.index = index;
+  rec.result = *result;
   child_write(child, &rec);
   return 1;
 }
@@ -145,9 +146,31 @@ static void finish(const bpc_runner_ops_t* ops, uint32_t group, bpc_result_t* re
   if (ops->on_result) ops->on_result(ops->user, group, index, result);
 }
 
+/* A case a child asked to rerun in a fresh child, with the result it had
+ * there (kept: a pass in the fresh child is then a QUALITY_WARNING that
+ * names it, so the failure is not lost). index < 0: none. */
+typedef struct retry {
+  int64_t index;
+  bpc_result_t first;
+} retry_t;
+
+/* The result of case `index` as a fresh child reported it, given the
+ * retry it may answer. */
+static bpc_result_t after_retry(retry_t* retry, uint32_t index, const bpc_result_t* fresh) {
+  bpc_result_t r = *fresh;
+  if (retry->index != (int64_t)index) return r;
+  retry->index = -1;
+  if (fresh->status == BPC_PASS || fresh->status == BPC_QUALITY_WARNING) {
+    bpc_result_set(&r, BPC_QUALITY_WARNING,
+                   "passed in a fresh process; failed after other cases in the same process: %.180s",
+                   retry->first.message);
+  }
+  return r;
+}
+
 /* Runs one child from `start`; returns the index to resume at. */
 static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t start, uint32_t count,
-                          double timeout_s, bpc_result_t* results, bp_status_t* out_status) {
+                          double timeout_s, bpc_result_t* results, retry_t* retry, bp_status_t* out_status) {
   int fds[2];
   if (pipe(fds) != 0) {
     *out_status = BP_UNAVAILABLE;
@@ -216,7 +239,8 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
       current = rec.index;
       deadline = now_s() + timeout_s;
     } else if (rec.kind == REC_RESULT) {
-      finish(ops, group, results, rec.index, &rec.result);
+      bpc_result_t r = after_retry(retry, rec.index, &rec.result);
+      finish(ops, group, results, rec.index, &r);
       next = next_todo(ops, rec.index + 1, count);
       current = -1;
       deadline = now_s() + timeout_s;
@@ -224,6 +248,8 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
       /* The child ends; a fresh one starts at this case, unscored so far. */
       next = rec.index;
       current = -1;
+      retry->index = rec.index;
+      retry->first = rec.result;
     } else if (rec.kind == REC_FATAL) {
       for (uint32_t k = next; k < count; k = next_todo(ops, k + 1, count)) finish(ops, group, results, k, &rec.result);
       next = count;
@@ -270,6 +296,7 @@ bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32
   }
   uint32_t next = next_todo(ops, 0, count);
   bp_status_t st = BP_OK;
-  while (next < count && st == BP_OK) next = run_child(ops, group, next, count, timeout_s, results, &st);
+  retry_t retry = {-1, {0}};
+  while (next < count && st == BP_OK) next = run_child(ops, group, next, count, timeout_s, results, &retry, &st);
   return st;
 }

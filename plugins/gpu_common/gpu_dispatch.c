@@ -18,7 +18,7 @@ static int is_copy_op(uint32_t op) {
 static int is_glu(uint32_t op) { return op == BP_OP_swiglu || op == BP_OP_geglu; }
 
 int bp_gpu_op_implemented(uint32_t op) {
-  if (op == 0 || op >= BP_OP_COUNT) return 0;
+  if (bp_op_family(op) == BP_OP_FAMILY_INVALID) return 0; /* 0 or past the table */
   return bp_op_is_elementwise(op) || is_copy_op(op) || is_glu(op) || bp__gpu_rows_implemented(op) ||
          bp__gpu_matmul_implemented(op) || bp__gpu_index_implemented(op);
 }

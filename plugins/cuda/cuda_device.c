@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda_blas.h"
+#include "cuda_kernels.h"
 
 void cuda_error_set_symbols(const cuda_symbols_t* cu);
 
@@ -134,6 +135,7 @@ static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t
       d->prio_least = d->prio_greatest = 0;
     pool_open(d);
     st = cuda_blas_device_open(d);
+    if (st == BP_OK) st = cuda_kernels_device_open(d);
     cuda_ctx_pop(d);
   }
   if (st != BP_OK) {
@@ -151,6 +153,7 @@ static void device_close(bpp_device_t d) {
   if (!d) return;
   if (cuda_ctx_push(d) == BP_OK) {
     cuda_blas_device_close(d);
+    cuda_kernels_device_close(d);
     if (d->alloc_stream) {
       d->cu->cuStreamSynchronize(d->alloc_stream);
       d->cu->cuStreamDestroy_v2(d->alloc_stream);

@@ -60,7 +60,8 @@ struct bpp_device_s {
   int lost;
   char lost_msg[256];
   pthread_mutex_t lost_mu;
-  void* lt; /* cublasLtHandle_t, NULL without cuBLASLt */
+  void* lt;      /* cublasLtHandle_t, NULL without cuBLASLt */
+  void* kernels; /* cuda_kernels.c's module cache, NULL without the module API */
 };
 
 struct bpp_buffer_s {
@@ -106,6 +107,8 @@ struct bpp_stream_s {
   /* cuBLASLt workspace, allocated at the stream's first GEMM. */
   CUdeviceptr gemm_ws;
   size_t gemm_ws_size;
+  /* Argument block of the shared kernels, allocated at the first launch. */
+  CUdeviceptr args_dev;
 };
 
 struct bpp_event_s {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "cuda_blas.h"
+#include "cuda_kernels.h"
 
 /* backplane priorities grow upward from 0; CUDA's grow downward from
  * `least` (usually 0) to `greatest` (e.g. -5). */
@@ -64,6 +65,7 @@ void cuda_stream_destroy(bpp_stream_t s) {
     /* Pending work (host functions included) finishes first. */
     d->cu->cuStreamSynchronize(s->s);
     cuda_blas_stream_release(s);
+    cuda_kernels_stream_release(s);
     d->cu->cuStreamDestroy_v2(s->s);
     cuda_ctx_pop(d);
   }

@@ -17,6 +17,8 @@
  *                    driver's callback thread blocks until it is done)
  *   peer copies      cuDeviceCanAccessPeer, cuCtxEnablePeerAccess,
  *                    cuMemcpyPeerAsync
+ *   kernels          cuModuleLoadDataEx, cuModuleGetFunction,
+ *                    cuModuleUnload, cuLaunchKernel (cuda_kernels.c)
  *   timing           cuEventElapsedTime_v2 (12.8+), else the older export
  *                    cuEventElapsedTime (same signature, resolved by hand)
  */
@@ -74,7 +76,11 @@
   REQ(cuEventRecord)                      \
   REQ(cuEventQuery)                       \
   REQ(cuEventSynchronize)                 \
-  OPT(cuEventElapsedTime_v2)
+  OPT(cuEventElapsedTime_v2)             \
+  OPT(cuModuleLoadDataEx)                \
+  OPT(cuModuleGetFunction)               \
+  OPT(cuModuleUnload)                    \
+  OPT(cuLaunchKernel)
 
 #define BP_CUDA_SYMBOL_FIELD(name) __typeof__(&name) name;
 

@@ -17,6 +17,12 @@
 
 #define FAKE_EXPORT __attribute__((visibility("default")))
 
+/* Half conversions of fake_kernel_host.h (kernels run as host C). */
+float fk_f16_to_f32(uint16_t h);
+uint16_t fk_f32_to_f16(float f);
+float fk_f16_to_f32(uint16_t h) { return bp_f16_to_f32(h); }
+uint16_t fk_f32_to_f16(float f) { return bp_f32_to_f16(f); }
+
 int fake_cuda_initialized(void);
 int fake_cuda_range_ok(const char* name, const void* p, size_t n);
 void fake_cuda_count(const char* name);

@@ -13,6 +13,15 @@
 
 #define FAKE_CUDA_CONTROL_SYMBOL "fake_cuda_control"
 
+/* One recorded cuLaunchKernel. */
+typedef struct fake_cuda_launch {
+  char name[64];
+  unsigned grid[3], block[3];
+  unsigned shared_bytes;
+  int nparams;
+  uint64_t params[16]; /* the parameter values (all 8-byte pointers here) */
+} fake_cuda_launch_t;
+
 typedef struct fake_cuda_control {
   /* Back to the defaults: 1 device, 64 MiB each, pools on, no failures,
    * no delay; clears the misuse record and the sticky error. Only while
@@ -41,6 +50,8 @@ typedef struct fake_cuda_control {
   /* Live allocations (device, pinned, managed) and streams. */
   uint64_t (*live_allocations)(void);
   uint64_t (*live_streams)(void);
+  /* The last cuLaunchKernel and the number of launches so far. */
+  void (*last_launch)(fake_cuda_launch_t* out, uint64_t* count);
 } fake_cuda_control_t;
 
 typedef const fake_cuda_control_t* (*fake_cuda_control_fn)(void);

@@ -51,6 +51,7 @@ typedef struct cmd {
   int kind;
   char* dst;
   const char* src;
+  char* owned; /* a snapshot of pageable host memory, freed after the copy */
   size_t n, pitch, width, height;
   uint32_t value, esize;
   CUhostFn fn;
@@ -330,6 +331,7 @@ static void* stream_worker(void* arg) {
     }
     if (c->ev) event_unref_locked(c->ev);
     if (c->kind == CMD_FREE) alloc_free_locked(c->alloc);
+    free(c->owned);
     s->head = c->next;
     if (!s->head) s->tail = NULL;
     s->busy = 0;
@@ -388,6 +390,7 @@ CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*),
   return r;
 }
 void fake_cuda_misuse(const char* what) { misuse("%s", what); }
+CUresult fake_cuda_enter(const char* name) { return enter(name, 1); }
 
 /* ---- errors ----------------------------------------------------------------- */
 static const struct { CUresult r; const char *name, *text; } k_errors[] = {
@@ -750,7 +753,23 @@ static CUresult copy_cmd(const char* name, CUstream h, void* dst, const void* sr
     misuse("%s: overlapping ranges (undefined in CUDA)", name);
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return push_cmd(s, (cmd_t){.kind = CMD_COPY, .dst = dst, .src = src, .n = n});
+  /* From pageable memory the driver stages the source before returning,
+   * so the caller may reuse it at once: snapshot it. */
+  char* owned = NULL;
+  if (check_dst && !check_src) {
+    pthread_mutex_lock(&g_mu);
+    alloc_t* a = find_alloc_locked(src, n);
+    pthread_mutex_unlock(&g_mu);
+    if (!a || a->kind != ALLOC_HOST) {
+      owned = malloc(n);
+      if (!owned) return CUDA_ERROR_OUT_OF_MEMORY;
+      memcpy(owned, src, n);
+      src = owned;
+    }
+  }
+  CUresult r = push_cmd(s, (cmd_t){.kind = CMD_COPY, .dst = dst, .src = src, .n = n, .owned = owned});
+  if (r != CUDA_SUCCESS) free(owned);
+  return r;
 }
 FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream h) {
   return copy_cmd("cuMemcpyHtoDAsync_v2", h, (void*)(uintptr_t)dst, src, n, 1, 0);
@@ -988,7 +1007,9 @@ FAKE_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
 }
 
 /* ---- control ------------------------------------------------------------------- */
+void fake_kernels_reset(void);
 static void c_reset(void) {
+  fake_kernels_reset();
   pthread_mutex_lock(&g_mu);
   config_defaults_locked();
   g.fail_nth = 0;
@@ -1043,9 +1064,10 @@ static uint64_t c_live_streams(void) {
   return n;
 }
 
+void fake_kernels_last_launch(fake_cuda_launch_t* out, uint64_t* count);
 static const fake_cuda_control_t k_control = {
     c_reset, c_set_devices, c_set_memory, c_set_init_error, c_set_pools, c_fail_call,
     c_make_sticky, c_set_delay_us, c_misuse_count, c_last_misuse, c_call_count,
-    c_last_stream_priority, c_live_allocations, c_live_streams};
+    c_last_stream_priority, c_live_allocations, c_live_streams, fake_kernels_last_launch};
 
 FAKE_EXPORT const fake_cuda_control_t* fake_cuda_control(void) { return &k_control; }

@@ -658,6 +658,19 @@ static uint32_t support(const bp_op_call_t* c, char* msg) {
   if (msg) snprintf(msg, 256, "%s", s.message);
   return s.supported ? BP_SUPPORT_OK : s.reason;
 }
+/* The cuBLASLt path's own answer: the plugin's on a second device object
+ * opened with the shared kernels turned off (BP_CUDA_NO_KERNELS=1). */
+static uint32_t cuda_gemm_support_of(const bp_op_call_t* c, char* msg) {
+  bpp_device_t d = NULL;
+  setenv("BP_CUDA_NO_KERNELS", "1", 1);
+  assert_int_equal(C->device_open(g_fx.inst, 0, &d), BP_OK);
+  unsetenv("BP_CUDA_NO_KERNELS");
+  bp_support_t s = {.struct_size = sizeof s};
+  assert_int_equal(V->caps->query_support(d, c, &s), BP_OK);
+  snprintf(msg, 256, "%s", s.message);
+  C->device_close(d);
+  return s.supported ? BP_SUPPORT_OK : s.reason;
+}
 static bp_status_t run(const bp_op_call_t* c) {
   return V->ops->launch[c->op_id](g_fx.s, c);
 }
@@ -706,14 +719,14 @@ static void test_gemm_mm_layouts(void** state) {
     }
   assert_int_equal(o[LDO - 1], 0.0f); /* the padding is left alone */
   assert_int_equal(F->call_count("cublasLtMatmul"), 1);
-  /* Neither stride 1: the core must pack it. */
+  /* Neither stride 1: cuBLASLt refuses it (the shared matmul kernel takes
+   * it: test_kernel_matmul_fallback). */
   bp_tensor_desc_t odd = desc(bb, 0, BP_DTYPE_F32, 2, (int64_t[]){K / 2, M}, (int64_t[]){2, 2 * K});
   in[1] = &odd;
   da.sizes[1] = K / 2;
   char msg[256];
-  assert_int_equal(support(&c, msg), BP_SUPPORT_LAYOUT);
+  assert_int_equal(cuda_gemm_support_of(&c, msg), BP_SUPPORT_LAYOUT);
   assert_non_null(strstr(msg, "unit stride"));
-  assert_int_equal(run(&c), BP_UNIMPLEMENTED);
   C->buffer_release(ba);
   C->buffer_release(bb);
   C->buffer_release(bo);
@@ -786,7 +799,7 @@ static void test_gemm_addmm(void** state) {
   }
   at.beta.v.f = 2.0; /* a broadcast self scaled: no cuBLASLt form */
   char msg[256];
-  assert_int_equal(support(&c, msg), BP_SUPPORT_ATTRIBUTE);
+  assert_int_equal(cuda_gemm_support_of(&c, msg), BP_SUPPORT_ATTRIBUTE);
   assert_non_null(strstr(msg, "beta = 1"));
   release_all((bpp_buffer_t[]){ba, bw, bs, br, bo}, 5);
 }
@@ -829,31 +842,147 @@ static void test_gemm_linear_epilogues(void** state) {
   }
   char msg[256];
   la.activation = BP_ACTIVATION_GELU_ERF;
-  assert_int_equal(support(&c, msg), BP_SUPPORT_ATTRIBUTE);
+  assert_int_equal(cuda_gemm_support_of(&c, msg), BP_SUPPORT_ATTRIBUTE);
   assert_non_null(strstr(msg, "relu and tanh-gelu only"));
   la.activation = BP_ACTIVATION_NONE;
   dx.dtype = dw.dtype = dout.dtype = db.dtype = BP_DTYPE_I32;
-  assert_int_equal(support(&c, msg), BP_SUPPORT_DTYPE);
+  assert_int_equal(cuda_gemm_support_of(&c, msg), BP_SUPPORT_DTYPE);
   /* Ops without a CUDA kernel are answered honestly. */
-  c.op_id = BP_OP_add;
+  bp_conv_attrs_t conv = {.struct_size = sizeof conv, .spatial_dims = 1};
+  c.op_id = BP_OP_convolution;
+  c.attrs = &conv;
   assert_int_equal(support(&c, msg), BP_SUPPORT_OP);
   assert_non_null(strstr(msg, "no CUDA kernel"));
   release_all((bpp_buffer_t[]){bx, bw, bb, bo}, 4);
 }
 
-/* Without cuBLASLt the matmul ops are unsupported, with the reason. */
+/* Without cuBLASLt: an f32 mm runs on the shared matmul kernel; what
+ * neither takes (i32) is unsupported with cuBLASLt's absence as reason. */
 static void test_gemm_without_cublaslt(void** state) {
   (void)state;
   setenv("BP_CUBLASLT_PATH", "/nonexistent/libcublasLt.so.13", 1);
   open_device();
   setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1);
-  bp_tensor_desc_t d2 = desc(NULL, 0, BP_DTYPE_F32, 2, (int64_t[]){2, 2}, (int64_t[]){2, 1});
-  const bp_tensor_desc_t* in[] = {&d2, &d2};
-  const bp_tensor_desc_t* out[] = {&d2};
+  float x[4] = {1, 2, 3, 4}, o[4];
+  bpp_buffer_t bx = upload(x, sizeof x), bo = alloc_in(0, sizeof o);
+  bp_tensor_desc_t dx = desc(bx, 0, BP_DTYPE_F32, 2, (int64_t[]){2, 2}, (int64_t[]){2, 1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F32, 2, (int64_t[]){2, 2}, (int64_t[]){2, 1});
+  const bp_tensor_desc_t* in[] = {&dx, &dx};
+  const bp_tensor_desc_t* out[] = {&dout};
   bp_op_call_t c = call_of(BP_OP_mm, 2, in, out, NULL);
   char msg[256];
+  assert_int_equal(support(&c, msg), BP_SUPPORT_OK);
+  assert_int_equal(run(&c), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+  sync_ok(g_fx.s);
+  const float want[4] = {7, 10, 15, 22};
+  assert_memory_equal(o, want, sizeof o);
+  assert_int_equal(F->call_count("cublasLtMatmul"), 0);
+  dx.dtype = dout.dtype = BP_DTYPE_I32;
   assert_int_equal(support(&c, msg), BP_SUPPORT_OP);
   assert_non_null(strstr(msg, "no cuBLASLt (cannot load /nonexistent/libcublasLt.so.13"));
+  release_all((bpp_buffer_t[]){bx, bo}, 2);
+}
+
+/* ---- kernels of the shared source ------------------------------------------------ */
+/* add over broadcast operands in pinned memory (host-visible, so the test
+ * knows their device addresses): the launch's name, shape and parameters
+ * as the fake recorded them, and the result the fake computed by running
+ * the same kernel source as host C. */
+static void test_kernel_launch_add(void** state) {
+  (void)state;
+  open_device();
+  enum { R = 5, W = 70 };
+  float a[R * W], b[W], o[R * W];
+  for (int i = 0; i < R * W; ++i) a[i] = (float)i * 0.5f;
+  for (int i = 0; i < W; ++i) b[i] = (float)-i;
+  bpp_buffer_t ba = alloc_in(1, sizeof a), bb = alloc_in(1, 64 + sizeof b), bo = alloc_in(1, sizeof o);
+  void *pa, *pb, *po;
+  assert_int_equal(C->buffer_map(ba, 0, sizeof a, &pa), BP_OK);
+  assert_int_equal(C->buffer_map(bb, 0, 64 + sizeof b, &pb), BP_OK);
+  assert_int_equal(C->buffer_map(bo, 0, sizeof o, &po), BP_OK);
+  memcpy(pa, a, sizeof a);
+  memcpy((char*)pb + 64, b, sizeof b);
+  bp_tensor_desc_t da = desc(ba, 0, BP_DTYPE_F32, 2, (int64_t[]){R, W}, (int64_t[]){W, 1});
+  bp_tensor_desc_t db = desc(bb, 64, BP_DTYPE_F32, 2, (int64_t[]){R, W}, (int64_t[]){0, 1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F32, 2, (int64_t[]){R, W}, (int64_t[]){W, 1});
+  const bp_tensor_desc_t* in[] = {&da, &db};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_binary_attrs_t ba_attrs = {.struct_size = sizeof ba_attrs,
+                                .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 2.0}};
+  bp_op_call_t c = call_of(BP_OP_add, 2, in, out, &ba_attrs);
+  c.compute_dtype = BP_DTYPE_F32;
+  assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+  assert_int_equal(run(&c), BP_OK);
+  sync_ok(g_fx.s);
+  for (int i = 0; i < R * W; ++i) assert_float_equal(((float*)po)[i], a[i] + 2.0f * b[i % W], 0);
+  fake_cuda_launch_t l;
+  uint64_t n = 0;
+  F->last_launch(&l, &n);
+  assert_int_equal(n, 1);
+  assert_string_equal(l.name, "bp_ew_f32");
+  assert_int_equal(l.nparams, 9); /* 8 operand slots and the argument block */
+  assert_true((uint64_t)l.grid[0] * l.block[0] * l.grid[1] * l.block[1] >= R * W);
+  assert_int_equal(l.shared_bytes, 0);
+  /* Whole buffers are bound (offsets travel in the block): the inputs',
+   * the output's, unused slots the first operand's; the block is not
+   * any of them. */
+  uintptr_t want[3] = {(uintptr_t)pa, (uintptr_t)pb, (uintptr_t)po};
+  int seen[3] = {0, 0, 0};
+  for (int i = 0; i < 8; ++i) {
+    int known = 0;
+    for (int k = 0; k < 3; ++k)
+      if (l.params[i] == want[k]) seen[k] = known = 1;
+    assert_true(known);
+  }
+  assert_true(seen[0] && seen[1] && seen[2]);
+  for (int k = 0; k < 3; ++k) assert_true(l.params[8] != want[k]);
+  /* A module that does not load: the launch fails with the driver's error. */
+  release_all((bpp_buffer_t[]){ba, bb, bo}, 3);
+  assert_int_equal(teardown(state), 0);
+  setup(state);
+  open_device();
+  ba = alloc_in(1, sizeof a), bb = alloc_in(1, 64 + sizeof b), bo = alloc_in(1, sizeof o);
+  da.buffer = ba, db.buffer = bb, dout.buffer = bo;
+  F->fail_call("cuModuleLoadDataEx", 1, CUDA_ERROR_NOT_SUPPORTED);
+  assert_int_equal(run(&c), BP_UNIMPLEMENTED);
+  assert_non_null(strstr(g_msg, "loading kernel bp_ew_f32: CUDA_ERROR_NOT_SUPPORTED (801)"));
+  release_all((bpp_buffer_t[]){ba, bb, bo}, 3);
+}
+
+/* mm with neither stride 1 in an operand: cuBLASLt cannot take it, the
+ * shared matmul kernel (local-memory tiles, barriers) does. */
+static void test_kernel_matmul_fallback(void** state) {
+  (void)state;
+  open_device();
+  enum { N = 9, K = 5, M = 7 };
+  double a[N * K * 2], b[K * M], o[N * M];
+  for (int i = 0; i < N * K * 2; ++i) a[i] = (double)(i % 13) - 6.0;
+  for (int i = 0; i < K * M; ++i) b[i] = (double)(i % 5) * 0.5;
+  bpp_buffer_t ba = upload(a, sizeof a), bb = upload(b, sizeof b), bo = alloc_in(0, sizeof o);
+  /* A [N, K] read with a column stride of 2: no unit stride */
+  bp_tensor_desc_t da = desc(ba, 0, BP_DTYPE_F64, 2, (int64_t[]){N, K}, (int64_t[]){2 * K, 2});
+  bp_tensor_desc_t db = desc(bb, 0, BP_DTYPE_F64, 2, (int64_t[]){K, M}, (int64_t[]){M, 1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F64, 2, (int64_t[]){N, M}, (int64_t[]){M, 1});
+  const bp_tensor_desc_t* in[] = {&da, &db};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_op_call_t c = call_of(BP_OP_mm, 2, in, out, NULL);
+  assert_int_equal(support(&c, NULL), BP_SUPPORT_OK);
+  assert_int_equal(run(&c), BP_OK);
+  assert_int_equal(C->copy_device_to_host(g_fx.s, bo, 0, o, sizeof o), BP_OK);
+  sync_ok(g_fx.s);
+  for (int i = 0; i < N; ++i)
+    for (int j = 0; j < M; ++j) {
+      double want = 0;
+      for (int p = 0; p < K; ++p) want += a[i * 2 * K + 2 * p] * b[p * M + j];
+      assert_float_equal(o[i * M + j], want, 1e-12);
+    }
+  fake_cuda_launch_t l;
+  uint64_t n = 0;
+  F->last_launch(&l, &n);
+  assert_string_equal(l.name, "bp_matmul_f64");
+  assert_int_equal(F->call_count("cublasLtMatmul"), 0);
+  release_all((bpp_buffer_t[]){ba, bb, bo}, 3);
 }
 
 int main(void) {
@@ -883,6 +1012,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gemm_addmm, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gemm_linear_epilogues, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gemm_without_cublaslt, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_kernel_launch_add, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_kernel_matmul_fallback, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -45,8 +45,10 @@ int bp__gpu_matmul_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_
     }
     const bp_tensor_desc_t* in = call->inputs[0];
     const bp_tensor_desc_t* out = call->outputs[0];
+    const bp_tensor_desc_t* bias = call->num_inputs > 2 ? call->inputs[2] : NULL;
     if (in->rank < 1 || out->rank < 1 || !merge_lead(in, in->rank - 1, &s, &st) ||
-        !merge_lead(out, out->rank - 1, &s, &st)) {
+        !merge_lead(out, out->rank - 1, &s, &st) ||
+        (bias && bias->dtype != BP_DTYPE_INVALID && bias->rank > 1 && !merge_lead(bias, bias->rank - 1, &s, &st))) {
       bp_plugin_format(msg, cap, 0, "leading dims that no single stride walks");
       return BP_SUPPORT_LAYOUT;
     }
@@ -82,8 +84,12 @@ bp_status_t bp__gpu_matmul_run(const bp_gpu_device_caps_t* caps, const bp_op_cal
     a->stride_row[2] = st_c;
     a->stride_col[2] = C->strides[C->rank - 1];
     if (bias) {
-      a->stride_row[3] = 0;
-      a->stride_col[3] = bias->rank ? bias->strides[bias->rank - 1] : 0;
+      /* bias broadcasts to [m, n]: a scalar, a row [n], or the output's
+       * shape (leading dims merged like the output's). */
+      int64_t bs = 1, bst = 0;
+      if (bias->rank > 1) merge_lead(bias, bias->rank - 1, &bs, &bst);
+      a->stride_row[3] = bs > 1 ? bst : 0;
+      a->stride_col[3] = bias->rank && bias->sizes[bias->rank - 1] != 1 ? bias->strides[bias->rank - 1] : 0;
     }
   } else {
     uint32_t base = op == BP_OP_addmm ? 1 : 0;

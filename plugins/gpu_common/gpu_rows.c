@@ -155,7 +155,10 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   }
   if (nrows == 0) return BP_OK;
   if (ncols == 0 && !is_reduction(op)) return BP_OK;
-  if (ncols == 0 && op != BP_OP_sum && op != BP_OP_prod && op != BP_OP_any && op != BP_OP_mean)
+  /* Empty reductions: sum 0, prod 1, any false, mean and var NaN, logsumexp
+   * -inf (the kernel's arithmetic gives each); the rest have no value. */
+  if (ncols == 0 && op != BP_OP_sum && op != BP_OP_prod && op != BP_OP_any && op != BP_OP_mean && op != BP_OP_var &&
+      op != BP_OP_logsumexp)
     return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s of an empty dim", bp_kit_op_name(op));
   a->nrows = nrows;
   a->ncols = ncols;

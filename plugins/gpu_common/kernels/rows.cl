@@ -210,8 +210,10 @@ BP_KERNEL void ROWS_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_
           q += d * d;
         }
         q = group_reduce(sh, q, K_SUM);
+        /* PyTorch divides by max(0, n - correction): inf (NaN for 0 / 0)
+         * when the correction leaves no degree of freedom. */
         ACC dof = (ACC)ncols - (ACC)A->p0;
-        ACC v = dof > (ACC)0 ? q / dof : (ACC)NAN;
+        ACC v = q / (dof > (ACC)0 ? dof : (ACC)0);
         if (A->p1 != 0.0) v = sqrt(v);
         if (lid == 0) ST(1, roff[1], v);
         break;

@@ -47,7 +47,7 @@ typedef struct wbuf {
 } wbuf_t;
 
 static void put(wbuf_t* w, const void* src, uint64_t n) {
-  if (w->oom) return;
+  if (w->oom || n == 0) return;
   if (w->n + n > w->cap) {
     uint64_t cap = w->cap ? w->cap * 2 : 1024;
     while (cap < w->n + n) cap *= 2;

@@ -709,6 +709,73 @@ static void test_fused_program(void** state) {
   vt->core->instance_destroy(inst);
 }
 
+/* Compiled regions through the public API (region.h): an EW_PROGRAM region
+ * runs on the elementwise kernel, other kinds are refused with a reason,
+ * and the claim comes from the core (no region_claim slot). */
+static void test_compiled_region(void** state) {
+  env_t* e = *state;
+  enum { M = 33, N = 29 };
+  float a[M * N], b[N], got[M * N];
+  fill(a, M * N, 12);
+  fill(b, N, 13);
+  bp_tensor_t* ta = tensor_f32(e, 2, (int64_t[]){M, N}, a);
+  bp_tensor_t* tb = tensor_f32(e, 1, (int64_t[]){N}, b);
+  bp_tensor_t* to = tensor_f32(e, 2, (int64_t[]){M, N}, NULL);
+  bp_ew_instr_t ins[] = {{BP_EW_LOAD_INPUT, 0, 0, 0, 0, 0}, {BP_EW_LOAD_INPUT, 1, 1, 0, 0, 0},
+                         {BP_OP_mul, 2, 0, 1, 0, 0},        {BP_EW_LOAD_CONST, 3, 0, 0, 0, 0},
+                         {BP_OP_add, 2, 2, 3, 0, 0},        {BP_OP_relu, 2, 2, 0, 0, 0},
+                         {BP_EW_STORE, 0, 0, 2, 0, 0}};
+  bp_scalar_t c = {.kind = BP_SCALAR_FLOAT, .v.f = 0.25};
+  bp_ew_program_t prog = {.struct_size = sizeof prog, .num_instrs = 7, .num_registers = 4, .num_inputs = 2,
+                          .num_outputs = 1, .num_constants = 1, .compute_dtype = BP_DTYPE_F32,
+                          .instr_stride = sizeof ins[0], .instrs = ins, .constants = &c};
+  bp_tensor_desc_t v2 = {.struct_size = sizeof v2, .dtype = BP_DTYPE_F32, .rank = 2, .sizes = {M, N}, .strides = {N, 1}};
+  bp_tensor_desc_t v1 = {.struct_size = sizeof v1, .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {N}, .strides = {1}};
+  const bp_tensor_desc_t* vals[3] = {&v2, &v1, &v2};
+  bp_region_desc_t d = {.struct_size = sizeof d, .kind = BP_REGION_EW_PROGRAM, .num_values = 3, .num_args = 3,
+                        .num_inputs = 2, .values = vals, .program = &prog};
+  bp_region_t* r = NULL;
+  bp_support_t why = {.struct_size = sizeof why};
+  assert_int_equal(bp_region_compile(e->dev, &d, &why, &r), BP_OK);
+  const bp_tensor_t* args[3] = {ta, tb, to};
+  assert_int_equal(bp_region_launch(e->s, r, args, 3, NULL), BP_OK);
+  read_f32(e, to, got);
+  assert_int_equal(bp_stream_synchronize(e->s), BP_OK);
+  for (int i = 0; i < M * N; i++) {
+    float x = a[i] * b[i % N] + 0.25f;
+    assert_true(got[i] == (x < 0 ? 0.0f : x));
+  }
+  /* Saved bytes are not something this plugin makes. */
+  uint64_t size = 0;
+  assert_int_equal(bp_region_serialize(r, NULL, 0, &size), BP_UNIMPLEMENTED);
+  bp_region_release(r);
+  /* An EPILOGUE region: refused with a reason. */
+  uint32_t ids0[3] = {0, 1, 3}, ids1[2] = {3, 2};
+  bp_tensor_desc_t sq = {.struct_size = sizeof sq, .dtype = BP_DTYPE_F32, .rank = 2, .sizes = {4, 4}, .strides = {4, 1}};
+  const bp_tensor_desc_t* sqv[4] = {&sq, &sq, &sq, &sq};
+  bp_region_node_t n0 = {.struct_size = sizeof n0, .op_id = BP_OP_mm, .num_inputs = 2, .num_outputs = 1,
+                         .inputs = ids0, .outputs = ids0 + 2};
+  bp_region_node_t n1 = {.struct_size = sizeof n1, .op_id = BP_OP_relu, .num_inputs = 1, .num_outputs = 1,
+                         .inputs = ids1, .outputs = ids1 + 1};
+  const bp_region_node_t* nodes[2] = {&n0, &n1};
+  bp_region_desc_t ep = {.struct_size = sizeof ep, .kind = BP_REGION_EPILOGUE, .num_values = 4, .num_args = 3,
+                         .num_inputs = 2, .num_nodes = 2, .values = sqv, .nodes = nodes};
+  r = NULL;
+  assert_int_equal(bp_region_compile(e->dev, &ep, &why, &r), BP_UNIMPLEMENTED);
+  assert_null(r);
+  assert_int_equal(why.supported, 0);
+  assert_non_null(strstr(why.message, "EW_PROGRAM"));
+  /* The claim of the same nodes as a graph: each supported node its own group. */
+  ep.kind = BP_REGION_GRAPH;
+  uint32_t groups[2];
+  assert_int_equal(bp_device_claim_region(e->dev, &ep, groups, NULL), BP_OK);
+  assert_int_equal(groups[0], 1);
+  assert_int_equal(groups[1], 2);
+  bp_tensor_release(ta);
+  bp_tensor_release(tb);
+  bp_tensor_release(to);
+}
+
 /* ---- support answers ------------------------------------------------------- */
 static void test_support_answers(void** state) {
   env_t* e = *state;
@@ -752,6 +819,7 @@ int main(void) {
       cmocka_unit_test(test_gather_index_select_embedding),
       cmocka_unit_test(test_conv2d_and_pooling),
       cmocka_unit_test(test_fused_program),
+      cmocka_unit_test(test_compiled_region),
       cmocka_unit_test(test_support_answers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

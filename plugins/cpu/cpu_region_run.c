@@ -10,8 +10,8 @@
 
 #define NONE_ID UINT32_MAX
 /* Bytes of product per row block (about half of a typical L2). */
-#define CPU_GEMM_BLOCK_BYTES (256u << 10)
-#define CPU_GEMM_MIN_ROWS 32
+#define CPU_GEMM_BLOCK_BYTES (2u << 20)
+#define CPU_GEMM_MIN_ROWS 256
 
 typedef struct run_ctx {
   const struct bpp_executable_s* exe;

@@ -77,6 +77,8 @@ struct bp_graph_exec {
   uint32_t* node_dev;      /* per node */
   char (*node_reason)[160]; /* per node: why it runs where it does */
   uint32_t* value_home;    /* per value: device of its home slot (UINT32_MAX: none) */
+  double* est_cost;        /* placement: per node and device, the plugin's estimate in ns (0: none) */
+  uint32_t est_nodes;      /* nodes est_cost covers */
   bpg_slot_t* slots;
   uint32_t num_slots, cap_slots;
   uint32_t* home_slot;     /* per value: slot on its home device (UINT32_MAX: none) */

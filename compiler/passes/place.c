@@ -18,8 +18,9 @@
  * Ties go to the earlier device in the user's order, so the result is
  * deterministic.
  *
- * The roofline: max(flops / peak, bytes / bandwidth) + launch overhead,
- * from bp_device_properties; a device reporting no figures is assumed to
+ * A node's time is the plugin's estimate (bp_device_estimate_cost) where it
+ * gives one, else the roofline: max(flops / peak, bytes / bandwidth) +
+ * launch overhead, from bp_device_properties; a device reporting no figures is assumed to
  * do 1 GFLOP/s and 10 GB/s and the report says so.
  */
 #include <math.h>
@@ -68,6 +69,10 @@ static uint64_t bpg_node_io_bytes(const bp_graph_t* g, const bpg_node_t* node, d
 }
 
 double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
+  if (x->est_cost != NULL && n < x->est_nodes) {
+    double e = x->est_cost[(size_t)n * x->num_devs + d];
+    if (e > 0) return e; /* the plugin's estimate */
+  }
   const bpg_dev_t* dev = &x->devs[d];
   double flops;
   uint64_t bytes = bpg_node_io_bytes(x->g, &x->g->nodes[n], &flops);
@@ -83,8 +88,10 @@ double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, ui
   return (double)bytes / bw * 1e9 + 10000.0; /* 10 us per copy: an event wait and a submission */
 }
 
-/* The support answer of device d for node n at its concrete shapes. */
-bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out) {
+/* Node n as an op call at its concrete shapes, asked of device d: the
+ * support answer (out) or the plugin's cost estimate (est). */
+static bp_status_t bpg_ask(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out,
+                           bp_cost_estimate_t* est) {
   const bpg_node_t* node = &x->g->nodes[n];
   enum { MAXI = 64 };
   bp_tensor_desc_t in_store[MAXI], out_store[4];
@@ -119,9 +126,29 @@ bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_suppo
       (out_store[0].dtype == BP_DTYPE_BOOL || node->op == BP_OP_to_copy)) {
     call.compute_dtype = in_store[0].dtype;
   }
+  if (est != NULL) {
+    memset(est, 0, sizeof(*est));
+    est->struct_size = sizeof(*est);
+    return bp_device_estimate_cost(x->devs[d].device, &call, est);
+  }
   memset(out, 0, sizeof(*out));
   out->struct_size = sizeof(*out);
   return bp_device_query_support(x->devs[d].device, &call, out);
+}
+
+bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out) {
+  return bpg_ask(x, n, d, out, NULL);
+}
+
+/* The plugin's time for node n on device d in ns, or 0 when it gives none
+ * (the roofline is used then). Nodes with default attributes are not asked:
+ * the core hands estimate_cost the caller's attributes as they are. */
+static double bpg_estimate(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
+  const bpg_node_t* node = &x->g->nodes[n];
+  if (node->attrs == NULL && bpg_op_attrs_size(node->op) > 0) return 0;
+  bp_cost_estimate_t est;
+  if (bpg_ask(x, n, d, NULL, &est) != BP_OK || !(est.time_ns > 0) || est.time_ns > 1e15) return 0;
+  return est.time_ns;
 }
 
 /* Bytes of a value as memory planning lays it out (aligned). */
@@ -292,7 +319,14 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
     st = bpg_error(BP_INVALID_ARGUMENT, "place: forbid-fallback needs a preferred device");
     goto done;
   }
-  /* Claims. */
+  /* Claims, and the plugins' cost estimates where they give them. */
+  free(x->est_cost);
+  x->est_cost = calloc((size_t)g->num_nodes * nd + 1, sizeof(double));
+  x->est_nodes = g->num_nodes;
+  if (x->est_cost == NULL) {
+    st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
+    goto done;
+  }
   for (uint32_t n = 0; n < g->num_nodes; ++n) {
     if (g->nodes[n].dead) continue;
     for (uint32_t d = 0; d < nd; ++d) {
@@ -300,6 +334,7 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       st = bpg_claim(x, n, d, &s);
       if (st != BP_OK) goto done;
       ok[(size_t)n * nd + d] = (uint8_t)(s.supported != 0);
+      if (s.supported) x->est_cost[(size_t)n * nd + d] = bpg_estimate(x, n, d);
       if (!s.supported) {
         snprintf(why[(size_t)n * nd + d], sizeof(why[0]), "%s: %.110s", bp_support_reason_name(s.reason),
                  s.message[0] ? s.message : "not supported");
@@ -418,8 +453,9 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "fallback (preferred device: %.120s)",
                  why[(size_t)n * nd + (uint32_t)prefer][0] ? why[(size_t)n * nd + (uint32_t)prefer] : "memory limit");
       } else {
-        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "cheapest: %.1f us (next %.1f us)",
-                 best / 1e3, second / 1e3);
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "cheapest: %.1f us (next %.1f us)%s",
+                 best / 1e3, second / 1e3,
+                 x->est_cost[(size_t)n * nd + (uint32_t)bd] > 0 ? ", plugin estimate" : ", roofline");
       }
     }
     uint32_t here = x->node_dev[n];

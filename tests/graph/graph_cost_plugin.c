@@ -2,6 +2,8 @@
  * real results in host memory) compiled in, answering as COST_NAME and
  * declaring COST_PEAK FLOP/s and COST_BANDWIDTH bytes/s, so two copies
  * with different figures give the cost model two devices to choose from.
+ * With COST_ESTIMATE_NS it also answers estimate_cost with that time for
+ * every call (the compiler must prefer it to its roofline).
  * Test-only.
  */
 #define bp_plugin_negotiate bp__template_negotiate
@@ -10,6 +12,19 @@
 
 static bp_plugin_vtable_t g_cost_vtable;
 static bpp_core_table_t g_cost_core;
+static bpp_caps_table_t g_cost_caps;
+
+#ifdef COST_ESTIMATE_NS
+static bp_status_t cost_estimate(bpp_device_t device, const bp_op_call_t* call, bp_cost_estimate_t* out) {
+  (void)device;
+  (void)call;
+  out->confidence = 50;
+  out->time_ns = COST_ESTIMATE_NS;
+  out->flops = 0;
+  out->bytes = 0;
+  return BP_OK;
+}
+#endif
 
 static bp_status_t cost_properties(bpp_device_t device, bp_device_properties_t* props) {
   bp_status_t st = device_get_properties(device, props);
@@ -29,6 +44,11 @@ bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req, bp_negotiate_
   g_cost_core = *g_cost_vtable.core;
   g_cost_core.device_get_properties = cost_properties;
   g_cost_vtable.core = &g_cost_core;
+  g_cost_caps = *g_cost_vtable.caps;
+#ifdef COST_ESTIMATE_NS
+  g_cost_caps.estimate_cost = cost_estimate;
+#endif
+  g_cost_vtable.caps = &g_cost_caps;
   reply->vtable = &g_cost_vtable;
   reply->name = COST_NAME;
   return BP_OK;

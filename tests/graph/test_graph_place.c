@@ -17,7 +17,7 @@
 #include "backplane/graph.h"
 #include "graph_fixture.h"
 
-static bp_device_t *g_fast, *g_slow;
+static bp_device_t *g_fast, *g_slow, *g_est;
 
 static int setup(void** state) {
   (void)state;
@@ -31,6 +31,9 @@ static int setup(void** state) {
   if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
   snprintf(path, sizeof(path), "%s/libbp_graph_slowdev.so", GRAPH_COST_DIR);
   if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
+  snprintf(path, sizeof(path), "%s/libbp_graph_estdev.so", GRAPH_COST_DIR);
+  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "estdev:0", &g_est) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "fastdev:0", &g_fast) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "slowdev:0", &g_slow) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
@@ -126,6 +129,26 @@ static void test_cheaper_device_wins(void** state) {
   bp_graph_release(g);
 }
 
+/* A plugin's estimate wins over the roofline of its figures: estdev declares
+ * the slow figures (2 ms for relu over 1 MiB by its roofline, where fastdev
+ * would take 4 us plus a 110 us copy of the input) but estimates 1 us per op. */
+static void test_plugin_estimate_wins(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_ew);
+  bp_device_t* devs[2] = {g_est, g_fast}; /* the input lives on estdev */
+  bp_graph_compile_options_t o = opts(devs, 2);
+  o.flags = BP_GRAPH_NO_ISLANDS;
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  expect_node_on(x, "r1", "estdev:0");
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "plugin estimate"));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 static void test_op_only_one_device_runs(void** state) {
   (void)state;
   /* mm and softmax: only the CPU plugin; relu and add: all three. */
@@ -209,6 +232,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_query_fills_default_attrs),
       cmocka_unit_test(test_cheaper_device_wins),
+      cmocka_unit_test(test_plugin_estimate_wins),
       cmocka_unit_test(test_op_only_one_device_runs),
       cmocka_unit_test(test_forbid_fallback_lists_nodes),
   };

@@ -127,6 +127,8 @@ FIELDS(bp_paged_attention_attrs_t, F1(bp_paged_attention_attrs_t, sliding_window
        F1(bp_paged_attention_attrs_t, scale, K_F64))
 FIELDS(bp_qkv_rotary_attrs_t, F1(bp_qkv_rotary_attrs_t, num_heads, K_U32)
        F1(bp_qkv_rotary_attrs_t, num_kv_heads, K_U32) F1(bp_qkv_rotary_attrs_t, interleaved, K_U32))
+FIELDS(bp_moe_topk_attrs_t, F1(bp_moe_topk_attrs_t, top_k, K_U32)
+       F1(bp_moe_topk_attrs_t, renormalize, K_U32))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

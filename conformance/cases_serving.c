@@ -14,6 +14,8 @@
  * qkv_rotary: neox and GPT-J styles, full and partial rotary dims, odd head
  *   sizes past the rotary dim, GQA and MQA, with and without bias, one
  *   token, an f32 cos_sin_cache for half-precision inputs.
+ * moe_topk_softmax: k of 1, 2, 8 and all experts, with and without
+ *   renormalization, ties (integer logits), one token and none.
  */
 #include <string.h>
 
@@ -26,6 +28,7 @@ void bpc_gen_penalty(bpc_gen_t* g);
 void bpc_gen_kv_cache_append(bpc_gen_t* g);
 void bpc_gen_paged_attention(bpc_gen_t* g);
 void bpc_gen_qkv_rotary(bpc_gen_t* g);
+void bpc_gen_moe_topk(bpc_gen_t* g);
 
 static const uint32_t kFloats[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_F16, BP_DTYPE_BF16};
 
@@ -252,6 +255,44 @@ void bpc_gen_qkv_rotary(bpc_gen_t* g) {
       a->num_heads = (uint32_t)specs[k].H;
       a->num_kv_heads = (uint32_t)specs[k].Hkv;
       a->interleaved = specs[k].interleaved;
+    }
+  }
+}
+
+/* ---- moe_topk_softmax ------------------------------------------------------------ */
+
+void bpc_gen_moe_topk(bpc_gen_t* g) {
+  static const struct {
+    const char* axis;
+    int64_t T, E;
+    uint32_t k, renorm, values;
+    int quick;
+  } specs[] = {
+      {"top2_renorm", 33, 8, 2, 1, BPC_V_RANDOM, 1},
+      {"top2", 33, 8, 2, 0, BPC_V_RANDOM, 0},
+      {"top1", 17, 16, 1, 0, BPC_V_RANDOM, 0},
+      {"top8_of_64", 9, 64, 8, 1, BPC_V_RANDOM, 1},
+      {"all", 5, 6, 6, 1, BPC_V_RANDOM, 0},
+      {"ties", 40, 8, 3, 1, BPC_V_INTEGRAL, 1},
+      {"one_token", 1, 60, 4, 1, BPC_V_RANDOM, 0},
+      {"no_tokens", 0, 8, 2, 1, BPC_V_RANDOM, 0},
+  };
+  for (size_t t = 0; t < COUNT(kFloats); t++) {
+    for (size_t k = 0; k < COUNT(specs); k++) {
+      if (g->quick && !specs[k].quick) continue;
+      bpc_case_t* c = bpc_gen_new(g, bpc_dtype_name(kFloats[t]), specs[k].axis, 0);
+      if (!c) return;
+      c->num_inputs = 1;
+      c->num_outputs = 2;
+      bpc_operand_set(&c->in[0], kFloats[t], S2(specs[k].T, specs[k].E), 0, specs[k].values,
+                      specs[k].values == BPC_V_INTEGRAL ? -2 : -4, specs[k].values == BPC_V_INTEGRAL ? 2 : 4);
+      for (int o = 0; o < 2; o++) bpc_operand_set(&c->out[o], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
+      c->has_attrs = 1;
+      bp_moe_topk_attrs_t* a = &c->attrs.moe_topk;
+      memset(a, 0, sizeof *a);
+      a->struct_size = sizeof *a;
+      a->top_k = specs[k].k;
+      a->renormalize = specs[k].renorm;
     }
   }
 }

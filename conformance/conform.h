@@ -299,6 +299,7 @@ typedef union bpc_attrs {
   bp_penalty_attrs_t penalty;
   bp_paged_attention_attrs_t paged;
   bp_qkv_rotary_attrs_t qkv;
+  bp_moe_topk_attrs_t moe_topk;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

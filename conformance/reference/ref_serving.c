@@ -31,6 +31,7 @@ void bpc_gen_penalty(struct bpc_gen* g);
 void bpc_gen_kv_cache_append(struct bpc_gen* g);
 void bpc_gen_paged_attention(struct bpc_gen* g);
 void bpc_gen_qkv_rotary(struct bpc_gen* g);
+void bpc_gen_moe_topk(struct bpc_gen* g);
 
 static int is_float4(uint32_t d) {
   return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
@@ -453,6 +454,51 @@ static bp_status_t ref_qkv_rotary(const bpc_case_t* c, const bpc_host_tensor_t* 
   return BP_OK;
 }
 
+/* ---- moe_topk_softmax ------------------------------------------------------------- */
+
+static bp_status_t ref_moe_topk(const bpc_case_t* c, const bpc_host_tensor_t* in,
+                                bpc_ref_result_t* res) {
+  const bpc_host_tensor_t* x = &in[0];
+  const bp_moe_topk_attrs_t* a = &c->attrs.moe_topk;
+  if (!is_float4(x->dtype) || x->rank != 2 || a->top_k < 1 || (int64_t)a->top_k > x->sizes[1]) {
+    return bpc_ref_reject(res, "moe_topk_softmax: logits [T, E], 1 <= top_k <= E");
+  }
+  int64_t T = x->sizes[0], E = x->sizes[1], k = a->top_k, s[2] = {T, k};
+  uint32_t wd = x->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  res->num_outputs = 2;
+  res->compute_dtype = wd;
+  bp_status_t st = bpc_expected_init(&res->out[0], wd, 2, s, 1);
+  if (st == BP_OK) st = bpc_expected_init(&res->out[1], BP_DTYPE_I64, 2, s, 0);
+  if (st != BP_OK) return st;
+  for (int64_t t = 0; t < T; t++) {
+    double m = -INFINITY, z = 0.0, sel = 0.0;
+    for (int64_t e = 0; e < E; e++) m = fmax(m, ld(x, t * E + e));
+    for (int64_t e = 0; e < E; e++) z += exp(ld(x, t * E + e) - m);
+    for (int64_t r = 0; r < k; r++) {
+      /* the r-th largest logit, ties by the lower id: count those before */
+      int64_t best = -1;
+      for (int64_t e = 0; e < E; e++) {
+        int64_t rank = 0;
+        for (int64_t f = 0; f < E; f++) {
+          double lf = ld(x, t * E + f), le = ld(x, t * E + e);
+          rank += lf > le || (lf == le && f < e);
+        }
+        if (rank == r) best = e;
+      }
+      res->out[1].i[t * k + r] = best;
+      res->out[0].f[t * k + r] = exp(ld(x, t * E + best) - m) / z;
+      sel += res->out[0].f[t * k + r];
+    }
+    for (int64_t r = 0; r < k; r++) {
+      double p = res->out[0].f[t * k + r];
+      if (a->renormalize) res->out[0].f[t * k + r] = p / sel;
+      res->out[0].mag[t * k + r] = fabs(res->out[0].f[t * k + r]);
+      res->out[0].nterms[t * k + r] = (double)E + 8.0 + 4.0 * (m - ld(x, t * E + res->out[1].i[t * k + r]));
+    }
+  }
+  return BP_OK;
+}
+
 static const bpc_ref_group_t k_groups[] = {
     {ref_sample, BPC_ACC_EXACT, 0, BPC_OPS(BP_OP_sample), bpc_gen_sample, check_sample},
     {ref_penalty, BPC_ACC_DIVSQRT, 0, BPC_OPS(BP_OP_repetition_penalty), bpc_gen_penalty, NULL},
@@ -461,6 +507,7 @@ static const bpc_ref_group_t k_groups[] = {
     {ref_paged_attention, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_paged_attention),
      bpc_gen_paged_attention, NULL},
     {ref_qkv_rotary, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_qkv_rotary), bpc_gen_qkv_rotary, NULL},
+    {ref_moe_topk, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_moe_topk_softmax), bpc_gen_moe_topk, NULL},
 };
 
 const bpc_ref_family_t bpc_ref_family_serving = BPC_FAMILY(serving, k_groups);

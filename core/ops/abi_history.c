@@ -27,8 +27,9 @@
  * exec table (compiled regions, load.c); the serving
  * ops sample, repetition_penalty (ids 154, 155, family SAMPLE),
  * kv_cache_append, paged_attention (ids 156, 157, family PAGED_ATTENTION),
- * qkv_rotary (id 158, family ATTENTION). */
-#define BP__OP_COUNT_1_2 159u
+ * qkv_rotary (id 158, family ATTENTION), moe_topk_softmax (id 159, family
+ * MOE). */
+#define BP__OP_COUNT_1_2 160u
 #define BP__DTYPE_COUNT_1_2 27u
 _Static_assert(BP__OP_COUNT_1_2 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
 _Static_assert(BP__DTYPE_COUNT_1_2 == BP_DTYPE_COUNT_,

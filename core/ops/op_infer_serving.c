@@ -281,3 +281,25 @@ bp_status_t bp__infer_qkv_rotary(bp__infer_t* x) {
   if (st == BP_OK) st = bp__infer_set_out(x, 2, in->dtype, 3, ks);
   return st;
 }
+
+/* ---- mixture of experts ---------------------------------------------------------- */
+
+/* moe_topk_softmax(router_logits [T, E]) -> weights [T, k] (f32; f64 for
+ * f64 logits), ids [T, k] i64. */
+bp_status_t bp__infer_moe_topk_softmax(bp__infer_t* x) {
+  const bp_moe_topk_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t* l = &x->in[0];
+  bp_status_t st = srv_float(x, 0);
+  if (st == BP_OK) st = srv_rank(x, 0, 2, "[tokens, num_experts]");
+  if (st != BP_OK) return st;
+  if (a->top_k < 1 || (int64_t)a->top_k > l->sizes[1]) {
+    return bp__infer_fail(x, "attrs.top_k = %u must be in 1..%lld (the number of experts)",
+                          a->top_k, (long long)l->sizes[1]);
+  }
+  uint32_t wd = l->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  x->compute_dtype = wd;
+  int64_t s[2] = {l->sizes[0], a->top_k};
+  st = bp__infer_set_out(x, 0, wd, 2, s);
+  if (st == BP_OK) st = bp__infer_set_out(x, 1, BP_DTYPE_I64, 2, s);
+  return st;
+}

@@ -82,7 +82,8 @@ enum bp_op_family {
   BP_OP_FAMILY_QUANT = 24,     /* quantize, dequantize, quantized matmuls */
   BP_OP_FAMILY_SAMPLE = 25,    /* token sampling from logits rows, logit penalties */
   BP_OP_FAMILY_PAGED_ATTENTION = 26, /* KV cache in fixed-size blocks: append, attention */
-  BP_OP_FAMILY_COUNT_ = 27
+  BP_OP_FAMILY_MOE = 27,       /* mixture of experts: routing */
+  BP_OP_FAMILY_COUNT_ = 28
 };
 
 /* The family of op id `op`; BP_OP_FAMILY_INVALID for 0 and ids past the
@@ -541,6 +542,16 @@ typedef struct bp_qkv_rotary_attrs {
   uint32_t interleaved;  /* 0: rotate halves (GPT-NeoX); 1: pairs (GPT-J) */
 } bp_qkv_rotary_attrs_t;
 
+/* moe_topk_softmax (ABI 1.2): the top_k experts of each token by router
+ * logit, with their softmax probabilities (docs/semantics.md, "Mixture of
+ * experts"). */
+typedef struct bp_moe_topk_attrs {
+  uint32_t struct_size;
+  uint32_t top_k;       /* experts per token, 1..num_experts (required) */
+  uint32_t renormalize; /* 1: the k weights are divided by their sum */
+  uint32_t reserved0;
+} bp_moe_topk_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -557,7 +568,8 @@ typedef struct bp_qkv_rotary_attrs {
   X(bp_arange_attrs_t) X(bp_random_attrs_t) X(bp_fft_attrs_t)                 \
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
-  X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)
+  X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
+  X(bp_moe_topk_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -607,6 +619,7 @@ typedef struct bp_qkv_rotary_attrs {
 #define BP_ATTRS_V1_SIZE_bp_penalty_attrs_t 32u         /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_paged_attention_attrs_t 16u /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_qkv_rotary_attrs_t 16u      /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_moe_topk_attrs_t 16u        /* ABI 1.2 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

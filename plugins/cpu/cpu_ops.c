@@ -21,7 +21,7 @@ static int cpu_core_family(uint32_t op) {
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
-  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv)
+  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv) X(moe)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -72,7 +72,7 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
  * strided ones; cpu_call_require_dense checks at exec). */
 static int serving_dense(uint32_t family, uint32_t op) {
   return family == BP_OP_FAMILY_SAMPLE || family == BP_OP_FAMILY_PAGED_ATTENTION ||
-         op == BP_OP_qkv_rotary;
+         family == BP_OP_FAMILY_MOE || op == BP_OP_qkv_rotary;
 }
 
 static int desc_dense(const bp_tensor_desc_t* d) {

@@ -371,6 +371,20 @@ static void test_qkv_rotary_errors(void** state) {
                 BP_INVALID_ARGUMENT, "num_heads a multiple of num_kv_heads");
 }
 
+/* moe_topk_softmax: top_k outside 1..E is refused by the rule. */
+static void test_moe_topk_bad_k(void** state) {
+  (void)state;
+  int64_t ls[2] = {3, 4};
+  bp_tensor_t* l = ops_tensor(g_cpu, BP_DTYPE_F32, 2, ls);
+  bp_tensor_t *w = NULL, *ids = NULL;
+  bp_moe_topk_attrs_t a = {sizeof a, 5, 1, 0};
+  assert_status(bp_op_moe_topk_softmax(g_stream, l, &a, &w, &ids), BP_INVALID_ARGUMENT,
+                "attrs.top_k = 5 must be in 1..4");
+  a.top_k = 0;
+  assert_status(bp_op_moe_topk_softmax(g_stream, l, &a, &w, &ids), BP_INVALID_ARGUMENT,
+                "attrs.top_k = 0");
+}
+
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
   if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
@@ -385,6 +399,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_kv_cache_append_errors, ops_release_all),
       cmocka_unit_test_teardown(test_paged_attention_errors, ops_release_all),
       cmocka_unit_test_teardown(test_qkv_rotary_errors, ops_release_all),
+      cmocka_unit_test_teardown(test_moe_topk_bad_k, ops_release_all),
   };
   int failed = cmocka_run_group_tests_name("serving", tests, NULL, NULL);
   bp_stream_release(g_stream);

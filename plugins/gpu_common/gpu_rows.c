@@ -17,7 +17,7 @@ int bp__gpu_rows_implemented(uint32_t op) {
     case BP_OP_sum: case BP_OP_mean: case BP_OP_prod: case BP_OP_amax: case BP_OP_amin: case BP_OP_any:
     case BP_OP_argmax: case BP_OP_argmin: case BP_OP_max_dim: case BP_OP_min_dim: case BP_OP_var:
     case BP_OP_logsumexp: case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm:
-    case BP_OP_rms_norm: case BP_OP_add_rms_norm: case BP_OP_add_layer_norm:
+    case BP_OP_rms_norm: case BP_OP_add_rms_norm: case BP_OP_add_layer_norm: case BP_OP_cumsum:
       return 1;
     default:
       return 0;
@@ -37,7 +37,7 @@ static int is_reduction(uint32_t op) {
 
 /* Ops whose math is floating whatever the input. */
 static int float_math(uint32_t op) {
-  return op == BP_OP_mean || op == BP_OP_var || op == BP_OP_logsumexp || !is_reduction(op);
+  return op == BP_OP_mean || op == BP_OP_var || op == BP_OP_logsumexp || (!is_reduction(op) && op != BP_OP_cumsum);
 }
 
 /* The set of reduced (col) dims of the input, as a bit mask; -1 when a
@@ -55,6 +55,12 @@ static int64_t col_mask(const bp_op_call_t* call) {
       if (rank) mask |= 1u << d;
     }
     return mask;
+  }
+  if (op == BP_OP_cumsum) {
+    int64_t d = ((const bp_dim_attrs_t*)call->attrs)->dim;
+    d = d < 0 ? d + wrap : d;
+    if (d < 0 || d >= wrap) return -1;
+    return rank ? (int64_t)(1u << d) : 0;
   }
   if (op == BP_OP_softmax || op == BP_OP_log_softmax) {
     int64_t d = ((const bp_softmax_attrs_t*)call->attrs)->dim;
@@ -154,7 +160,7 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
     }
   }
   if (nrows == 0) return BP_OK;
-  if (ncols == 0 && !is_reduction(op)) return BP_OK;
+  if (ncols == 0 && !is_reduction(op)) return BP_OK; /* nothing to write (cumsum too) */
   /* Empty reductions: sum 0, prod 1, any false, mean and var NaN, logsumexp
    * -inf (the kernel's arithmetic gives each); the rest have no value. */
   if (ncols == 0 && op != BP_OP_sum && op != BP_OP_prod && op != BP_OP_any && op != BP_OP_mean && op != BP_OP_var &&
@@ -172,7 +178,7 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   bind(a, 0, in, SHAPE_INPUT, rows, nrow, cols, ncol);
   uint32_t nops = 1;
   switch (op) {
-    case BP_OP_softmax: case BP_OP_log_softmax:
+    case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_cumsum:
       bind(a, 1, call->outputs[0], SHAPE_INPUT, rows, nrow, cols, ncol);
       nops = 2;
       break;
@@ -222,8 +228,10 @@ bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   a->nops = nops;
   int fl = bp_dtype_is_float(in->dtype) || bp_dtype_is_float(call->outputs[0]->dtype) || float_math(op);
   if ((op == BP_OP_argmax || op == BP_OP_argmin) && !bp_dtype_is_float(in->dtype)) fl = 0;
+  /* cumsum converts its input to the output dtype first: the output decides. */
+  if (op == BP_OP_cumsum) fl = bp_dtype_is_float(call->outputs[0]->dtype);
   if (op == BP_OP_softmax || op == BP_OP_log_softmax || op == BP_OP_logsumexp) l.program = BP_GPU_PROGRAM_rows_softmax;
-  else if (!is_reduction(op)) l.program = BP_GPU_PROGRAM_rows_norm;
+  else if (!is_reduction(op) && op != BP_OP_cumsum) l.program = BP_GPU_PROGRAM_rows_norm;
   else l.program = fl ? BP_GPU_PROGRAM_rows_reduce_f : BP_GPU_PROGRAM_rows_reduce_i;
   l.num_operands = BP_GPU_ROW_MAX_OPERANDS;
   l.operands[0] = in;

@@ -125,6 +125,24 @@ BP_INLINE void group_argreduce(BP_LOCAL ACC* sh, BP_LOCAL bp_i64* shi, int want_
   BP_BARRIER();
 }
 
+/* `v` converted to dtype dt and back (cumsum's conversion of its input). */
+BP_INLINE ACC round_to(ACC v, bp_u32 dt) {
+  switch (dt) {
+#ifdef IS_FLOAT
+    case DT_F32: return (ACC)(float)v;
+    case DT_F16: return (ACC)bp_round_f16((float)v);
+    case DT_BF16: return (ACC)bp_bf16_to_f32(bp_f32_to_bf16((float)v));
+#else
+    case DT_I8: return (ACC)(bp_i8)v;
+    case DT_U8: return (ACC)(bp_u8)v;
+    case DT_I16: return (ACC)(bp_i16)v;
+    case DT_I32: return (ACC)(bp_i32)v;
+    case DT_BOOL: return v != 0 ? 1 : 0;
+#endif
+  }
+  return v;
+}
+
 /* Element offset of operand k at col c (row part in `roff`). */
 BP_INLINE bp_i64 col_off(BP_GLOBAL const bp_gpu_row_args_t* A, bp_u32 k, bp_i64 roff, bp_i64 c) {
   bp_i64 off = roff;
@@ -195,6 +213,20 @@ BP_KERNEL void ROWS_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_
           } else {
             ST(1, roff[1], best);
             bp_store_i(ops[2], A->byte_offset[2], roff[2], A->dtypes[2], bi);
+          }
+        }
+        break;
+      }
+      case OP_cumsum: {
+        /* Sequential along the row by one work-item (no barrier); each
+         * value is converted to the output dtype first (PyTorch's
+         * self.to(dtype)), sums accumulate in the accumulator type and
+         * wrap or round on store. */
+        if (lid == 0) {
+          ACC acc = (ACC)0;
+          for (bp_i64 c = 0; c < ncols; c++) {
+            acc += round_to(LD(0, col_off(A, 0, roff[0], c)), A->dtypes[1]);
+            ST(1, col_off(A, 1, roff[1], c), acc);
           }
         }
         break;

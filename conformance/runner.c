@@ -152,7 +152,17 @@ static void finish(const bpc_runner_ops_t* ops, uint32_t group, bpc_result_t* re
 typedef struct retry {
   int64_t index;
   bpc_result_t first;
+  /* Timeouts: the first of a run of them is confirmed in a fresh child with
+   * BPC_TIMEOUT_CONFIRM times the budget before it is scored, so one-time
+   * work a fresh process repeats (a driver compiling a kernel on a loaded
+   * machine) is not scored as a hang, nor does it make every case after
+   * it time out too. Later timeouts in a row (a backend that hangs) are
+   * scored at once. */
+  int64_t confirming;  /* the case under confirmation; -1: none */
+  int last_timed_out;  /* the last case scored was a TIMEOUT */
 } retry_t;
+
+#define BPC_TIMEOUT_CONFIRM 4.0
 
 /* The result of case `index` as a fresh child reported it, given the
  * retry it may answer. */
@@ -216,7 +226,9 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
   int fd = fds[0];
   int64_t current = -1; /* case in progress */
   uint32_t next = start;
-  double deadline = now_s() + timeout_s;
+  /* the budget of a case: longer for one under confirmation */
+#define CASE_BUDGET(index) (retry->confirming == (int64_t)(index) ? timeout_s * BPC_TIMEOUT_CONFIRM : timeout_s)
+  double deadline = now_s() + CASE_BUDGET(start);
   int killed = 0;
   for (;;) {
     double left = deadline - now_s();
@@ -237,13 +249,15 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
     if (rec.index >= count || !is_todo(ops, rec.index)) continue;
     if (rec.kind == REC_BEGIN) {
       current = rec.index;
-      deadline = now_s() + timeout_s;
+      deadline = now_s() + CASE_BUDGET(rec.index);
     } else if (rec.kind == REC_RESULT) {
       bpc_result_t r = after_retry(retry, rec.index, &rec.result);
       finish(ops, group, results, rec.index, &r);
+      if (retry->confirming == (int64_t)rec.index) retry->confirming = -1;
+      retry->last_timed_out = 0;
       next = next_todo(ops, rec.index + 1, count);
       current = -1;
-      deadline = now_s() + timeout_s;
+      deadline = now_s() + CASE_BUDGET(next);
     } else if (rec.kind == REC_RETRY && rec.index > start) {
       /* The child ends; a fresh one starts at this case, unscored so far. */
       next = rec.index;
@@ -266,8 +280,20 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
   uint32_t charged = count; /* the case the end of this child is charged to */
   if (killed) {
     charged = current >= 0 ? (uint32_t)current : next;
-    snprintf(msg, sizeof msg, "timed out: no result after %.3g s; the process was killed", timeout_s);
+    if (!retry->last_timed_out && retry->confirming != (int64_t)charged) {
+      retry->confirming = charged; /* not scored yet: a fresh child tries it with more time */
+      return charged;
+    }
+    if (retry->confirming == (int64_t)charged) {
+      snprintf(msg, sizeof msg,
+               "timed out: no result after %.3g s, nor after %.3g s in a fresh process; killed", timeout_s,
+               timeout_s * BPC_TIMEOUT_CONFIRM);
+      retry->confirming = -1;
+    } else {
+      snprintf(msg, sizeof msg, "timed out: no result after %.3g s; the process was killed", timeout_s);
+    }
     score(&scored, BPC_TIMEOUT, msg);
+    retry->last_timed_out = 1;
   } else if (current >= 0) {
     charged = (uint32_t)current;
     describe_exit(wstatus, msg, sizeof msg);
@@ -281,9 +307,11 @@ static uint32_t run_child(const bpc_runner_ops_t* ops, uint32_t group, uint32_t 
   }
   if (charged < count) {
     finish(ops, group, results, charged, &scored);
+    if (!killed) retry->last_timed_out = 0;
     next = next_todo(ops, charged + 1, count);
   }
   return next;
+#undef CASE_BUDGET
 }
 
 bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32_t count,
@@ -296,7 +324,7 @@ bp_status_t bpc_run_isolated(const bpc_runner_ops_t* ops, uint32_t group, uint32
   }
   uint32_t next = next_todo(ops, 0, count);
   bp_status_t st = BP_OK;
-  retry_t retry = {-1, {0}};
+  retry_t retry = {-1, {0}, -1, 0};
   while (next < count && st == BP_OK) next = run_child(ops, group, next, count, timeout_s, results, &retry, &st);
   return st;
 }

@@ -294,6 +294,51 @@ static void test_runner_confirms_failures_in_a_fresh_child(void** state) {
   assert_string_equal(res[4].message, "after others");
 }
 
+/* ---- runner.c: the first timeout of a run is confirmed with more time --------- */
+/* Case 2 is slow once (a first attempt, marked by a file, sleeps past the
+ * budget; the rerun takes 0.3 s: inside the longer budget only). Cases 5
+ * and 6 hang. */
+static char g_slow_mark[64];
+
+static int group_slow_then_hangs(void* user, uint32_t group, uint32_t start, bpc_child_t* child,
+                                 char* msg, size_t size) {
+  (void)user, (void)group, (void)msg, (void)size;
+  for (uint32_t k = start; k < 8; k++) {
+    if (!bpc_child_wants(child, k)) continue;
+    bpc_child_begin(child, k);
+    if (k == 2) {
+      int again = access(g_slow_mark, F_OK) == 0;
+      if (!again) {
+        FILE* f = fopen(g_slow_mark, "w");
+        if (f) fclose(f);
+      }
+      nanosleep(&(struct timespec){again ? 0 : 5, again ? 300000000L : 0}, NULL);
+    }
+    if (k == 5 || k == 6) nanosleep(&(struct timespec){30, 0}, NULL);
+    bpc_result_t r = result(BPC_PASS, -1.0, -1.0, "ran");
+    bpc_child_result(child, k, &r);
+  }
+  return 0;
+}
+
+static void test_runner_confirms_first_timeout(void** state) {
+  (void)state;
+  snprintf(g_slow_mark, sizeof g_slow_mark, "/tmp/bp_runner_slow_%d", (int)getpid());
+  unlink(g_slow_mark);
+  bpc_result_t res[8];
+  bpc_runner_ops_t ops = {NULL, group_slow_then_hangs, record_result, NULL, NULL};
+  g_seen_count = 0;
+  assert_int_equal(bpc_run_isolated(&ops, 0, 8, 0.5, res), BP_OK);
+  unlink(g_slow_mark);
+  assert_int_equal(g_seen_count, 8);
+  assert_int_equal(res[2].status, BPC_PASS); /* slow once: passed with the longer budget */
+  assert_int_equal(res[5].status, BPC_TIMEOUT);
+  assert_non_null(strstr(res[5].message, "nor after 2 s in a fresh process"));
+  assert_int_equal(res[6].status, BPC_TIMEOUT); /* right after a timeout: scored at once */
+  assert_null(strstr(res[6].message, "fresh process"));
+  assert_int_equal(res[7].status, BPC_PASS);
+}
+
 /* ---- the bp-conform executable ------------------------------------------------- */
 /* Starts bp-conform with `args` (NULL-terminated), stdout and stderr into
  * `log` (or /dev/null); extra environment `env` (NAME=VALUE) when not NULL. */
@@ -521,6 +566,7 @@ int main(void) {
       cmocka_unit_test(test_output_paths_refused),
       cmocka_unit_test(test_runner_skips_done_cases),
       cmocka_unit_test(test_runner_confirms_failures_in_a_fresh_child),
+      cmocka_unit_test(test_runner_confirms_first_timeout),
       cmocka_unit_test(test_fifo_report_refused),
       cmocka_unit_test(test_resume_same_report),
       cmocka_unit_test(test_kill9_leaves_journal_and_no_orphans),

@@ -55,6 +55,9 @@ typedef struct bp_gpu_launch {
     bp_gpu_row_args_t row;
     bp_gpu_mm_args_t mm;
     bp_gpu_index_args_t index;
+    bp_gpu_sort_args_t sort;
+    bp_gpu_scatter_args_t scatter;
+    bp_gpu_pool_args_t pool;
   } args;
 } bp_gpu_launch_t;
 
@@ -146,7 +149,8 @@ bp_status_t bp_gpu_ew_launch(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t
 bp_status_t bp_gpu_ew_copy(const bp_gpu_device_caps_t* caps, const bp_tensor_desc_t* dst,
                            const bp_tensor_desc_t* src, bp_gpu_launch_fn launch, void* ctx);
 
-/* Family lowerings (gpu_ew_ops.c, gpu_rows.c, gpu_matmul.c, gpu_index.c):
+/* Family lowerings (gpu_ew_ops.c, gpu_rows.c, gpu_matmul.c, gpu_index.c, gpu_sort.c,
+ * gpu_scatter.c, gpu_pool.c, gpu_rotary.c):
  * *_supported return 0 or a reason; *_run lower and launch. */
 int bp__gpu_ew_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
 bp_status_t bp__gpu_ew_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
@@ -154,18 +158,20 @@ bp_status_t bp__gpu_ew_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t*
 int bp__gpu_copy_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
 bp_status_t bp__gpu_copy_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
                              bp_gpu_launch_fn launch, void* ctx);
-int bp__gpu_rows_implemented(uint32_t op);
-int bp__gpu_rows_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
-bp_status_t bp__gpu_rows_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
-                             bp_gpu_launch_fn launch, void* ctx);
-int bp__gpu_matmul_implemented(uint32_t op);
-int bp__gpu_matmul_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
-bp_status_t bp__gpu_matmul_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
-                               bp_gpu_launch_fn launch, void* ctx);
-int bp__gpu_index_implemented(uint32_t op);
-int bp__gpu_index_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
-bp_status_t bp__gpu_index_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
-                              bp_gpu_launch_fn launch, void* ctx);
+/* implemented / supported / run of the families with kernels of their own. */
+#define BP__GPU_FAMILY(name)                                                                              \
+  int bp__gpu_##name##_implemented(uint32_t op);                                                          \
+  int bp__gpu_##name##_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap); \
+  bp_status_t bp__gpu_##name##_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,              \
+                                   bp_gpu_launch_fn launch, void* ctx);
+BP__GPU_FAMILY(rows)
+BP__GPU_FAMILY(matmul)
+BP__GPU_FAMILY(index)
+BP__GPU_FAMILY(sort)
+BP__GPU_FAMILY(scatter)
+BP__GPU_FAMILY(pool)
+BP__GPU_FAMILY(rotary)
+#undef BP__GPU_FAMILY
 
 /* A 1-d NDRange of `groups` groups of `local` work-items, at most
  * caps->max_groups groups (the kernels loop over the rest). */

@@ -3,8 +3,9 @@
  * Family by ops.def (bp_op_family): elementwise families, copies, shapes
  * and creation become elementwise programs; reductions, softmax and norms
  * run on the row kernel; mm/bmm/addmm/linear on the tiled matmul; gathers
- * on the index kernel; swiglu/geglu are programs over the two halves of
- * their input.
+ * on the index kernel; sort/topk on the rank kernel; scatters and pooling
+ * on theirs; swiglu/geglu and rotary_embedding are programs over views of
+ * their input. k_families below is the routing table.
  */
 #include <string.h>
 
@@ -16,12 +17,7 @@ static int is_copy_op(uint32_t op) {
   return f == BP_OP_FAMILY_COPY || f == BP_OP_FAMILY_SHAPE || f == BP_OP_FAMILY_CREATION;
 }
 static int is_glu(uint32_t op) { return op == BP_OP_swiglu || op == BP_OP_geglu; }
-
-int bp_gpu_op_implemented(uint32_t op) {
-  if (bp_op_family(op) == BP_OP_FAMILY_INVALID) return 0; /* 0 or past the table */
-  return bp_op_is_elementwise(op) || is_copy_op(op) || is_glu(op) || bp__gpu_rows_implemented(op) ||
-         bp__gpu_matmul_implemented(op) || bp__gpu_index_implemented(op);
-}
+static int is_ew(uint32_t op) { return bp_op_is_elementwise(op); }
 
 static int glu_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap) {
   if (!bp__gpu_dtypes_ok(caps, call, msg, cap)) return BP_SUPPORT_DTYPE;
@@ -55,6 +51,37 @@ static bp_status_t glu_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t*
   return bp_gpu_ew_launch(caps, &p, launch, ctx);
 }
 
+/* The lowering families, in the order they are asked (the first whose
+ * `implemented` holds takes the op). */
+typedef struct gpu_family {
+  int (*implemented)(uint32_t op);
+  int (*supported)(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
+  bp_status_t (*run)(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, bp_gpu_launch_fn launch,
+                     void* ctx);
+} gpu_family_t;
+
+static const gpu_family_t k_families[] = {
+    {is_ew, bp__gpu_ew_supported, bp__gpu_ew_run},
+    {is_copy_op, bp__gpu_copy_supported, bp__gpu_copy_run},
+    {is_glu, glu_supported, glu_run},
+    {bp__gpu_rows_implemented, bp__gpu_rows_supported, bp__gpu_rows_run},
+    {bp__gpu_matmul_implemented, bp__gpu_matmul_supported, bp__gpu_matmul_run},
+    {bp__gpu_index_implemented, bp__gpu_index_supported, bp__gpu_index_run},
+    {bp__gpu_sort_implemented, bp__gpu_sort_supported, bp__gpu_sort_run},
+    {bp__gpu_scatter_implemented, bp__gpu_scatter_supported, bp__gpu_scatter_run},
+    {bp__gpu_pool_implemented, bp__gpu_pool_supported, bp__gpu_pool_run},
+    {bp__gpu_rotary_implemented, bp__gpu_rotary_supported, bp__gpu_rotary_run},
+};
+
+static const gpu_family_t* family_of(uint32_t op) {
+  if (bp_op_family(op) == BP_OP_FAMILY_INVALID) return NULL; /* 0 or past the table */
+  for (size_t k = 0; k < sizeof k_families / sizeof k_families[0]; k++)
+    if (k_families[k].implemented(op)) return &k_families[k];
+  return NULL;
+}
+
+int bp_gpu_op_implemented(uint32_t op) { return family_of(op) != NULL; }
+
 int bp_gpu_op_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap) {
   uint32_t op = call->op_id;
   if (!bp_gpu_op_implemented(op)) {
@@ -76,12 +103,7 @@ int bp_gpu_op_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* ca
       return BP_SUPPORT_LAYOUT;
     }
   }
-  if (bp_op_is_elementwise(op)) return bp__gpu_ew_supported(caps, call, msg, cap);
-  if (is_copy_op(op)) return bp__gpu_copy_supported(caps, call, msg, cap);
-  if (is_glu(op)) return glu_supported(caps, call, msg, cap);
-  if (bp__gpu_rows_implemented(op)) return bp__gpu_rows_supported(caps, call, msg, cap);
-  if (bp__gpu_matmul_implemented(op)) return bp__gpu_matmul_supported(caps, call, msg, cap);
-  return bp__gpu_index_supported(caps, call, msg, cap);
+  return family_of(op)->supported(caps, call, msg, cap);
 }
 
 bp_status_t bp_gpu_op_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, bp_gpu_launch_fn launch,
@@ -90,11 +112,5 @@ bp_status_t bp_gpu_op_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* 
   msg[0] = 0;
   int reason = bp_gpu_op_supported(caps, call, msg, sizeof msg);
   if (reason) return BP_KIT_ERROR(BP_UNIMPLEMENTED, "%s: %s", bp_kit_op_name(call->op_id), msg);
-  uint32_t op = call->op_id;
-  if (bp_op_is_elementwise(op)) return bp__gpu_ew_run(caps, call, launch, ctx);
-  if (is_copy_op(op)) return bp__gpu_copy_run(caps, call, launch, ctx);
-  if (is_glu(op)) return glu_run(caps, call, launch, ctx);
-  if (bp__gpu_rows_implemented(op)) return bp__gpu_rows_run(caps, call, launch, ctx);
-  if (bp__gpu_matmul_implemented(op)) return bp__gpu_matmul_run(caps, call, launch, ctx);
-  return bp__gpu_index_run(caps, call, launch, ctx);
+  return family_of(call->op_id)->run(caps, call, launch, ctx);
 }

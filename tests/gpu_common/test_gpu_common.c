@@ -233,9 +233,10 @@ static void test_support(void** state) {
   c = call_of(BP_OP_neg, 1, in_8, 1, out_i, NULL, BP_DTYPE_I8);
   assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
   assert_non_null(strstr(msg, "i8"));
-  c = call_of(BP_OP_sort, 1, in_i, 1, out_i, NULL, BP_DTYPE_I32);
+  c = call_of(BP_OP_fft_r2c, 1, in_i, 1, out_i, NULL, BP_DTYPE_I32);
   assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_OP);
-  assert_false(bp_gpu_op_implemented(BP_OP_sort));
+  assert_false(bp_gpu_op_implemented(BP_OP_fft_r2c));
+  assert_true(bp_gpu_op_implemented(BP_OP_sort));
   assert_true(bp_gpu_op_implemented(BP_OP_softmax));
   c = call_of(BP_OP_exp, 1, (const bp_tensor_desc_t**)in_f, 1, out_f, NULL, BP_DTYPE_F32);
   assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), 0);
@@ -298,12 +299,149 @@ static void test_cat_pieces(void** state) {
   assert_int_equal(r.l[1].args.ew.byte_offset[1], 4); /* column 1 of the output */
 }
 
+/* topk over dim 0 of a [5, 3] tensor: one sort launch, rows are the 3
+ * columns (strides per operand), k and largest carried; k = 0 launches
+ * nothing; f32 values with i32 indices are refused with a reason. */
+static void test_sort_topk(void** state) {
+  (void)state;
+  int64_t s53[2] = {5, 3}, s23[2] = {2, 3};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F32, 2, s53), v = desc(BP_DTYPE_F32, 2, s23), i = desc(BP_DTYPE_I64, 2, s23);
+  const bp_tensor_desc_t* ins[1] = {&x};
+  const bp_tensor_desc_t* outs[2] = {&v, &i};
+  bp_topk_attrs_t at = {.struct_size = sizeof at, .dim = 0, .k = 2, .largest = 1, .sorted = 1};
+  bp_op_call_t c = call_of(BP_OP_topk, 1, ins, 2, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_sort_args_t* a = &r.l[0].args.sort;
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_sort);
+  assert_int_equal(a->nrows, 3);
+  assert_int_equal(a->ncols, 5);
+  assert_int_equal(a->k, 2);
+  assert_int_equal(a->descending, 1);
+  assert_int_equal(a->col_stride[0], 3);
+  assert_int_equal(a->col_stride[1], 3);
+  assert_int_equal(a->row_strides[0][0], 1);
+  assert_true(r.l[0].global[0] >= 15);
+  at.k = 0;
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  bp_tensor_desc_t i32 = desc(BP_DTYPE_I32, 2, s23);
+  outs[1] = &i32;
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+}
+
+/* scatter_reduce(mean, include_self = 0) over dim 1: a copy of self into
+ * out, then one line per index row with the reduction carried;
+ * slice_scatter of an empty slice copies self only. */
+static void test_scatter(void** state) {
+  (void)state;
+  int64_t s34[2] = {3, 4}, s32[2] = {3, 2}, s30[2] = {3, 0};
+  bp_tensor_desc_t self = desc(BP_DTYPE_F32, 2, s34), out = desc(BP_DTYPE_F32, 2, s34);
+  bp_tensor_desc_t idx = desc(BP_DTYPE_I64, 2, s32), src = desc(BP_DTYPE_F32, 2, s32);
+  const bp_tensor_desc_t* ins[3] = {&self, &idx, &src};
+  const bp_tensor_desc_t* outs[1] = {&out};
+  bp_scatter_attrs_t at = {.struct_size = sizeof at, .dim = 1, .reduce = BP_SCATTER_MEAN, .include_self = 0};
+  bp_op_call_t c = call_of(BP_OP_scatter_reduce, 3, ins, 1, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 2);
+  const bp_gpu_scatter_args_t* a = &r.l[1].args.scatter;
+  assert_int_equal(r.l[1].program, BP_GPU_PROGRAM_scatter);
+  assert_int_equal(a->lines, 3);
+  assert_int_equal(a->along, 2);
+  assert_int_equal(a->target_size, 4);
+  assert_int_equal(a->reduce, BP_SCATTER_MEAN);
+  assert_int_equal(a->include_self, 0);
+  assert_int_equal(a->strides[2][0], 4);
+  bp_tensor_desc_t i32 = desc(BP_DTYPE_I32, 2, s32);
+  ins[1] = &i32;
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+  bp_tensor_desc_t empty = desc(BP_DTYPE_F32, 2, s30);
+  const bp_tensor_desc_t* sins[2] = {&self, &empty};
+  bp_slice_attrs_t sl = {.struct_size = sizeof sl, .dim = 1, .start = 2, .end = 2, .step = 1};
+  c = call_of(BP_OP_slice_scatter, 2, sins, 1, outs, &sl, BP_DTYPE_F32);
+  r.n = 0;
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+}
+
+/* max_pool2d over [2, 3, 6, 5] (kernel 3, stride 2, padding 1, dilation
+ * 1): planes 2 x 3 with their strides, spatial dims right-aligned in
+ * [D, H, W]; bool is refused. */
+static void test_pool(void** state) {
+  (void)state;
+  int64_t sx[4] = {2, 3, 6, 5}, sy[4] = {2, 3, 3, 3};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F16, 4, sx), y = desc(BP_DTYPE_F16, 4, sy), i = desc(BP_DTYPE_I64, 4, sy);
+  const bp_tensor_desc_t* ins[1] = {&x};
+  const bp_tensor_desc_t* outs[2] = {&y, &i};
+  bp_pool_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.spatial_dims = 2;
+  at.kernel[0] = at.kernel[1] = 3;
+  at.stride[0] = at.stride[1] = 2;
+  at.padding[0] = at.padding[1] = 1;
+  at.dilation[0] = at.dilation[1] = 1;
+  at.has_stride = 1;
+  bp_op_call_t c = call_of(BP_OP_max_pool_with_indices, 1, ins, 2, outs, &at, BP_DTYPE_F16);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_pool_args_t* a = &r.l[0].args.pool;
+  assert_int_equal(r.l[0].program, BP_GPU_PROGRAM_pool_f32);
+  assert_int_equal(a->total, 2 * 3 * 9);
+  assert_int_equal(a->plane_rank, 2);
+  assert_int_equal(a->plane_strides[0][0], 90);
+  assert_int_equal(a->in[0], 1);
+  assert_int_equal(a->in[1], 6);
+  assert_int_equal(a->out[2], 3);
+  assert_int_equal(a->sp_strides[0][1], 5);
+  assert_int_equal(a->sp_strides[0][0], 0);
+  assert_int_equal(a->pad[2], 1);
+  bp_tensor_desc_t bx = desc(BP_DTYPE_BOOL, 4, sx), by = desc(BP_DTYPE_BOOL, 4, sy);
+  ins[0] = &bx;
+  outs[0] = &by;
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+}
+
+/* rotary_embedding, GPT-J pairs with a D/2 table: one program reading x
+ * as even and odd views (stride 2, offset one element) and writing both
+ * output views; the table is read once per pair. */
+static void test_rotary(void** state) {
+  (void)state;
+  int64_t sx[2] = {3, 8}, st[2] = {3, 4};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F32, 2, sx), o = desc(BP_DTYPE_F32, 2, sx);
+  bp_tensor_desc_t cs = desc(BP_DTYPE_F32, 2, st), sn = desc(BP_DTYPE_F32, 2, st);
+  const bp_tensor_desc_t* ins[3] = {&x, &cs, &sn};
+  const bp_tensor_desc_t* outs[1] = {&o};
+  bp_rotary_attrs_t at = {.struct_size = sizeof at, .interleaved = 1};
+  bp_op_call_t c = call_of(BP_OP_rotary_embedding, 3, ins, 1, outs, &at, BP_DTYPE_F32);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  const bp_gpu_ew_args_t* a = &r.l[0].args.ew;
+  assert_int_equal(a->nin, 4);
+  assert_int_equal(a->nout, 2);
+  assert_int_equal(a->byte_offset[1], 4); /* x's odd elements */
+  assert_int_equal(a->byte_offset[5], 4); /* out's odd elements */
+  assert_int_equal(a->strides[0][a->rank - 1], 2);
+  cs.sizes[1] = 3; /* neither D nor D/2 */
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_ATTRIBUTE);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_broadcast), cmocka_unit_test(test_dense_collapses),
       cmocka_unit_test(test_empty_and_overflow), cmocka_unit_test(test_sum_rows),
       cmocka_unit_test(test_matmul), cmocka_unit_test(test_support),
       cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_cat_pieces),
+      cmocka_unit_test(test_sort_topk), cmocka_unit_test(test_scatter),
+      cmocka_unit_test(test_pool), cmocka_unit_test(test_rotary),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

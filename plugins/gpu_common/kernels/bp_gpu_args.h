@@ -117,4 +117,77 @@ typedef struct bp_gpu_index_args {
   bp_u32 reserved0;
 } bp_gpu_index_args_t;
 
+/* ---- sorts (sort.cl) ------------------------------------------------------ */
+/* sort and topk alike: a row is every position of the other dims, its cols
+ * the sorted dim. Each element's rank in its row (how many elements sort
+ * before it; equal elements keep their index order, NaN sorts above +inf)
+ * is its output position; ranks >= k write nothing. Operands: in, values,
+ * indices (int64). Row strides per operand over the kept dims. */
+typedef struct bp_gpu_sort_args {
+  bp_i64 nrows, ncols, k;
+  bp_i64 row_sizes[BP_GPU_MAX_RANK];
+  bp_i64 row_strides[3][BP_GPU_MAX_RANK];
+  bp_i64 col_stride[3];
+  bp_i64 byte_offset[3];
+  bp_u32 dtypes[3];
+  bp_u32 row_rank;
+  bp_u32 descending; /* 1: largest first */
+  bp_u32 reserved0;
+} bp_gpu_sort_args_t;
+
+/* ---- scatters (scatter.cl) ----------------------------------------------- */
+/* scatter, scatter_add, scatter_reduce into `out` (already a copy of self).
+ * A line is one position of the index's dims other than `dim`; index
+ * elements of different lines have different targets, so one work-item
+ * owns a line and combines its elements in index order, accumulating each
+ * target in double / int64 and storing it once (the CPU plugin's order and
+ * rounding). Operands: index (int64), src (dtype 0: the value form), out;
+ * strides over the index's dims. */
+/* enum bp_scatter_reduce's values (ops.h; gpu_scatter.c checks them). */
+#define BP_GPU_SC_NONE 0u
+#define BP_GPU_SC_SUM 1u
+#define BP_GPU_SC_PROD 2u
+#define BP_GPU_SC_MEAN 3u
+#define BP_GPU_SC_AMAX 4u
+#define BP_GPU_SC_AMIN 5u
+
+typedef struct bp_gpu_scatter_args {
+  bp_i64 lines;       /* index elements / index.size(dim) */
+  bp_i64 along;       /* index.size(dim) */
+  bp_i64 target_size; /* out.size(dim): indices outside [0, it) are skipped */
+  bp_i64 sizes[BP_GPU_MAX_RANK]; /* index shape */
+  bp_i64 strides[3][BP_GPU_MAX_RANK];
+  bp_i64 byte_offset[3];
+  double value_f; /* value form, floating out */
+  bp_i64 value_i; /* value form, integer out (wrapped to its dtype) */
+  bp_u32 dtypes[3];
+  bp_u32 rank, dim;
+  bp_u32 reduce;       /* enum bp_scatter_reduce */
+  bp_u32 include_self; /* 0: targets start from the reduction's identity */
+  bp_u32 reserved0;
+} bp_gpu_scatter_args_t;
+
+/* ---- pooling (pool.cl) ---------------------------------------------------- */
+/* avg_pool, max_pool_with_indices, adaptive_avg_pool, upsample_nearest2d
+ * and upsample_bilinear2d over 1-3 spatial dims seen as [D, H, W] (missing dims of size 1, stride 0). One work-item
+ * per output element: `planes` (the leading dims) x out[0] x out[1] x
+ * out[2]. Operands: in, out, indices (max pooling; flat index in the input
+ * plane, (d * H + h) * W + w). */
+typedef struct bp_gpu_pool_args {
+  bp_i64 total; /* output elements */
+  bp_i64 plane_sizes[BP_GPU_MAX_RANK];
+  bp_i64 plane_strides[3][BP_GPU_MAX_RANK];
+  bp_i64 sp_strides[3][3];
+  bp_i64 in[3], out[3], k[3], st[3], pad[3], dil[3];
+  bp_i64 byte_offset[3];
+  bp_i64 divisor;  /* avg: divisor_override, 0 = none */
+  double scale[3]; /* upsampling: source index per output index, in the compute type */
+  bp_u32 dtypes[3];
+  bp_u32 plane_rank;
+  bp_u32 op; /* op id */
+  bp_u32 count_include_pad;
+  bp_u32 align_corners;
+  bp_u32 reserved0;
+} bp_gpu_pool_args_t;
+
 #endif /* BP_GPU_ARGS_H_ */

@@ -7,6 +7,7 @@
 
 #include "cuda_blas.h"
 #include "cuda_kernels.h"
+#include "cuda_region.h"
 
 static int is_gemm(uint32_t op) {
   return op == BP_OP_mm || op == BP_OP_bmm || op == BP_OP_addmm || op == BP_OP_linear;
@@ -25,12 +26,19 @@ static bp_status_t query_support(bpp_device_t device, const bp_op_call_t* call,
   return bp_kit_support_answer(out, reason, "%s", why);
 }
 
+/* Elementwise programs through the shared kernel (none without kernels);
+ * matmul epilogues come with linear (cuBLASLt), not as fusion. */
 static bp_status_t query_fusion(bpp_device_t device, bp_fusion_caps_t* out) {
-  (void)device;
-  if (!out) return bp_kit_error(BP_INVALID_ARGUMENT, "cuda: query_fusion: NULL");
-  bp_fusion_caps_t none = {.struct_size = sizeof none}; /* epilogues come with linear */
-  bp_kit_copy_out(out, &none, sizeof none);
-  return BP_OK;
+  if (!device || !out) return bp_kit_error(BP_INVALID_ARGUMENT, "cuda: query_fusion: NULL");
+  return cuda_kernels_fusion(device, out);
+}
+
+static bp_status_t launch_ew_program(bpp_stream_t s, const bp_ew_program_t* program,
+                                     uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
+                                     uint32_t num_outputs, const bp_tensor_desc_t* const* outputs) {
+  if (!s || !program || (num_inputs && !inputs) || !outputs)
+    return bp_kit_error(BP_INVALID_ARGUMENT, "cuda: launch_ew_program: NULL argument");
+  return cuda_kernels_launch_ew(s, program, num_inputs, inputs, num_outputs, outputs);
 }
 
 static bp_status_t launch(bpp_stream_t s, const bp_op_call_t* call) {
@@ -50,15 +58,17 @@ static void fill_launch(void) {
 static const bpp_op_table_t k_ops = {
     .struct_size = sizeof k_ops, .launch_count = BP_OP_COUNT, .launch = k_launch};
 static const bpp_caps_table_t k_caps = {
-    .struct_size = sizeof k_caps, .query_support = query_support, .query_fusion = query_fusion};
+    .struct_size = sizeof k_caps, .query_support = query_support, .query_fusion = query_fusion,
+    .launch_ew_program = launch_ew_program};
 static const bp_plugin_vtable_t k_vtable = {
-    .struct_size = sizeof k_vtable, .core = &cuda_core_table, .ops = &k_ops, .caps = &k_caps};
+    .struct_size = sizeof k_vtable, .core = &cuda_core_table, .ops = &k_ops, .caps = &k_caps,
+    .exec = &cuda_exec_table};
 
 static const bp_plugin_vtable_t* get_vtable(void) {
   pthread_once(&k_launch_once, fill_launch);
   return &k_vtable;
 }
 static const bp_kit_plugin_info_t k_info = {
-    .name = "cuda", .version = "0.1.0", .vendor = "backplane", .get_vtable = get_vtable};
+    .name = "cuda", .version = CUDA_PLUGIN_VERSION, .vendor = "backplane", .get_vtable = get_vtable};
 
 BP_KIT_PLUGIN_ENTRY(&k_info)

@@ -18,6 +18,9 @@
 #include "bp_kit.h"
 #include "cuda_symbols.h"
 
+/* The plugin's version (negotiation, saved regions). */
+#define CUDA_PLUGIN_VERSION "0.1.0"
+
 /* Memory spaces, in the order device_memory_spaces lists them. */
 enum cuda_space { CUDA_SPACE_DEVICE = 0, CUDA_SPACE_PINNED = 1, CUDA_SPACE_MANAGED = 2 };
 #define CUDA_SPACE_COUNT 3u

@@ -19,6 +19,8 @@
 #include "bp_gpu_ops.h"
 #include "cuda_ptx_kernels.h" /* generated: cuda_ptx_programs[] */
 
+_Static_assert(sizeof(((bp_gpu_launch_t*)0)->args) <= CUDA_ARGS_MAX, "argument block record");
+
 typedef struct cuda_modules {
   pthread_mutex_t mu;
   CUmodule mod[BP_GPU_PROGRAM_COUNT];
@@ -94,49 +96,148 @@ static bp_status_t function_of(bpp_device_t d, uint32_t program, CUfunction* out
   return BP_OK;
 }
 
-/* bp_gpu_launch_fn: one kernel on the stream (context pushed). */
+/* A launch as a self-contained record: the operands' device addresses
+ * (0: an unbound slot) instead of their descriptors. */
+static bp_status_t record_of(const bp_gpu_launch_t* l, cuda_launch_rec_t* out) {
+  if (l->num_operands > BP_GPU_LAUNCH_MAX_OPERANDS || l->args_size > sizeof out->args)
+    return bp_kit_error(BP_INTERNAL, "cuda: a launch of %u operands, %u argument bytes",
+                        l->num_operands, l->args_size);
+  memset(out, 0, sizeof *out);
+  out->program = l->program;
+  out->num_operands = l->num_operands;
+  for (uint32_t i = 0; i < l->num_operands; ++i) {
+    const bp_tensor_desc_t* t = l->operands[i];
+    out->ptr[i] = t && t->buffer ? t->buffer->ptr : 0; /* offsets are in the block */
+  }
+  for (int k = 0; k < 3; ++k) {
+    out->block[k] = l->local[k] ? l->local[k] : 1;
+    out->grid[k] = (unsigned)((l->global[k] + out->block[k] - 1) / out->block[k]);
+    if (out->grid[k] == 0) out->grid[k] = 1;
+  }
+  out->args_size = l->args_size;
+  memcpy(out->args, &l->args, l->args_size);
+  return BP_OK;
+}
+
+bp_status_t cuda_kernels_load(bpp_device_t d, const cuda_launch_rec_t* recs, uint32_t n) {
+  for (uint32_t i = 0; i < n; ++i) {
+    CUfunction fn = NULL;
+    bp_status_t st = function_of(d, recs[i].program, &fn);
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
+bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
+  bpp_device_t d = s->dev;
+  CUfunction fn = NULL;
+  bp_status_t st = function_of(d, rec->program, &fn);
+  if (st != BP_OK) return st;
+  CUdeviceptr ptr[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
+  void* params[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
+  CUdeviceptr fallback = args; /* an unbound slot takes the first bound buffer */
+  for (uint32_t i = 0; i < rec->num_operands; ++i)
+    if (rec->ptr[i]) {
+      fallback = rec->ptr[i];
+      break;
+    }
+  for (uint32_t i = 0; i < rec->num_operands; ++i) {
+    ptr[i] = rec->ptr[i] ? rec->ptr[i] : fallback;
+    params[i] = &ptr[i];
+  }
+  ptr[rec->num_operands] = args;
+  params[rec->num_operands] = &ptr[rec->num_operands];
+  CUresult r = d->cu->cuLaunchKernel(fn, rec->grid[0], rec->grid[1], rec->grid[2], rec->block[0],
+                                     rec->block[1], rec->block[2], 0, s->s, params, NULL);
+  return r == CUDA_SUCCESS ? BP_OK : cuda_fail(d, r, "cuLaunchKernel");
+}
+
+/* bp_gpu_launch_fn, eager: the block into the stream's slot, then the
+ * kernel (context pushed). */
 static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
   bpp_stream_t s = ctx;
   bpp_device_t d = s->dev;
-  CUfunction fn = NULL;
-  bp_status_t st = function_of(d, l->program, &fn);
+  cuda_launch_rec_t rec;
+  bp_status_t st = record_of(l, &rec);
   if (st != BP_OK) return st;
+  CUfunction fn = NULL;
+  if ((st = function_of(d, l->program, &fn)) != BP_OK) return st;
   if (!s->args_dev) {
-    CUresult r = d->cu->cuMemAlloc_v2(&s->args_dev, sizeof l->args);
+    CUresult r = d->cu->cuMemAlloc_v2(&s->args_dev, sizeof rec.args);
     if (r != CUDA_SUCCESS) {
       s->args_dev = 0;
       return cuda_fail(d, r, "kernel argument slot");
     }
   }
-  if (l->num_operands > BP_GPU_LAUNCH_MAX_OPERANDS || l->args_size > sizeof l->args)
-    return bp_kit_error(BP_INTERNAL, "cuda: a launch of %u operands, %u argument bytes",
-                        l->num_operands, l->args_size);
-  CUdeviceptr ptr[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
-  void* params[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
-  CUdeviceptr fallback = s->args_dev;
-  for (uint32_t i = 0; i < l->num_operands; ++i)
-    if (l->operands[i] && l->operands[i]->buffer) {
-      fallback = l->operands[i]->buffer->ptr;
-      break;
-    }
-  for (uint32_t i = 0; i < l->num_operands; ++i) {
-    const bp_tensor_desc_t* t = l->operands[i];
-    ptr[i] = t && t->buffer ? t->buffer->ptr : fallback; /* offsets are in the block */
-    params[i] = &ptr[i];
-  }
-  ptr[l->num_operands] = s->args_dev;
-  params[l->num_operands] = &ptr[l->num_operands];
-  CUresult r = d->cu->cuMemcpyHtoDAsync_v2(s->args_dev, &l->args, l->args_size, s->s);
+  CUresult r = d->cu->cuMemcpyHtoDAsync_v2(s->args_dev, rec.args, rec.args_size, s->s);
   if (r != CUDA_SUCCESS) return cuda_fail(d, r, "kernel arguments");
-  unsigned grid[3], block[3];
-  for (int k = 0; k < 3; ++k) {
-    block[k] = l->local[k] ? l->local[k] : 1;
-    grid[k] = (unsigned)((l->global[k] + block[k] - 1) / block[k]);
-    if (grid[k] == 0) grid[k] = 1;
+  return cuda_kernels_enqueue(s, &rec, s->args_dev);
+}
+
+/* bp_gpu_launch_fn, planning: appends the record, launches nothing. */
+static bp_status_t record_one(void* ctx, const bp_gpu_launch_t* l) {
+  cuda_plan_t* p = ctx;
+  if (p->n == p->cap) {
+    uint32_t cap = p->cap ? 2 * p->cap : 8;
+    cuda_launch_rec_t* r = realloc(p->recs, sizeof *r * cap);
+    if (!r) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "cuda: out of host memory");
+    p->recs = r;
+    p->cap = cap;
   }
-  r = d->cu->cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, s->s,
-                            params, NULL);
-  return r == CUDA_SUCCESS ? BP_OK : cuda_fail(d, r, "cuLaunchKernel");
+  bp_status_t st = record_of(l, &p->recs[p->n]);
+  if (st == BP_OK) p->n++;
+  return st;
+}
+
+bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan) {
+  return bp_gpu_op_run(&k_caps, call, record_one, plan);
+}
+
+bp_status_t cuda_kernels_plan_ew(const bp_ew_program_t* prog, uint32_t nin,
+                                 const bp_tensor_desc_t* const* in, uint32_t nout,
+                                 const bp_tensor_desc_t* const* out, cuda_plan_t* plan) {
+  return bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, record_one, plan);
+}
+
+bp_status_t cuda_kernels_launch_ew(bpp_stream_t s, const bp_ew_program_t* prog, uint32_t nin,
+                                   const bp_tensor_desc_t* const* in, uint32_t nout,
+                                   const bp_tensor_desc_t* const* out) {
+  bpp_device_t d = s->dev;
+  if (!d->kernels)
+    return bp_kit_error(BP_UNIMPLEMENTED, "cuda: launch_ew_program: no kernels (the driver lacks "
+                                          "cuModuleLoadDataEx / cuLaunchKernel, or BP_CUDA_NO_KERNELS=1)");
+  bp_status_t st = cuda_device_check_alive(d);
+  if (st != BP_OK || (st = cuda_ctx_push(d)) != BP_OK) return st;
+  st = bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, launch_one, s);
+  cuda_ctx_pop(d);
+  return st;
+}
+
+bp_status_t cuda_kernels_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
+  if (!d->kernels) {
+    bp_fusion_caps_t none = {.struct_size = sizeof none};
+    bp_kit_copy_out(out, &none, sizeof none);
+    return BP_OK;
+  }
+  return bp_gpu_fusion_caps(&k_caps, out);
+}
+
+void cuda_plan_clear(cuda_plan_t* plan) {
+  free(plan->recs);
+  memset(plan, 0, sizeof *plan);
+}
+uint32_t cuda_kernels_ew_fits(bpp_device_t d, const bp_ew_program_t* prog, char* why, size_t cap) {
+  bp_fusion_caps_t caps = {.struct_size = sizeof caps};
+  if (cuda_kernels_fusion(d, &caps) != BP_OK || !caps.ew_max_instrs) {
+    snprintf(why, cap, "no elementwise kernel (built without the GPU kernels, or the driver "
+                       "lacks the module entry points)");
+    return BP_SUPPORT_DEVICE;
+  }
+  return (uint32_t)bp_gpu_ew_program_fits(&caps, prog, why, cap);
+}
+
+uint32_t cuda_kernels_ew_aliases(const bp_region_desc_t* region, bp_region_alias_t* out) {
+  return bp_gpu_ew_region_aliases(region, out);
 }
 
 int cuda_kernels_implemented(uint32_t op) { return bp_gpu_op_implemented(op); }
@@ -183,6 +284,53 @@ bp_status_t cuda_kernels_launch(bpp_stream_t s, const bp_op_call_t* call) {
   char why[256];
   cuda_kernels_support(s->dev, call, why, sizeof why);
   return bp_kit_error(BP_UNIMPLEMENTED, "%s", why);
+}
+static bp_status_t no_kernels(void) {
+  return bp_kit_error(BP_UNIMPLEMENTED, "cuda: the plugin was built without its GPU kernels "
+                                        "(needs clang-15 and libclc at build time)");
+}
+bp_status_t cuda_kernels_load(bpp_device_t d, const cuda_launch_rec_t* recs, uint32_t n) {
+  (void)d, (void)recs, (void)n;
+  return no_kernels();
+}
+bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
+  (void)s, (void)rec, (void)args;
+  return no_kernels();
+}
+bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan) {
+  (void)call, (void)plan;
+  return no_kernels();
+}
+bp_status_t cuda_kernels_plan_ew(const bp_ew_program_t* prog, uint32_t nin,
+                                 const bp_tensor_desc_t* const* in, uint32_t nout,
+                                 const bp_tensor_desc_t* const* out, cuda_plan_t* plan) {
+  (void)prog, (void)nin, (void)in, (void)nout, (void)out, (void)plan;
+  return no_kernels();
+}
+bp_status_t cuda_kernels_launch_ew(bpp_stream_t s, const bp_ew_program_t* prog, uint32_t nin,
+                                   const bp_tensor_desc_t* const* in, uint32_t nout,
+                                   const bp_tensor_desc_t* const* out) {
+  (void)s, (void)prog, (void)nin, (void)in, (void)nout, (void)out;
+  return no_kernels();
+}
+bp_status_t cuda_kernels_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
+  (void)d;
+  bp_fusion_caps_t none = {.struct_size = sizeof none};
+  bp_kit_copy_out(out, &none, sizeof none);
+  return BP_OK;
+}
+void cuda_plan_clear(cuda_plan_t* plan) {
+  free(plan->recs);
+  memset(plan, 0, sizeof *plan);
+}
+uint32_t cuda_kernels_ew_fits(bpp_device_t d, const bp_ew_program_t* prog, char* why, size_t cap) {
+  (void)d, (void)prog;
+  snprintf(why, cap, "no elementwise kernel (built without the GPU kernels)");
+  return BP_SUPPORT_DEVICE;
+}
+uint32_t cuda_kernels_ew_aliases(const bp_region_desc_t* region, bp_region_alias_t* out) {
+  (void)region, (void)out;
+  return 0;
 }
 
 #endif

@@ -23,4 +23,51 @@ int cuda_kernels_implemented(uint32_t op);
 uint32_t cuda_kernels_support(bpp_device_t dev, const bp_op_call_t* call, char* why, size_t cap);
 bp_status_t cuda_kernels_launch(bpp_stream_t stream, const bp_op_call_t* call);
 
+/* The caps table's elementwise programs (eager) and fusion declaration
+ * (none without kernels). */
+bp_status_t cuda_kernels_launch_ew(bpp_stream_t stream, const bp_ew_program_t* program,
+                                   uint32_t num_inputs, const bp_tensor_desc_t* const* inputs,
+                                   uint32_t num_outputs, const bp_tensor_desc_t* const* outputs);
+bp_status_t cuda_kernels_fusion(bpp_device_t dev, bp_fusion_caps_t* out);
+/* EW_PROGRAM regions: BP_SUPPORT_OK when the kernel runs `program` on
+ * `dev` (else the reason in `why`); the outputs that may alias inputs
+ * (num_args^2 records of room). */
+uint32_t cuda_kernels_ew_fits(bpp_device_t dev, const bp_ew_program_t* program, char* why, size_t cap);
+uint32_t cuda_kernels_ew_aliases(const bp_region_desc_t* region, bp_region_alias_t* out);
+
+/* ---- plans: launches recorded instead of enqueued (compiled regions) -- */
+/* One kernel launch, self-contained: the operands' device addresses (0:
+ * an unbound slot), the grid and the argument block, which the launch
+ * reads from device memory at an address given when it is enqueued. */
+#define CUDA_ARGS_MAX 2048u /* bytes of the largest argument block */
+typedef struct cuda_launch_rec {
+  uint32_t program;      /* enum bp_gpu_program */
+  uint32_t num_operands;
+  CUdeviceptr ptr[8];    /* BP_GPU_LAUNCH_MAX_OPERANDS */
+  unsigned grid[3], block[3];
+  uint32_t args_size;
+  uint32_t reserved0;
+  unsigned char args[CUDA_ARGS_MAX];
+} cuda_launch_rec_t;
+/* A region's launches for one set of arguments, in stream order. */
+typedef struct cuda_plan {
+  uint32_t n, cap;
+  cuda_launch_rec_t* recs; /* owned */
+} cuda_plan_t;
+
+/* Appends the launches of a checked op call or elementwise program to
+ * `plan` (host work only: nothing is enqueued, no context needed). */
+bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan);
+bp_status_t cuda_kernels_plan_ew(const bp_ew_program_t* program, uint32_t num_inputs,
+                                 const bp_tensor_desc_t* const* inputs, uint32_t num_outputs,
+                                 const bp_tensor_desc_t* const* outputs, cuda_plan_t* plan);
+void cuda_plan_clear(cuda_plan_t* plan);
+/* Loads the modules the records use (context pushed); done before a
+ * stream capture, where module loading is not allowed. */
+bp_status_t cuda_kernels_load(bpp_device_t dev, const cuda_launch_rec_t* recs, uint32_t n);
+/* cuLaunchKernel of one record reading its block at `args` (context
+ * pushed); nothing else is enqueued, so it may run inside a capture. */
+bp_status_t cuda_kernels_enqueue(bpp_stream_t stream, const cuda_launch_rec_t* rec,
+                                 CUdeviceptr args);
+
 #endif /* BP_CUDA_KERNELS_H_ */

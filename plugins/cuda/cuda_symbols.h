@@ -19,6 +19,12 @@
  *                    cuMemcpyPeerAsync
  *   kernels          cuModuleLoadDataEx, cuModuleGetFunction,
  *                    cuModuleUnload, cuLaunchKernel (cuda_kernels.c)
+ *   graphs           cuStreamBeginCapture_v2, cuStreamEndCapture,
+ *                    cuGraphInstantiateWithFlags, cuGraphLaunch,
+ *                    cuGraphExecDestroy, cuGraphDestroy (compiled regions
+ *                    replay as one graph launch; without them, eagerly);
+ *                    cuGraphExecUpdate_v2 (else a changed region is
+ *                    instantiated again) (cuda_graph.c)
  *   timing           cuEventElapsedTime_v2 (12.8+), else the older export
  *                    cuEventElapsedTime (same signature, resolved by hand)
  */
@@ -80,7 +86,14 @@
   OPT(cuModuleLoadDataEx)                \
   OPT(cuModuleGetFunction)               \
   OPT(cuModuleUnload)                    \
-  OPT(cuLaunchKernel)
+  OPT(cuLaunchKernel)                    \
+  OPT(cuStreamBeginCapture_v2)           \
+  OPT(cuStreamEndCapture)                \
+  OPT(cuGraphInstantiateWithFlags)       \
+  OPT(cuGraphLaunch)                     \
+  OPT(cuGraphExecDestroy)                \
+  OPT(cuGraphDestroy)                    \
+  OPT(cuGraphExecUpdate_v2)
 
 #define BP_CUDA_SYMBOL_FIELD(name) __typeof__(&name) name;
 

@@ -87,6 +87,18 @@ bp_status_t bp_gpu_ew_program_run(const bp_gpu_device_caps_t* caps, const bp_ew_
 /* Fills `out` (caller-sized) with what the interpreter kernel runs. */
 bp_status_t bp_gpu_fusion_caps(const bp_gpu_device_caps_t* caps, bp_fusion_caps_t* out);
 
+/* Compiled EW_PROGRAM regions (gpu_region.c), for the plugins' exec
+ * tables: BP_SUPPORT_OK when `program` fits the declared fusion `caps`
+ * (limits, compute dtype, fusable opcodes), else the reason with the
+ * message in msg. */
+int bp_gpu_ew_program_fits(const bp_fusion_caps_t* caps, const bp_ew_program_t* program, char* msg,
+                           size_t cap);
+/* The outputs that may take an input's memory (same shape and element
+ * size: each work-item reads its inputs before it writes the outputs at
+ * the same index). `out` has room for num_args * num_args records;
+ * returns how many were written. */
+uint32_t bp_gpu_ew_region_aliases(const bp_region_desc_t* region, bp_region_alias_t* out);
+
 /* ---- building blocks (used by the lowering files and the unit tests) -- */
 
 /* An elementwise program under construction (on the stack; not

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bp_gpu_ops.h"
 #include "vk_internal.h"
 
 struct bpp_executable_s {
@@ -51,17 +52,9 @@ static bp_status_t region_compile(bpp_device_t d, const bp_region_desc_t* r, bp_
   bp_fusion_caps_t caps = {.struct_size = sizeof caps};
   bp_status_t st = vk_query_fusion(d, &caps);
   if (st) return st;
-  if (p->num_instrs > caps.ew_max_instrs || p->num_registers > caps.ew_max_registers ||
-      p->num_inputs > caps.ew_max_inputs || p->num_outputs > caps.ew_max_outputs)
-    return refuse(why, BP_SUPPORT_SIZE, "the program exceeds the kernel's limits");
-  if (!(caps.ew_dtype_mask & BP_DTYPE_BIT(p->compute_dtype)))
-    return refuse(why, BP_SUPPORT_DTYPE, "the program's compute dtype is not one this device runs");
-  for (uint32_t i = 0; i < p->num_instrs; i++) {
-    uint32_t o = BP_EW_INSTR_AT(p, i)->opcode;
-    if (o >= BP_EW_LOAD_INPUT && o <= BP_EW_CAST) continue;
-    if (o / 64 >= caps.ew_opcode_words || !(caps.ew_opcode_mask[o / 64] & (1ull << (o % 64))))
-      return refuse(why, BP_SUPPORT_OP, "an instruction's op is not fusable on this device");
-  }
+  char msg[200];
+  int reason = bp_gpu_ew_program_fits(&caps, p, msg, sizeof msg);
+  if (reason) return refuse(why, (uint32_t)reason, msg);
   struct bpp_executable_s* e = calloc(1, sizeof *e);
   if (e) {
     e->instrs = calloc(p->num_instrs ? p->num_instrs : 1, sizeof *e->instrs);
@@ -82,16 +75,7 @@ static bp_status_t region_compile(bpp_device_t d, const bp_region_desc_t* r, bp_
   e->prog.next = NULL;
   e->num_args = r->num_args;
   e->num_inputs = r->num_inputs;
-  /* Each invocation reads its inputs before writing its outputs at the
-   * same index: an output may take an input's memory when the shapes and
-   * element sizes agree. */
-  for (uint32_t o = r->num_inputs; o < r->num_args; o++)
-    for (uint32_t i = 0; i < r->num_inputs; i++) {
-      const bp_tensor_desc_t *a = r->values[o], *b = r->values[i];
-      if (a->rank == b->rank && bp_dtype_size(a->dtype) == bp_dtype_size(b->dtype) &&
-          memcmp(a->sizes, b->sizes, sizeof(int64_t) * a->rank) == 0)
-        e->aliases[e->num_aliases++] = (bp_region_alias_t){o, i};
-    }
+  e->num_aliases = bp_gpu_ew_region_aliases(r, e->aliases);
   *out = e;
   return BP_OK;
 }

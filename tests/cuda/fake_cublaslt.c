@@ -26,7 +26,8 @@ uint16_t fk_f32_to_f16(float f) { return bp_f32_to_f16(f); }
 int fake_cuda_initialized(void);
 int fake_cuda_range_ok(const char* name, const void* p, size_t n);
 void fake_cuda_count(const char* name);
-CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user);
+CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user,
+                                size_t size, const void* key);
 void fake_cuda_misuse(const char* what);
 
 #define MAGIC_HANDLE 0x4c54484eu
@@ -301,7 +302,7 @@ FAKE_EXPORT cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc
     free(jb);
     return CUBLAS_STATUS_INVALID_VALUE;
   }
-  return fake_cuda_enqueue_call("cublasLtMatmul", (CUstream)stream, run_matmul, jb) == CUDA_SUCCESS
+  return fake_cuda_enqueue_call("cublasLtMatmul", (CUstream)stream, run_matmul, jb, sizeof *jb, NULL) == CUDA_SUCCESS
              ? CUBLAS_STATUS_SUCCESS
              : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -52,6 +52,8 @@ typedef struct fake_cuda_control {
   uint64_t (*live_streams)(void);
   /* The last cuLaunchKernel and the number of launches so far. */
   void (*last_launch)(fake_cuda_launch_t* out, uint64_t* count);
+  /* Graphs and instantiated graphs alive (fake_graph.c). */
+  uint64_t (*live_graphs)(void);
 } fake_cuda_control_t;
 
 typedef const fake_cuda_control_t* (*fake_cuda_control_fn)(void);

@@ -20,7 +20,8 @@
 
 int fake_cuda_range_ok(const char* name, const void* p, size_t n);
 void fake_cuda_misuse(const char* what);
-CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user);
+CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user,
+                                size_t size, const void* key);
 CUresult fake_cuda_enter(const char* name);
 
 /* From the generated table (fake_kernel_table.c). */
@@ -270,7 +271,7 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
     free(j);
     return CUDA_ERROR_NOT_SUPPORTED;
   }
-  return fake_cuda_enqueue_call("cuLaunchKernel", stream, run_job, j);
+  return fake_cuda_enqueue_call("cuLaunchKernel", stream, run_job, j, sizeof *j, fn);
 }
 
 void fake_kernels_reset(void) {

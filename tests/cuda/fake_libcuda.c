@@ -74,6 +74,13 @@ typedef struct fstream {
   int stop;
   pthread_cond_t cv;   /* work arrived */
   pthread_cond_t idle; /* queue drained */
+  /* Stream capture (fake_graph.c): launches go into `capture` (a graph)
+   * instead of the queue; anything the fake cannot capture, or a call the
+   * capture mode forbids, invalidates it. */
+  void* capture;
+  int capture_invalid;
+  int capture_mode; /* CUstreamCaptureMode */
+  pthread_t capture_thread;
 } fstream_t;
 #define STREAM_MAGIC 0x5354524du
 
@@ -115,6 +122,8 @@ static struct {
 } g = {.devices = -1};
 
 static __thread int t_in_callback;
+static __thread fstream_t* t_capture; /* this thread's capturing stream (not RELAXED) */
+static int g_global_captures;          /* captures in CU_STREAM_CAPTURE_MODE_GLOBAL */
 static __thread fctx_t* t_ctx_stack[16];
 static __thread int t_ctx_depth;
 
@@ -153,14 +162,28 @@ static void count_call_locked(const char* name) {
 static int is_teardown(const char* name) {
   static const char* const k[] = {"cuMemFree_v2", "cuMemFreeHost", "cuMemFreeAsync",
                                   "cuStreamDestroy_v2", "cuEventDestroy_v2",
-                                  "cuDevicePrimaryCtxRelease_v2", "cuCtxPushCurrent_v2"};
+                                  "cuDevicePrimaryCtxRelease_v2", "cuCtxPushCurrent_v2",
+                                  "cuGraphExecDestroy", "cuGraphDestroy"};
   for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
     if (!strcmp(k[i], name)) return 1;
   return 0;
 }
 
+/* Calls that a capture in GLOBAL mode (any thread) or THREAD_LOCAL mode
+ * (the capturing thread) forbids: they are not stream-ordered, so the
+ * driver refuses them and invalidates the capture. */
+static int is_capture_unsafe(const char* name) {
+  static const char* const k[] = {"cuMemAlloc_v2", "cuMemFree_v2", "cuMemHostAlloc",
+                                  "cuMemFreeHost", "cuMemAllocManaged", "cuModuleLoadDataEx",
+                                  "cuModuleUnload", "cuEventSynchronize", "cuCtxSynchronize"};
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; ++i)
+    if (!strcmp(k[i], name)) return 1;
+  return 0;
+}
+static void invalidate_captures_locked(fstream_t* only);
+
 /* Every entry point starts here: the host-function rule, initialization,
- * injected failures and the sticky error. */
+ * injected failures, the sticky error and the capture rules. */
 static CUresult enter(const char* name, int needs_init) {
   if (t_in_callback) {
     misuse("%s called from inside a host function (cuLaunchHostFunc forbids CUDA calls there)",
@@ -168,6 +191,12 @@ static CUresult enter(const char* name, int needs_init) {
     return CUDA_ERROR_NOT_PERMITTED;
   }
   pthread_mutex_lock(&g_mu);
+  if ((t_capture || g_global_captures) && is_capture_unsafe(name)) {
+    invalidate_captures_locked(g_global_captures ? NULL : t_capture);
+    count_call_locked(name);
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   count_call_locked(name);
   CUresult r = CUDA_SUCCESS;
   if (needs_init && !g.initialized) r = CUDA_ERROR_NOT_INITIALIZED;
@@ -343,6 +372,13 @@ static void* stream_worker(void* arg) {
 }
 
 static CUresult push_cmd(fstream_t* s, cmd_t c) {
+  pthread_mutex_lock(&g_mu);
+  if (s->capture) { /* the fake captures kernel launches and library calls only */
+    s->capture_invalid = 1;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  pthread_mutex_unlock(&g_mu);
   cmd_t* p = malloc(sizeof *p);
   if (!p) return CUDA_ERROR_OUT_OF_MEMORY;
   *p = c;
@@ -378,12 +414,28 @@ void fake_cuda_count(const char* name) {
   count_call_locked(name);
   pthread_mutex_unlock(&g_mu);
 }
-/* Runs fn(user) in stream order; takes `user` (malloc'd) in all cases. */
-CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user) {
+/* fake_graph.c */
+CUresult fake_graph_add(void* graph, void (*fn)(void*), void* user, size_t size, const void* key);
+
+/* Runs fn(user) in stream order, or adds it to the stream's capture;
+ * takes `user` (malloc'd, `size` flat bytes) in all cases. `key` names
+ * what a graph update must keep (the kernel's function). */
+CUresult fake_cuda_enqueue_call(const char* name, CUstream h, void (*fn)(void*), void* user,
+                                size_t size, const void* key) {
   fstream_t* s = stream_of(name, h);
   if (!s) {
     free(user);
     return CUDA_ERROR_INVALID_HANDLE;
+  }
+  pthread_mutex_lock(&g_mu);
+  void* graph = s->capture;
+  int invalid = s->capture_invalid;
+  pthread_mutex_unlock(&g_mu);
+  if (graph) { /* only this stream's capturer adds to it */
+    CUresult r = invalid ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                         : fake_graph_add(graph, fn, user, size, key);
+    free(user);
+    return r;
   }
   CUresult r = push_cmd(s, (cmd_t){.kind = CMD_CALL, .fn = fn, .user = user});
   if (r != CUDA_SUCCESS) free(user);
@@ -408,6 +460,15 @@ static const struct { CUresult r; const char *name, *text; } k_errors[] = {
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE",
+     "the graph update was not performed because it included changes which violated constraints specific to instantiated graph update"},
     {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
      "peer access is already enabled"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
@@ -876,6 +937,11 @@ FAKE_EXPORT CUresult cuStreamSynchronize(CUstream h) {
   ENTER("cuStreamSynchronize", 1);
   STREAM("cuStreamSynchronize", h, s);
   pthread_mutex_lock(&g_mu);
+  if (s->capture) { /* waiting on a capturing stream is illegal */
+    s->capture_invalid = 1;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   while (s->head) pthread_cond_wait(&s->idle, &g_mu);
   CUresult r = g.sticky;
   pthread_mutex_unlock(&g_mu);
@@ -885,6 +951,11 @@ FAKE_EXPORT CUresult cuStreamQuery(CUstream h) {
   ENTER("cuStreamQuery", 1);
   STREAM("cuStreamQuery", h, s);
   pthread_mutex_lock(&g_mu);
+  if (s->capture) {
+    s->capture_invalid = 1;
+    pthread_mutex_unlock(&g_mu);
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   CUresult r = g.sticky ? g.sticky : s->head ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
   pthread_mutex_unlock(&g_mu);
   return r;
@@ -1006,6 +1077,65 @@ FAKE_EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
   return r;
 }
 
+/* ---- stream capture (the graphs themselves: fake_graph.c) ------------------------ */
+static void invalidate_captures_locked(fstream_t* only) {
+  for (fstream_t* s = g.streams; s; s = s->next)
+    if (s->capture && (!only || s == only)) s->capture_invalid = 1;
+}
+
+CUresult fake_stream_begin_capture(const char* name, CUstream h, void* graph, int mode) {
+  STREAM(name, h, s);
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED)
+    return CUDA_ERROR_INVALID_VALUE;
+  pthread_mutex_lock(&g_mu);
+  CUresult r = CUDA_SUCCESS;
+  if (s->capture) {
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  } else {
+    s->capture = graph;
+    s->capture_invalid = 0;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+    if (mode == CU_STREAM_CAPTURE_MODE_GLOBAL) g_global_captures++;
+  }
+  pthread_mutex_unlock(&g_mu);
+  if (r == CUDA_SUCCESS && mode != CU_STREAM_CAPTURE_MODE_RELAXED) t_capture = s;
+  return r;
+}
+
+/* Ends the capture: *out_graph is the graph (NULL and INVALIDATED when
+ * something invalidated it; the caller frees it then). */
+CUresult fake_stream_end_capture(const char* name, CUstream h, void** out_graph) {
+  STREAM(name, h, s);
+  pthread_mutex_lock(&g_mu);
+  CUresult r = CUDA_SUCCESS;
+  *out_graph = s->capture;
+  if (!s->capture) {
+    r = CUDA_ERROR_ILLEGAL_STATE;
+  } else if (s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+             !pthread_equal(s->capture_thread, pthread_self())) {
+    r = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    *out_graph = NULL;
+  } else {
+    if (s->capture_mode == CU_STREAM_CAPTURE_MODE_GLOBAL) g_global_captures--;
+    if (s->capture_invalid) r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    s->capture = NULL;
+    s->capture_invalid = 0;
+    if (t_capture == s) t_capture = NULL;
+  }
+  pthread_mutex_unlock(&g_mu);
+  return r;
+}
+
+int fake_stream_capturing(CUstream h) {
+  pthread_mutex_lock(&g_mu);
+  fstream_t* s = find_stream_locked(h);
+  int c = s && s->capture;
+  pthread_mutex_unlock(&g_mu);
+  return c;
+}
+
 /* ---- control ------------------------------------------------------------------- */
 void fake_kernels_reset(void);
 static void c_reset(void) {
@@ -1065,9 +1195,11 @@ static uint64_t c_live_streams(void) {
 }
 
 void fake_kernels_last_launch(fake_cuda_launch_t* out, uint64_t* count);
+uint64_t fake_graph_live(void);
 static const fake_cuda_control_t k_control = {
     c_reset, c_set_devices, c_set_memory, c_set_init_error, c_set_pools, c_fail_call,
     c_make_sticky, c_set_delay_us, c_misuse_count, c_last_misuse, c_call_count,
-    c_last_stream_priority, c_live_allocations, c_live_streams, fake_kernels_last_launch};
+    c_last_stream_priority, c_live_allocations, c_live_streams, fake_kernels_last_launch,
+    fake_graph_live};
 
 FAKE_EXPORT const fake_cuda_control_t* fake_cuda_control(void) { return &k_control; }

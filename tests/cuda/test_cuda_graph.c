@@ -1,0 +1,481 @@
+/* Compiled regions of the CUDA plugin (its exec table) over the fake
+ * driver: replays through CUDA graphs (one capture, then one cuGraphLaunch
+ * per run) equal eager results; a changed argument re-captures and updates
+ * the instantiated graph; capture failures fall back to eager replay or
+ * map to clear statuses; a driver without the graph entry points replays
+ * eagerly; the fake enforces the capture rules; saved regions reload and
+ * corrupt bytes are refused.
+ */
+#include <dlfcn.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backplane/plugin.h"
+#include "fake_cuda.h"
+
+static char g_msg[512];
+static void host_report(void* ctx, bp_status_t st, const char* m) {
+  (void)ctx, (void)st;
+  snprintf(g_msg, sizeof g_msg, "%s", m);
+}
+static void host_log(void* ctx, int32_t level, const char* m) { (void)ctx, (void)level, (void)m; }
+static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx, (void)level; return 0; }
+static const bp_host_services_t k_host = {.struct_size = sizeof k_host, .report = host_report,
+                                          .log = host_log, .log_enabled = host_log_enabled};
+
+static void* g_plugin;
+static const bpp_core_table_t* C;
+static const bp_plugin_vtable_t* V;
+static const bpp_exec_table_t* X;
+static const fake_cuda_control_t* F;
+static void* g_fake;
+
+static int group_setup(void** state) {
+  (void)state;
+  setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1);
+  g_fake = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!g_fake) return fprintf(stderr, "%s\n", dlerror()), -1;
+  F = ((fake_cuda_control_fn)dlsym(g_fake, FAKE_CUDA_CONTROL_SYMBOL))();
+  g_plugin = dlopen(CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!g_plugin) return fprintf(stderr, "%s\n", dlerror()), -1;
+  bp_plugin_negotiate_fn nego = (bp_plugin_negotiate_fn)dlsym(g_plugin, BP_PLUGIN_ENTRY_NAME);
+  bp_negotiate_request_t req = {.struct_size = sizeof req, .abi_major = BP_ABI_VERSION_MAJOR,
+                                .abi_minor = BP_ABI_VERSION_MINOR, .host = &k_host};
+  bp_negotiate_reply_t rep = {.struct_size = sizeof rep};
+  if (!nego || nego(&req, &rep) != BP_OK) return -1;
+  V = rep.vtable;
+  C = V->core;
+  X = V->exec;
+  return X ? 0 : -1;
+}
+static int group_teardown(void** state) {
+  (void)state;
+  dlclose(g_plugin);
+  dlclose(g_fake);
+  return 0;
+}
+
+typedef struct fx {
+  bpp_instance_t inst;
+  bpp_device_t dev;
+  bpp_stream_t s;
+  const fake_cuda_control_t* f; /* the driver this instance opened */
+} fx_t;
+static fx_t g_fx;
+
+static void open_with(const char* driver, const fake_cuda_control_t* f) {
+  setenv("BP_CUDA_DRIVER_PATH", driver, 1);
+  g_fx.f = f;
+  assert_int_equal(C->instance_create(NULL, &g_fx.inst), BP_OK);
+  assert_int_equal(C->device_open(g_fx.inst, 0, &g_fx.dev), BP_OK);
+  assert_int_equal(C->stream_create(g_fx.dev, NULL, &g_fx.s), BP_OK);
+}
+static int setup(void** state) {
+  (void)state;
+  F->reset();
+  memset(&g_fx, 0, sizeof g_fx);
+  g_msg[0] = 0;
+  return 0;
+}
+static int teardown(void** state) {
+  (void)state;
+  if (g_fx.s) C->stream_destroy(g_fx.s);
+  if (g_fx.dev) C->device_close(g_fx.dev);
+  if (g_fx.inst) C->instance_destroy(g_fx.inst);
+  setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  const fake_cuda_control_t* f = g_fx.f ? g_fx.f : F;
+  int bad = 0;
+  if (f->misuse_count()) bad = fprintf(stderr, "fake saw misuse: %s\n", f->last_misuse());
+  if (f->live_allocations()) bad = fprintf(stderr, "%llu allocations leaked\n",
+                                           (unsigned long long)f->live_allocations());
+  if (f->live_graphs()) bad = fprintf(stderr, "%llu graphs leaked\n",
+                                      (unsigned long long)f->live_graphs());
+  return bad ? -1 : 0;
+}
+
+/* ---- helpers -------------------------------------------------------------------- */
+enum { N = 300 }; /* elements per tensor: two blocks of the elementwise kernel */
+
+typedef struct tensor {
+  bpp_buffer_t b;
+  float* host; /* pinned and mapped */
+  bp_tensor_desc_t d;
+} tensor_t;
+
+static tensor_t tensor_new(uint64_t extra) {
+  tensor_t t;
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 1,
+                               .size_bytes = N * sizeof(float) + extra};
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &t.b), BP_OK);
+  void* p = NULL;
+  assert_int_equal(C->buffer_map(t.b, 0, ai.size_bytes, &p), BP_OK);
+  t.host = (float*)((char*)p + extra);
+  memset(p, 0, ai.size_bytes);
+  t.d = (bp_tensor_desc_t){.struct_size = sizeof t.d, .dtype = BP_DTYPE_F32, .rank = 1,
+                           .buffer = t.b, .byte_offset = extra};
+  t.d.sizes[0] = N;
+  t.d.strides[0] = 1;
+  return t;
+}
+static void fill(tensor_t* t, float scale, float shift) {
+  for (int i = 0; i < N; ++i) t->host[i] = scale * (float)(i % 37) + shift;
+}
+static uint64_t calls(const char* entry) { return g_fx.f->call_count(entry); }
+
+/* out = -((a + b) * a) as a program. */
+static const bp_ew_instr_t k_instrs[] = {
+    {BP_EW_LOAD_INPUT, 0, 0, 0, 0, 0}, {BP_EW_LOAD_INPUT, 1, 1, 0, 0, 0},
+    {BP_OP_add, 2, 0, 1, 0, 0},        {BP_OP_mul, 3, 2, 0, 0, 0},
+    {BP_OP_neg, 4, 3, 0, 0, 0},        {BP_EW_STORE, 0, 0, 4, 0, 0}};
+static const bp_ew_program_t k_prog = {
+    .struct_size = sizeof k_prog, .num_instrs = 6, .num_registers = 5, .num_inputs = 2,
+    .num_outputs = 1, .compute_dtype = BP_DTYPE_F32, .instr_stride = sizeof(bp_ew_instr_t),
+    .instrs = k_instrs};
+static float expect(float a, float b) { return -((a + b) * a); }
+
+static bp_tensor_desc_t k_shape = {.struct_size = sizeof(bp_tensor_desc_t), .dtype = BP_DTYPE_F32,
+                                   .rank = 1, .sizes = {N}, .strides = {1}};
+
+static bpp_executable_t compile_program(void) {
+  const bp_tensor_desc_t* values[3] = {&k_shape, &k_shape, &k_shape};
+  bp_region_desc_t r = {.struct_size = sizeof r, .kind = BP_REGION_EW_PROGRAM, .num_values = 3,
+                        .num_args = 3, .num_inputs = 2, .values = values, .program = &k_prog};
+  bp_support_t why = {.struct_size = sizeof why};
+  bpp_executable_t e = NULL;
+  assert_int_equal(X->region_compile(g_fx.dev, &r, &why, &e), BP_OK);
+  return e;
+}
+
+/* The same as GRAPH: t = a + b (alpha 1); u = t * a; out = -u (values 3
+ * and 4 are temporaries in the workspace). */
+static const bp_binary_attrs_t k_one = {.struct_size = sizeof k_one,
+                                        .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 1.0}};
+static const uint32_t k_add_ids[] = {0, 1, 3}, k_mul_ids[] = {3, 0, 4}, k_neg_ids[] = {4, 2};
+static const bp_region_node_t k_nodes[3] = {
+    {.struct_size = sizeof(bp_region_node_t), .op_id = BP_OP_add, .num_inputs = 2, .num_outputs = 1,
+     .compute_dtype = BP_DTYPE_F32, .inputs = k_add_ids, .outputs = k_add_ids + 2, .attrs = &k_one},
+    {.struct_size = sizeof(bp_region_node_t), .op_id = BP_OP_mul, .num_inputs = 2, .num_outputs = 1,
+     .compute_dtype = BP_DTYPE_F32, .inputs = k_mul_ids, .outputs = k_mul_ids + 2, .attrs = &k_one},
+    {.struct_size = sizeof(bp_region_node_t), .op_id = BP_OP_neg, .num_inputs = 1, .num_outputs = 1,
+     .compute_dtype = BP_DTYPE_F32, .inputs = k_neg_ids, .outputs = k_neg_ids + 1}};
+
+static bp_region_desc_t graph_desc(const bp_tensor_desc_t** values, const bp_region_node_t** nodes) {
+  for (int i = 0; i < 5; ++i) values[i] = &k_shape;
+  for (int i = 0; i < 3; ++i) nodes[i] = &k_nodes[i];
+  return (bp_region_desc_t){.struct_size = sizeof(bp_region_desc_t), .kind = BP_REGION_GRAPH,
+                            .num_values = 5, .num_args = 3, .num_inputs = 2, .num_nodes = 3,
+                            .values = values, .nodes = nodes};
+}
+
+static void launch_ok(bpp_executable_t e, tensor_t* a, tensor_t* b, tensor_t* o,
+                      const bp_tensor_desc_t* ws) {
+  const bp_tensor_desc_t* args[3] = {&a->d, &b->d, &o->d};
+  assert_int_equal(X->executable_launch(g_fx.s, e, 3, args, ws), BP_OK);
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+}
+static void check(const tensor_t* a, const tensor_t* b, const tensor_t* o) {
+  for (int i = 0; i < N; ++i) assert_float_equal(o->host[i], expect(a->host[i], b->host[i]), 1e-5);
+}
+
+/* ---- tests ---------------------------------------------------------------------- */
+/* An EW_PROGRAM region replayed 5 times: one capture, one instantiation,
+ * five graph launches, the kernel launched once (inside the capture);
+ * results equal the eager launch_ew_program's. New input values reach the
+ * replay (the graph reads memory when it runs); a new output buffer is a
+ * re-capture that updates the instantiated graph. */
+static void test_program_replays_as_one_graph(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  tensor_t a = tensor_new(0), b = tensor_new(64), o = tensor_new(0), eager = tensor_new(0);
+  fill(&a, 0.5f, -3.0f);
+  fill(&b, -0.25f, 1.0f);
+  const bp_tensor_desc_t* in[2] = {&a.d, &b.d};
+  const bp_tensor_desc_t* out[1] = {&eager.d};
+  assert_int_equal(V->caps->launch_ew_program(g_fx.s, &k_prog, 2, in, 1, out), BP_OK);
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+  bpp_executable_t e = compile_program();
+  uint64_t k0 = calls("cuLaunchKernel");
+  for (int rep = 0; rep < 5; ++rep) {
+    memset(o.host, 0, N * sizeof(float));
+    launch_ok(e, &a, &b, &o, NULL);
+    assert_memory_equal(o.host, eager.host, N * sizeof(float));
+  }
+  check(&a, &b, &o);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 1);
+  assert_int_equal(calls("cuGraphInstantiateWithFlags"), 1);
+  assert_int_equal(calls("cuGraphLaunch"), 5);
+  assert_int_equal(calls("cuLaunchKernel") - k0, 1);
+  fill(&a, 2.0f, 0.5f); /* same buffers, new values: no new capture */
+  launch_ok(e, &a, &b, &o, NULL);
+  check(&a, &b, &o);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 1);
+  tensor_t o2 = tensor_new(128); /* another output buffer: capture again, update */
+  launch_ok(e, &a, &b, &o2, NULL);
+  check(&a, &b, &o2);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 2);
+  assert_int_equal(calls("cuGraphExecUpdate_v2"), 1);
+  assert_int_equal(calls("cuGraphInstantiateWithFlags"), 1);
+  assert_int_equal(calls("cuGraphLaunch"), 7);
+  X->executable_release(e);
+  bpp_buffer_t bufs[] = {a.b, b.b, o.b, eager.b, o2.b};
+  for (int i = 0; i < 5; ++i) C->buffer_release(bufs[i]);
+}
+
+/* Three ops (add, mul, neg) with two temporaries in the workspace: one
+ * graph launch per run, three kernels captured once. */
+static void test_graph_region_multi_op(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  const bp_tensor_desc_t* values[5];
+  const bp_region_node_t* nodes[3];
+  bp_region_desc_t r = graph_desc(values, nodes);
+  bp_support_t why = {.struct_size = sizeof why};
+  bpp_executable_t e = NULL;
+  assert_int_equal(X->region_compile(g_fx.dev, &r, &why, &e), BP_OK);
+  bp_region_info_t info = {.struct_size = sizeof info};
+  assert_int_equal(X->executable_get_info(e, &info), BP_OK);
+  assert_true(info.workspace_bytes >= 2 * N * sizeof(float));
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0,
+                               .size_bytes = info.workspace_bytes + 256};
+  bpp_buffer_t wsb = NULL;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &wsb), BP_OK);
+  bp_tensor_desc_t ws = {.struct_size = sizeof ws, .dtype = BP_DTYPE_U8, .rank = 1, .buffer = wsb,
+                         .byte_offset = 256, .sizes = {(int64_t)info.workspace_bytes}, .strides = {1}};
+  const bp_tensor_desc_t* noargs[3] = {NULL, NULL, NULL};
+  assert_int_equal(X->executable_launch(g_fx.s, e, 3, noargs, &ws), BP_INVALID_ARGUMENT);
+  tensor_t a = tensor_new(0), b = tensor_new(0), o = tensor_new(0);
+  const bp_tensor_desc_t* args[3] = {&a.d, &b.d, &o.d};
+  assert_int_equal(X->executable_launch(g_fx.s, e, 3, args, NULL), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(g_msg, "workspace"));
+  uint64_t k0 = calls("cuLaunchKernel");
+  for (int rep = 0; rep < 4; ++rep) {
+    fill(&a, 0.25f * (float)(rep + 1), -1.0f);
+    fill(&b, 1.5f, (float)rep);
+    launch_ok(e, &a, &b, &o, &ws);
+    check(&a, &b, &o);
+  }
+  assert_int_equal(calls("cuLaunchKernel") - k0, 3);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 1);
+  assert_int_equal(calls("cuGraphLaunch"), 4);
+  X->executable_release(e);
+  bpp_buffer_t bufs[] = {a.b, b.b, o.b, wsb};
+  for (int i = 0; i < 4; ++i) C->buffer_release(bufs[i]);
+}
+
+/* A capture the driver invalidates: the launch still runs (eagerly) and
+ * the region stays eager; an instantiation out of memory is
+ * RESOURCE_EXHAUSTED with the driver's error, and the next launch
+ * captures again. */
+static void test_capture_failures(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  tensor_t a = tensor_new(0), b = tensor_new(0), o = tensor_new(0);
+  fill(&a, 1.0f, 0.0f);
+  fill(&b, -2.0f, 3.0f);
+  bpp_executable_t e = compile_program();
+  F->fail_call("cuGraphInstantiateWithFlags", 1, CUDA_ERROR_OUT_OF_MEMORY);
+  const bp_tensor_desc_t* args[3] = {&a.d, &b.d, &o.d};
+  assert_int_equal(X->executable_launch(g_fx.s, e, 3, args, NULL), BP_RESOURCE_EXHAUSTED);
+  assert_non_null(strstr(g_msg, "cuGraphInstantiate: CUDA_ERROR_OUT_OF_MEMORY (2)"));
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+  launch_ok(e, &a, &b, &o, NULL);
+  check(&a, &b, &o);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 2);
+  assert_int_equal(calls("cuGraphLaunch"), 1);
+  X->executable_release(e);
+
+  e = compile_program();
+  F->fail_call("cuStreamEndCapture", 1, CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  memset(o.host, 0, N * sizeof(float));
+  uint64_t k0 = calls("cuLaunchKernel");
+  launch_ok(e, &a, &b, &o, NULL);
+  check(&a, &b, &o);
+  launch_ok(e, &a, &b, &o, NULL);
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 3); /* no capture after the failure */
+  assert_int_equal(calls("cuGraphLaunch"), 1);
+  assert_int_equal(calls("cuLaunchKernel") - k0, 3); /* captured once, then two eager */
+  X->executable_release(e);
+  bpp_buffer_t bufs[] = {a.b, b.b, o.b};
+  for (int i = 0; i < 3; ++i) C->buffer_release(bufs[i]);
+}
+
+/* A driver that lacks the graph entry points: every launch is eager, with
+ * the same results. */
+static void test_driver_without_graphs(void** state) {
+  (void)state;
+  void* lib = dlopen(FAKE_CUDA_NOGRAPHS_PATH, RTLD_NOW | RTLD_LOCAL);
+  assert_non_null(lib);
+  assert_null(dlsym(lib, "cuGraphLaunch"));
+  const fake_cuda_control_t* f = ((fake_cuda_control_fn)dlsym(lib, FAKE_CUDA_CONTROL_SYMBOL))();
+  f->reset();
+  open_with(FAKE_CUDA_NOGRAPHS_PATH, f);
+  tensor_t a = tensor_new(0), b = tensor_new(0), o = tensor_new(0);
+  fill(&a, 0.75f, 1.0f);
+  fill(&b, 0.5f, -4.0f);
+  bpp_executable_t e = compile_program();
+  uint64_t k0 = calls("cuLaunchKernel");
+  for (int rep = 0; rep < 3; ++rep) {
+    memset(o.host, 0, N * sizeof(float));
+    launch_ok(e, &a, &b, &o, NULL);
+    check(&a, &b, &o);
+  }
+  assert_int_equal(calls("cuLaunchKernel") - k0, 3);
+  X->executable_release(e);
+  bpp_buffer_t bufs[] = {a.b, b.b, o.b};
+  for (int i = 0; i < 3; ++i) C->buffer_release(bufs[i]);
+  assert_int_equal(teardown(state), 0);
+  g_fx.s = NULL, g_fx.dev = NULL, g_fx.inst = NULL;
+  g_fx.f = NULL;
+  dlclose(lib);
+}
+
+/* The fake's capture rules, straight through its entry points:
+ * synchronizing a capturing stream or allocating on the capturing thread
+ * is refused and invalidates the capture. */
+typedef CUresult (*fn_stream_t)(CUstream);
+static void test_fake_capture_rules(void** state) {
+  (void)state;
+  g_fx.f = F;
+  CUresult (*init)(unsigned) = (CUresult(*)(unsigned))dlsym(g_fake, "cuInit");
+  CUresult (*retain)(CUcontext*, CUdevice) = (CUresult(*)(CUcontext*, CUdevice))dlsym(g_fake, "cuDevicePrimaryCtxRetain");
+  CUresult (*release)(CUdevice) = (CUresult(*)(CUdevice))dlsym(g_fake, "cuDevicePrimaryCtxRelease_v2");
+  CUresult (*push)(CUcontext) = (CUresult(*)(CUcontext))dlsym(g_fake, "cuCtxPushCurrent_v2");
+  CUresult (*pop)(CUcontext*) = (CUresult(*)(CUcontext*))dlsym(g_fake, "cuCtxPopCurrent_v2");
+  CUresult (*create)(CUstream*, unsigned, int) = (CUresult(*)(CUstream*, unsigned, int))dlsym(g_fake, "cuStreamCreateWithPriority");
+  fn_stream_t destroy = (fn_stream_t)dlsym(g_fake, "cuStreamDestroy_v2");
+  fn_stream_t sync = (fn_stream_t)dlsym(g_fake, "cuStreamSynchronize");
+  CUresult (*begin)(CUstream, CUstreamCaptureMode) = (CUresult(*)(CUstream, CUstreamCaptureMode))dlsym(g_fake, "cuStreamBeginCapture_v2");
+  CUresult (*end)(CUstream, CUgraph*) = (CUresult(*)(CUstream, CUgraph*))dlsym(g_fake, "cuStreamEndCapture");
+  CUresult (*alloc)(CUdeviceptr*, size_t) = (CUresult(*)(CUdeviceptr*, size_t))dlsym(g_fake, "cuMemAlloc_v2");
+  CUresult (*gdestroy)(CUgraph) = (CUresult(*)(CUgraph))dlsym(g_fake, "cuGraphDestroy");
+  CUcontext ctx = NULL;
+  CUstream s = NULL;
+  assert_int_equal(init(0), CUDA_SUCCESS);
+  assert_int_equal(retain(&ctx, 0), CUDA_SUCCESS);
+  assert_int_equal(push(ctx), CUDA_SUCCESS);
+  assert_int_equal(create(&s, CU_STREAM_NON_BLOCKING, 0), CUDA_SUCCESS);
+  CUgraph g = NULL;
+  assert_int_equal(begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  assert_int_equal(end(s, &g), CUDA_SUCCESS); /* an empty capture is a graph */
+  assert_non_null(g);
+  assert_int_equal(gdestroy(g), CUDA_SUCCESS);
+  assert_int_equal(begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+  assert_int_equal(begin(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_ERROR_ILLEGAL_STATE);
+  assert_int_equal(sync(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(end(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_null(g);
+  CUdeviceptr p = 0;
+  assert_int_equal(begin(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  assert_int_equal(alloc(&p, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  assert_int_equal(end(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  assert_int_equal(sync(s), CUDA_SUCCESS); /* capture over: legal again */
+  assert_int_equal(destroy(s), CUDA_SUCCESS);
+  pop(&ctx);
+  release(0);
+}
+
+/* Saved bytes reload into an executable that runs the same; a flipped
+ * byte is DATA_LOSS, another plugin's bytes FAILED_PRECONDITION, a short
+ * buffer OUT_OF_RANGE. */
+static void test_serialize_roundtrip(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  const bp_tensor_desc_t* values[5];
+  const bp_region_node_t* nodes[3];
+  bp_region_desc_t r = graph_desc(values, nodes);
+  bp_support_t why = {.struct_size = sizeof why};
+  bpp_executable_t e = NULL, back = NULL;
+  assert_int_equal(X->region_compile(g_fx.dev, &r, &why, &e), BP_OK);
+  uint64_t size = 0;
+  assert_int_equal(X->executable_serialize(e, NULL, 0, &size), BP_OK);
+  unsigned char* bytes = malloc(size);
+  assert_int_equal(X->executable_serialize(e, bytes, size - 1, &size), BP_OUT_OF_RANGE);
+  assert_int_equal(X->executable_serialize(e, bytes, size, &size), BP_OK);
+  assert_int_equal(X->executable_deserialize(g_fx.dev, bytes, size, &back), BP_OK);
+  bp_region_info_t info = {.struct_size = sizeof info};
+  assert_int_equal(X->executable_get_info(back, &info), BP_OK);
+  bp_buffer_alloc_info_t ai = {.struct_size = sizeof ai, .memory_space = 0,
+                               .size_bytes = info.workspace_bytes};
+  bpp_buffer_t wsb = NULL;
+  assert_int_equal(C->buffer_allocate(g_fx.dev, &ai, &wsb), BP_OK);
+  bp_tensor_desc_t ws = {.struct_size = sizeof ws, .dtype = BP_DTYPE_U8, .rank = 1, .buffer = wsb,
+                         .sizes = {(int64_t)info.workspace_bytes}, .strides = {1}};
+  tensor_t a = tensor_new(0), b = tensor_new(0), o = tensor_new(0);
+  fill(&a, 0.5f, 2.0f);
+  fill(&b, 1.0f, -7.0f);
+  launch_ok(back, &a, &b, &o, &ws);
+  check(&a, &b, &o);
+  for (uint64_t i = 8; i < size; i += size / 7) {
+    bytes[i] ^= 0x40;
+    bpp_executable_t bad = NULL;
+    assert_int_equal(X->executable_deserialize(g_fx.dev, bytes, size, &bad), BP_DATA_LOSS);
+    assert_null(bad);
+    bytes[i] ^= 0x40;
+  }
+  bpp_executable_t bad = NULL;
+  assert_int_equal(X->executable_deserialize(g_fx.dev, bytes, size / 2, &bad), BP_DATA_LOSS);
+  bytes[0] = 'X';
+  assert_int_equal(X->executable_deserialize(g_fx.dev, bytes, size, &bad), BP_FAILED_PRECONDITION);
+  assert_non_null(strstr(g_msg, "not a region of the CUDA plugin"));
+  free(bytes);
+  X->executable_release(e);
+  X->executable_release(back);
+  bpp_buffer_t bufs[] = {a.b, b.b, o.b, wsb};
+  for (int i = 0; i < 4; ++i) C->buffer_release(bufs[i]);
+}
+
+/* region_claim groups runs of nodes the kernels take; an f32 mm (run by
+ * cuBLASLt eagerly) splits them with its reason; compiling a region with
+ * it is refused with the same reason. */
+static void test_claim_and_refusal(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  static const bp_tensor_desc_t sq = {.struct_size = sizeof(bp_tensor_desc_t), .dtype = BP_DTYPE_F32,
+                                      .rank = 2, .sizes = {4, 4}, .strides = {4, 1}};
+  const bp_tensor_desc_t* values[6] = {&sq, &sq, &sq, &sq, &sq, &sq};
+  static const uint32_t neg1[] = {0, 2}, mm[] = {2, 1, 3}, neg2[] = {3, 4}, neg3[] = {4, 5};
+  const bp_region_node_t n[4] = {
+      {.struct_size = sizeof n[0], .op_id = BP_OP_neg, .num_inputs = 1, .num_outputs = 1, .inputs = neg1, .outputs = neg1 + 1},
+      {.struct_size = sizeof n[0], .op_id = BP_OP_mm, .num_inputs = 2, .num_outputs = 1, .inputs = mm, .outputs = mm + 2},
+      {.struct_size = sizeof n[0], .op_id = BP_OP_neg, .num_inputs = 1, .num_outputs = 1, .inputs = neg2, .outputs = neg2 + 1},
+      {.struct_size = sizeof n[0], .op_id = BP_OP_neg, .num_inputs = 1, .num_outputs = 1, .inputs = neg3, .outputs = neg3 + 1}};
+  const bp_region_node_t* nodes[4] = {&n[0], &n[1], &n[2], &n[3]};
+  bp_region_desc_t g = {.struct_size = sizeof g, .kind = BP_REGION_GRAPH, .num_values = 6,
+                        .num_args = 3, .num_inputs = 2, .num_nodes = 4, .values = values, .nodes = nodes};
+  uint32_t groups[4] = {9, 9, 9, 9};
+  bp_support_t r[4];
+  bp_support_t* rp[4];
+  for (int i = 0; i < 4; ++i) r[i] = (bp_support_t){.struct_size = sizeof r[i]}, rp[i] = &r[i];
+  assert_int_equal(X->region_claim(g_fx.dev, &g, groups, rp), BP_OK);
+  assert_int_equal(groups[0], 1);
+  assert_int_equal(groups[1], 0);
+  assert_int_equal(groups[2], 2);
+  assert_int_equal(groups[3], 2);
+  assert_non_null(strstr(r[1].message, "cuBLASLt"));
+  bp_support_t why = {.struct_size = sizeof why};
+  bpp_executable_t e = NULL;
+  assert_int_equal(X->region_compile(g_fx.dev, &g, &why, &e), BP_UNIMPLEMENTED);
+  assert_null(e);
+  assert_false(why.supported);
+  assert_non_null(strstr(why.message, "node 1 (mm)"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_program_replays_as_one_graph, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_graph_region_multi_op, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_capture_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_driver_without_graphs, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fake_capture_rules, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_serialize_roundtrip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_claim_and_refusal, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

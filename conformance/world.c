@@ -1,5 +1,9 @@
 /* bp-conform's world mode: the collectives across processes started by a
- * launcher (mpirun), one rank per process (see conform.h). Every process
+ * launcher, one rank per process (see conform.h): under mpirun (or another
+ * PMI launcher) the launcher's world through a plugin that has one (the
+ * mpi plugin); under bp-launch (BACKPLANE_WORLD_SIZE alone) a TCP env://
+ * bootstrap and the backend's own engine (the cpu plugin's shared memory
+ * across processes, or the core's host staging through it). Every process
  * generates the same cases in the same order and runs them in turn; a case
  * that fails on one rank fails on all, so the processes stay in step. */
 #define _GNU_SOURCE
@@ -19,8 +23,16 @@ int bpc_world_size_from_env(void) {
   return 0;
 }
 
+/* Whether an MPI-style launcher started this process. */
+static int launched_by_mpi(void) {
+  const char* a = getenv("OMPI_COMM_WORLD_SIZE");
+  const char* b = getenv("PMI_SIZE");
+  return (a && *a) || (b && *b);
+}
+
 int bpc_run_world(const char* backend, int quick, int verbose) {
   bp_context_t* ctx = NULL;
+  bp_bootstrap_t* bootstrap = NULL;
   bp_device_t* dev = NULL;
   bp_stream_t* stream = NULL;
   bp_comm_t* world = NULL;
@@ -32,7 +44,8 @@ int bpc_run_world(const char* backend, int quick, int verbose) {
   if (st == BP_OK) st = bp_stream_create(dev, NULL, &stream);
   /* Bootstrap NULL: the launcher's world, through a plugin that has one. */
   bp_comm_options_t o = {.struct_size = sizeof o, .timeout_ns = 120ull * 1000000000ull};
-  if (st == BP_OK) st = bp_comm_create(dev, NULL, &o, &world);
+  if (st == BP_OK && !launched_by_mpi()) st = bp_bootstrap_create_env(&o, &bootstrap);
+  if (st == BP_OK) st = bp_comm_create(dev, bootstrap, &o, &world);
   if (st != BP_OK) {
     fprintf(stderr, "bp-conform: world mode on %s: %s: %s\n", backend, bp_status_name(st),
             bp_status_message());
@@ -66,6 +79,7 @@ int bpc_run_world(const char* backend, int quick, int verbose) {
 done:
   bpc_case_list_free(&list);
   if (world) bp_comm_destroy(world);
+  if (bootstrap) bp_bootstrap_destroy(bootstrap);
   if (stream) bp_stream_release(stream);
   if (ctx) bp_context_release(ctx);
   return code;

@@ -20,6 +20,7 @@
 
 #include "bp_kit_comm.h"
 #include "bp_plugin_common.h"
+#include "kit_comm_shm.h"
 #include "kit_comm_sync.h"
 
 typedef struct p2p_msg {
@@ -62,8 +63,10 @@ typedef struct world {
 } world_t;
 
 struct bp_kit_comm {
-  world_t* w;
+  world_t* w;        /* the in-process world, or NULL when: */
+  bp_kit_shm_t* shm; /* the ranks span processes (kit_comm_shm.c) */
   int32_t rank;
+  uint64_t one_shot_max; /* all_reduce bytes that run one-shot (link PEER) */
   uint64_t calls;   /* collectives issued by this rank, for messages */
   const void** src; /* nranks: the inputs of a reduction */
   /* Scratch of compressed calls, grown on demand: codes and scales of the
@@ -76,25 +79,26 @@ struct bp_kit_comm {
   uint64_t cap_elems, cap_scales, cap_acc;
   const int8_t** peer_codes; /* nranks */
   const float** peer_scales;
-  unsigned char* small; /* ONE_SHOT_BYTES: a copy of a small all_reduce input */
+  unsigned char* small; /* one_shot_max bytes: a copy of a small all_reduce input */
 };
 
-/* all_reduce up to this many bytes runs one-shot: every rank reduces the
- * whole vector from copies of the inputs (two barriers); larger ones run
- * reduce-scatter + all-gather (three barriers, 1/n of the reduction work
- * per rank). Latency against bandwidth, as NCCL's one-shot and ring. */
-#define ONE_SHOT_BYTES 16384u
+/* all_reduce up to one_shot_max bytes runs one-shot: every rank reduces
+ * the whole vector from copies of the inputs (two barriers); larger ones
+ * run reduce-scatter + all-gather (three barriers, 1/n of the reduction
+ * work per rank). Latency against bandwidth, as NCCL's one-shot and ring;
+ * the crossover depends on the link (bp_kit_comm_one_shot_max): ranks of
+ * one process read each other's buffers directly (BP_KIT_LINK_PEER). */
+#define ONE_SHOT_CAP (1u << 20)
 
-static const char* kind_name(uint32_t kind) {
+const char* bp_kit_coll_kind_name(uint32_t kind) {
   static const char* const names[] = {"?",          "all_reduce", "broadcast", "reduce",
                                       "all_gather", "reduce_scatter", "all_to_all",
                                       "all_to_allv", "send", "recv", "barrier"};
   return kind < sizeof(names) / sizeof(names[0]) ? names[kind] : "?";
 }
 
-static bp_status_t fail(bp_kit_comm_error_t* err, bp_status_t status, const char* fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static bp_status_t fail(bp_kit_comm_error_t* err, bp_status_t status, const char* fmt, ...) {
+bp_status_t bp_kit_comm_fail(bp_kit_comm_error_t* err, bp_status_t status, const char* fmt,
+                             ...) {
   if (err) {
     va_list ap;
     va_start(ap, fmt);
@@ -168,6 +172,8 @@ static bp_kit_comm_t* comm_new(world_t* w, int32_t rank) {
   }
   c->w = w;
   c->rank = rank;
+  c->one_shot_max = bp_kit_comm_one_shot_max(BP_KIT_LINK_PEER, w->nranks);
+  if (c->one_shot_max > ONE_SHOT_CAP) c->one_shot_max = ONE_SHOT_CAP;
   return c;
 }
 
@@ -184,18 +190,18 @@ static bp_status_t world_barrier(bp_kit_comm_t* c, const struct timespec* deadli
              what, c->rank, msg, (double)w->timeout_ns / 1e9);
     world_break(w, BP_DEADLINE_EXCEEDED, full);
   }
-  if (st != BP_OK) return fail(err, w->broken != BP_OK ? w->broken : st, "%s", w->broken_msg);
+  if (st != BP_OK) return bp_kit_comm_fail(err, w->broken != BP_OK ? w->broken : st, "%s", w->broken_msg);
   return BP_OK;
 }
 
 bp_status_t bp_kit_comm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
                                bp_kit_comm_t** out_comm, bp_kit_comm_error_t* err) {
-  if (!out_comm) return fail(err, BP_INVALID_ARGUMENT, "comm_create: NULL out_comm");
+  if (!out_comm) return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_create: NULL out_comm");
   *out_comm = NULL;
   if (!bs || bs->struct_size < BP_BOOTSTRAP_V1_SIZE || !bs->broadcast || !bs->allgather)
-    return fail(err, BP_INVALID_ARGUMENT, "comm_create: missing or incomplete bootstrap");
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_create: missing or incomplete bootstrap");
   if (bs->nranks < 1 || bs->rank < 0 || bs->rank >= bs->nranks)
-    return fail(err, BP_INVALID_ARGUMENT, "comm_create: rank %d of %d is out of range",
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_create: rank %d of %d is out of range",
                 bs->rank, bs->nranks);
   /* Rank 0 offers its world; the others accept it only from this process. */
   struct {
@@ -217,13 +223,13 @@ bp_status_t bp_kit_comm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
   bp_status_t st = bs->broadcast(bs->ctx, &offer, sizeof(offer), 0);
   if (st != BP_OK) {
     world_free(mine);
-    return fail(err, st, "comm_create: bootstrap broadcast failed (status %d)", (int)st);
+    return bp_kit_comm_fail(err, st, "comm_create: bootstrap broadcast failed (status %d)", (int)st);
   }
   int32_t ok = offer.world != 0 && offer.pid == (int64_t)getpid() && offer.nranks == bs->nranks;
   int32_t* oks = calloc((size_t)bs->nranks, sizeof(int32_t));
   if (!oks) {
     world_free(mine);
-    return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
+    return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
   }
   st = bs->allgather(bs->ctx, &ok, oks, sizeof(ok));
   int32_t all_ok = st == BP_OK;
@@ -232,20 +238,33 @@ bp_status_t bp_kit_comm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
   if (!all_ok) {
     world_free(mine);
     if (st != BP_OK)
-      return fail(err, st, "comm_create: bootstrap allgather failed");
+      return bp_kit_comm_fail(err, st, "comm_create: bootstrap allgather failed");
     if (offer.world == 0)
-      return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: rank 0 could not allocate the world");
-    if (offer.pid != (int64_t)getpid() || !ok)
-      return fail(err, BP_UNIMPLEMENTED,
-                  "comm_create: the ranks span processes; the in-process engine needs them in "
-                  "one (use the mpi plugin across processes)");
-    return fail(err, BP_UNIMPLEMENTED, "comm_create: the ranks span processes");
+      return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: rank 0 could not allocate the world");
+    if (offer.nranks != bs->nranks)
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_create: rank 0 has %d ranks, this bootstrap "
+                  "%d", offer.nranks, bs->nranks);
+    /* The ranks span processes: the shared-memory engine (every rank
+     * takes this path: each saw the same allgather). */
+    bp_kit_shm_t* shm = NULL;
+    st = bp_kit_shm_create(bs, timeout_ns, &shm, err);
+    if (st != BP_OK) return st;
+    bp_kit_comm_t* sc = calloc(1, sizeof(*sc));
+    if (!sc) {
+      bp_kit_shm_destroy(shm);
+      return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
+    }
+    sc->shm = shm;
+    sc->rank = bs->rank;
+    sc->one_shot_max = bp_kit_comm_one_shot_max(BP_KIT_LINK_HOST, bs->nranks);
+    *out_comm = sc;
+    return BP_OK;
   }
   bp_kit_comm_t* c = comm_new((world_t*)(uintptr_t)offer.world, bs->rank);
   if (!c) {
     /* The world keeps a reference for this rank that nobody will drop;
      * peers still work with it and the last leaver frees it. */
-    return fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
+    return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_create: out of memory");
   }
   *out_comm = c;
   return BP_OK;
@@ -253,6 +272,11 @@ bp_status_t bp_kit_comm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
 
 void bp_kit_comm_destroy(bp_kit_comm_t* c) {
   if (!c) return;
+  if (c->shm) {
+    bp_kit_shm_destroy(c->shm);
+    free(c);
+    return;
+  }
   world_t* w = c->w;
   pthread_mutex_lock(&w->sync.mu);
   const int last = --w->refs == 0;
@@ -271,10 +295,17 @@ void bp_kit_comm_destroy(bp_kit_comm_t* c) {
 }
 
 int32_t bp_kit_comm_rank(const bp_kit_comm_t* c) { return c ? c->rank : -1; }
-int32_t bp_kit_comm_size(const bp_kit_comm_t* c) { return c ? c->w->nranks : 0; }
+int32_t bp_kit_comm_size(const bp_kit_comm_t* c) {
+  return !c ? 0 : c->shm ? bp_kit_shm_size(c->shm) : c->w->nranks;
+}
+uint64_t bp_kit_comm_one_shot_bytes(const bp_kit_comm_t* c) { return c ? c->one_shot_max : 0; }
 
 void bp_kit_comm_abort(bp_kit_comm_t* c) {
   if (!c) return;
+  if (c->shm) {
+    bp_kit_shm_abort(c->shm);
+    return;
+  }
   pthread_mutex_lock(&c->w->sync.mu);
   char msg[96];
   snprintf(msg, sizeof(msg), "the communicator was aborted (by rank %d)", c->rank);
@@ -283,21 +314,37 @@ void bp_kit_comm_abort(bp_kit_comm_t* c) {
 }
 
 bp_status_t bp_kit_comm_status(bp_kit_comm_t* c, bp_kit_comm_error_t* err) {
-  if (!c) return fail(err, BP_INVALID_ARGUMENT, "NULL communicator");
+  if (!c) return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "NULL communicator");
+  if (c->shm) return bp_kit_shm_status(c->shm, err);
   pthread_mutex_lock(&c->w->sync.mu);
   bp_status_t st = c->w->broken;
-  if (st != BP_OK) fail(err, st, "%s", c->w->broken_msg);
+  if (st != BP_OK) bp_kit_comm_fail(err, st, "%s", c->w->broken_msg);
   pthread_mutex_unlock(&c->w->sync.mu);
   return st;
 }
 
 bp_status_t bp_kit_comm_split(bp_kit_comm_t* c, int32_t color, int32_t key, uint64_t timeout_ns,
                               bp_kit_comm_t** out_comm, bp_kit_comm_error_t* err) {
-  if (!c || !out_comm) return fail(err, BP_INVALID_ARGUMENT, "comm_split: NULL argument");
+  if (!c || !out_comm) return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_split: NULL argument");
   *out_comm = NULL;
   if (color < 0 && color != BP_COMM_SPLIT_NO_COLOR)
-    return fail(err, BP_INVALID_ARGUMENT, "comm_split: color %d is negative (only "
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_split: color %d is negative (only "
                 "BP_COMM_SPLIT_NO_COLOR may be)", color);
+  if (c->shm) {
+    bp_kit_shm_t* shm = NULL;
+    bp_status_t st = bp_kit_shm_split(c->shm, c, color, key, timeout_ns, &shm, err);
+    if (st != BP_OK || !shm) return st;
+    bp_kit_comm_t* sc = calloc(1, sizeof(*sc));
+    if (!sc) {
+      bp_kit_shm_destroy(shm);
+      return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
+    }
+    sc->shm = shm;
+    sc->rank = bp_kit_shm_rank(shm);
+    sc->one_shot_max = bp_kit_comm_one_shot_max(BP_KIT_LINK_HOST, bp_kit_shm_size(shm));
+    *out_comm = sc;
+    return BP_OK;
+  }
   world_t* w = c->w;
   const struct timespec deadline = bp_kit_deadline(w->timeout_ns);
   pthread_mutex_lock(&w->sync.mu);
@@ -325,9 +372,9 @@ bp_status_t bp_kit_comm_split(bp_kit_comm_t* c, int32_t color, int32_t key, uint
   pthread_mutex_unlock(&w->sync.mu);
   if (st != BP_OK) return st;
   if (color == BP_COMM_SPLIT_NO_COLOR) return BP_OK;
-  if (!nw) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
+  if (!nw) return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
   *out_comm = comm_new(nw, my_index);
-  if (!*out_comm) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
+  if (!*out_comm) return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: out of memory");
   return BP_OK;
 }
 
@@ -344,20 +391,20 @@ static int has_root(uint32_t kind) {
 
 bp_status_t bp_kit_coll_check(const bp_kit_comm_t* c, const bp_kit_coll_t* call,
                               bp_kit_comm_error_t* err) {
-  if (!c || !call) return fail(err, BP_INVALID_ARGUMENT, "NULL communicator or call");
-  const int32_t n = c->w->nranks;
-  const char* name = kind_name(call->kind);
+  if (!c || !call) return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "NULL communicator or call");
+  const int32_t n = bp_kit_comm_size(c);
+  const char* name = bp_kit_coll_kind_name(call->kind);
   if (call->kind < BP_KIT_COLL_ALL_REDUCE || call->kind > BP_KIT_COLL_BARRIER)
-    return fail(err, BP_INVALID_ARGUMENT, "unknown collective kind %u", call->kind);
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "unknown collective kind %u", call->kind);
   if (call->kind == BP_KIT_COLL_BARRIER) return BP_OK;
   if (bp_dtype_size(call->dtype) == 0)
-    return fail(err, BP_INVALID_ARGUMENT, "%s: dtype %u is not a whole-byte dtype", name,
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: dtype %u is not a whole-byte dtype", name,
                 call->dtype);
   if (is_reduction(call->kind)) {
     if (call->op > BP_REDUCE_AVG)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: unknown reduction %u", name, call->op);
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: unknown reduction %u", name, call->op);
     if (!bp_kit_comm_can_reduce(call->dtype))
-      return fail(err, BP_UNIMPLEMENTED, "%s: cannot reduce dtype %s", name,
+      return bp_kit_comm_fail(err, BP_UNIMPLEMENTED, "%s: cannot reduce dtype %s", name,
                   bp_dtype_name(call->dtype));
   }
   if (call->compression) {
@@ -365,92 +412,109 @@ bp_status_t bp_kit_coll_check(const bp_kit_comm_t* c, const bp_kit_coll_t* call,
                         call->kind == BP_KIT_COLL_ALL_GATHER ||
                         call->kind == BP_KIT_COLL_REDUCE_SCATTER;
     if (!kind_ok)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: payload compression applies to all_reduce, "
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: payload compression applies to all_reduce, "
                   "all_gather and reduce_scatter only", name);
     if (!bp_kit_comm_can_compress(call->dtype, call->compression))
-      return fail(err, BP_UNIMPLEMENTED, "%s: cannot compress %s to dtype %u (i8 or "
+      return bp_kit_comm_fail(err, BP_UNIMPLEMENTED, "%s: cannot compress %s to dtype %u (i8 or "
                   "float8_e4m3fn blocks of f32, f16, bf16, f64)", name,
                   bp_dtype_name(call->dtype), call->compression);
     if (is_reduction(call->kind) && call->op != BP_REDUCE_SUM && call->op != BP_REDUCE_AVG)
-      return fail(err, BP_UNIMPLEMENTED, "%s: compressed reductions are SUM and AVG", name);
+      return bp_kit_comm_fail(err, BP_UNIMPLEMENTED, "%s: compressed reductions are SUM and AVG", name);
     if (call->block == 0 || call->block > (1u << 24))
-      return fail(err, BP_INVALID_ARGUMENT, "%s: compression block %u (1 to 2^24)", name,
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: compression block %u (1 to 2^24)", name,
                   call->block);
   }
   if ((has_root(call->kind) || call->kind == BP_KIT_COLL_SEND ||
        call->kind == BP_KIT_COLL_RECV) &&
       (call->root < 0 || call->root >= n))
-    return fail(err, BP_INVALID_ARGUMENT, "%s: %s %d is out of range for %d ranks", name,
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: %s %d is out of range for %d ranks", name,
                 has_root(call->kind) ? "root" : "peer", call->root, n);
   if ((call->kind == BP_KIT_COLL_SEND || call->kind == BP_KIT_COLL_RECV) &&
       call->root == c->rank)
-    return fail(err, BP_INVALID_ARGUMENT, "%s: rank %d names itself as the peer", name,
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: rank %d names itself as the peer", name,
                 c->rank);
   if (call->kind == BP_KIT_COLL_ALL_TO_ALLV &&
       (!call->send_counts || !call->send_displs || !call->recv_counts || !call->recv_displs))
-    return fail(err, BP_INVALID_ARGUMENT, "all_to_allv: NULL counts or displacements");
+    return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "all_to_allv: NULL counts or displacements");
   uint64_t total = call->count;
   if (call->kind == BP_KIT_COLL_ALL_GATHER || call->kind == BP_KIT_COLL_REDUCE_SCATTER ||
       call->kind == BP_KIT_COLL_ALL_TO_ALL) {
     if (call->count > UINT64_MAX / (uint64_t)n)
-      return fail(err, BP_OUT_OF_RANGE, "%s: %llu elements per rank overflow", name,
+      return bp_kit_comm_fail(err, BP_OUT_OF_RANGE, "%s: %llu elements per rank overflow", name,
                   (unsigned long long)call->count);
     total = call->count * (uint64_t)n;
   }
   if (total > (UINT64_MAX >> 4) / bp_dtype_size(call->dtype))
-    return fail(err, BP_OUT_OF_RANGE, "%s: %llu elements overflow a byte size", name,
+    return bp_kit_comm_fail(err, BP_OUT_OF_RANGE, "%s: %llu elements overflow a byte size", name,
                 (unsigned long long)total);
   return BP_OK;
 }
 
 /* The same verdict on every rank: the first rank whose call disagrees with
  * rank 0's (or failed its own check), described identically. */
-static bp_status_t check_all(world_t* w, bp_kit_comm_error_t* err, const char* what) {
-  const int32_t n = w->nranks;
-  for (int32_t r = 0; r < n; ++r)
-    if (w->slots[r].local_status != BP_OK)
-      return fail(err, w->slots[r].local_status, "%s: rank %d: %s", what, r,
-                  w->slots[r].local_msg);
-  const bp_kit_coll_t* a = w->slots[0].call;
+bp_status_t bp_kit_coll_agree(int32_t n, const bp_kit_coll_t* (*get)(const void* user, int32_t r,
+                                                                      bp_status_t* status,
+                                                                      const char** msg),
+                              const void* user, const char* what, bp_kit_comm_error_t* err) {
+  for (int32_t r = 0; r < n; ++r) {
+    bp_status_t st;
+    const char* msg;
+    get(user, r, &st, &msg);
+    if (st != BP_OK) return bp_kit_comm_fail(err, st, "%s: rank %d: %s", what, r, msg);
+  }
+  bp_status_t st0;
+  const char* msg0;
+  const bp_kit_coll_t* a = get(user, 0, &st0, &msg0);
   for (int32_t r = 1; r < n; ++r) {
-    const bp_kit_coll_t* b = w->slots[r].call;
+    const bp_kit_coll_t* b = get(user, r, &st0, &msg0);
     if (a->kind != b->kind)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 called %s, rank %d called %s",
-                  what, kind_name(a->kind), r, kind_name(b->kind));
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 called %s, rank %d called %s",
+                  what, bp_kit_coll_kind_name(a->kind), r, bp_kit_coll_kind_name(b->kind));
     if (a->kind == BP_KIT_COLL_BARRIER) continue;
     if (a->dtype != b->dtype)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 passed %s, rank %d passed %s",
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 passed %s, rank %d passed %s",
                   what, bp_dtype_name(a->dtype), r, bp_dtype_name(b->dtype));
     if (a->kind != BP_KIT_COLL_ALL_TO_ALLV && a->count != b->count)
-      return fail(err, BP_INVALID_ARGUMENT,
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT,
                   "%s: mismatch: rank 0 passed %llu elements, rank %d passed %llu", what,
                   (unsigned long long)a->count, r, (unsigned long long)b->count);
     if (is_reduction(a->kind) && a->op != b->op)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 reduces with op %u, rank %d "
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 reduces with op %u, rank %d "
                   "with op %u", what, a->op, r, b->op);
     if (a->compression != b->compression || (a->compression && a->block != b->block))
-      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 compresses to %u in blocks of "
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 compresses to %u in blocks of "
                   "%u, rank %d to %u in blocks of %u", what, a->compression, a->block, r,
                   b->compression, b->block);
     if (has_root(a->kind) && a->root != b->root)
-      return fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 names root %d, rank %d "
+      return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "%s: mismatch: rank 0 names root %d, rank %d "
                   "names root %d", what, a->root, r, b->root);
   }
   if (a->kind == BP_KIT_COLL_ALL_TO_ALLV)
     for (int32_t p = 0; p < n; ++p)
-      for (int32_t q = 0; q < n; ++q)
-        if (w->slots[p].call->send_counts[q] != w->slots[q].call->recv_counts[p])
-          return fail(err, BP_INVALID_ARGUMENT,
+      for (int32_t q = 0; q < n; ++q) {
+        const uint64_t sent = get(user, p, &st0, &msg0)->send_counts[q];
+        const uint64_t expected = get(user, q, &st0, &msg0)->recv_counts[p];
+        if (sent != expected)
+          return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT,
                       "%s: mismatch: rank %d sends %llu elements to rank %d, which expects "
-                      "%llu", what, p, (unsigned long long)w->slots[p].call->send_counts[q], q,
-                      (unsigned long long)w->slots[q].call->recv_counts[p]);
+                      "%llu", what, p, (unsigned long long)sent, q,
+                      (unsigned long long)expected);
+      }
   return BP_OK;
+}
+
+static const bp_kit_coll_t* slot_call(const void* user, int32_t r, bp_status_t* status,
+                                      const char** msg) {
+  const slot_t* slot = &((const world_t*)user)->slots[r];
+  *status = slot->local_status;
+  *msg = slot->local_msg;
+  return slot->call;
 }
 
 /* ------------------------------------------------------------------------ */
 /* Collectives                                                               */
 /* ------------------------------------------------------------------------ */
-static void chunk_of(uint64_t count, int32_t n, int32_t r, uint64_t* begin, uint64_t* len) {
+void bp_kit_comm_chunk(uint64_t count, int32_t n, int32_t r, uint64_t* begin, uint64_t* len) {
   const uint64_t base = count / (uint64_t)n, extra = count % (uint64_t)n;
   const uint64_t ur = (uint64_t)r;
   *begin = ur * base + (ur < extra ? ur : extra);
@@ -504,7 +568,7 @@ static void block_chunk(const bp_kit_coll_t* me, int32_t n, int32_t r, uint64_t*
                         uint64_t* e) {
   const uint64_t nb = bp_kit_comm_scale_count(me->count, me->block);
   uint64_t bb, bl;
-  chunk_of(nb, n, r, &bb, &bl);
+  bp_kit_comm_chunk(nb, n, r, &bb, &bl);
   /* A rank past the last block (more ranks than blocks) gets [count, count). */
   *b = bb * me->block < me->count ? bb * me->block : me->count;
   *e = (bb + bl) * me->block < me->count ? (bb + bl) * me->block : me->count;
@@ -552,9 +616,9 @@ static void phase2_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   }
 }
 
-static int one_shot(const bp_kit_coll_t* me) {
+static int one_shot(const bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   return me->kind == BP_KIT_COLL_ALL_REDUCE && !me->compression &&
-         bp_kit_coll_bytes(me->dtype, me->count) <= ONE_SHOT_BYTES;
+         bp_kit_coll_bytes(me->dtype, me->count) <= c->one_shot_max;
 }
 
 /* In place (the root's broadcast, this rank's all_gather block) the
@@ -572,15 +636,15 @@ static void phase1(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   uint64_t b, len;
   switch (me->kind) {
     case BP_KIT_COLL_ALL_REDUCE:
-      if (one_shot(me)) {
+      if (one_shot(c, me)) {
         reduce_range(c, me, me->recv, 0, me->count);
         break;
       }
-      chunk_of(me->count, n, r, &b, &len);
+      bp_kit_comm_chunk(me->count, n, r, &b, &len);
       reduce_range(c, me, (unsigned char*)me->recv + b * es, b, len);
       break;
     case BP_KIT_COLL_REDUCE: {
-      chunk_of(me->count, n, r, &b, &len);
+      bp_kit_comm_chunk(me->count, n, r, &b, &len);
       void* root_recv = w->slots[me->root].call->recv;
       reduce_range(c, me, (unsigned char*)root_recv + b * es, b, len);
       break;
@@ -619,27 +683,19 @@ static void phase2(world_t* w, int32_t r, const bp_kit_coll_t* me) {
   for (int32_t q = 0; q < w->nranks; ++q) {
     if (q == r) continue;
     uint64_t b, len;
-    chunk_of(me->count, w->nranks, q, &b, &len);
+    bp_kit_comm_chunk(me->count, w->nranks, q, &b, &len);
     memcpy((unsigned char*)me->recv + b * es, at(w->slots[q].call->recv, b, es), len * es);
   }
 }
 
 /* all_to_all(v) reads peers' inputs while they write their outputs: an
  * input overlapping this rank's output is copied first. */
-static uint64_t input_extent(const bp_kit_coll_t* call, int32_t n) {
+uint64_t bp_kit_coll_extent(const bp_kit_coll_t* call, int32_t n, const uint64_t* counts,
+                            const uint64_t* displs) {
   if (call->kind == BP_KIT_COLL_ALL_TO_ALL) return call->count * (uint64_t)n;
   uint64_t end = 0;
   for (int32_t q = 0; q < n; ++q)
-    if (call->send_displs[q] + call->send_counts[q] > end)
-      end = call->send_displs[q] + call->send_counts[q];
-  return end;
-}
-static uint64_t output_extent(const bp_kit_coll_t* call, int32_t n) {
-  if (call->kind == BP_KIT_COLL_ALL_TO_ALL) return call->count * (uint64_t)n;
-  uint64_t end = 0;
-  for (int32_t q = 0; q < n; ++q)
-    if (call->recv_displs[q] + call->recv_counts[q] > end)
-      end = call->recv_displs[q] + call->recv_counts[q];
+    if (displs[q] + counts[q] > end) end = displs[q] + counts[q];
   return end;
 }
 
@@ -647,7 +703,7 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
                                   bp_kit_comm_error_t* err) {
   world_t* w = c->w;
   char what[64];
-  snprintf(what, sizeof(what), "%s #%llu", kind_name(call->kind),
+  snprintf(what, sizeof(what), "%s #%llu", bp_kit_coll_kind_name(call->kind),
            (unsigned long long)c->calls);
   slot_t* s = &w->slots[c->rank];
   bp_kit_comm_error_t local;
@@ -657,23 +713,23 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
   if (local_status == BP_OK &&
       (call->kind == BP_KIT_COLL_ALL_TO_ALL || call->kind == BP_KIT_COLL_ALL_TO_ALLV)) {
     const uint64_t es = bp_dtype_size(call->dtype);
-    const uint64_t in_bytes = input_extent(call, w->nranks) * es;
-    const uint64_t out_bytes = output_extent(call, w->nranks) * es;
+    const uint64_t in_bytes = bp_kit_coll_extent(call, w->nranks, call->send_counts, call->send_displs) * es;
+    const uint64_t out_bytes = bp_kit_coll_extent(call, w->nranks, call->recv_counts, call->recv_displs) * es;
     const uintptr_t i0 = (uintptr_t)call->send, o0 = (uintptr_t)call->recv;
     if (in_bytes && out_bytes && i0 < o0 + out_bytes && o0 < i0 + in_bytes) {
       copy = malloc(in_bytes);
       if (copy)
         memcpy(copy, call->send, in_bytes);
       else
-        local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory copying the input");
+        local_status = bp_kit_comm_fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory copying the input");
       input = copy;
     }
   }
-  if (local_status == BP_OK && one_shot(call)) {
+  if (local_status == BP_OK && one_shot(c, call)) {
     /* Peers read this copy while this rank writes its output in place. */
-    if (!c->small) c->small = malloc(ONE_SHOT_BYTES);
+    if (!c->small) c->small = malloc(c->one_shot_max ? c->one_shot_max : 1);
     if (!c->small)
-      local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory");
+      local_status = bp_kit_comm_fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory");
     else {
       const uint64_t bytes = bp_kit_coll_bytes(call->dtype, call->count);
       if (bytes) memcpy(c->small, call->send, bytes);
@@ -686,7 +742,7 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
                             ? call->count * (uint64_t)w->nranks : call->count;
     const uint64_t acc = call->kind == BP_KIT_COLL_ALL_GATHER ? 0 : call->count;
     if (!grow_scratch(c, in ? in : 1, acc ? acc : 1, call->block))
-      local_status = fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory for the compression");
+      local_status = bp_kit_comm_fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory for the compression");
     else
       bp_kit_comm_encode(call->dtype, call->compression, call->block, call->send, 0, in,
                          c->codes, c->scales);
@@ -702,7 +758,7 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
   s->local_status = local_status;
   snprintf(s->local_msg, sizeof(s->local_msg), "%s", local_status ? local.text : "");
   bp_status_t st = world_barrier(c, &deadline, what, err); /* A */
-  bp_status_t verdict = st == BP_OK ? check_all(w, err, what) : st;
+  bp_status_t verdict = st == BP_OK ? bp_kit_coll_agree(w->nranks, slot_call, w, what, err) : st;
   pthread_mutex_unlock(&w->sync.mu);
   if (st == BP_OK) {
     /* Barrier B also keeps every slot unchanged until all ranks checked. */
@@ -716,7 +772,7 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
     st = world_barrier(c, &deadline, what, verdict == BP_OK ? err : NULL); /* B */
     pthread_mutex_unlock(&w->sync.mu);
     if (verdict != BP_OK) st = verdict;
-    if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE && !one_shot(call)) {
+    if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_REDUCE && !one_shot(c, call)) {
       if (call->compression)
         phase2_compressed(c, call);
       else
@@ -760,7 +816,7 @@ static void post_send(world_t* w, int32_t from, const bp_kit_coll_t* call, p2p_m
         world_break((c)->w, BP_DEADLINE_EXCEEDED, m_);                                   \
       }                                                                                  \
     }                                                                                    \
-    (st) = (cond) ? BP_OK : fail((err), (c)->w->broken, "%s", (c)->w->broken_msg);       \
+    (st) = (cond) ? BP_OK : bp_kit_comm_fail((err), (c)->w->broken, "%s", (c)->w->broken_msg);       \
   } while (0)
 
 /* Waits until the receiver took `m`; a posted message is never left
@@ -790,7 +846,7 @@ static bp_status_t finish_send(bp_kit_comm_t* c, const bp_kit_coll_t* call, p2p_
       while (!m->done) pthread_cond_wait(&w->sync.cv, &w->sync.mu);
     }
   } else if (m->status != BP_OK) {
-    st = fail(err, m->status, "send to rank %d: %llu %s elements, the receiver expected a "
+    st = bp_kit_comm_fail(err, m->status, "send to rank %d: %llu %s elements, the receiver expected a "
               "different count or dtype", call->root, (unsigned long long)m->count,
               bp_dtype_name(m->dtype));
   }
@@ -815,7 +871,7 @@ static bp_status_t run_recv(bp_kit_comm_t* c, const bp_kit_coll_t* call,
   pthread_mutex_unlock(&w->sync.mu);
   if (!m) return st;
   if (m->dtype != call->dtype || m->count != call->count) {
-    st = fail(err, BP_INVALID_ARGUMENT, "recv from rank %d: it sent %llu %s elements, this "
+    st = bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "recv from rank %d: it sent %llu %s elements, this "
               "rank expects %llu %s", call->root, (unsigned long long)m->count,
               bp_dtype_name(m->dtype), (unsigned long long)call->count,
               bp_dtype_name(call->dtype));
@@ -835,7 +891,8 @@ static bp_status_t run_recv(bp_kit_comm_t* c, const bp_kit_coll_t* call,
 /* ------------------------------------------------------------------------ */
 bp_status_t bp_kit_comm_run(bp_kit_comm_t* c, const bp_kit_coll_t* calls, uint32_t n,
                             bp_kit_comm_error_t* err) {
-  if (!c || (n && !calls)) return fail(err, BP_INVALID_ARGUMENT, "comm_run: NULL argument");
+  if (!c || (n && !calls)) return bp_kit_comm_fail(err, BP_INVALID_ARGUMENT, "comm_run: NULL argument");
+  if (c->shm) return bp_kit_shm_run(c->shm, c, calls, n, err);
   uint32_t sends = 0;
   for (uint32_t i = 0; i < n; ++i) {
     if (calls[i].kind != BP_KIT_COLL_SEND && calls[i].kind != BP_KIT_COLL_RECV) continue;
@@ -845,7 +902,7 @@ bp_status_t bp_kit_comm_run(bp_kit_comm_t* c, const bp_kit_coll_t* calls, uint32
   }
   p2p_msg_t stack_msgs[8];
   p2p_msg_t* msgs = sends <= 8 ? stack_msgs : malloc(sizeof(p2p_msg_t) * sends);
-  if (!msgs) return fail(err, BP_RESOURCE_EXHAUSTED, "comm_run: out of memory");
+  if (!msgs) return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_run: out of memory");
   const struct timespec deadline = bp_kit_deadline(c->w->timeout_ns);
   uint32_t k = 0;
   for (uint32_t i = 0; i < n; ++i)

@@ -1,8 +1,9 @@
 /* The TCP bootstrap (bp_bootstrap_create_env) across real processes:
  * forked ranks on loopback run allgather, broadcast, barrier and tagged
- * send/recv received out of order; a communicator across processes
- * without a cross-process engine fails on every rank with a reason; a
- * missing rank makes the others fail with DEADLINE_EXCEEDED, not hang.
+ * send/recv received out of order; the cpu plugin makes a communicator
+ * across the processes (the shared-memory engine, tier NATIVE) and runs a
+ * barrier on a stream; a missing rank makes the others fail with
+ * DEADLINE_EXCEEDED, not hang.
  */
 #define _GNU_SOURCE
 #include <setjmp.h>
@@ -64,19 +65,25 @@ static int rank_main(int rank, int size) {
         x != 7 || y != 5)
       return STEP_P2P;
   }
-  /* Without a cross-process engine (no mpi plugin here), every rank is
-   * told so, together. */
+  /* The cpu plugin alone (no mpi plugin): its shared-memory engine. */
   setenv("BACKPLANE_PLUGINS", "cpu", 1);
   bp_context_t* ctx = NULL;
   bp_device_t* dev = NULL;
   bp_comm_t* comm = NULL;
-  if (bp_context_create(NULL, &ctx) != BP_OK || bp_context_find_device(ctx, "cpu:0", &dev) != BP_OK)
+  bp_stream_t* stream = NULL;
+  if (bp_context_create(NULL, &ctx) != BP_OK || bp_context_find_device(ctx, "cpu:0", &dev) != BP_OK ||
+      bp_stream_create(dev, NULL, &stream) != BP_OK)
     return STEP_COMM;
   bp_status_t st = bp_comm_create(dev, b, &o, &comm);
-  if (st != BP_UNIMPLEMENTED || !strstr(bp_status_message(), "no plugin offers collectives")) {
+  if (st == BP_OK && bp_comm_tier(comm) != BP_COMM_TIER_NATIVE) st = BP_INTERNAL;
+  if (st == BP_OK) st = bp_comm_barrier(comm, stream);
+  if (st == BP_OK) st = bp_stream_synchronize(stream);
+  if (st != BP_OK) {
     fprintf(stderr, "rank %d: %d %s\n", rank, st, bp_status_message());
     return STEP_COMM;
   }
+  bp_comm_destroy(comm);
+  bp_stream_release(stream);
   bp_context_release(ctx);
   bp_bootstrap_destroy(b);
   return 0;

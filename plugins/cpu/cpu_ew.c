@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_vmath.h"
 
 #include <tgmath.h> /* type-generic math: exp(x) is expf for float x */
 
@@ -602,6 +603,8 @@ bp_status_t cpu_exec_elementwise(const bp_op_call_t* call) {
 }
 
 /* ---- kernels for compiled elementwise programs ---------------------- */
+static cpu_ew_fn ew_isa_kernel(int kid, int kt);
+
 int cpu_ew_program_kernel(uint32_t op, uint32_t aux, int kt, cpu_ew_fn* out_fn,
                           cpu_kparams_t* out_params, int* out_result_bool) {
   memset(out_params, 0, sizeof *out_params);
@@ -634,7 +637,8 @@ int cpu_ew_program_kernel(uint32_t op, uint32_t aux, int kt, cpu_ew_fn* out_fn,
   if (!bp_op_is_elementwise(op) || kt < 0 || kt >= CPU_KT_COUNT)
     return BP_SUPPORT_OP;
   if (!k_kernels[kid][kt]) return BP_SUPPORT_DTYPE;
-  *out_fn = k_kernels[kid][kt];
+  cpu_ew_fn isa = ew_isa_kernel(kid, kt);
+  *out_fn = isa ? isa : k_kernels[kid][kt];
   *out_result_bool = kernel_result_is_bool(kid);
   return 0;
 }
@@ -786,3 +790,80 @@ bp_status_t cpu_exec_copy_like(const bp_op_call_t* call) {
       return cpu_error(BP_UNIMPLEMENTED, "cpu: op %s is not a copy", cpu_op_name(call->op_id));
   }
 }
+
+/* ---- per-ISA program kernels --------------------------------------------
+ * The floating kernels again, compiled for AVX2+FMA and for AVX-512, for
+ * elementwise programs (cpu_ew_program_kernel; eager ops keep the kernels
+ * above). In these variants f32 exp, tanh and erf are cpu_vmath.h's
+ * straight-line forms, so that the activations (sigmoid, silu, gelu, tanh)
+ * vectorize as the arithmetic does; f64 keeps libm. Contraction stays off:
+ * the arithmetic rounds exactly as the base kernels do.
+ * BP_CPU_ISA=base|avx2|avx512 caps the variant chosen (default: the best
+ * the CPU has). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#undef exp
+#undef tanh
+#undef erf
+static inline double ew_exp_f64(double x) { return (exp)(x); }
+static inline double ew_tanh_f64(double x) { return (tanh)(x); }
+static inline double ew_erf_f64(double x) { return (erf)(x); }
+#define exp(x) _Generic((x), float: cpu_vm_expf, default: ew_exp_f64)(x)
+#define tanh(x) _Generic((x), float: cpu_vm_tanhf, default: ew_tanh_f64)(x)
+#define erf(x) _Generic((x), float: cpu_vm_erff, default: ew_erf_f64)(x)
+
+/* Kernel-type names for the variants' tables ([CPU_KT_F32_avx2] is F32). */
+#define CPU__ISAS(X) X(avx2, "avx2,fma") X(avx512, "avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512")
+#define CPU__ISA_KT(ISA, TARGET) enum { CPU_KT_F32_##ISA = CPU_KT_F32, CPU_KT_F64_##ISA = CPU_KT_F64 };
+CPU__ISAS(CPU__ISA_KT)
+
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#pragma GCC target("avx2,fma")
+CPU__GEN_FLOAT(F32_avx2, float)
+CPU__GEN_FLOAT(F64_avx2, double)
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+#pragma GCC target("avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512")
+CPU__GEN_FLOAT(F32_avx512, float)
+CPU__GEN_FLOAT(F64_avx512, double)
+#pragma GCC pop_options
+
+static const cpu_ew_fn k_kernels_isa[2][CPU_K_COUNT][CPU_KT_COUNT] = {
+    {CPU__TAB_FLOAT(F32_avx2, float) CPU__TAB_FLOAT(F64_avx2, double)},
+    {CPU__TAB_FLOAT(F32_avx512, float) CPU__TAB_FLOAT(F64_avx512, double)}};
+
+/* 0: base kernels, 1: AVX2, 2: AVX-512; the CPU's best, capped by BP_CPU_ISA. */
+static int g_isa = -1;
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+static void isa_init(void) {
+  __builtin_cpu_init();
+  int best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("fma")
+                 ? 2
+             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                               : 0;
+  const char* cap = getenv("BP_CPU_ISA");
+  int want = 2;
+  if (cap && *cap) {
+    want = strcmp(cap, "base") == 0 ? 0 : strcmp(cap, "avx2") == 0 ? 1 : strcmp(cap, "avx512") == 0 ? 2 : -1;
+    if (want < 0) {
+      bp_plugin_log(bp_kit_host(), BP_LOG_WARN, "BP_CPU_ISA='%.40s' is not base, avx2 or avx512; using the CPU's best",
+                    cap);
+      want = 2;
+    }
+  }
+  g_isa = want < best ? want : best;
+}
+
+static cpu_ew_fn ew_isa_kernel(int kid, int kt) {
+  pthread_once(&g_isa_once, isa_init);
+  return g_isa > 0 ? k_kernels_isa[g_isa - 1][kid][kt] : NULL;
+}
+#else
+static cpu_ew_fn ew_isa_kernel(int kid, int kt) {
+  (void)kid, (void)kt;
+  return NULL;
+}
+#endif

@@ -16,7 +16,12 @@
 
 #include "cpu_region_ew.h"
 
-#define CPU_EWP_TILE 256
+/* Elements per tile: a register of f32 is 4 KiB, so a chain's live
+ * registers stay in L1 while each instruction is one vectorized loop long
+ * enough to amortize its call. */
+#define CPU_EWP_TILE 1024
+/* Tile of the fallback when the scratch cannot be allocated (on the stack). */
+#define CPU_EWP_SMALL_TILE 64
 #define CPU_EWP_GRAIN 32768
 #define CPU_EWP_MAX_OPS (CPU_EWP_MAX_INPUTS + CPU_EWP_MAX_OUTPUTS)
 
@@ -29,6 +34,7 @@ typedef struct ewp_instr {
   uint8_t src[3];   /* logical registers read */
   uint8_t index;    /* LOAD: input, CONST: constant, STORE: output */
   uint8_t result_bool;
+  uint8_t direct_out; /* OP: 1 + the output it may write in place (its only STORE), or 0 */
   uint32_t dtype;   /* CAST: the dtype rounded through */
   cpu_ew_fn fn;
   cpu_kparams_t params;
@@ -51,6 +57,28 @@ void cpu_ewp_free(cpu_ewp_t* p) {
 static int fail(char* msg, size_t cap, int reason, const char* fmt, unsigned a, unsigned b) {
   bp_plugin_format(msg, cap, 0, fmt, a, b);
   return reason;
+}
+
+/* Direct stores: when output k is stored exactly once, from a register
+ * whose last writer before the STORE is an op with a result of the kernel
+ * type, that op writes output k's memory itself (when the run finds it
+ * contiguous in the kernel dtype and no input shares memory with an
+ * output), and the STORE's copy disappears. Later instructions that read
+ * the register read it back from the output, still in cache. */
+static void mark_direct_outputs(cpu_ewp_t* p) {
+  uint32_t stores[CPU_EWP_MAX_OUTPUTS] = {0};
+  for (uint32_t i = 0; i < p->ninstr; i++)
+    if (p->ins[i].kind == EWP_STORE && p->ins[i].index < CPU_EWP_MAX_OUTPUTS) stores[p->ins[i].index]++;
+  for (uint32_t i = 0; i < p->ninstr; i++) {
+    const ewp_instr_t* s = &p->ins[i];
+    if (s->kind != EWP_STORE || s->index >= CPU_EWP_MAX_OUTPUTS || stores[s->index] != 1) continue;
+    for (uint32_t w = i; w-- > 0;) {
+      ewp_instr_t* e = &p->ins[w];
+      if (e->kind == EWP_STORE || e->reg != s->src[0]) continue;
+      if (e->kind == EWP_OP && !e->result_bool && !e->direct_out) e->direct_out = (uint8_t)(s->index + 1);
+      break;
+    }
+  }
 }
 
 int cpu_ewp_compile(const bp_ew_program_t* prog, cpu_ewp_t** out, char* msg, size_t cap) {
@@ -129,6 +157,7 @@ int cpu_ewp_compile(const bp_ew_program_t* prog, cpu_ewp_t** out, char* msg, siz
       e->dst = phys[in->dst];
     }
   }
+  mark_direct_outputs(p);
   *out = p;
   return 0;
 }
@@ -143,13 +172,13 @@ typedef struct ewp_job {
   uint32_t dtype[CPU_EWP_MAX_OPS];
   uint32_t es[CPU_EWP_MAX_OPS];
   uint8_t direct[CPU_EWP_MAX_OPS]; /* inputs: readable in place (kernel dtype, no output overlap) */
+  uint8_t overlap; /* some input shares memory with an output: no direct stores */
 } ewp_job_t;
 
 /* One tile of n elements; ptr/st per operand (st in elements). */
 static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_t* st, int64_t n,
-                     unsigned char* bufs, unsigned char* tmp) {
+                     unsigned char* bufs, size_t bsz, unsigned char* tmp) {
   const cpu_ewp_t* p = j->p;
-  const size_t bsz = (size_t)CPU_EWP_TILE * CPU_KT_MAX_BYTES;
   const void* rp[CPU_EWP_MAX_REGISTERS];
   const uint32_t kdt = cpu_kt_dtype[p->kt];
   for (uint32_t i = 0; i < p->ninstr; i++) {
@@ -169,6 +198,7 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
       case EWP_CONST: rp[e->reg] = p->consts + (size_t)e->index * CPU_EWP_TILE * p->esize; break;
       case EWP_STORE: {
         int k = e->index;
+        if (rp[e->src[0]] == ptr[k]) break; /* written in place by its op */
         if (st[k] == 1 && j->dtype[k] == kdt) memcpy(ptr[k], rp[e->src[0]], (size_t)n * p->esize);
         else cpu_store[p->kt](ptr[k], st[k], rp[e->src[0]], n, j->dtype[k]);
         break;
@@ -180,6 +210,10 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
         break;
       default: {
         const void* in[3] = {rp[e->src[0]], rp[e->src[1]], rp[e->src[2]]};
+        if (e->direct_out && !j->overlap) {
+          int k = e->direct_out - 1;
+          if (st[k] == 1 && j->dtype[k] == kdt) dst = ptr[k];
+        }
         if (e->result_bool) {
           e->fn(tmp, in, n, &e->params);
           cpu_load[p->kt](dst, tmp, 1, n, BP_DTYPE_BOOL);
@@ -195,9 +229,20 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
 
 static void ewp_range(void* ctx, int64_t begin, int64_t end) {
   const ewp_job_t* j = ctx;
-  const size_t bsz = (size_t)CPU_EWP_TILE * CPU_KT_MAX_BYTES;
-  /* Register buffers of this thread (about 130 KiB of stack at most). */
-  _Alignas(64) unsigned char bufs[(2 * CPU_EWP_MAX_REGISTERS + 1) * CPU_EWP_TILE * CPU_KT_MAX_BYTES];
+  /* Register buffers of this range: nbuf registers of a tile in the kernel
+   * type, then one tile of the widest dtype for casts; from the heap (up
+   * to 520 KiB), or a small tile on the stack when that fails. */
+  int64_t tile = end - begin < CPU_EWP_TILE ? end - begin : CPU_EWP_TILE;
+  size_t bsz = ((size_t)tile * j->p->esize + 63) & ~(size_t)63;
+  size_t tmp_bytes = ((size_t)tile * CPU_KT_MAX_BYTES + 63) & ~(size_t)63;
+  unsigned char* heap = aligned_alloc(64, bsz * j->p->nbuf + tmp_bytes);
+  _Alignas(64) unsigned char small[(2 * CPU_EWP_MAX_REGISTERS + 1) * CPU_EWP_SMALL_TILE * CPU_KT_MAX_BYTES];
+  unsigned char* bufs = heap;
+  if (!heap) {
+    tile = CPU_EWP_SMALL_TILE;
+    bsz = (size_t)CPU_EWP_SMALL_TILE * CPU_KT_MAX_BYTES;
+    bufs = small;
+  }
   unsigned char* tmp = bufs + bsz * j->p->nbuf;
   const int last = j->ndim - 1;
   const int64_t inner = j->sizes[last];
@@ -217,13 +262,14 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
       for (int k = 0; k < j->nops; k++) off[k] += idx * j->strides[k][d];
     }
     for (int k = 0; k < j->nops; k++) ptr[k] = j->base[k] + off[k] * (int64_t)j->es[k];
-    for (int64_t t = 0; t < n; t += CPU_EWP_TILE) {
-      int64_t cnt = n - t < CPU_EWP_TILE ? n - t : CPU_EWP_TILE;
-      ewp_tile(j, ptr, st, cnt, bufs, tmp);
+    for (int64_t t = 0; t < n; t += tile) {
+      int64_t cnt = n - t < tile ? n - t : tile;
+      ewp_tile(j, ptr, st, cnt, bufs, bsz, tmp);
       for (int k = 0; k < j->nops; k++) ptr[k] += cnt * st[k] * (int64_t)j->es[k];
     }
     pos += n;
   }
+  free(heap);
 }
 
 /* Byte range [lo, hi) of a host descriptor. */
@@ -281,10 +327,10 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     j.direct[k] = j.dtype[k] == cpu_kt_dtype[p->kt];
     uintptr_t lo, hi;
     desc_range(inputs[i], &lo, &hi);
-    for (uint32_t o = 0; o < p->nout && j.direct[k]; o++) {
+    for (uint32_t o = 0; o < p->nout; o++) {
       uintptr_t olo, ohi;
       desc_range(outputs[o], &olo, &ohi);
-      if (lo < ohi && olo < hi) j.direct[k] = 0;
+      if (lo < ohi && olo < hi) j.direct[k] = 0, j.overlap = 1;
     }
   }
   /* Collapse: drop size-1 dims, merge neighbours contiguous for all. */

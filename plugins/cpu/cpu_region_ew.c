@@ -172,13 +172,21 @@ typedef struct ewp_job {
   uint32_t dtype[CPU_EWP_MAX_OPS];
   uint32_t es[CPU_EWP_MAX_OPS];
   uint8_t direct[CPU_EWP_MAX_OPS]; /* inputs: readable in place (kernel dtype, no output overlap) */
-  uint8_t overlap; /* some input shares memory with an output: no direct stores */
+  uint8_t staged[CPU_EWP_MAX_OPS]; /* inputs sharing memory with an output: read at each tile's start */
 } ewp_job_t;
 
 /* One tile of n elements; ptr/st per operand (st in elements). */
 static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_t* st, int64_t n,
                      unsigned char* bufs, size_t bsz, unsigned char* tmp) {
   const cpu_ewp_t* p = j->p;
+  /* Inputs over an output are read into their staging buffers (after the
+   * registers) before any instruction, so no store of this tile, direct or
+   * not, reaches them before a later LOAD does. */
+  unsigned char* stage = bufs + bsz * p->nbuf;
+  for (uint32_t i = 0; i < p->nin; i++) {
+    int k = (int)p->nout + (int)i;
+    if (j->staged[k]) cpu_load[p->kt](stage + bsz * i, ptr[k], st[k], n, j->dtype[k]);
+  }
   const void* rp[CPU_EWP_MAX_REGISTERS];
   const uint32_t kdt = cpu_kt_dtype[p->kt];
   for (uint32_t i = 0; i < p->ninstr; i++) {
@@ -187,7 +195,9 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
     switch (e->kind) {
       case EWP_LOAD: {
         int k = (int)p->nout + e->index;
-        if (j->direct[k] && st[k] == 1) {
+        if (j->staged[k]) {
+          rp[e->reg] = stage + bsz * e->index;
+        } else if (j->direct[k] && st[k] == 1) {
           rp[e->reg] = ptr[k];
         } else {
           cpu_load[p->kt](dst, ptr[k], st[k], n, j->dtype[k]);
@@ -210,7 +220,7 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
         break;
       default: {
         const void* in[3] = {rp[e->src[0]], rp[e->src[1]], rp[e->src[2]]};
-        if (e->direct_out && !j->overlap) {
+        if (e->direct_out) {
           int k = e->direct_out - 1;
           if (st[k] == 1 && j->dtype[k] == kdt) dst = ptr[k];
         }
@@ -229,21 +239,23 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
 
 static void ewp_range(void* ctx, int64_t begin, int64_t end) {
   const ewp_job_t* j = ctx;
-  /* Register buffers of this range: nbuf registers of a tile in the kernel
-   * type, then one tile of the widest dtype for casts; from the heap (up
-   * to 520 KiB), or a small tile on the stack when that fails. */
+  /* Buffers of this range, a tile each in the kernel type: nbuf registers,
+   * one staging buffer per input, then one tile of the widest dtype for
+   * casts. From the heap (up to 650 KiB), or a small tile on the stack
+   * when that fails. */
   int64_t tile = end - begin < CPU_EWP_TILE ? end - begin : CPU_EWP_TILE;
   size_t bsz = ((size_t)tile * j->p->esize + 63) & ~(size_t)63;
   size_t tmp_bytes = ((size_t)tile * CPU_KT_MAX_BYTES + 63) & ~(size_t)63;
-  unsigned char* heap = aligned_alloc(64, bsz * j->p->nbuf + tmp_bytes);
-  _Alignas(64) unsigned char small[(2 * CPU_EWP_MAX_REGISTERS + 1) * CPU_EWP_SMALL_TILE * CPU_KT_MAX_BYTES];
+  unsigned char* heap = aligned_alloc(64, bsz * (j->p->nbuf + j->p->nin) + tmp_bytes);
+  _Alignas(64) unsigned char
+      small[(2 * CPU_EWP_MAX_REGISTERS + CPU_EWP_MAX_INPUTS + 1) * CPU_EWP_SMALL_TILE * CPU_KT_MAX_BYTES];
   unsigned char* bufs = heap;
   if (!heap) {
     tile = CPU_EWP_SMALL_TILE;
     bsz = (size_t)CPU_EWP_SMALL_TILE * CPU_KT_MAX_BYTES;
     bufs = small;
   }
-  unsigned char* tmp = bufs + bsz * j->p->nbuf;
+  unsigned char* tmp = bufs + bsz * (j->p->nbuf + j->p->nin);
   const int last = j->ndim - 1;
   const int64_t inner = j->sizes[last];
   unsigned char* ptr[CPU_EWP_MAX_OPS];
@@ -320,8 +332,9 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     j.dtype[k] = d->dtype;
     j.es[k] = (uint32_t)bp_dtype_size(d->dtype);
   }
-  /* An input that shares memory with an output is read into registers
-   * (never in place): a store may overwrite it before a later load. */
+  /* An input that shares memory with an output is staged (read at the
+   * start of each tile, never in place): a store of the tile may overwrite
+   * it before a later load. */
   for (uint32_t i = 0; i < p->nin; i++) {
     int k = (int)(p->nout + i);
     j.direct[k] = j.dtype[k] == cpu_kt_dtype[p->kt];
@@ -330,7 +343,7 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     for (uint32_t o = 0; o < p->nout; o++) {
       uintptr_t olo, ohi;
       desc_range(outputs[o], &olo, &ohi);
-      if (lo < ohi && olo < hi) j.direct[k] = 0, j.overlap = 1;
+      if (lo < ohi && olo < hi) j.direct[k] = 0, j.staged[k] = 1;
     }
   }
   /* Collapse: drop size-1 dims, merge neighbours contiguous for all. */

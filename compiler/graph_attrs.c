@@ -129,6 +129,9 @@ FIELDS(bp_qkv_rotary_attrs_t, F1(bp_qkv_rotary_attrs_t, num_heads, K_U32)
        F1(bp_qkv_rotary_attrs_t, num_kv_heads, K_U32) F1(bp_qkv_rotary_attrs_t, interleaved, K_U32))
 FIELDS(bp_moe_topk_attrs_t, F1(bp_moe_topk_attrs_t, top_k, K_U32)
        F1(bp_moe_topk_attrs_t, renormalize, K_U32))
+FIELDS(bp_fused_quant_attrs_t, F1(bp_fused_quant_attrs_t, qdtype, K_DT)
+       F1(bp_fused_quant_attrs_t, eps, K_F64) F1(bp_fused_quant_attrs_t, scale_ub, K_F64)
+       F1(bp_fused_quant_attrs_t, flags, K_U32))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

@@ -300,6 +300,7 @@ typedef union bpc_attrs {
   bp_paged_attention_attrs_t paged;
   bp_qkv_rotary_attrs_t qkv;
   bp_moe_topk_attrs_t moe_topk;
+  bp_fused_quant_attrs_t fused_quant;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

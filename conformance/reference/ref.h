@@ -78,4 +78,10 @@ bp_status_t bpc_ref_argmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
 bp_status_t bpc_ref_softmax(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 bp_status_t bpc_ref_matmul(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 
+/* Quantized codes (ref_quant.c): the value of code c of 8- or 4-bit dtype q
+ * (no scale, no zero point), and whether code value g is a nearest code to
+ * the target t (x / scale + zero point) up to a relative `rel` of t. */
+double bpc_quant_decode(uint32_t q, uint32_t c);
+int bpc_quant_code_ok(uint32_t q, double t, double g, int saturate, double rel);
+
 #endif /* BP_CONFORMANCE_REF_H_ */

@@ -40,8 +40,8 @@ static double e2m1_value(uint32_t c) {
 }
 static double e8m0_value(uint32_t c) { return c == 0xFFu ? NAN : ldexp(1.0, (int)c - 127); }
 
-/* Value of a code (no scale, no zero point). */
-static double qdecode(uint32_t q, uint32_t c) {
+/* Value of a code (no scale, no zero point; ref.h). */
+double bpc_quant_decode(uint32_t q, uint32_t c) {
   switch (q) {
     case BP_DTYPE_I8: return (double)(int8_t)c;
     case BP_DTYPE_I4: return (double)((int)(c ^ 8u) - 8);
@@ -51,6 +51,8 @@ static double qdecode(uint32_t q, uint32_t c) {
     default: return e2m1_value(c & 15u);
   }
 }
+static double qdecode(uint32_t q, uint32_t c) { return bpc_quant_decode(q, c); }
+
 /* Nearest-even fp4 e2m1 value, saturating (NaN gives +0). */
 static double e2m1_round(double v) {
   if (isnan(v)) return 0.0;
@@ -77,8 +79,9 @@ static double qround(uint32_t q, double t, int saturate) {
   return bpc_round_to_dtype(t, q);
 }
 
-/* 1 when code value g is acceptable for target t (see the header). */
-static int qaccept(uint32_t q, double t, double g, int saturate) {
+/* 1 when code value g is acceptable for target t, up to a relative `rel`
+ * of t (see the header; ref.h). */
+int bpc_quant_code_ok(uint32_t q, double t, double g, int saturate, double rel) {
   double r = qround(q, t, saturate);
   if (isnan(r) || isnan(g)) return isnan(r) && isnan(g);
   if (g == r) return 1;
@@ -91,7 +94,10 @@ static int qaccept(uint32_t q, double t, double g, int saturate) {
   } else if (saturate || q == BP_DTYPE_F4E2M1FN) {
     tc = t > qfmax(q) ? qfmax(q) : t < -qfmax(q) ? -qfmax(q) : t;
   }
-  return fabs(g - tc) <= fabs(r - tc) + ldexp(fabs(tc), -20);
+  return fabs(g - tc) <= fabs(r - tc) + rel * fabs(tc);
+}
+static int qaccept(uint32_t q, double t, double g, int saturate) {
+  return bpc_quant_code_ok(q, t, g, saturate, 0x1p-20);
 }
 
 /* Code i of a stored row. */

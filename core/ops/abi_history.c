@@ -31,14 +31,18 @@
  * MOE). */
 #define BP__OP_COUNT_1_2 160u
 #define BP__DTYPE_COUNT_1_2 27u
-_Static_assert(BP__OP_COUNT_1_2 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
-_Static_assert(BP__DTYPE_COUNT_1_2 == BP_DTYPE_COUNT_,
+/* 1.3: the fused quantizations rms_norm_quant, add_rms_norm_quant,
+ * swiglu_quant (ids 160..162, family QUANT). */
+#define BP__OP_COUNT_1_3 163u
+#define BP__DTYPE_COUNT_1_3 27u
+_Static_assert(BP__OP_COUNT_1_3 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
+_Static_assert(BP__DTYPE_COUNT_1_3 == BP_DTYPE_COUNT_,
                "dtypes grew: add their minor to abi_history.c");
-_Static_assert(BP_ABI_VERSION_MINOR == 2, "a new minor: add its counts to abi_history.c");
+_Static_assert(BP_ABI_VERSION_MINOR == 3, "a new minor: add its counts to abi_history.c");
 static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {BP__OP_COUNT_1_0, BP__OP_COUNT_1_1,
-                                                              BP__OP_COUNT_1_2};
+                                                              BP__OP_COUNT_1_2, BP__OP_COUNT_1_3};
 static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {
-    BP__DTYPE_COUNT_1_0, BP__DTYPE_COUNT_1_1, BP__DTYPE_COUNT_1_2};
+    BP__DTYPE_COUNT_1_0, BP__DTYPE_COUNT_1_1, BP__DTYPE_COUNT_1_2, BP__DTYPE_COUNT_1_3};
 /* No attribute struct has grown since 1.0 (the sentinel entry matches no
  * kind). */
 static const bp__attr_growth_t k_attr_growth[] = {{UINT32_MAX, 0, 0, ""}};

@@ -552,6 +552,22 @@ typedef struct bp_moe_topk_attrs {
   uint32_t reserved0;
 } bp_moe_topk_attrs_t;
 
+/* rms_norm_quant, add_rms_norm_quant, swiglu_quant (ABI 1.3): the fused
+ * layer (rms_norm, add_rms_norm, swiglu), then its result y quantized to
+ * attrs.qdtype with one scale per row (docs/semantics.md, "Fused
+ * quantization"). With opt_scale (one f32 element s, static): codes of
+ * y / s, and scale_out [..., 1] holds s for every row; without (dynamic per
+ * token): scale_out = min(amax of the row, scale_ub) / qmax (f32), codes of
+ * y / scale_out. */
+typedef struct bp_fused_quant_attrs {
+  uint32_t struct_size;
+  uint32_t qdtype;  /* i8, float8_e4m3fn or float8_e5m2 (required) */
+  double eps;       /* norms: as rms_norm's (0: the input dtype's epsilon); swiglu_quant: 0 */
+  double scale_ub;  /* dynamic: amax clamped to it (vLLM scale_ub); 0: none */
+  uint32_t flags;   /* enum bp_quantize_flags */
+  uint32_t reserved0;
+} bp_fused_quant_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -569,7 +585,7 @@ typedef struct bp_moe_topk_attrs {
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
   X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
-  X(bp_moe_topk_attrs_t)
+  X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -620,6 +636,7 @@ typedef struct bp_moe_topk_attrs {
 #define BP_ATTRS_V1_SIZE_bp_paged_attention_attrs_t 16u /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_qkv_rotary_attrs_t 16u      /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_moe_topk_attrs_t 16u        /* ABI 1.2 */
+#define BP_ATTRS_V1_SIZE_bp_fused_quant_attrs_t 32u     /* ABI 1.3 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

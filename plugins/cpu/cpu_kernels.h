@@ -98,6 +98,17 @@ CPU_HIDDEN void cpu_sub_layout(bp_nd_layout_t* l, const bp_tensor_desc_t* const*
 #define CPU_ACT_GELU_TANH(T, x) \
   ((T)0.5 * (x) * ((T)1 + tanh((T)CPU_SQRT_2_OVER_PI * ((x) + (T)0.044715 * (x) * (x) * (x)))))
 
+/* Machine epsilon of a floating dtype (torch.finfo(dtype).eps): rms_norm's
+ * eps 0. */
+static inline double cpu_dtype_eps(uint32_t d) {
+  switch (d) {
+    case BP_DTYPE_F64: return 0x1.0p-52;
+    case BP_DTYPE_F16: return 0x1.0p-10;
+    case BP_DTYPE_BF16: return 0x1.0p-7;
+    default: return 0x1.0p-23;
+  }
+}
+
 /* BP_OK when every operand of `call` is dense row-major (empty ones count),
  * else INVALID_ARGUMENT naming the operand. For the families whose support
  * answer asks the core to pack operands (cpu_ops.c, serving_dense). */

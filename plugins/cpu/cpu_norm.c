@@ -323,16 +323,6 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
   free(buf);
 }
 
-/* machine epsilon of a floating dtype (torch.finfo(dtype).eps) */
-static double dtype_eps(uint32_t d) {
-  switch (d) {
-    case BP_DTYPE_F64: return 0x1.0p-52;
-    case BP_DTYPE_F16: return 0x1.0p-10;
-    case BP_DTYPE_BF16: return 0x1.0p-7;
-    default: return 0x1.0p-23;
-  }
-}
-
 static bp_status_t exec_rows(const bp_op_call_t* call) {
   const bp_tensor_desc_t* in = call->inputs[0];
   int rms = call->op_id == BP_OP_rms_norm || call->op_id == BP_OP_add_rms_norm;
@@ -355,7 +345,7 @@ static bp_status_t exec_rows(const bp_op_call_t* call) {
   int64_t rows = numel_range(in->sizes, 0, lead);
   if (rms) {
     double e = ((const bp_rms_norm_attrs_t*)call->attrs)->eps;
-    j.eps = e != 0.0 ? e : dtype_eps(in->dtype);
+    j.eps = e != 0.0 ? e : cpu_dtype_eps(in->dtype);
   } else {
     j.eps = ((const bp_layer_norm_attrs_t*)call->attrs)->eps;
   }

@@ -21,7 +21,8 @@ static int cpu_core_family(uint32_t op) {
 
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
-  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv) X(moe)
+  X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv) X(moe) \
+  X(fused_quant)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -34,7 +35,9 @@ static const cpu_family_t* const k_families[] = {
 /* Families whose kernels take dense operands only (the core packs strided
  * ones) and storage dtypes the elementwise kernels lack (fp8 codes, e8m0
  * scales, packed 4-bit bytes). */
-static int family_dense(const cpu_family_t* f) { return f == &cpu_family_quant; }
+static int family_dense(const cpu_family_t* f) {
+  return f == &cpu_family_quant || f == &cpu_family_fused_quant;
+}
 
 const cpu_family_t* cpu_op_family(uint32_t op) {
   for (size_t f = 0; f < sizeof k_families / sizeof k_families[0]; f++)

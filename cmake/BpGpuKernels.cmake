@@ -79,8 +79,9 @@ function(bp_gpu_kernels out_var)
   set(gen "${A_OUTPUT_DIR}")
   file(MAKE_DIRECTORY "${gen}")
   bp__gpu_ids_header("${gen}")
+  # bp_philox.h: the random stream every plugin shares (plugins/kit).
   set(prelude ${kdir}/bp_gpu_portability.h ${gen}/bp_gpu_ids.h ${kdir}/bp_gpu_args.h
-              ${kdir}/bp_gpu_common.h)
+              ${kdir}/bp_gpu_common.h ${PROJECT_SOURCE_DIR}/plugins/kit/bp_philox.h)
   # The program list and the ids are read at configure time: editing them
   # reconfigures.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${kdir}/kernels.def
@@ -117,7 +118,7 @@ function(bp_gpu_kernels out_var)
         list(APPEND incs -include ${h})
       endforeach()
       set(common -x cl -cl-std=CL1.2 -O2 -Werror -Wno-linker-warnings -Xclang -finclude-default-header
-                 -I${kdir} -I${gen} ${incs} ${dflags})
+                 -I${kdir} -I${gen} -I${PROJECT_SOURCE_DIR}/plugins/kit ${incs} ${dflags})
       if(A_FORMAT STREQUAL "ptx")
         set(arch ${A_ARCH})
         if(NOT arch)

@@ -1,6 +1,10 @@
 /* backplane gpu_common: avg_pool, max_pool_with_indices, adaptive_avg_pool,
- * upsample_nearest2d and upsample_bilinear2d on the pooling kernel
- * (kernels/pool.cl).
+ * their 2-d backward ops, upsample_nearest2d and upsample_bilinear2d on the
+ * pooling kernel (kernels/pool.cl). The backward ops gather: each
+ * grad_input element sums what the output positions gave it, in output
+ * order (deterministic, no atomics). Unlike the CPU plugin, max pooling's
+ * backward cannot fail on an index outside its plane (the values are on
+ * the device): such an index contributes nowhere.
  *
  * The leading dims (batch, channels) are planes with their own strides per
  * operand; the last 1-3 dims are the spatial [D, H, W] (missing dims of
@@ -15,52 +19,80 @@
 #include "bp_gpu_ops.h"
 #include "bp_kit.h"
 
+static int is_backward(uint32_t op) {
+  return op == BP_OP_avg_pool2d_backward || op == BP_OP_max_pool2d_with_indices_backward ||
+         op == BP_OP_adaptive_avg_pool2d_backward;
+}
+/* Backward ops gather per grad_input element over every output position:
+ * refused past this many (input plane x output plane) pairs. */
+#define POOL_BACKWARD_MAX_PAIRS ((int64_t)1 << 26)
+
 static int is_upsample(uint32_t op) { return op == BP_OP_upsample_nearest2d || op == BP_OP_upsample_bilinear2d; }
 
 int bp__gpu_pool_implemented(uint32_t op) {
   return op == BP_OP_avg_pool || op == BP_OP_max_pool_with_indices || op == BP_OP_adaptive_avg_pool ||
-         is_upsample(op);
+         is_upsample(op) || is_backward(op);
 }
 
 static uint32_t spatial_dims(const bp_op_call_t* call) {
-  if (is_upsample(call->op_id)) return 2;
+  if (is_upsample(call->op_id) || call->op_id == BP_OP_adaptive_avg_pool2d_backward) return 2;
   return call->op_id == BP_OP_adaptive_avg_pool ? ((const bp_adaptive_pool_attrs_t*)call->attrs)->spatial_dims
                                                 : ((const bp_pool_attrs_t*)call->attrs)->spatial_dims;
 }
 
 int bp__gpu_pool_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap) {
   if (!bp__gpu_dtypes_ok(caps, call, msg, cap)) return BP_SUPPORT_DTYPE;
-  const bp_tensor_desc_t *x = call->inputs[0], *y = call->outputs[0];
-  uint32_t d = x->dtype, op = call->op_id;
+  uint32_t op = call->op_id;
+  int bwd = is_backward(op);
+  const bp_tensor_desc_t *x = call->inputs[bwd ? 1 : 0], *y = call->outputs[0];
+  uint32_t d = x->dtype;
   int fl = bp_dtype_is_float(d);
-  int ok = op == BP_OP_avg_pool ? fl || d == BP_DTYPE_I64
+  int ok = op == BP_OP_avg_pool || op == BP_OP_avg_pool2d_backward ? fl || d == BP_DTYPE_I64
            : op == BP_OP_max_pool_with_indices ? fl || bp_dtype_is_int(d)
            : fl;
+  for (uint32_t k = 0; k < call->num_inputs; k++)
+    ok = ok && call->inputs[k]->dtype == (op == BP_OP_max_pool2d_with_indices_backward && k == 2 ? BP_DTYPE_I64 : d);
   if (!ok || y->dtype != d ||
       (op == BP_OP_max_pool_with_indices && call->outputs[1]->dtype != BP_DTYPE_I64)) {
     bp_plugin_format(msg, cap, 0, "%s is not supported (PyTorch CPU does not take it either)", bp_dtype_name(d));
     return BP_SUPPORT_DTYPE;
   }
-  if (!call->attrs) return BP_SUPPORT_ATTRIBUTE;
+  if (!call->attrs && op != BP_OP_adaptive_avg_pool2d_backward) return BP_SUPPORT_ATTRIBUTE;
   uint32_t s = spatial_dims(call);
   if (s < 1 || s > 3 || (x->rank != s + 1 && x->rank != s + 2) || y->rank != x->rank ||
-      (is_upsample(op) && x->rank != 4)) {
+      (is_upsample(op) && x->rank != 4) || (bwd && s != 2) || (bwd && call->inputs[0]->rank != x->rank)) {
     bp_plugin_format(msg, cap, 0, "rank %u input for %u spatial dims", x->rank, s);
     return BP_SUPPORT_RANK;
+  }
+  if (bwd) {
+    const bp_tensor_desc_t* go = call->inputs[0];
+    uint32_t h = x->rank - 2;
+    int64_t in_plane = x->sizes[h] * x->sizes[h + 1], out_plane = go->sizes[h] * go->sizes[h + 1];
+    if (in_plane * out_plane > POOL_BACKWARD_MAX_PAIRS) {
+      bp_plugin_format(msg, cap, 0, "planes of %lld x %lld positions (the gather kernel takes %lld pairs)",
+                       (long long)in_plane, (long long)out_plane, (long long)POOL_BACKWARD_MAX_PAIRS);
+      return BP_SUPPORT_SIZE;
+    }
   }
   return 0;
 }
 
 bp_status_t bp__gpu_pool_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, bp_gpu_launch_fn launch,
                              void* ctx) {
-  const bp_tensor_desc_t *x = call->inputs[0], *y = call->outputs[0];
-  const bp_tensor_desc_t* ind = call->op_id == BP_OP_max_pool_with_indices ? call->outputs[1] : NULL;
-  uint32_t s = spatial_dims(call), np = x->rank - s, op = call->op_id;
+  uint32_t op = call->op_id;
+  int bwd = is_backward(op);
+  /* x: the forward's input (self), y: its output (grad_output) */
+  const bp_tensor_desc_t *x = call->inputs[bwd ? 1 : 0], *y = bwd ? call->inputs[0] : call->outputs[0];
+  const bp_tensor_desc_t* ind = op == BP_OP_max_pool_with_indices ? call->outputs[1]
+                                : op == BP_OP_max_pool2d_with_indices_backward ? call->inputs[2] : NULL;
+  uint32_t s = spatial_dims(call), np = x->rank - s;
   bp_gpu_launch_t l;
   memset(&l, 0, sizeof l);
   bp_gpu_pool_args_t* a = &l.args.pool;
-  const bp_tensor_desc_t* ops[3] = {x, y, ind};
-  a->total = bp_desc_numel(y);
+  /* kernel operands: forward in, out, indices; backward grad_output,
+   * grad_input, indices */
+  const bp_tensor_desc_t* ops[3] = {bwd ? y : x, bwd ? call->outputs[0] : y, ind};
+  a->total = bp_desc_numel(ops[1]);
   if (a->total == 0) return BP_OK;
   a->op = op;
   a->plane_rank = np;
@@ -97,16 +129,17 @@ bp_status_t bp__gpu_pool_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
       else
         a->scale[j] = f64 ? (double)n / (double)m : (double)((float)n / (float)m);
     }
-  } else if (op != BP_OP_adaptive_avg_pool) {
+  } else if (op != BP_OP_adaptive_avg_pool && op != BP_OP_adaptive_avg_pool2d_backward) {
     const bp_pool_attrs_t* pa = call->attrs;
     for (uint32_t j = 0; j < s; j++) {
       int i = 3 - (int)s + (int)j;
       a->k[i] = pa->kernel[j];
       a->st[i] = pa->stride[j];
       a->pad[i] = pa->padding[j];
-      a->dil[i] = op == BP_OP_avg_pool ? 1 : pa->dilation[j];
+      int avg = op == BP_OP_avg_pool || op == BP_OP_avg_pool2d_backward;
+      a->dil[i] = avg ? 1 : pa->dilation[j];
       if (a->k[i] <= 0 || a->st[i] <= 0 || a->dil[i] <= 0 || a->pad[i] < 0 || a->pad[i] > a->k[i] / 2 ||
-          (op == BP_OP_avg_pool && pa->dilation[j] != 1 && pa->dilation[j] != 0))
+          (avg && pa->dilation[j] != 1 && pa->dilation[j] != 0))
         return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: invalid kernel, stride, padding or dilation",
                             bp_kit_op_name(op));
     }

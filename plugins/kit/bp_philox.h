@@ -15,7 +15,16 @@
 #ifndef BACKPLANE_PHILOX_H_
 #define BACKPLANE_PHILOX_H_
 
+#if defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__)
+/* Also part of the GPU kernels' prelude (cmake/BpGpuKernels.cmake), so the
+ * kernels draw the very same stream: the fixed-width names in OpenCL C. */
+typedef uint uint32_t;
+typedef ulong uint64_t;
+typedef long int64_t;
+#define UINT64_C(x) x##UL
+#else
 #include <stdint.h>
+#endif
 
 #define BP_PHILOX_M0 0xD2511F53u
 #define BP_PHILOX_M1 0xCD9E8D57u
@@ -58,6 +67,7 @@ static inline void bp_philox_words(uint64_t seed, uint64_t offset, uint64_t firs
   }
 }
 
+#if !(defined(__OPENCL_C_VERSION__) || defined(__OPENCL_VERSION__)) || defined(BP_HAS_F64)
 /* Uniform values in [0, 1) with `bits` random bits (1..32 from a 32-bit
  * word, 33..64 from a 64-bit pair): k * 2^-bits, exact in any floating type
  * whose significand holds `bits` bits, so 1.0 never appears. */
@@ -67,5 +77,6 @@ static inline double bp_philox_u32_to_unit(uint32_t w, int bits) {
 static inline double bp_philox_u64_to_unit(uint64_t w, int bits) {
   return (double)(w >> (64 - bits)) * (1.0 / (double)(UINT64_C(1) << bits));
 }
+#endif
 
 #endif /* BACKPLANE_PHILOX_H_ */

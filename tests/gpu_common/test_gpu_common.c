@@ -434,6 +434,42 @@ static void test_rotary(void** state) {
   assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_ATTRIBUTE);
 }
 
+/* dropout in evaluation mode keeps everything (p 0, scale 1) whatever p
+ * says; in training p 1 gives scale 0 (no division by zero); rand carries
+ * the dtype's random bits; a device without f64 is refused with a reason. */
+static void test_random(void** state) {
+  (void)state;
+  int64_t s[2] = {4, 5};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F16, 2, s), o = desc(BP_DTYPE_F16, 2, s), m = desc(BP_DTYPE_BOOL, 2, s);
+  const bp_tensor_desc_t* ins[1] = {&x};
+  const bp_tensor_desc_t* outs[2] = {&o, &m};
+  bp_random_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.train = 0;
+  at.p = 0.5;
+  at.seed = 7;
+  bp_op_call_t c = call_of(BP_OP_dropout, 1, ins, 2, outs, &at, BP_DTYPE_F16);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 1);
+  assert_true(r.l[0].args.random.p == 0.0);
+  assert_true(r.l[0].args.random.scale == 1.0);
+  assert_int_equal(r.l[0].args.random.seed, 7);
+  at.train = 1;
+  at.p = 1.0;
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_true(r.l[1].args.random.scale == 0.0);
+  c = call_of(BP_OP_rand, 0, NULL, 1, outs, &at, BP_DTYPE_F16);
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.l[2].args.random.bits, 11);
+  bp_gpu_device_caps_t no64 = k_caps;
+  no64.dtype_mask &= ~BP_DTYPE_BIT(BP_DTYPE_F64);
+  char msg[128];
+  assert_int_equal(bp_gpu_op_supported(&no64, &c, msg, sizeof msg), BP_SUPPORT_DTYPE);
+  assert_non_null(strstr(msg, "f64"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_broadcast), cmocka_unit_test(test_dense_collapses),
@@ -442,6 +478,7 @@ int main(void) {
       cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_cat_pieces),
       cmocka_unit_test(test_sort_topk), cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_pool), cmocka_unit_test(test_rotary),
+      cmocka_unit_test(test_random),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bp_philox.h"
 #include "ocl_internal.h"
 
 typedef struct env {
@@ -314,8 +315,8 @@ static void test_ops(void** state) {
   c.inputs = bad;
   assert_int_equal(e->vt->ops->launch[BP_OP_add](e->s, &c), BP_INVALID_ARGUMENT);
   /* An op without a kernel has no slot and a clear support answer. */
-  assert_null(e->vt->ops->launch[BP_OP_sort]);
-  c.op_id = BP_OP_sort;
+  assert_null(e->vt->ops->launch[BP_OP_fft_r2c]);
+  c.op_id = BP_OP_fft_r2c;
   c.inputs = ins;
   assert_int_equal(e->vt->caps->query_support(e->dev, &c, &sup), BP_OK);
   assert_int_equal(sup.reason, BP_SUPPORT_OP);
@@ -436,13 +437,142 @@ static void test_fork_after_discovery(void** state) {
   vt->core->instance_destroy(inst);
 }
 
+/* rand (f32: one word per element; f64: a word pair) and dropout draw the
+ * very words of the shared Philox stream the CPU plugin draws: the values
+ * equal the host's, bit for bit (bp_philox.h's formulas, docs/semantics.md
+ * "Random"); the conformance suite checks only statistics. */
+static void test_random_stream(void** state) {
+  env_t* e = *state;
+  enum { N = 37 };
+  float r32[N], x[N], d32[N];
+  double r64[N];
+  uint8_t mask[N];
+  for (int i = 0; i < N; i++) x[i] = (float)i - 11.5f;
+  bpp_buffer_t b32 = alloc(e, sizeof r32, 0), b64 = alloc(e, sizeof r64, 0), bx = alloc(e, sizeof x, 0);
+  bpp_buffer_t bd = alloc(e, sizeof d32, 0), bm = alloc(e, sizeof mask, 0);
+  assert_int_equal(e->core->copy_host_to_device(e->s, x, bx, 0, sizeof x), BP_OK);
+  int64_t sz[1] = {N};
+  bp_tensor_desc_t o32 = desc(b32, BP_DTYPE_F32, 1, sz), o64 = desc(b64, BP_DTYPE_F64, 1, sz);
+  bp_tensor_desc_t dx = desc(bx, BP_DTYPE_F32, 1, sz), dd = desc(bd, BP_DTYPE_F32, 1, sz);
+  bp_tensor_desc_t dm = desc(bm, BP_DTYPE_BOOL, 1, sz);
+  bp_random_attrs_t at;
+  memset(&at, 0, sizeof at);
+  at.struct_size = sizeof at;
+  at.seed = 0x1234567890abcdefull;
+  at.offset = 5;
+  at.train = 1;
+  at.p = 0.3;
+  const bp_tensor_desc_t* outs[2] = {&o32, NULL};
+  const bp_tensor_desc_t* ins[1] = {&dx};
+  bp_op_call_t c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  c.op_id = BP_OP_rand;
+  c.num_outputs = 1;
+  c.outputs = outs;
+  c.attrs = &at;
+  assert_int_equal(e->vt->ops->launch[BP_OP_rand](e->s, &c), BP_OK);
+  outs[0] = &o64;
+  assert_int_equal(e->vt->ops->launch[BP_OP_rand](e->s, &c), BP_OK);
+  outs[0] = &dd;
+  outs[1] = &dm;
+  c.op_id = BP_OP_dropout;
+  c.num_inputs = 1;
+  c.inputs = ins;
+  c.num_outputs = 2;
+  assert_int_equal(e->vt->ops->launch[BP_OP_dropout](e->s, &c), BP_OK);
+  assert_int_equal(e->core->copy_device_to_host(e->s, b32, 0, r32, sizeof r32), BP_OK);
+  assert_int_equal(e->core->copy_device_to_host(e->s, b64, 0, r64, sizeof r64), BP_OK);
+  assert_int_equal(e->core->copy_device_to_host(e->s, bd, 0, d32, sizeof d32), BP_OK);
+  assert_int_equal(e->core->copy_device_to_host(e->s, bm, 0, mask, sizeof mask), BP_OK);
+  assert_int_equal(e->core->stream_synchronize(e->s), BP_OK);
+  uint32_t w[2 * N];
+  bp_philox_words(at.seed, at.offset, 0, 2 * N, w);
+  int kept = 0;
+  for (int i = 0; i < N; i++) {
+    assert_true(r32[i] == (float)bp_philox_u32_to_unit(w[i], 24));
+    uint64_t pair = (uint64_t)w[2 * i] | (uint64_t)w[2 * i + 1] << 32;
+    assert_true(r64[i] == bp_philox_u64_to_unit(pair, 53));
+    int keep = bp_philox_u32_to_unit(w[i], 24) >= at.p;
+    assert_int_equal(mask[i], keep);
+    assert_true(d32[i] == (x[i] * (float)keep) * (float)(1.0 / (1.0 - at.p)));
+    kept += keep;
+  }
+  assert_true(kept > 0 && kept < N); /* both branches were taken */
+  bpp_buffer_t bufs[5] = {b32, b64, bx, bd, bm};
+  for (int k = 0; k < 5; k++) e->core->buffer_release(bufs[k]);
+}
+
+/* scatter_add and scatter_reduce (mean without self, prod with self) with
+ * repeated targets in a line: each target combines every element aimed at
+ * it once, in index order (the conformance suite's scatter checker accepts
+ * any of the duplicates, so it cannot see a target combined twice). */
+static void test_scatter_duplicates(void** state) {
+  env_t* e = *state;
+  enum { R = 2, C = 4, K = 5 };
+  float self[R * C], src[R * K], got[3][R * C];
+  const int64_t idx[R * K] = {1, 1, 3, 1, 0, 0, 0, 2, 0, 2};
+  for (int i = 0; i < R * C; i++) self[i] = 1.5f + (float)i;
+  for (int i = 0; i < R * K; i++) src[i] = 0.5f * (float)(i + 1);
+  bpp_buffer_t bself = alloc(e, sizeof self, 0), bsrc = alloc(e, sizeof src, 0), bidx = alloc(e, sizeof idx, 0);
+  bpp_buffer_t bout[3] = {alloc(e, sizeof self, 0), alloc(e, sizeof self, 0), alloc(e, sizeof self, 0)};
+  assert_int_equal(e->core->copy_host_to_device(e->s, self, bself, 0, sizeof self), BP_OK);
+  assert_int_equal(e->core->copy_host_to_device(e->s, src, bsrc, 0, sizeof src), BP_OK);
+  assert_int_equal(e->core->copy_host_to_device(e->s, idx, bidx, 0, sizeof idx), BP_OK);
+  int64_t sc[2] = {R, C}, sk[2] = {R, K};
+  bp_tensor_desc_t dself = desc(bself, BP_DTYPE_F32, 2, sc), dsrc = desc(bsrc, BP_DTYPE_F32, 2, sk);
+  bp_tensor_desc_t didx = desc(bidx, BP_DTYPE_I64, 2, sk);
+  const bp_tensor_desc_t* ins[3] = {&dself, &didx, &dsrc};
+  const uint32_t ops[3] = {BP_OP_scatter_add, BP_OP_scatter_reduce, BP_OP_scatter_reduce};
+  const uint32_t reduce[3] = {BP_SCATTER_SUM, BP_SCATTER_MEAN, BP_SCATTER_PROD};
+  const uint32_t with_self[3] = {1, 0, 1};
+  for (int k = 0; k < 3; k++) {
+    bp_tensor_desc_t dout = desc(bout[k], BP_DTYPE_F32, 2, sc);
+    const bp_tensor_desc_t* outs[1] = {&dout};
+    bp_scatter_attrs_t at = {.struct_size = sizeof at, .dim = 1, .reduce = reduce[k], .include_self = with_self[k]};
+    bp_op_call_t c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.op_id = ops[k];
+    c.num_inputs = 3;
+    c.inputs = ins;
+    c.num_outputs = 1;
+    c.outputs = outs;
+    c.attrs = &at;
+    assert_int_equal(e->vt->ops->launch[ops[k]](e->s, &c), BP_OK);
+    assert_int_equal(e->core->copy_device_to_host(e->s, bout[k], 0, got[k], sizeof self), BP_OK);
+  }
+  assert_int_equal(e->core->stream_synchronize(e->s), BP_OK);
+  for (int k = 0; k < 3; k++) {
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < C; t++) {
+        double acc = with_self[k] ? self[r * C + t] : reduce[k] == BP_SCATTER_PROD ? 1.0 : 0.0;
+        int n = with_self[k], hit = 0;
+        for (int j = 0; j < K; j++) {
+          if (idx[r * K + j] != t) continue;
+          hit = 1;
+          n++;
+          if (reduce[k] == BP_SCATTER_PROD) acc *= src[r * K + j];
+          else acc += src[r * K + j];
+        }
+        if (!hit) acc = self[r * C + t];
+        else if (reduce[k] == BP_SCATTER_MEAN) acc /= n;
+        assert_true(got[k][r * C + t] == (float)acc);
+      }
+  }
+  e->core->buffer_release(bself);
+  e->core->buffer_release(bsrc);
+  e->core->buffer_release(bidx);
+  for (int k = 0; k < 3; k++) e->core->buffer_release(bout[k]);
+}
+
 int main(void) {
   const struct CMUnitTest missing[] = {cmocka_unit_test(test_missing_library),
                                        cmocka_unit_test(test_fork_after_discovery),
                                        cmocka_unit_test(test_program_cache)};
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device), cmocka_unit_test(test_memory), cmocka_unit_test(test_streams_events),
-      cmocka_unit_test(test_ops),
+      cmocka_unit_test(test_ops), cmocka_unit_test(test_random_stream), cmocka_unit_test(test_scatter_duplicates),
   };
   int failed = cmocka_run_group_tests(missing, NULL, NULL);
   return failed + cmocka_run_group_tests(tests, setup, teardown);

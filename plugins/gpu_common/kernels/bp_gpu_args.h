@@ -172,9 +172,11 @@ typedef struct bp_gpu_scatter_args {
  * and upsample_bilinear2d over 1-3 spatial dims seen as [D, H, W] (missing dims of size 1, stride 0). One work-item
  * per output element: `planes` (the leading dims) x out[0] x out[1] x
  * out[2]. Operands: in, out, indices (max pooling; flat index in the input
- * plane, (d * H + h) * W + w). */
+ * plane, (d * H + h) * W + w). The 2-d backward ops iterate over
+ * grad_input instead: operands grad_output, grad_input, indices (max);
+ * in/out are still the forward's input and output spatial sizes. */
 typedef struct bp_gpu_pool_args {
-  bp_i64 total; /* output elements */
+  bp_i64 total; /* elements iterated (output, or grad_input for backward ops) */
   bp_i64 plane_sizes[BP_GPU_MAX_RANK];
   bp_i64 plane_strides[3][BP_GPU_MAX_RANK];
   bp_i64 sp_strides[3][3];
@@ -189,5 +191,24 @@ typedef struct bp_gpu_pool_args {
   bp_u32 align_corners;
   bp_u32 reserved0;
 } bp_gpu_pool_args_t;
+
+/* ---- random ops (random.cl) ----------------------------------------------- */
+/* rand, randn and dropout: element i (row-major index of the output) draws
+ * words of the Philox stream of (seed, offset) as the CPU plugin does
+ * (plugins/kit/bp_philox.h, docs/semantics.md "Random"). Operands: out,
+ * mask (dropout, bool), input (dropout). */
+typedef struct bp_gpu_random_args {
+  bp_i64 numel;
+  bp_i64 sizes[BP_GPU_MAX_RANK]; /* output shape */
+  bp_i64 strides[3][BP_GPU_MAX_RANK];
+  bp_i64 byte_offset[3];
+  bp_u64 seed, offset;
+  double p;     /* dropout: elements whose uniform is below p are dropped */
+  double scale; /* dropout: 1 / (1 - p), 0 when p is 1 */
+  bp_u32 dtypes[3];
+  bp_u32 rank;
+  bp_u32 op;   /* op id */
+  bp_u32 bits; /* rand: random bits per value (significand + 1) */
+} bp_gpu_random_args_t;
 
 #endif /* BP_GPU_ARGS_H_ */

@@ -53,6 +53,8 @@ CPU_HIDDEN uint32_t cpu_pool_threads(void); /* participants incl. the caller */
  * when the range is small or the pool is busy with another caller. */
 CPU_HIDDEN void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void* ctx);
 CPU_HIDDEN uint32_t cpu_online_cores(void);
+/* OpenBLAS's kernels re-chosen when it fell back to Prescott (cpu_blas_core.c). */
+CPU_HIDDEN void cpu_blas_core_init(void);
 
 /* ------------------------------------------------------------------------ */
 /* Memory budget (cpu_memory.c)                                              */

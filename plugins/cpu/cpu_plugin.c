@@ -151,6 +151,7 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
   }
   if ((st = cpu_pool_acquire())) goto cleanup;
 #ifdef BP_CPU_HAVE_CBLAS
+  cpu_blas_core_init();
   /* GEMM runs on OpenBLAS's own threads while our pool sleeps. */
   openblas_set_num_threads((int)cpu_online_cores());
 #endif

@@ -11,7 +11,9 @@
  *     recipe, nodes with op, operands, attribute bytes and name, inputs,
  *     outputs); the plan (device per node and why, per device the arena
  *     size and node count, buffers with value, device, offset and lifetime,
- *     steps with their buffers, fusions, counters).
+ *     compiled regions (device, kind, nodes, arguments and the plugin's
+ *     bytes of bp_region_serialize, or none), steps with their buffers,
+ *     fusions, counters).
  *   (str: u32 length and the bytes.)
  * Loading checks everything before trusting anything: magic and size
  * (DATA_LOSS), format and ABI version (FAILED_PRECONDITION), checksum
@@ -21,7 +23,11 @@
  * against each other (DATA_LOSS naming what is wrong). A loaded executable
  * runs the plan as it is: no pass, no support query, no cost model, no
  * memory planning (the devices are touched at the first run, as after a
- * compile).
+ * compile). A region is loaded from its bytes (bp_region_deserialize
+ * checks them: plugin, version, device, checksum); bytes that are stale,
+ * corrupt or absent are not trusted: the region is compiled again from its
+ * nodes, and must come out with the same arguments and the donations the
+ * plan relies on.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -31,7 +37,7 @@
 #include "graph_exec.h"
 
 #define BPG_AOT_MAGIC "BPGRAPHX"
-#define BPG_AOT_VERSION 2u
+#define BPG_AOT_VERSION 3u
 #define BPG_AOT_HEADER 40u
 #define BPG_AOT_MAX_FILE ((uint64_t)1 << 31)
 
@@ -162,6 +168,26 @@ static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
   }
   bpg_put32(w, x->num_refs);
   for (uint32_t i = 0; i < x->num_refs; ++i) bpg_put32(w, x->slot_refs[i]);
+  bpg_put32(w, x->num_cregions);
+  for (uint32_t i = 0; i < x->num_cregions; ++i) {
+    const bpg_region_t* rg = &x->regions[i];
+    bpg_put32(w, rg->dev);
+    bpg_put32(w, rg->kind);
+    bpg_put32(w, rg->num_nodes);
+    for (uint32_t k = 0; k < rg->num_nodes; ++k) bpg_put32(w, rg->nodes[k]);
+    bpg_put32(w, rg->num_inputs);
+    bpg_put32(w, rg->num_outputs);
+    for (uint32_t k = 0; k < rg->num_inputs + rg->num_outputs; ++k) bpg_put32(w, rg->args[k]);
+    uint64_t bytes = 0;
+    void* blob = NULL;
+    if (bp_region_serialize(rg->region, NULL, 0, &bytes) != BP_OK || bytes > BPG_AOT_MAX_FILE ||
+        (blob = malloc(bytes ? bytes : 1)) == NULL || bp_region_serialize(rg->region, blob, bytes, &bytes) != BP_OK) {
+      bytes = 0; /* no bytes: the load compiles it again */
+    }
+    bpg_put64(w, bytes);
+    if (bytes > 0) bpg_put(w, blob, bytes);
+    free(blob);
+  }
   bpg_put32(w, x->num_steps);
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     const bpg_step_t* st = &x->steps[i];
@@ -446,6 +472,128 @@ static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
 }
 
 /* The plan: buffers and steps, checked against the graph and each other. */
+/* One region: its record checked against the graph, then its bytes
+ * loaded, or the region compiled again when they are absent, stale or
+ * corrupt. */
+static bp_status_t bpg_read_region(bpg_rbuf_t* r, bp_graph_exec_t* x, bpg_region_t* rg, uint32_t i) {
+  const bp_graph_t* g = x->g;
+  rg->dev = bpg_get32(r);
+  rg->kind = bpg_get32(r);
+  rg->num_nodes = bpg_get32(r);
+  if (r->bad || rg->dev >= x->num_devs || rg->num_nodes < 2 || rg->num_nodes > g->num_nodes) {
+    return BPG_BAD("region %u: device %u, %u nodes", i, rg->dev, rg->num_nodes);
+  }
+  rg->nodes = malloc(sizeof(uint32_t) * rg->num_nodes);
+  if (rg->nodes == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  for (uint32_t k = 0; k < rg->num_nodes; ++k) {
+    uint32_t n = bpg_get32(r);
+    if (r->bad || n >= g->num_nodes || g->nodes[n].dead || x->node_dev[n] != rg->dev || x->node_region[n] != UINT32_MAX ||
+        (k > 0 && n <= rg->nodes[k - 1])) {
+      return BPG_BAD("region %u: node %u", i, n);
+    }
+    rg->nodes[k] = n;
+    x->node_region[n] = i;
+  }
+  uint32_t ni = bpg_get32(r), no = bpg_get32(r);
+  if (r->bad || ni > g->num_values || no == 0 || no > g->num_values) return BPG_BAD("region %u: %u inputs, %u outputs", i, ni, no);
+  uint32_t* saved = malloc(sizeof(uint32_t) * (ni + no));
+  if (saved == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  for (uint32_t k = 0; k < ni + no; ++k) saved[k] = bpg_get32(r);
+  uint64_t bytes = bpg_get64(r);
+  const uint8_t* blob = r->p + r->at;
+  if (r->bad || bytes > r->len - r->at) {
+    free(saved);
+    return BPG_BAD("region %u: %llu bytes", i, (unsigned long long)bytes);
+  }
+  r->at += bytes;
+  rg->num_inputs = ni;
+  rg->num_outputs = no;
+  bp_region_t* loaded = NULL;
+  if (bytes > 0 && bp_region_deserialize(x->devs[rg->dev].device, blob, bytes, &loaded) == BP_OK &&
+      bp_region_num_args(loaded) == ni + no && bp_region_num_inputs(loaded) == ni) {
+    rg->region = loaded;
+    rg->args = saved;
+    rg->loaded = 1;
+    bp_region_info_t info = {.struct_size = sizeof(info)};
+    bp_status_t st = bp_region_get_info(loaded, &info);
+    if (st != BP_OK) return st;
+    rg->workspace_bytes = info.workspace_bytes;
+    for (uint32_t a = 0; a < info.num_aliases && rg->num_aliases < 8; ++a) {
+      const bp_region_alias_t* al =
+          (const bp_region_alias_t*)(const void*)((const char*)info.aliases + (size_t)a * info.alias_stride);
+      rg->alias_out[rg->num_aliases] = al->output;
+      rg->alias_in[rg->num_aliases++] = al->input;
+    }
+  } else {
+    bp_region_release(loaded);
+    /* Not trusted: compiled again from the nodes; the arguments must be the saved ones. */
+    bp_support_t why;
+    bp_status_t st = bpg_region_compile(x, rg, &why);
+    if (st != BP_OK) {
+      free(saved);
+      return bpg_error(st, "graph executable: region %u on %s: its bytes did not load and it does not compile: %s", i,
+                       bp_device_name(x->devs[rg->dev].device), st == BP_UNIMPLEMENTED ? why.message : bp_status_message());
+    }
+    rg->loaded = 2;
+    int same = rg->num_inputs == ni && rg->num_outputs == no && memcmp(rg->args, saved, sizeof(uint32_t) * (ni + no)) == 0;
+    free(saved);
+    if (!same) return BPG_BAD("region %u: compiled again, its arguments differ from the plan's", i);
+    return BP_OK;
+  }
+  for (uint32_t k = 0; k < ni + no; ++k) {
+    if (saved[k] >= g->num_values || g->values[saved[k]].dtype == BP_DTYPE_INVALID) return BPG_BAD("region %u: argument %u", i, k);
+  }
+  return BP_OK;
+}
+
+static bp_status_t bpg_read_regions(bpg_rbuf_t* r, bp_graph_exec_t* x) {
+  uint32_t n = bpg_get32(r);
+  if (r->bad || n > x->g->num_nodes) return BPG_BAD("%u regions", n);
+  if (n == 0) return BP_OK;
+  x->regions = calloc(n, sizeof(bpg_region_t));
+  x->node_region = malloc(sizeof(uint32_t) * (x->g->num_nodes + 1));
+  if (x->regions == NULL || x->node_region == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  memset(x->node_region, 0xFF, sizeof(uint32_t) * (x->g->num_nodes + 1));
+  for (uint32_t i = 0; i < n; ++i) {
+    x->num_cregions = i + 1; /* freed with the executable from here on */
+    bp_status_t st = bpg_read_region(r, x, &x->regions[i], i);
+    if (st != BP_OK) return st;
+    bpg_dev_t* d = &x->devs[x->regions[i].dev];
+    if (x->regions[i].workspace_bytes > d->ws_bytes) d->ws_bytes = x->regions[i].workspace_bytes;
+  }
+  return BP_OK;
+}
+
+/* A REGION step: its buffers are the region's arguments on its device; an
+ * output planned over an input must be a donation the region declares. */
+static bp_status_t bpg_check_region_step(bp_graph_exec_t* x, bpg_step_t* st, uint32_t i, uint32_t ref, uint32_t nr) {
+  if (st->node >= x->num_cregions || x->regions[st->node].dev != st->dev) return BPG_BAD("step %u: region %u", i, st->node);
+  const bpg_region_t* rg = &x->regions[st->node];
+  uint32_t na = rg->num_inputs + rg->num_outputs;
+  if (ref == UINT32_MAX || ref > nr || na > nr - ref) return BPG_BAD("step %u: buffers", i);
+  st->in_slots = x->slot_refs + ref;
+  st->out_slots = st->in_slots + rg->num_inputs;
+  for (uint32_t k = 0; k < na; ++k) {
+    uint32_t s = st->in_slots[k];
+    if (s == UINT32_MAX || x->slots[s].value != rg->args[k] || x->slots[s].dev != st->dev) {
+      return BPG_BAD("step %u: argument %u's buffer", i, k);
+    }
+  }
+  for (uint32_t k = 0; k < rg->num_outputs; ++k) {
+    const bpg_slot_t* o = &x->slots[st->out_slots[k]];
+    if (o->offset == BPG_NO_OFFSET) continue;
+    for (uint32_t j = 0; j < rg->num_inputs; ++j) {
+      const bpg_slot_t* in = &x->slots[st->in_slots[j]];
+      if (in->offset == BPG_NO_OFFSET || in->offset + in->bytes <= o->offset || o->offset + o->bytes <= in->offset) continue;
+      int declared = 0;
+      for (uint32_t a = 0; a < rg->num_aliases; ++a) declared |= rg->alias_out[a] == rg->num_inputs + k && rg->alias_in[a] == j;
+      if (!declared || in->offset != o->offset) return BPG_BAD("step %u: output %u shares memory with input %u undeclared", i, k, j);
+    }
+  }
+  for (uint32_t k = 0; k < rg->num_outputs; ++k) x->home_slot[rg->args[rg->num_inputs + k]] = st->out_slots[k];
+  return BP_OK;
+}
+
 static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
   const bp_graph_t* g = x->g;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
@@ -487,6 +635,8 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     x->slot_refs[i] = bpg_get32(r);
     if (x->slot_refs[i] >= ns && x->slot_refs[i] != UINT32_MAX) return BPG_BAD("reference %u to buffer %u", i, x->slot_refs[i]);
   }
+  bp_status_t rst = bpg_read_regions(r, x);
+  if (rst != BP_OK) return rst;
   uint32_t nst = bpg_get32(r);
   if (r->bad || nst > r->len) return BPG_BAD("%u steps", nst);
   x->steps = calloc(nst + 1, sizeof(bpg_step_t));
@@ -507,6 +657,11 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
           x->slots[st->src_slot].value != x->slots[st->dst_slot].value) {
         return BPG_BAD("copy step %u", i);
       }
+      continue;
+    }
+    if (st->kind == BPG_STEP_REGION) {
+      bp_status_t rs = bpg_check_region_step(x, st, i, ref, nr);
+      if (rs != BP_OK) return rs;
       continue;
     }
     if (st->kind != BPG_STEP_NODE || st->node >= g->num_nodes || g->nodes[st->node].dead ||

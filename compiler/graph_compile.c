@@ -2,7 +2,8 @@
  * executable's lifetime.
  *
  * Order: const_fold, cse, dce on a copy of the graph; inference with the
- * symbols bound; placement; steps and copies; memory planning; constants
+ * symbols bound; placement; fused-op rewrites; regions compiled by the
+ * plugins; steps and copies; memory planning; constants
  * uploaded to each device that reads them.
  */
 #include <stdio.h>
@@ -123,8 +124,10 @@ void bp_graph_exec_release(bp_graph_exec_t* x) {
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     if (x->devs[d].stream) bp_stream_synchronize(x->devs[d].stream);
     bp_buffer_release(x->devs[d].arena);
+    bp_buffer_release(x->devs[d].ws);
     bp_stream_release(x->devs[d].stream);
   }
+  bpg_regions_free(x);
   free(x->const_tensors);
   free(x->slots);
   free(x->steps);
@@ -214,6 +217,7 @@ static bp_status_t bpg_exec_reset(bp_graph_exec_t* x, const int64_t* syms, uint3
   x->slot_refs = NULL;
   x->num_slots = x->cap_slots = x->num_steps = x->cap_steps = x->num_refs = 0;
   x->num_fusions = x->num_copies = 0;
+  bpg_regions_free(x);
   x->copy_bytes = x->unplanned_bytes = 0;
   x->islands_moved = 0;
   x->over_dev = UINT32_MAX;
@@ -275,6 +279,7 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
       st = bpg_pass_place(x, o);
     }
     if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
+    if (st == BP_OK && !(x->flags & BP_GRAPH_NO_REGIONS)) st = bpg_pass_regions(x);
     if (st == BP_OK) st = bpg_pass_copies(x);
     if (st == BP_OK) st = bpg_pass_memplan(x);
     if (st != BP_RESOURCE_EXHAUSTED || placed != NULL || x->over_dev == UINT32_MAX || attempt >= 8) break;
@@ -285,7 +290,7 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
   }
   if (st == BP_OK) {
     for (uint32_t i = 0; i < x->num_steps; ++i) x->est_ns += x->steps[i].est_ns;
-    x->num_regions = x->num_fusions;
+    x->num_regions = x->num_fusions + x->num_cregions;
     x->compile_ms = bpg_now_ms() - t0;
     *out = x;
     return BP_OK;

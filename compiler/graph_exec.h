@@ -5,6 +5,7 @@
 #define BP_COMPILER_GRAPH_EXEC_H_
 
 #include "graph_internal.h"
+#include "backplane/region.h"
 
 #define BPG_MAX_DEVICES 16
 #define BPG_ALIGN 256u
@@ -15,6 +16,8 @@ typedef struct bpg_dev {
   bp_stream_t* stream;
   bp_buffer_t* arena;     /* planned intermediates; NULL until the first run */
   uint64_t arena_bytes;   /* planned peak */
+  uint64_t ws_bytes;      /* regions' workspace: the largest one here (regions of a stream run one at a time) */
+  bp_buffer_t* ws;        /* that workspace; NULL until the first run */
   uint64_t const_bytes;   /* constants uploaded here */
   uint64_t limit_bytes;   /* capacity planning checks */
   uint64_t place_limit;   /* what placement assumes (lowered when the plan did not fit) */
@@ -47,15 +50,43 @@ typedef struct bpg_fusion {
   char as[48];            /* what the fused node is */
 } bpg_fusion_t;
 
-enum bpg_step_kind { BPG_STEP_NODE = 1, BPG_STEP_COPY = 2 };
+/* A region compiled by a device's plugin through its exec table: nodes of
+ * one device, convex, run by one bp_region_launch. Arguments are graph
+ * values: the inputs it reads from outside, then the outputs read outside
+ * it (or graph outputs); values only its own nodes read have no buffer. */
+typedef struct bpg_region {
+  uint32_t dev;
+  uint32_t kind;       /* enum bp_region_kind it was compiled as */
+  uint32_t num_nodes;
+  uint32_t* nodes;     /* ascending node indices (owned) */
+  uint32_t num_inputs, num_outputs;
+  uint32_t* args;      /* value ids, inputs then outputs (owned) */
+  bp_region_t* region; /* one reference */
+  uint64_t workspace_bytes;
+  uint32_t num_aliases;
+  uint32_t alias_out[8], alias_in[8]; /* donation pairs (argument indices) */
+  uint32_t loaded;     /* AOT: 1 loaded from its bytes, 2 recompiled (stale or corrupt bytes) */
+  double est_ns;       /* the plugin's estimate, else the nodes' model */
+} bpg_region_t;
+
+/* A region a plugin refused (it was split), for the report. */
+#define BPG_MAX_REFUSALS 64
+typedef struct bpg_refusal {
+  uint32_t dev;
+  uint32_t first, num_nodes; /* first node and size of the refused region */
+  uint32_t reason;           /* enum bp_support_reason */
+  char message[160];
+} bpg_refusal_t;
+
+enum bpg_step_kind { BPG_STEP_NODE = 1, BPG_STEP_COPY = 2, BPG_STEP_REGION = 3 };
 
 typedef struct bpg_step {
   uint32_t kind;
-  uint32_t node;      /* NODE */
+  uint32_t node;      /* NODE; REGION: the region's index */
   uint32_t dev;       /* NODE: where it runs; COPY: the destination */
   uint32_t src_slot;  /* COPY */
   uint32_t dst_slot;  /* COPY */
-  uint32_t* in_slots; /* NODE: per input (UINT32_MAX absent); points into exec->slot_refs */
+  uint32_t* in_slots; /* NODE: per input (UINT32_MAX absent); REGION: per argument; points into exec->slot_refs */
   uint32_t* out_slots;
   double est_ns;      /* the cost model's time */
   double measured_ns; /* last profiled run */
@@ -91,6 +122,13 @@ struct bp_graph_exec {
   uint64_t copy_bytes;
   uint64_t unplanned_bytes;
   uint32_t num_regions;
+  bpg_region_t* regions;   /* compiled regions (passes/regions.c) */
+  uint32_t num_cregions;
+  uint32_t* node_region;   /* per node: its region (UINT32_MAX: runs alone) */
+  uint32_t* order;         /* live nodes in run order, each region's nodes together (NULL: index order) */
+  uint32_t num_order;
+  bpg_refusal_t refusals[BPG_MAX_REFUSALS];
+  uint32_t num_refusals;
   bpg_fusion_t fusions[BPG_MAX_FUSIONS];
   uint32_t num_fusions;
   double est_ns;
@@ -111,6 +149,23 @@ BPG_HIDDEN bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t 
 BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
 /* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */
 BPG_HIDDEN bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count);
+/* Regions through the plugins' exec tables (passes/regions.c): claims,
+ * convex groups, compiles (a refusal splits), run order. */
+BPG_HIDDEN bp_status_t bpg_pass_regions(bp_graph_exec_t* x);
+BPG_HIDDEN void bpg_regions_free(bp_graph_exec_t* x);
+/* The region's descriptor from its nodes (passes/region_desc.c): kind
+ * EW_PROGRAM when every node fits an elementwise program, EPILOGUE for a
+ * matmul anchor and elementwise nodes, else GRAPH; `want_kind` 0 chooses.
+ * Fills r->kind, r->args, num_inputs, num_outputs. *out is freed with
+ * bpg_region_desc_free. */
+typedef struct bpg_rdesc bpg_rdesc_t;
+BPG_HIDDEN bp_status_t bpg_region_desc_build(const bp_graph_exec_t* x, bpg_region_t* r, uint32_t want_kind,
+                                             bpg_rdesc_t** out);
+BPG_HIDDEN const bp_region_desc_t* bpg_region_desc(const bpg_rdesc_t* d);
+BPG_HIDDEN void bpg_region_desc_free(bpg_rdesc_t* d);
+/* Compiles r (nodes and dev set) into r->region; BP_UNIMPLEMENTED with the
+ * reason in *refusal when the plugin refuses it. */
+BPG_HIDDEN bp_status_t bpg_region_compile(bp_graph_exec_t* x, bpg_region_t* r, bp_support_t* refusal);
 /* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
 BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
 /* Memory planning (passes/memplan.c): offsets, in-place reuse, peak per device. */

@@ -16,6 +16,22 @@ static const char* bpg_op_name(uint32_t op) {
   return bp_op_get_info(op, &info) == BP_OK ? info.name : "?";
 }
 
+static const char* bpg_region_kind_name(uint32_t kind) {
+  switch (kind) {
+    case BP_REGION_EW_PROGRAM: return "ew_program";
+    case BP_REGION_EPILOGUE: return "epilogue";
+    case BP_REGION_PATTERN: return "pattern";
+    default: return "graph";
+  }
+}
+
+static void bpg_json_str(bpg_sbuf_t* s, const char* t) {
+  for (const char* c = t; *c; ++c) {
+    if (*c == '"' || *c == '\\') bpg_sbuf_printf(s, "\\%c", *c);
+    else if ((unsigned char)*c >= 0x20) bpg_sbuf_printf(s, "%c", *c);
+  }
+}
+
 static uint32_t bpg_live_nodes(const bp_graph_exec_t* x) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < x->g->num_nodes; ++i) n += !x->g->nodes[i].dead;
@@ -52,17 +68,20 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   int first = 1;
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     const bpg_step_t* st = &x->steps[i];
-    if (st->kind != BPG_STEP_NODE) continue;
-    const bpg_node_t* n = &x->g->nodes[st->node];
-    bpg_sbuf_printf(s, "%s\n    {\"index\": %u, \"name\": \"%s\", \"op\": \"%s\", \"device\": \"%s\", \"reason\": \"",
-                    first ? "" : ",", st->node, n->name ? n->name : "", bpg_op_name(n->op),
-                    bp_device_name(x->devs[st->dev].device));
-    for (const char* c = x->node_reason[st->node]; *c; ++c) {
-      if (*c == '"' || *c == '\\') bpg_sbuf_printf(s, "\\%c", *c);
-      else if ((unsigned char)*c >= 0x20) bpg_sbuf_printf(s, "%c", *c);
+    if (st->kind == BPG_STEP_COPY) continue;
+    const bpg_region_t* r = st->kind == BPG_STEP_REGION ? &x->regions[st->node] : NULL;
+    uint32_t cnt = r ? r->num_nodes : 1;
+    for (uint32_t k = 0; k < cnt; ++k) {
+      uint32_t idx = r ? r->nodes[k] : st->node;
+      const bpg_node_t* n = &x->g->nodes[idx];
+      bpg_sbuf_printf(s, "%s\n    {\"index\": %u, \"name\": \"%s\", \"op\": \"%s\", \"device\": \"%s\", \"reason\": \"",
+                      first ? "" : ",", idx, n->name ? n->name : "", bpg_op_name(n->op),
+                      bp_device_name(x->devs[st->dev].device));
+      bpg_json_str(s, x->node_reason[idx]);
+      if (r) bpg_sbuf_printf(s, "\", \"region\": %u}", st->node);
+      else bpg_sbuf_printf(s, "\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->est_ns, st->measured_ns);
+      first = 0;
     }
-    bpg_sbuf_printf(s, "\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->est_ns, st->measured_ns);
-    first = 0;
   }
   bpg_sbuf_printf(s, "\n  ],\n  \"regions\": [");
   for (uint32_t i = 0; i < x->num_fusions; ++i) {
@@ -73,6 +92,34 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                     "\"device\": \"%s\"}", i ? "," : "", f->kind, a->name ? a->name : "", b->name ? b->name : "",
                     bpg_op_name(f->ops[0]), bpg_op_name(f->ops[1]), f->as,
                     bp_device_name(x->devs[x->node_dev[f->second]].device));
+  }
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    if (st->kind != BPG_STEP_REGION) continue;
+    const bpg_region_t* r = &x->regions[st->node];
+    bpg_sbuf_printf(s, "%s\n    {\"kind\": \"%s\", \"region\": %u, \"nodes\": [", x->num_fusions || st->node ? "," : "",
+                    bpg_region_kind_name(r->kind), st->node);
+    for (uint32_t k = 0; k < r->num_nodes; ++k) {
+      const bpg_node_t* n = &x->g->nodes[r->nodes[k]];
+      bpg_sbuf_printf(s, "%s\"%s\"", k ? ", " : "", n->name ? n->name : "");
+    }
+    bpg_sbuf_printf(s, "], \"ops\": [");
+    for (uint32_t k = 0; k < r->num_nodes; ++k) {
+      bpg_sbuf_printf(s, "%s\"%s\"", k ? ", " : "", bpg_op_name(x->g->nodes[r->nodes[k]].op));
+    }
+    bpg_sbuf_printf(s, "], \"as\": \"compiled region\", \"device\": \"%s\", \"inputs\": %u, \"outputs\": %u, "
+                    "\"workspace_bytes\": %llu, \"donations\": %u, \"source\": \"%s\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}",
+                    bp_device_name(x->devs[r->dev].device), r->num_inputs, r->num_outputs,
+                    (unsigned long long)r->workspace_bytes, r->num_aliases,
+                    r->loaded == 1 ? "loaded" : r->loaded == 2 ? "recompiled" : "compiled", st->est_ns, st->measured_ns);
+  }
+  bpg_sbuf_printf(s, "\n  ],\n  \"refused\": [");
+  for (uint32_t i = 0; i < x->num_refusals; ++i) {
+    const bpg_refusal_t* f = &x->refusals[i];
+    bpg_sbuf_printf(s, "%s\n    {\"device\": \"%s\", \"first_node\": %u, \"nodes\": %u, \"reason\": %u, \"message\": \"",
+                    i ? "," : "", bp_device_name(x->devs[f->dev].device), f->first, f->num_nodes, f->reason);
+    bpg_json_str(s, f->message);
+    bpg_sbuf_printf(s, "\"}");
   }
   bpg_sbuf_printf(s, "\n  ],\n  \"copies\": [");
   first = 1;
@@ -88,7 +135,7 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     first = 0;
   }
   uint64_t peak = 0;
-  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
   bpg_sbuf_printf(s, "\n  ],\n  \"copy_bytes\": %llu,\n  \"peak_bytes\": %llu,\n  \"unplanned_bytes\": %llu,\n"
                   "  \"estimated_ns\": %.0f,\n  \"measured_ns\": %.0f,\n  \"passes\": {\"folded\": %u, \"merged\": %u, "
                   "\"removed\": %u, \"decomposed\": %u, \"islands_moved\": %u},\n  \"warnings\": [",
@@ -111,7 +158,19 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   bpg_sbuf_printf(s, "%-5s %-16s %-14s %-10s %10s %10s  %s\n", "#", "node", "op", "device", "est us", "meas us", "reason");
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     const bpg_step_t* st = &x->steps[i];
-    if (st->kind == BPG_STEP_NODE) {
+    if (st->kind == BPG_STEP_REGION) {
+      const bpg_region_t* r = &x->regions[st->node];
+      char what[200];
+      size_t w = 0;
+      what[0] = '\0';
+      for (uint32_t k = 0; k < r->num_nodes && w < sizeof(what) - 40; ++k) {
+        w += (size_t)snprintf(what + w, sizeof(what) - w, "%s#%u %s", k ? ", " : "", r->nodes[k],
+                              bpg_op_name(x->g->nodes[r->nodes[k]].op));
+      }
+      bpg_sbuf_printf(s, "%-5s %-16u %-14s %-10s %10.1f %10.1f  %u nodes: %s\n", "reg", st->node,
+                      bpg_region_kind_name(r->kind), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
+                      st->measured_ns / 1e3, r->num_nodes, what);
+    } else if (st->kind == BPG_STEP_NODE) {
       const bpg_node_t* n = &x->g->nodes[st->node];
       bpg_sbuf_printf(s, "%-5u %-16.16s %-14.14s %-10s %10.1f %10.1f  %s\n", st->node, n->name ? n->name : "-",
                       bpg_op_name(n->op), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
@@ -125,11 +184,16 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     }
   }
   uint64_t peak = 0;
-  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
   for (uint32_t i = 0; i < x->num_fusions; ++i) {
     const bpg_fusion_t* f = &x->fusions[i];
     bpg_sbuf_printf(s, "fused (%s): #%u %s + #%u %s -> %s on %s\n", f->kind, f->first, bpg_op_name(f->ops[0]),
                     f->second, bpg_op_name(f->ops[1]), f->as, bp_device_name(x->devs[x->node_dev[f->second]].device));
+  }
+  for (uint32_t i = 0; i < x->num_refusals; ++i) {
+    const bpg_refusal_t* f = &x->refusals[i];
+    bpg_sbuf_printf(s, "refused region of %u nodes from #%u on %s (split): %s\n", f->num_nodes, f->first,
+                    bp_device_name(x->devs[f->dev].device), f->message);
   }
   bpg_sbuf_printf(s, "regions: %u fused; copies: %u (%llu bytes); peak memory %llu bytes (unplanned %llu)\n",
                   x->num_regions, x->num_copies, (unsigned long long)x->copy_bytes, (unsigned long long)peak,

@@ -2,7 +2,8 @@
  *
  * Each step is dispatched on its device's stream: a node with bp_op_run
  * (outputs written into the planned arena views, graph outputs allocated
- * fresh for the caller), a copy with bp_copy_buffer between events that
+ * fresh for the caller), a compiled region with bp_region_launch (the
+ * same for its output arguments, the device's workspace buffer), a copy with bp_copy_buffer between events that
  * order it after the destination's earlier readers and before its
  * readers. The run ends by synchronizing every stream (blocking call).
  * Tensors of one run are released at its end; planned views and uploaded
@@ -33,6 +34,10 @@ static bp_status_t bpg_prepare_memory(bp_graph_exec_t* x) {
   if (cst != BP_OK) return cst;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     bpg_dev_t* dev = &x->devs[d];
+    if (dev->ws == NULL && dev->ws_bytes > 0) {
+      bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->ws_bytes, &dev->ws);
+      if (st != BP_OK) return st;
+    }
     if (dev->arena != NULL || dev->arena_bytes == 0) continue;
     bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->arena_bytes, &dev->arena);
     if (st != BP_OK) return st;
@@ -158,6 +163,40 @@ static bp_status_t bpg_run_node(bp_graph_exec_t* x, bpg_step_t* step) {
   return BP_OK;
 }
 
+/* A compiled region: one launch over its arguments (outputs into their
+ * planned views, graph outputs into fresh tensors). */
+static bp_status_t bpg_run_region(bp_graph_exec_t* x, bpg_step_t* step) {
+  bpg_region_t* r = &x->regions[step->node];
+  enum { MAXA = 64 };
+  const bp_tensor_t* small[MAXA];
+  uint32_t na = r->num_inputs + r->num_outputs;
+  const bp_tensor_t** args = na <= MAXA ? small : malloc(sizeof(*args) * na);
+  if (args == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "run: out of memory");
+  bp_status_t st = BP_OK;
+  for (uint32_t i = 0; i < r->num_inputs; ++i) args[i] = x->slots[step->in_slots[i]].t;
+  for (uint32_t k = 0; k < r->num_outputs && st == BP_OK; ++k) {
+    bpg_slot_t* sl = &x->slots[step->out_slots[k]];
+    if (sl->planned != NULL) {
+      bp_tensor_retain(sl->planned);
+      sl->t = sl->planned;
+    } else {
+      const bpg_value_t* v = &x->g->values[sl->value];
+      st = bp_tensor_create(x->devs[r->dev].device, v->dtype, v->rank, v->dims, &sl->t);
+    }
+    args[r->num_inputs + k] = sl->t;
+  }
+  if (st == BP_OK) st = bp_region_launch(x->devs[step->dev].stream, r->region, args, na, x->devs[r->dev].ws);
+  if (args != small) free(args);
+  if (st != BP_OK) {
+    char label[200], msg[800];
+    snprintf(msg, sizeof(msg), "%s", bp_status_message());
+    bpg_node_label(x->g, r->nodes[0], label, sizeof(label));
+    return bpg_error(st, "region of %u nodes from %s on %s: %s", r->num_nodes, label,
+                     bp_device_name(x->devs[step->dev].device), msg);
+  }
+  return BP_OK;
+}
+
 /* A graph output that is an input or a constant: a fresh copy for the caller. */
 static bp_status_t bpg_output_copy(bp_graph_exec_t* x, uint32_t v, const bp_tensor_t* const* inputs,
                                    bp_tensor_t** out) {
@@ -214,7 +253,9 @@ bp_status_t bp_graph_exec_run(bp_graph_exec_t* x, const bp_tensor_t* const* inpu
   for (uint32_t i = 0; i < x->num_steps && st == BP_OK; ++i) {
     bpg_step_t* step = &x->steps[i];
     double ts = x->profile ? bpg_now_ns() : 0;
-    st = step->kind == BPG_STEP_COPY ? bpg_run_copy(x, step) : bpg_run_node(x, step);
+    st = step->kind == BPG_STEP_COPY     ? bpg_run_copy(x, step)
+         : step->kind == BPG_STEP_REGION ? bpg_run_region(x, step)
+                                         : bpg_run_node(x, step);
     if (st == BP_OK && x->profile) {
       st = bp_stream_synchronize(x->devs[step->dev].stream);
       if (step->kind == BPG_STEP_COPY && st == BP_OK) st = bp_stream_synchronize(x->devs[x->slots[step->src_slot].dev].stream);
@@ -268,7 +309,7 @@ bp_status_t bp_graph_exec_get_stats(const bp_graph_exec_t* x, bp_graph_exec_stat
   out->num_copies = x->num_copies;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     out->num_devices += x->devs[d].num_nodes > 0;
-    out->peak_bytes += x->devs[d].arena_bytes;
+    out->peak_bytes += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
   }
   out->copy_bytes = x->copy_bytes;
   out->unplanned_bytes = x->unplanned_bytes;

@@ -5,7 +5,10 @@
  * write its output over an input that dies at that node with the same
  * shape and element size (the core accepts exact in-place aliases for
  * these ops). The arena's size is the planned peak; with the constants
- * uploaded to the device it must fit the device's limit. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
+ * uploaded to the device it must fit the device's limit. A compiled region
+ * may write an output over an input in the same way where it declared the
+ * pair (donation, bp_region_info_t.aliases); its workspace (the largest of
+ * the device's regions) counts in the device's peak. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
  * its own range; that sum is reported as the unplanned figure either way.
  */
 #include <stdlib.h>
@@ -29,25 +32,40 @@ static void bpg_inplace(bp_graph_exec_t* x) {
   if (taken == NULL) return; /* no in-place reuse: still correct */
   for (uint32_t si = 0; si < x->num_steps; ++si) {
     const bpg_step_t* st = &x->steps[si];
-    if (st->kind != BPG_STEP_NODE || !bp_op_is_elementwise(x->g->nodes[st->node].op)) continue;
-    const bpg_node_t* node = &x->g->nodes[st->node];
-    for (uint32_t k = 0; k < node->num_out; ++k) {
+    const bpg_region_t* reg = st->kind == BPG_STEP_REGION ? &x->regions[st->node] : NULL;
+    if (reg == NULL && (st->kind != BPG_STEP_NODE || !bp_op_is_elementwise(x->g->nodes[st->node].op))) continue;
+    uint32_t nin = reg ? reg->num_inputs : x->g->nodes[st->node].num_in;
+    uint32_t nout = reg ? reg->num_outputs : x->g->nodes[st->node].num_out;
+    for (uint32_t k = 0; k < nout; ++k) {
       bpg_slot_t* o = &x->slots[st->out_slots[k]];
       if (!bpg_planned(x, o)) continue;
       const bpg_value_t* ov = &x->g->values[o->value];
-      for (uint32_t i = 0; i < node->num_in; ++i) {
+      for (uint32_t i = 0; i < nin; ++i) {
         uint32_t is = st->in_slots[i];
         if (is == UINT32_MAX || taken[is]) continue;
+        if (reg != NULL) {
+          /* A region: only the donation pairs it declared, and only in
+           * programs built here (every input loaded before any store; a
+           * program a plugin builds from nodes may load an input after
+           * storing over it). */
+          if (reg->kind != BP_REGION_EW_PROGRAM) continue;
+          int declared = 0;
+          for (uint32_t a = 0; a < reg->num_aliases; ++a) {
+            declared |= reg->alias_out[a] == nin + k && reg->alias_in[a] == i;
+          }
+          if (!declared) continue;
+        }
         bpg_slot_t* in = &x->slots[is];
         const bpg_value_t* iv = &x->g->values[in->value];
         if (!bpg_planned(x, in) || in->last_step != si || in->dev != o->dev || in->bytes != o->bytes ||
             bp_dtype_size(iv->dtype) != bp_dtype_size(ov->dtype) || iv->rank != ov->rank ||
+            (reg != NULL && iv->dtype != ov->dtype) ||
             memcmp(iv->dims, ov->dims, sizeof(int64_t) * iv->rank) != 0) {
           continue;
         }
         /* The same input may feed two operands (x * x): alias only once. */
         int twice = 0;
-        for (uint32_t j = 0; j < node->num_in; ++j) twice += st->in_slots[j] == is;
+        for (uint32_t j = 0; j < nin; ++j) twice += st->in_slots[j] == is;
         if (twice > 1) continue;
         taken[is] = 1;
         o->inplace_of = is;
@@ -137,7 +155,15 @@ bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
       placed[np++] = items[i].slot;
       if (off + items[i].bytes > peak) peak = off + items[i].bytes;
     }
+    /* The regions' workspace after the planned buffers (a separate buffer
+     * at run time, counted in the peak). */
+    uint64_t ws = 0;
+    for (uint32_t r = 0; r < x->num_cregions; ++r) {
+      if (x->regions[r].dev == d && x->regions[r].workspace_bytes > ws) ws = x->regions[r].workspace_bytes;
+    }
+    x->devs[d].ws_bytes = ws;
     x->devs[d].arena_bytes = peak;
+    peak += bpg_align(ws);
     /* Constants stay for the executable's life beside the arena. */
     uint64_t consts = 0;
     for (uint32_t s = 0; s < x->num_slots; ++s) {

@@ -164,7 +164,10 @@ enum bp_graph_policy_flags {
   BP_GRAPH_NO_ISLANDS = 1u << 6, /* keep small islands where the costs put them */
   /* Decompose every node that has a decomposition, not only those no
    * device runs (to compare both forms). */
-  BP_GRAPH_DECOMPOSE_ALL = 1u << 7
+  BP_GRAPH_DECOMPOSE_ALL = 1u << 7,
+  /* No regions compiled through the plugins' exec tables: every node runs
+   * as its own op (fused-op rewrites still apply unless NO_FUSE). */
+  BP_GRAPH_NO_REGIONS = 1u << 8
 };
 
 /* A node pinned to a device by name. */

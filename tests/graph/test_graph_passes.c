@@ -135,10 +135,19 @@ static void test_memplan_reuse_and_inplace(void** state) {
   int64_t dims[2] = {64, 256};
   const uint64_t buf = 64 * 256 * 4;
   bp_graph_compile_options_t o = opts_cpu0();
+  /* With regions the elementwise chain is one program: f is its only buffer. */
   bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
+  bp_graph_exec_stats_t fused = stats_of(x);
+  bp_graph_exec_release(x);
+  assert_int_equal(fused.num_regions, 1);
+  assert_int_equal(fused.unplanned_bytes, buf);
+  assert_int_equal(fused.peak_bytes, buf);
+  /* Node by node: planning and in-place reuse. */
+  o.flags = BP_GRAPH_NO_REGIONS;
+  x = compile_and_check(g, &o, 2, dims);
   bp_graph_exec_stats_t planned = stats_of(x);
   bp_graph_exec_release(x);
-  o.flags = BP_GRAPH_NO_MEMPLAN;
+  o.flags = BP_GRAPH_NO_MEMPLAN | BP_GRAPH_NO_REGIONS;
   x = compile_and_check(g, &o, 2, dims);
   bp_graph_exec_stats_t unplanned = stats_of(x);
   bp_graph_exec_release(x);
@@ -288,6 +297,7 @@ static void test_fuse_epilogue_and_add_norm(void** state) {
       "output y\n");
   int64_t dims[2] = {8, 32};
   bp_graph_compile_options_t o = opts_cpu0();
+  o.flags = BP_GRAPH_NO_REGIONS; /* the fused-op rewrites alone (regions: test_graph_regions) */
   bp_graph_exec_t* x = compile_and_check(g, &o, 2, dims);
   bp_graph_exec_stats_t st = stats_of(x);
   assert_int_equal(st.num_regions, 2);
@@ -298,7 +308,7 @@ static void test_fuse_epilogue_and_add_norm(void** state) {
   assert_non_null(strstr(json, "\"kind\": \"pattern\", \"nodes\": [\"res\", \"ln\"], \"ops\": [\"add\", \"layer_norm\"], \"as\": \"add_layer_norm\""));
   bp_graph_text_free(json);
   bp_graph_exec_release(x);
-  o.flags = BP_GRAPH_NO_FUSE;
+  o.flags = BP_GRAPH_NO_FUSE | BP_GRAPH_NO_REGIONS;
   x = compile_and_check(g, &o, 2, dims);
   assert_int_equal(stats_of(x).num_regions, 0);
   assert_int_equal(stats_of(x).num_nodes, 6);
@@ -314,7 +324,7 @@ static void test_fuse_epilogue_and_add_norm(void** state) {
       "n, m, r = layer_norm(s, _, _) {normalized_rank=1, normalized_shape=[32], eps=1e-05}\n"
       "y = mul(n, m)\n"
       "output y\n");
-  o.flags = 0;
+  o.flags = BP_GRAPH_NO_REGIONS;
   x = compile_and_check(g, &o, 2, dims);
   assert_int_equal(stats_of(x).num_regions, 0);
   bp_graph_exec_release(x);

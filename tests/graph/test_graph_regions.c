@@ -1,0 +1,289 @@
+/* Regions compiled through the CPU plugin's exec table by the graph
+ * compiler: claims into convex regions, elementwise programs with several
+ * outputs, matmul epilogues, a refusal that splits a region, the run order
+ * when an unrelated node sits between a region's nodes, saved executables
+ * with their regions' bytes (and a corrupt region blob recompiled, not
+ * trusted). Every run is compared with eager execution. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include "graph_fixture.h"
+
+static bp_tensor_t* input_f32(uint32_t rank, const int64_t* dims, uint64_t seed) {
+  bp_tensor_t* t = NULL;
+  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, rank, dims, &t), BP_OK);
+  size_t n = (size_t)bp_tensor_numel(t);
+  float* h = malloc(sizeof(float) * n + 4);
+  uint64_t s = seed * 2654435761u + 1;
+  for (size_t i = 0; i < n; ++i) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    h[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+  }
+  assert_int_equal(bp_tensor_write(g_s0, t, h, sizeof(float) * n), BP_OK);
+  assert_int_equal(bp_stream_synchronize(g_s0), BP_OK);
+  free(h);
+  return t;
+}
+
+static void expect_close(const bp_tensor_t* a, const bp_tensor_t* b) {
+  assert_int_equal(bp_tensor_numel(a), bp_tensor_numel(b));
+  double* x = fx_host(a);
+  double* y = fx_host(b);
+  for (int64_t i = 0; i < bp_tensor_numel(a); ++i) {
+    double tol = 1e-5 + 1e-5 * fabs(y[i]);
+    if (fabs(x[i] - y[i]) > tol) fail_msg("element %lld: compiled %.9g, eager %.9g", (long long)i, x[i], y[i]);
+  }
+  free(x);
+  free(y);
+}
+
+/* Runs x twice on fresh inputs and compares every output with eager. */
+static void check_runs(bp_graph_exec_t* x, const bp_graph_t* g, uint32_t rank, const int64_t* dims) {
+  uint32_t no = bp_graph_output_count(g);
+  for (uint32_t run = 0; run < 2; ++run) {
+    bp_tensor_t* in = input_f32(rank, dims, run + 11);
+    bp_tensor_t* out[16] = {0};
+    bp_tensor_t* ref[16] = {0};
+    if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, out, no) != BP_OK) fail_msg("run: %s", bp_status_message());
+    if (bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)&in, 1, ref, no) != BP_OK) {
+      fail_msg("eager: %s", bp_status_message());
+    }
+    for (uint32_t k = 0; k < no; ++k) {
+      expect_close(out[k], ref[k]);
+      bp_tensor_release(out[k]);
+      bp_tensor_release(ref[k]);
+    }
+    bp_tensor_release(in);
+  }
+}
+
+static bp_graph_exec_t* compile_cpu0(const bp_graph_t* g, uint32_t flags) {
+  static bp_device_t* devs[1];
+  devs[0] = g_cpu0;
+  bp_graph_compile_options_t o = fx_opts(devs, 1);
+  o.flags = flags;
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  return x;
+}
+
+static bp_graph_exec_stats_t stats_of(const bp_graph_exec_t* x) {
+  bp_graph_exec_stats_t s = {.struct_size = sizeof(s)};
+  assert_int_equal(bp_graph_exec_get_stats(x, &s), BP_OK);
+  return s;
+}
+
+static char* report(const bp_graph_exec_t* x) {
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  return json;
+}
+
+static uint32_t count_of(const char* text, const char* what) {
+  uint32_t n = 0;
+  size_t len = strlen(what), total = strlen(text);
+  for (size_t i = 0; i + len <= total; ++i) n += memcmp(text + i, what, len) == 0;
+  return n;
+}
+
+/* An elementwise chain whose middle value escapes: one program, two outputs. */
+static void test_ew_program_multi_output(void** state) {
+  (void)state;
+  bp_graph_t* g = fx_parse(
+      "input x : f32[64, 96]\n"
+      "a = relu(x) @a\n"
+      "b = sigmoid(a) @b\n"
+      "c = mul(a, b) @c\n"
+      "d = tanh(c) @d\n"
+      "e = exp(d) @e\n"
+      "s = sum(c) {flags=2} @s\n"
+      "output e\n"
+      "output s\n");
+  int64_t dims[2] = {64, 96};
+  bp_graph_exec_t* x = compile_cpu0(g, 0);
+  check_runs(x, g, 2, dims);
+  bp_graph_exec_stats_t st = stats_of(x);
+  assert_int_equal(st.num_regions, 1);
+  assert_int_equal(st.num_steps, 2); /* the program, then the sum */
+  char* json = report(x);
+  assert_non_null(strstr(json, "\"kind\": \"ew_program\", \"region\": 0, \"nodes\": [\"a\", \"b\", \"c\", \"d\", \"e\"]"));
+  assert_non_null(strstr(json, "\"inputs\": 1, \"outputs\": 2")); /* c escapes to the sum, e is the graph's */
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  /* Without regions: five steps more, the same results. */
+  x = compile_cpu0(g, BP_GRAPH_NO_REGIONS);
+  check_runs(x, g, 2, dims);
+  assert_int_equal(stats_of(x).num_regions, 0);
+  assert_int_equal(stats_of(x).num_steps, 6);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* linear + residual add + tanh: an epilogue region; the relu that feeds
+ * both the linear and the add stays out (joining it would not be convex). */
+static void test_epilogue_and_convexity(void** state) {
+  (void)state;
+  bp_graph_t* g = fx_parse(
+      "input x : f32[16, 32]\n"
+      "const w : f32[32, 32] = uniform(seed=3, lo=-0.2, hi=0.2)\n"
+      "const bias : f32[32] = uniform(seed=4, lo=-0.1, hi=0.1)\n"
+      "a = relu(x) @a\n"
+      "h = linear(a, w, bias) @fc\n"
+      "c = add(a, h) @res\n"
+      "y = tanh(c) @t\n"
+      "output y\n");
+  int64_t dims[2] = {16, 32};
+  bp_graph_exec_t* x = compile_cpu0(g, 0);
+  check_runs(x, g, 2, dims);
+  char* json = report(x);
+  assert_non_null(strstr(json, "\"kind\": \"epilogue\", \"region\": 0, \"nodes\": [\"fc\", \"res\", \"t\"]"));
+  assert_int_equal(count_of(json, "\"as\": \"compiled region\""), 1);
+  bp_graph_text_free(json);
+  assert_int_equal(stats_of(x).num_steps, 2); /* relu alone, then the region */
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* Ten elementwise values that all escape: a program over the CPU's limit
+ * of 8 outputs is refused, the refusal is recorded and the region split. */
+static void test_refusal_splits(void** state) {
+  (void)state;
+  char text[2048];
+  int n = snprintf(text, sizeof(text), "input x : f32[8, 16]\n");
+  const char* ops[] = {"relu", "neg", "tanh", "abs", "sigmoid"};
+  const char* prev = "x";
+  char names[10][8];
+  for (int i = 0; i < 10; ++i) {
+    snprintf(names[i], sizeof(names[i]), "v%d", i);
+    n += snprintf(text + n, sizeof(text) - (size_t)n, "%s = %s(%s) @n%d\n", names[i], ops[i % 5], prev, i);
+    prev = names[i];
+  }
+  for (int i = 0; i < 10; ++i) n += snprintf(text + n, sizeof(text) - (size_t)n, "output v%d\n", i);
+  bp_graph_t* g = fx_parse(text);
+  int64_t dims[2] = {8, 16};
+  bp_graph_exec_t* x = compile_cpu0(g, 0);
+  check_runs(x, g, 2, dims);
+  char* json = report(x);
+  assert_non_null(strstr(json, "\"refused\": [\n    {\"device\": \"cpu:0\", \"first_node\": 0, \"nodes\": 10"));
+  assert_non_null(strstr(json, "over the CPU's limits"));
+  assert_int_equal(count_of(json, "\"as\": \"compiled region\""), 2); /* two halves of five */
+  assert_non_null(strstr(json, "\"nodes\": [\"n0\", \"n1\", \"n2\", \"n3\", \"n4\"]"));
+  assert_non_null(strstr(json, "\"nodes\": [\"n5\", \"n6\", \"n7\", \"n8\", \"n9\"]"));
+  bp_graph_text_free(json);
+  assert_int_equal(stats_of(x).num_regions, 2);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* A region whose nodes are not adjacent in index order: the softmax
+ * between them feeds the region's last node and the sum reads its first
+ * value; the run order puts the softmax before the region and the region
+ * before the sum. */
+static void test_run_order(void** state) {
+  (void)state;
+  bp_graph_t* g = fx_parse(
+      "input x : f32[32, 32]\n"
+      "a = relu(x) @a\n"
+      "p = softmax(x) {dim=-1} @between\n"
+      "m = sum(a) {flags=2} @after\n"
+      "b = neg(a) @b\n"
+      "c = mul(b, p) @c\n"
+      "output m\n"
+      "output c\n");
+  int64_t dims[2] = {32, 32};
+  bp_graph_exec_t* x = compile_cpu0(g, 0);
+  check_runs(x, g, 2, dims);
+  char* json = report(x);
+  assert_non_null(strstr(json, "\"nodes\": [\"a\", \"b\", \"c\"]"));
+  bp_graph_text_free(json);
+  assert_int_equal(stats_of(x).num_steps, 3);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+static uint8_t* read_all(const char* path, size_t* out_n) {
+  FILE* f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t* p = malloc((size_t)n + 1);
+  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *out_n = (size_t)n;
+  return p;
+}
+
+/* Saved with its regions' bytes, loaded without compiling them; a region
+ * blob with a flipped byte (the file's own checksum made right again) is
+ * rejected by the region loader and the region compiled again. */
+static void test_aot_regions(void** state) {
+  (void)state;
+  bp_graph_t* g = fx_parse(
+      "input x : f32[16, 32]\n"
+      "const w : f32[32, 32] = uniform(seed=5, lo=-0.2, hi=0.2)\n"
+      "a = sigmoid(x) @a\n"
+      "b = mul(a, x) @b\n"
+      "h = linear(b, w, _) @fc\n"
+      "y = add(h, b) @res\n"
+      "output y\n");
+  int64_t dims[2] = {16, 32};
+  bp_graph_exec_t* x = compile_cpu0(g, 0);
+  assert_int_equal(stats_of(x).num_regions, 2);
+  char path[128];
+  snprintf(path, sizeof(path), "/tmp/bp_test_graph_regions_%d.bpx", (int)getpid());
+  assert_int_equal(bp_graph_exec_save(x, path), BP_OK);
+  bp_graph_exec_release(x);
+  bp_graph_exec_t* l = NULL;
+  if (bp_graph_exec_load(g_ctx, path, &l) != BP_OK) fail_msg("load: %s", bp_status_message());
+  check_runs(l, g, 2, dims);
+  char* json = report(l);
+  assert_int_equal(count_of(json, "\"source\": \"loaded\""), 2);
+  bp_graph_text_free(json);
+  bp_graph_exec_release(l);
+  /* Corrupt the second region's blob past the core's header. */
+  size_t n = 0;
+  uint8_t* file = read_all(path, &n);
+  uint8_t* last = NULL;
+  for (size_t i = 0; i + 8 <= n; ++i) {
+    if (memcmp(file + i, "BPREGN01", 8) == 0) last = file + i;
+  }
+  assert_non_null(last);
+  assert_true((size_t)(last - file) + 200 < n);
+  last[150] ^= 0x5a; /* inside the device name field: the region's checksum catches it */
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 40; i < n; ++i) h = (h ^ file[i]) * 1099511628211ull;
+  memcpy(file + 32, &h, 8);
+  FILE* f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(file, 1, n, f), n);
+  fclose(f);
+  free(file);
+  if (bp_graph_exec_load(g_ctx, path, &l) != BP_OK) fail_msg("load of the corrupt region: %s", bp_status_message());
+  check_runs(l, g, 2, dims);
+  json = report(l);
+  assert_int_equal(count_of(json, "\"source\": \"loaded\""), 1);
+  assert_int_equal(count_of(json, "\"source\": \"recompiled\""), 1);
+  bp_graph_text_free(json);
+  bp_graph_exec_release(l);
+  remove(path);
+  bp_graph_release(g);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ew_program_multi_output),
+      cmocka_unit_test(test_epilogue_and_convexity),
+      cmocka_unit_test(test_refusal_splits),
+      cmocka_unit_test(test_run_order),
+      cmocka_unit_test(test_aot_regions),
+  };
+  return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
+}

@@ -12,7 +12,7 @@
  *     outputs); the plan (device per node and why, per device the arena
  *     size and node count, buffers with value, device, offset and lifetime,
  *     compiled regions (device, kind, nodes, arguments and the plugin's
- *     bytes of bp_region_serialize, or none), steps with their buffers,
+ *     bytes of bp_region_serialize, or none), steps with their stream and buffers,
  *     fusions, counters).
  *   (str: u32 length and the bytes.)
  * Loading checks everything before trusting anything: magic and size
@@ -164,7 +164,7 @@ static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
     bpg_put64(w, sl->bytes);
     bpg_put64(w, sl->offset);
     bpg_put32(w, sl->inplace_of);
-    bpg_put32(w, sl->is_output);
+    bpg_put32(w, sl->is_output | sl->whole_run << 1);
   }
   bpg_put32(w, x->num_refs);
   for (uint32_t i = 0; i < x->num_refs; ++i) bpg_put32(w, x->slot_refs[i]);
@@ -196,6 +196,7 @@ static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
     bpg_put32(w, st->dev);
     bpg_put32(w, st->src_slot);
     bpg_put32(w, st->dst_slot);
+    bpg_put32(w, st->stream | st->signals << 8);
     bpg_put32(w, st->in_slots ? (uint32_t)(st->in_slots - x->slot_refs) : UINT32_MAX);
     bpg_put(w, &st->est_ns, 8);
   }
@@ -617,7 +618,9 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     sl->bytes = bpg_get64(r);
     sl->offset = bpg_get64(r);
     sl->inplace_of = bpg_get32(r);
-    sl->is_output = bpg_get32(r) != 0;
+    uint32_t flags = bpg_get32(r);
+    sl->is_output = flags & 1;
+    sl->whole_run = (flags >> 1) & 1;
     if (r->bad || sl->value >= g->num_values || sl->dev >= x->num_devs || g->values[sl->value].dtype == BP_DTYPE_INVALID ||
         sl->bytes != bpg_value_bytes(&g->values[sl->value]) ||
         (sl->offset != BPG_NO_OFFSET && (sl->offset > x->devs[sl->dev].arena_bytes ||
@@ -649,7 +652,14 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     st->dev = bpg_get32(r);
     st->src_slot = bpg_get32(r);
     st->dst_slot = bpg_get32(r);
+    uint32_t sflags = bpg_get32(r);
+    st->stream = sflags & 0xFF;
+    st->signals = (sflags >> 8) & 1;
     uint32_t ref = bpg_get32(r);
+    if (st->stream >= BPG_MAX_STREAMS || (st->kind == BPG_STEP_COPY && st->stream != 0) || (sflags >> 9) != 0) {
+      return BPG_BAD("step %u: stream %u", i, st->stream);
+    }
+    if (st->dev < x->num_devs && st->stream >= x->devs[st->dev].num_streams) x->devs[st->dev].num_streams = st->stream + 1;
     bpg_get(r, &st->est_ns, 8);
     if (r->bad || st->dev >= x->num_devs) return BPG_BAD("step %u", i);
     if (st->kind == BPG_STEP_COPY) {
@@ -686,6 +696,12 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     const bpg_value_t* v = &g->values[g->outputs[i]];
     if (v->kind == BP_GRAPH_VALUE_NODE && x->home_slot[g->outputs[i]] == UINT32_MAX) return BPG_BAD("output %u has no step", i);
   }
+  uint32_t ws_on[BPG_MAX_DEVICES] = {0};
+  for (uint32_t i = 0; i < nst; ++i) {
+    const bpg_step_t* st = &x->steps[i];
+    if (st->kind == BPG_STEP_REGION && x->regions[st->node].workspace_bytes > 0) ws_on[st->dev] |= 1u << st->stream;
+  }
+  for (uint32_t d = 0; d < x->num_devs; ++d) x->devs[d].ws_streams = (uint32_t)__builtin_popcount(ws_on[d]);
   x->num_fusions = bpg_get32(r);
   if (r->bad || x->num_fusions > BPG_MAX_FUSIONS) return BPG_BAD("%u fusions", x->num_fusions);
   for (uint32_t i = 0; i < x->num_fusions; ++i) {

@@ -3,7 +3,7 @@
  *
  * Order: const_fold, cse, dce on a copy of the graph; inference with the
  * symbols bound; placement; fused-op rewrites; regions compiled by the
- * plugins; steps and copies; memory planning; constants
+ * plugins; steps and copies; streams; memory planning; constants
  * uploaded to each device that reads them.
  */
 #include <stdio.h>
@@ -71,6 +71,7 @@ bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* device
       }
     }
     d->device = devices[i];
+    d->num_streams = 1;
     x->num_devs = i + 1;
     const bp_device_properties_t* p = bp_device_properties(d->device);
     d->peak_flops_f32 = p ? p->peak_ops_per_s[BP_DTYPE_F32] : 0;
@@ -120,12 +121,19 @@ void bp_graph_exec_release(bp_graph_exec_t* x) {
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     bp_event_release(x->steps[i].ev_src);
     bp_event_release(x->steps[i].ev_dst);
+    bp_event_release(x->steps[i].ev_done);
   }
   for (uint32_t d = 0; d < x->num_devs; ++d) {
-    if (x->devs[d].stream) bp_stream_synchronize(x->devs[d].stream);
-    bp_buffer_release(x->devs[d].arena);
-    bp_buffer_release(x->devs[d].ws);
-    bp_stream_release(x->devs[d].stream);
+    bpg_dev_t* dev = &x->devs[d];
+    for (uint32_t k = 0; k < BPG_MAX_STREAMS; ++k) {
+      bp_stream_t* sk = k == 0 ? dev->stream : dev->extra[k - 1];
+      if (sk) bp_stream_synchronize(sk);
+    }
+    bp_buffer_release(dev->arena);
+    for (uint32_t k = 0; k < BPG_MAX_STREAMS; ++k) bp_buffer_release(dev->ws[k]);
+    for (uint32_t k = 0; k + 1 < BPG_MAX_STREAMS; ++k) bp_stream_release(dev->extra[k]);
+    bp_event_release(dev->start_ev);
+    bp_stream_release(dev->stream);
   }
   bpg_regions_free(x);
   free(x->const_tensors);
@@ -281,6 +289,7 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
     if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
     if (st == BP_OK && !(x->flags & BP_GRAPH_NO_REGIONS)) st = bpg_pass_regions(x);
     if (st == BP_OK) st = bpg_pass_copies(x);
+    if (st == BP_OK) st = bpg_pass_streams(x);
     if (st == BP_OK) st = bpg_pass_memplan(x);
     if (st != BP_RESOURCE_EXHAUSTED || placed != NULL || x->over_dev == UINT32_MAX || attempt >= 8) break;
     bpg_dev_t* over = &x->devs[x->over_dev];

@@ -10,14 +10,19 @@
 #define BPG_MAX_DEVICES 16
 #define BPG_ALIGN 256u
 #define BPG_NO_OFFSET UINT64_MAX
+#define BPG_MAX_STREAMS 4 /* per device: independent steps may run on up to this many */
 
 typedef struct bpg_dev {
   bp_device_t* device;
-  bp_stream_t* stream;
+  bp_stream_t* stream;    /* stream 0: copies, inputs, constants and every dependent chain */
+  bp_stream_t* extra[BPG_MAX_STREAMS - 1]; /* streams 1..: independent steps (made on the first run) */
+  bp_event_t* start_ev;   /* recorded on stream 0 once inputs and constants are staged; the others wait */
+  uint32_t num_streams;   /* streams the steps use (>= 1) */
+  uint32_t ws_streams;    /* streams that run a region with a workspace (one workspace each) */
   bp_buffer_t* arena;     /* planned intermediates; NULL until the first run */
   uint64_t arena_bytes;   /* planned peak */
   uint64_t ws_bytes;      /* regions' workspace: the largest one here (regions of a stream run one at a time) */
-  bp_buffer_t* ws;        /* that workspace; NULL until the first run */
+  bp_buffer_t* ws[BPG_MAX_STREAMS]; /* that workspace per stream; NULL until the first run */
   uint64_t const_bytes;   /* constants uploaded here */
   uint64_t limit_bytes;   /* capacity planning checks */
   uint64_t place_limit;   /* what placement assumes (lowered when the plan did not fit) */
@@ -37,6 +42,7 @@ typedef struct bpg_slot {
   uint64_t offset;     /* in the device's arena; BPG_NO_OFFSET: allocated per run */
   uint32_t inplace_of; /* slot whose memory it reuses (UINT32_MAX: none) */
   uint32_t is_output;  /* a graph output: a fresh tensor per run (the caller keeps it) */
+  uint32_t whole_run;  /* a step on an extra stream touches it: planned alive for the whole run */
   bp_tensor_t* planned; /* view of the arena at offset (made on the first run) */
   bp_tensor_t* t;       /* this run's tensor (a reference) */
 } bpg_slot_t;
@@ -90,6 +96,9 @@ typedef struct bpg_step {
   uint32_t* out_slots;
   double est_ns;      /* the cost model's time */
   double measured_ns; /* last profiled run */
+  uint32_t stream;    /* NODE, REGION: stream index on its device (passes/streams.c); COPY: 0 */
+  uint32_t signals;   /* a step on another stream of the device reads its outputs: ev_done is recorded */
+  bp_event_t* ev_done; /* recorded after the step on its stream when `signals` */
   bp_event_t* ev_src; /* COPY: recorded on the source stream after the copy */
   bp_event_t* ev_dst; /* COPY: recorded on the destination stream before it */
 } bpg_step_t;
@@ -168,6 +177,11 @@ BPG_HIDDEN void bpg_region_desc_free(bpg_rdesc_t* d);
 BPG_HIDDEN bp_status_t bpg_region_compile(bp_graph_exec_t* x, bpg_region_t* r, bp_support_t* refusal);
 /* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
 BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
+/* Streams (passes/streams.c): a stream per independent chain of steps on a
+ * device (BP_GRAPH_ONE_STREAM: stream 0 only); buffers such steps touch
+ * live for the whole run. */
+BPG_HIDDEN bp_status_t bpg_pass_streams(bp_graph_exec_t* x);
+BPG_HIDDEN bp_stream_t* bpg_stream(const bp_graph_exec_t* x, uint32_t dev, uint32_t k);
 /* Memory planning (passes/memplan.c): offsets, in-place reuse, peak per device. */
 BPG_HIDDEN bp_status_t bpg_pass_memplan(bp_graph_exec_t* x);
 

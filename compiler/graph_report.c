@@ -58,8 +58,9 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                   x->compile_ms);
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     const bpg_dev_t* dev = &x->devs[d];
-    bpg_sbuf_printf(s, "%s\n    {\"name\": \"%s\", \"nodes\": %u, \"peak_bytes\": %llu, \"constant_bytes\": %llu, "
+    bpg_sbuf_printf(s, "%s\n    {\"name\": \"%s\", \"nodes\": %u, \"streams\": %u, \"peak_bytes\": %llu, \"constant_bytes\": %llu, "
                     "\"limit_bytes\": %llu, \"default_figures\": %s}", d ? "," : "", bp_device_name(dev->device), dev->num_nodes,
+                    dev->num_streams,
                     (unsigned long long)dev->arena_bytes, (unsigned long long)dev->const_bytes,
                     (unsigned long long)(dev->limit_bytes == UINT64_MAX ? 0 : dev->limit_bytes),
                     dev->default_figures ? "true" : "false");
@@ -78,8 +79,8 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                       first ? "" : ",", idx, n->name ? n->name : "", bpg_op_name(n->op),
                       bp_device_name(x->devs[st->dev].device));
       bpg_json_str(s, x->node_reason[idx]);
-      if (r) bpg_sbuf_printf(s, "\", \"region\": %u}", st->node);
-      else bpg_sbuf_printf(s, "\", \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->est_ns, st->measured_ns);
+      if (r) bpg_sbuf_printf(s, "\", \"region\": %u, \"stream\": %u}", st->node, st->stream);
+      else bpg_sbuf_printf(s, "\", \"stream\": %u, \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->stream, st->est_ns, st->measured_ns);
       first = 0;
     }
   }
@@ -135,7 +136,7 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     first = 0;
   }
   uint64_t peak = 0;
-  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes * x->devs[d].ws_streams;
   bpg_sbuf_printf(s, "\n  ],\n  \"copy_bytes\": %llu,\n  \"peak_bytes\": %llu,\n  \"unplanned_bytes\": %llu,\n"
                   "  \"estimated_ns\": %.0f,\n  \"measured_ns\": %.0f,\n  \"passes\": {\"folded\": %u, \"merged\": %u, "
                   "\"removed\": %u, \"decomposed\": %u, \"islands_moved\": %u},\n  \"warnings\": [",
@@ -158,6 +159,8 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   bpg_sbuf_printf(s, "%-5s %-16s %-14s %-10s %10s %10s  %s\n", "#", "node", "op", "device", "est us", "meas us", "reason");
   for (uint32_t i = 0; i < x->num_steps; ++i) {
     const bpg_step_t* st = &x->steps[i];
+    char streamed[24] = "";
+    if (st->stream) snprintf(streamed, sizeof(streamed), " (stream %u)", st->stream);
     if (st->kind == BPG_STEP_REGION) {
       const bpg_region_t* r = &x->regions[st->node];
       char what[200];
@@ -167,14 +170,14 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
         w += (size_t)snprintf(what + w, sizeof(what) - w, "%s#%u %s", k ? ", " : "", r->nodes[k],
                               bpg_op_name(x->g->nodes[r->nodes[k]].op));
       }
-      bpg_sbuf_printf(s, "%-5s %-16u %-14s %-10s %10.1f %10.1f  %u nodes: %s\n", "reg", st->node,
+      bpg_sbuf_printf(s, "%-5s %-16u %-14s %-10s %10.1f %10.1f  %u nodes: %s%s\n", "reg", st->node,
                       bpg_region_kind_name(r->kind), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
-                      st->measured_ns / 1e3, r->num_nodes, what);
+                      st->measured_ns / 1e3, r->num_nodes, what, streamed);
     } else if (st->kind == BPG_STEP_NODE) {
       const bpg_node_t* n = &x->g->nodes[st->node];
-      bpg_sbuf_printf(s, "%-5u %-16.16s %-14.14s %-10s %10.1f %10.1f  %s\n", st->node, n->name ? n->name : "-",
+      bpg_sbuf_printf(s, "%-5u %-16.16s %-14.14s %-10s %10.1f %10.1f  %s%s\n", st->node, n->name ? n->name : "-",
                       bpg_op_name(n->op), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
-                      st->measured_ns / 1e3, x->node_reason[st->node]);
+                      st->measured_ns / 1e3, x->node_reason[st->node], streamed);
     } else {
       const bpg_slot_t* src = &x->slots[st->src_slot];
       bpg_sbuf_printf(s, "%-5s %-16.16s %-14s %-10s %10.1f %10.1f  %llu bytes from %s\n", "copy",
@@ -184,7 +187,7 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     }
   }
   uint64_t peak = 0;
-  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
+  for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes * x->devs[d].ws_streams;
   for (uint32_t i = 0; i < x->num_fusions; ++i) {
     const bpg_fusion_t* f = &x->fusions[i];
     bpg_sbuf_printf(s, "fused (%s): #%u %s + #%u %s -> %s on %s\n", f->kind, f->first, bpg_op_name(f->ops[0]),

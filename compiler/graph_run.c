@@ -26,18 +26,32 @@ static double bpg_now_ns(void) {
  * or a load does not touch the devices). */
 static bp_status_t bpg_prepare_memory(bp_graph_exec_t* x) {
   for (uint32_t d = 0; d < x->num_devs; ++d) {
-    if (x->devs[d].stream != NULL) continue;
-    bp_status_t st = bp_stream_create(x->devs[d].device, NULL, &x->devs[d].stream);
+    bpg_dev_t* dev = &x->devs[d];
+    bp_status_t st = BP_OK;
+    if (dev->stream == NULL) st = bp_stream_create(dev->device, NULL, &dev->stream);
+    for (uint32_t k = 1; k < dev->num_streams && st == BP_OK; ++k) {
+      if (dev->extra[k - 1] == NULL) st = bp_stream_create(dev->device, NULL, &dev->extra[k - 1]);
+    }
+    if (st == BP_OK && dev->num_streams > 1 && dev->start_ev == NULL) st = bp_event_create(dev->device, NULL, &dev->start_ev);
     if (st != BP_OK) return st;
+  }
+  for (uint32_t i = 0; i < x->num_steps; ++i) {
+    bpg_step_t* step = &x->steps[i];
+    if (step->signals && step->ev_done == NULL) {
+      bp_status_t st = bp_event_create(x->devs[step->dev].device, NULL, &step->ev_done);
+      if (st != BP_OK) return st;
+    }
+    if (step->kind == BPG_STEP_REGION && x->regions[step->node].workspace_bytes > 0 &&
+        x->devs[step->dev].ws[step->stream] == NULL) {
+      bpg_dev_t* dev = &x->devs[step->dev];
+      bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->ws_bytes, &dev->ws[step->stream]);
+      if (st != BP_OK) return st;
+    }
   }
   bp_status_t cst = bpg_exec_upload_constants(x);
   if (cst != BP_OK) return cst;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     bpg_dev_t* dev = &x->devs[d];
-    if (dev->ws == NULL && dev->ws_bytes > 0) {
-      bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->ws_bytes, &dev->ws);
-      if (st != BP_OK) return st;
-    }
     if (dev->arena != NULL || dev->arena_bytes == 0) continue;
     bp_status_t st = bp_buffer_allocate(dev->device, 0, dev->arena_bytes, &dev->arena);
     if (st != BP_OK) return st;
@@ -138,6 +152,20 @@ static bp_status_t bpg_run_copy(bp_graph_exec_t* x, bpg_step_t* step) {
   return st;
 }
 
+/* A step waits for the steps on other streams of its device that wrote its inputs. */
+static bp_status_t bpg_wait_producers(bp_graph_exec_t* x, const bpg_step_t* step) {
+  uint32_t nin = step->kind == BPG_STEP_REGION ? x->regions[step->node].num_inputs : x->g->nodes[step->node].num_in;
+  for (uint32_t i = 0; i < nin; ++i) {
+    uint32_t sl = step->in_slots[i];
+    if (sl == UINT32_MAX || x->g->values[x->slots[sl].value].kind != BP_GRAPH_VALUE_NODE) continue;
+    const bpg_step_t* p = &x->steps[x->slots[sl].def_step];
+    if (p->dev != step->dev || p->stream == step->stream || p->ev_done == NULL) continue;
+    bp_status_t st = bp_stream_wait_event(bpg_stream(x, step->dev, step->stream), p->ev_done);
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
 static bp_status_t bpg_run_node(bp_graph_exec_t* x, bpg_step_t* step) {
   const bpg_node_t* node = &x->g->nodes[step->node];
   enum { MAXI = 64 };
@@ -147,7 +175,7 @@ static bp_status_t bpg_run_node(bp_graph_exec_t* x, bpg_step_t* step) {
     in[i] = step->in_slots[i] == UINT32_MAX ? NULL : x->slots[step->in_slots[i]].t;
   }
   for (uint32_t k = 0; k < node->num_out; ++k) out[k] = x->slots[step->out_slots[k]].planned;
-  bp_status_t st = bp_op_run(x->devs[step->dev].stream, node->op, in, node->num_in, node->attrs, out,
+  bp_status_t st = bp_op_run(bpg_stream(x, step->dev, step->stream), node->op, in, node->num_in, node->attrs, out,
                              node->num_out);
   if (st != BP_OK) {
     char label[200], msg[800];
@@ -185,7 +213,9 @@ static bp_status_t bpg_run_region(bp_graph_exec_t* x, bpg_step_t* step) {
     }
     args[r->num_inputs + k] = sl->t;
   }
-  if (st == BP_OK) st = bp_region_launch(x->devs[step->dev].stream, r->region, args, na, x->devs[r->dev].ws);
+  if (st == BP_OK) {
+    st = bp_region_launch(bpg_stream(x, step->dev, step->stream), r->region, args, na, x->devs[r->dev].ws[step->stream]);
+  }
   if (args != small) free(args);
   if (st != BP_OK) {
     char label[200], msg[800];
@@ -250,14 +280,24 @@ bp_status_t bp_graph_exec_run(bp_graph_exec_t* x, const bp_tensor_t* const* inpu
       sl->t = x->const_tensors[s];
     }
   }
+  /* Extra streams start once stream 0 has the inputs and constants. */
+  for (uint32_t d = 0; d < x->num_devs && st == BP_OK; ++d) {
+    bpg_dev_t* dev = &x->devs[d];
+    if (dev->num_streams < 2) continue;
+    st = bp_event_record(dev->start_ev, dev->stream);
+    for (uint32_t k = 1; k < dev->num_streams && st == BP_OK; ++k) st = bp_stream_wait_event(dev->extra[k - 1], dev->start_ev);
+  }
   for (uint32_t i = 0; i < x->num_steps && st == BP_OK; ++i) {
     bpg_step_t* step = &x->steps[i];
     double ts = x->profile ? bpg_now_ns() : 0;
+    if (step->kind != BPG_STEP_COPY) st = bpg_wait_producers(x, step);
+    if (st != BP_OK) break;
     st = step->kind == BPG_STEP_COPY     ? bpg_run_copy(x, step)
          : step->kind == BPG_STEP_REGION ? bpg_run_region(x, step)
                                          : bpg_run_node(x, step);
+    if (st == BP_OK && step->signals) st = bp_event_record(step->ev_done, bpg_stream(x, step->dev, step->stream));
     if (st == BP_OK && x->profile) {
-      st = bp_stream_synchronize(x->devs[step->dev].stream);
+      st = bp_stream_synchronize(bpg_stream(x, step->dev, step->stream));
       if (step->kind == BPG_STEP_COPY && st == BP_OK) st = bp_stream_synchronize(x->devs[x->slots[step->src_slot].dev].stream);
       step->measured_ns = bpg_now_ns() - ts;
     }
@@ -276,8 +316,11 @@ bp_status_t bp_graph_exec_run(bp_graph_exec_t* x, const bp_tensor_t* const* inpu
     }
   }
   for (uint32_t d = 0; d < x->num_devs; ++d) {
-    bp_status_t s2 = bp_stream_synchronize(x->devs[d].stream);
-    if (st == BP_OK && s2 != BP_OK) st = s2;
+    for (uint32_t k = 0; k < x->devs[d].num_streams; ++k) {
+      bp_stream_t* sk = bpg_stream(x, d, k);
+      bp_status_t s2 = sk ? bp_stream_synchronize(sk) : BP_OK;
+      if (st == BP_OK && s2 != BP_OK) st = s2;
+    }
   }
   x->measured_ns = bpg_now_ns() - t0;
   for (uint32_t s = 0; s < x->num_slots; ++s) {
@@ -309,7 +352,7 @@ bp_status_t bp_graph_exec_get_stats(const bp_graph_exec_t* x, bp_graph_exec_stat
   out->num_copies = x->num_copies;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     out->num_devices += x->devs[d].num_nodes > 0;
-    out->peak_bytes += x->devs[d].arena_bytes + x->devs[d].ws_bytes;
+    out->peak_bytes += x->devs[d].arena_bytes + x->devs[d].ws_bytes * x->devs[d].ws_streams;
   }
   out->copy_bytes = x->copy_bytes;
   out->unplanned_bytes = x->unplanned_bytes;

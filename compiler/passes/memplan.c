@@ -8,7 +8,9 @@
  * uploaded to the device it must fit the device's limit. A compiled region
  * may write an output over an input in the same way where it declared the
  * pair (donation, bp_region_info_t.aliases); its workspace (the largest of
- * the device's regions) counts in the device's peak. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
+ * the device's regions, one per stream that runs regions) counts in the
+ * device's peak. Buffers that steps on an extra stream touch (streams.c)
+ * are alive for the whole run and never in place. Without planning (BP_GRAPH_NO_MEMPLAN) every buffer gets
  * its own range; that sum is reported as the unplanned figure either way.
  */
 #include <stdlib.h>
@@ -21,6 +23,10 @@ static uint64_t bpg_align(uint64_t b) { return (b + BPG_ALIGN - 1) / BPG_ALIGN *
 static int bpg_planned(const bp_graph_exec_t* x, const bpg_slot_t* s) {
   return x->g->values[s->value].kind == BP_GRAPH_VALUE_NODE && !s->is_output;
 }
+
+/* A buffer's planned lifetime (steps): whole-run buffers overlap everything. */
+static uint32_t bpg_lo(const bpg_slot_t* s) { return s->whole_run ? 0 : s->def_step; }
+static uint32_t bpg_hi(const bpg_slot_t* s) { return s->whole_run ? UINT32_MAX : s->last_step; }
 
 static uint32_t bpg_root(const bp_graph_exec_t* x, uint32_t s) {
   while (x->slots[s].inplace_of != UINT32_MAX) s = x->slots[s].inplace_of;
@@ -38,7 +44,7 @@ static void bpg_inplace(bp_graph_exec_t* x) {
     uint32_t nout = reg ? reg->num_outputs : x->g->nodes[st->node].num_out;
     for (uint32_t k = 0; k < nout; ++k) {
       bpg_slot_t* o = &x->slots[st->out_slots[k]];
-      if (!bpg_planned(x, o)) continue;
+      if (!bpg_planned(x, o) || o->whole_run) continue;
       const bpg_value_t* ov = &x->g->values[o->value];
       for (uint32_t i = 0; i < nin; ++i) {
         uint32_t is = st->in_slots[i];
@@ -57,7 +63,7 @@ static void bpg_inplace(bp_graph_exec_t* x) {
         }
         bpg_slot_t* in = &x->slots[is];
         const bpg_value_t* iv = &x->g->values[in->value];
-        if (!bpg_planned(x, in) || in->last_step != si || in->dev != o->dev || in->bytes != o->bytes ||
+        if (!bpg_planned(x, in) || in->whole_run || in->last_step != si || in->dev != o->dev || in->bytes != o->bytes ||
             bp_dtype_size(iv->dtype) != bp_dtype_size(ov->dtype) || iv->rank != ov->rank ||
             (reg != NULL && iv->dtype != ov->dtype) ||
             memcmp(iv->dims, ov->dims, sizeof(int64_t) * iv->rank) != 0) {
@@ -138,7 +144,7 @@ bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
         uint32_t nl = 0;
         for (uint32_t j = 0; j < np; ++j) {
           const bpg_slot_t* o = &x->slots[placed[j]];
-          if (o->last_step < sl->def_step || sl->last_step < o->def_step) continue;
+          if (bpg_hi(o) < bpg_lo(sl) || bpg_hi(sl) < bpg_lo(o)) continue;
           live[nl].slot = placed[j];
           live[nl].bytes = o->offset;
           nl++;
@@ -158,12 +164,17 @@ bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
     /* The regions' workspace after the planned buffers (a separate buffer
      * at run time, counted in the peak). */
     uint64_t ws = 0;
-    for (uint32_t r = 0; r < x->num_cregions; ++r) {
-      if (x->regions[r].dev == d && x->regions[r].workspace_bytes > ws) ws = x->regions[r].workspace_bytes;
+    uint32_t ws_on = 0; /* bit per stream that runs a region needing one */
+    for (uint32_t si = 0; si < x->num_steps; ++si) {
+      const bpg_step_t* stp = &x->steps[si];
+      if (stp->kind != BPG_STEP_REGION || stp->dev != d || x->regions[stp->node].workspace_bytes == 0) continue;
+      if (x->regions[stp->node].workspace_bytes > ws) ws = x->regions[stp->node].workspace_bytes;
+      ws_on |= 1u << stp->stream;
     }
     x->devs[d].ws_bytes = ws;
+    x->devs[d].ws_streams = (uint32_t)__builtin_popcount(ws_on);
     x->devs[d].arena_bytes = peak;
-    peak += bpg_align(ws);
+    peak += bpg_align(ws) * x->devs[d].ws_streams;
     /* Constants stay for the executable's life beside the arena. */
     uint64_t consts = 0;
     for (uint32_t s = 0; s < x->num_slots; ++s) {

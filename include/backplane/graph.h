@@ -167,7 +167,9 @@ enum bp_graph_policy_flags {
   BP_GRAPH_DECOMPOSE_ALL = 1u << 7,
   /* No regions compiled through the plugins' exec tables: every node runs
    * as its own op (fused-op rewrites still apply unless NO_FUSE). */
-  BP_GRAPH_NO_REGIONS = 1u << 8
+  BP_GRAPH_NO_REGIONS = 1u << 8,
+  /* One stream per device: independent steps are not spread over more. */
+  BP_GRAPH_ONE_STREAM = 1u << 9
 };
 
 /* A node pinned to a device by name. */

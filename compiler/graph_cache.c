@@ -193,7 +193,7 @@ static bp_status_t bpg_new_family(bp_graph_cache_t* c, const bpg_entry_t* k, uin
       if (!BP_GRAPH_IS_SYM(v->dims[d])) v->dims[d] = k->dims[(size_t)i * BP_MAX_RANK + d];
     }
   }
-  uint32_t counters[3] = {0, 0, 0};
+  uint32_t counters[4] = {0, 0, 0, 0};
   bp_graph_t* front = NULL;
   if (st == BP_OK) st = bpg_compile_front(c->ctx, g, c->o.flags, &front, counters);
   bp_graph_release(g);

@@ -1,7 +1,7 @@
 /* libbackplane_graph: bp_graph_compile -- the pass pipeline -- and the
  * executable's lifetime.
  *
- * Order: const_fold, cse, dce on a copy of the graph; inference with the
+ * Order: const_fold, canonicalize, cse, dce on a copy of the graph; inference with the
  * symbols bound; placement; fused-op rewrites; regions compiled by the
  * plugins; steps and copies; streams; memory planning; constants
  * uploaded to each device that reads them.
@@ -312,11 +312,12 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
 }
 
 bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* graph, uint32_t flags, bp_graph_t** out_g,
-                              uint32_t counters[3]) {
+                              uint32_t counters[4]) {
   bp_graph_t* g = NULL;
   bp_status_t st = bpg_clone(graph, &g);
   if (st == BP_OK) st = bpg_infer(g, NULL); /* verify before anything runs */
   if (st == BP_OK && !(flags & BP_GRAPH_NO_FOLD)) st = bpg_pass_const_fold(g, ctx, &counters[0]);
+  if (st == BP_OK && !(flags & BP_GRAPH_NO_CANONICALIZE)) st = bpg_pass_canonicalize(g, &counters[3]);
   if (st == BP_OK && !(flags & BP_GRAPH_NO_CSE)) st = bpg_pass_cse(g, &counters[1]);
   if (st == BP_OK && !(flags & BP_GRAPH_NO_DCE)) st = bpg_pass_dce(g, &counters[2]);
   if (st != BP_OK) {
@@ -339,7 +340,7 @@ bp_status_t bp_graph_compile(bp_context_t* ctx, const bp_graph_t* graph,
   }
   if (graph->num_outputs == 0) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_compile: the graph has no outputs");
   double t0 = bpg_now_ms();
-  uint32_t counters[3] = {0, 0, 0};
+  uint32_t counters[4] = {0, 0, 0, 0};
   bp_graph_t* g_sym = NULL;
   bp_status_t st = bpg_compile_front(ctx, graph, o ? o->flags : 0, &g_sym, counters);
   if (st != BP_OK) return st;
@@ -349,6 +350,7 @@ bp_status_t bp_graph_compile(bp_context_t* ctx, const bp_graph_t* graph,
   (*out_exec)->passes_folded = counters[0];
   (*out_exec)->passes_merged = counters[1];
   (*out_exec)->passes_removed = counters[2];
+  (*out_exec)->passes_canonical = counters[3];
   (*out_exec)->compile_ms = bpg_now_ms() - t0;
   return BP_OK;
 }

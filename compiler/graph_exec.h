@@ -143,6 +143,7 @@ struct bp_graph_exec {
   double est_ns;
   double measured_ns;
   uint32_t passes_removed, passes_merged, passes_folded, islands_moved, decomposed;
+  uint32_t passes_canonical; /* canonicalize's rewrites (not kept in executable files) */
   double compile_ms;
   int profile; /* synchronize after each step and time it */
 };
@@ -192,10 +193,11 @@ BPG_HIDDEN int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d);
 /* Fills device figures and limits for devices[0..n) (streams come with the first run). */
 BPG_HIDDEN bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices,
                                              uint32_t n, uint64_t limit);
-/* The front of a compile: a verified copy of `graph` with const_fold, cse
- * and dce applied (counters: folded, merged, removed). */
+/* The front of a compile: a verified copy of `graph` with const_fold,
+ * canonicalize, cse and dce applied (counters: folded, merged, removed,
+ * canonicalized). */
 BPG_HIDDEN bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* graph, uint32_t flags,
-                                         bp_graph_t** out_g, uint32_t counters[3]);
+                                         bp_graph_t** out_g, uint32_t counters[4]);
 /* The back of a compile for the front's graph with its symbols bound:
  * placement (or `placed`'s node placement when given: a rebind for new
  * symbol values, or a loaded file), copies, memory planning, constants. */

@@ -139,9 +139,10 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   for (uint32_t d = 0; d < x->num_devs; ++d) peak += x->devs[d].arena_bytes + x->devs[d].ws_bytes * x->devs[d].ws_streams;
   bpg_sbuf_printf(s, "\n  ],\n  \"copy_bytes\": %llu,\n  \"peak_bytes\": %llu,\n  \"unplanned_bytes\": %llu,\n"
                   "  \"estimated_ns\": %.0f,\n  \"measured_ns\": %.0f,\n  \"passes\": {\"folded\": %u, \"merged\": %u, "
-                  "\"removed\": %u, \"decomposed\": %u, \"islands_moved\": %u},\n  \"warnings\": [",
+                  "\"removed\": %u, \"decomposed\": %u, \"islands_moved\": %u, \"canonicalized\": %u},\n  \"warnings\": [",
                   (unsigned long long)x->copy_bytes, (unsigned long long)peak, (unsigned long long)x->unplanned_bytes,
-                  x->est_ns, x->measured_ns, x->passes_folded, x->passes_merged, x->passes_removed, x->decomposed, x->islands_moved);
+                  x->est_ns, x->measured_ns, x->passes_folded, x->passes_merged, x->passes_removed, x->decomposed, x->islands_moved,
+                  x->passes_canonical);
   bpg_warnings(x, s, 1);
   bpg_sbuf_printf(s, "]\n}\n");
 }

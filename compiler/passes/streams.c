@@ -3,8 +3,8 @@
  * Per device, steps are given streams in step order, deterministically: a
  * step continues the lowest stream whose last step produced one of its
  * inputs; a step that reads nothing a stream's last step produced (an
- * independent branch) starts the next unused stream, up to BPG_MAX_STREAMS
- * (then stream 0). Copies, steps that read a copy's result and steps whose
+ * independent branch) starts the next unused stream when it is small
+ * (BPG_STREAM_SMALL), up to BPG_MAX_STREAMS (else stream 0). Copies, steps that read a copy's result and steps whose
  * outputs a copy reads stay on stream 0 (copies are ordered against stream
  * 0 by their events). A step that reads a value produced on another stream
  * of its device waits for that step's event (recorded when `signals`);
@@ -17,6 +17,13 @@
 #include <string.h>
 
 #include "../graph_exec.h"
+
+/* A step opens a stream only when the cost model puts it within this many
+ * launch overheads of its device: work that small leaves the device idle
+ * part of the time, and overlapping it hides the fixed costs; a larger
+ * step fills the device alone (a GEMM uses every core), so running another
+ * beside it gains nothing and its buffers would be held for the whole run. */
+#define BPG_STREAM_SMALL 8.0
 
 bp_stream_t* bpg_stream(const bp_graph_exec_t* x, uint32_t dev, uint32_t k) {
   return k == 0 ? x->devs[dev].stream : x->devs[dev].extra[k - 1];
@@ -78,7 +85,8 @@ bp_status_t bpg_pass_streams(bp_graph_exec_t* x) {
     }
     if (pinned) chosen = 0;
     if (chosen == UINT32_MAX) {
-      chosen = !any_tail || x->devs[d].num_streams >= BPG_MAX_STREAMS ? 0 : x->devs[d].num_streams++;
+      int small = s->est_ns <= BPG_STREAM_SMALL * x->devs[d].launch_ns;
+      chosen = !any_tail || !small || x->devs[d].num_streams >= BPG_MAX_STREAMS ? 0 : x->devs[d].num_streams++;
     }
     s->stream = chosen;
     tail[d][chosen] = i;

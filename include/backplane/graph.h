@@ -169,7 +169,8 @@ enum bp_graph_policy_flags {
    * as its own op (fused-op rewrites still apply unless NO_FUSE). */
   BP_GRAPH_NO_REGIONS = 1u << 8,
   /* One stream per device: independent steps are not spread over more. */
-  BP_GRAPH_ONE_STREAM = 1u << 9
+  BP_GRAPH_ONE_STREAM = 1u << 9,
+  BP_GRAPH_NO_CANONICALIZE = 1u << 10 /* no canonicalization (identity copies, operand order) */
 };
 
 /* A node pinned to a device by name. */

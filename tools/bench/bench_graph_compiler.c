@@ -189,15 +189,21 @@ static void bench_transformer(bpb_ctx_t* ctx) {
     bp_graph_release(g);
     return;
   }
+  /* The same compile without fused ops, regions and extra streams: what they add. */
+  bp_graph_compile_options_t op = o;
+  op.flags = BP_GRAPH_NO_FUSE | BP_GRAPH_NO_REGIONS | BP_GRAPH_ONE_STREAM;
+  bp_graph_exec_t* xp = NULL;
+  BPB_CHECK(bp_graph_compile(ctx->context, g, &op, &xp));
   int64_t dims[3] = {1, s, d};
   bp_tensor_t* in = bpb_tensor_random(ctx, 3, dims, 7);
-  compiled_run_t c = {x, in};
+  compiled_run_t c = {x, in}, cp = {xp, in};
   eager_run_t e;
   eager_prepare(ctx, &e, g, in);
   /* Interleaved: a compiled and an eager measurement per round, medians. */
-  double tc[BPB_MAX_REPS], te[BPB_MAX_REPS];
+  double tc[BPB_MAX_REPS], te[BPB_MAX_REPS], tp[BPB_MAX_REPS];
   int reps = ctx->reps;
   BPB_CHECK(compiled_once(ctx, &c)); /* first run: the arena's pages */
+  BPB_CHECK(compiled_once(ctx, &cp));
   BPB_CHECK(eager_once(ctx, &e));
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   for (int r = 0; r < reps; ++r) {
@@ -208,11 +214,17 @@ static void bench_transformer(bpb_ctx_t* ctx) {
     BPB_CHECK(eager_once(ctx, &e));
     BPB_CHECK(bp_stream_synchronize(ctx->stream));
     te[r] = bpb_now() - t0;
+    t0 = bpb_now();
+    BPB_CHECK(compiled_once(ctx, &cp));
+    tp[r] = bpb_now() - t0;
   }
-  double mc = bpb_median(tc, reps), me = bpb_median(te, reps);
+  double mc = bpb_median(tc, reps), me = bpb_median(te, reps), mp = bpb_median(tp, reps);
   char name[160];
   snprintf(name, sizeof(name), "graph: transformer block d=%lld seq=%lld f32, compiled vs eager", (long long)d, (long long)s);
   bpb_add_figure(&(bpb_figure_t){name, "runs/s", 1.0 / mc, 1.0 / me, "the same ops run eagerly", 1.5, 0});
+  snprintf(name, sizeof(name), "graph: transformer block d=%lld seq=%lld f32, compiled vs compiled plain", (long long)d,
+           (long long)s);
+  bpb_add_figure(&(bpb_figure_t){name, "runs/s", 1.0 / mc, 1.0 / mp, "no fused ops, regions or extra streams", 0, 0});
   /* Peak memory of the intermediates, planned against one buffer each. */
   o.flags = BP_GRAPH_NO_MEMPLAN;
   BPB_CHECK(bp_graph_compile(ctx->context, g, &o, &xu));
@@ -226,6 +238,7 @@ static void bench_transformer(bpb_ctx_t* ctx) {
   bp_tensor_release(in);
   bp_graph_exec_release(x);
   bp_graph_exec_release(xu);
+  bp_graph_exec_release(xp);
   bp_graph_release(g);
 }
 

@@ -72,6 +72,7 @@ static const gpu_family_t k_families[] = {
     {bp__gpu_pool_implemented, bp__gpu_pool_supported, bp__gpu_pool_run},
     {bp__gpu_rotary_implemented, bp__gpu_rotary_supported, bp__gpu_rotary_run},
     {bp__gpu_random_implemented, bp__gpu_random_supported, bp__gpu_random_run},
+    {bp__gpu_penalty_implemented, bp__gpu_penalty_supported, bp__gpu_penalty_run},
 };
 
 static const gpu_family_t* family_of(uint32_t op) {

@@ -470,6 +470,37 @@ static void test_random(void** state) {
   assert_non_null(strstr(msg, "f64"));
 }
 
+/* kv_cache_append: per cache a copy, then a scatter over the slots: the
+ * cache [4, 8, 2, 3] seen as 32 slots of [2, 3], slot_mapping broadcast
+ * over (head, dim) through stride 0, one line per (head, dim). A cache
+ * whose block dims do not merge is refused. */
+static void test_kv_cache_append(void** state) {
+  (void)state;
+  int64_t sc[4] = {4, 8, 2, 3}, sx[3] = {5, 2, 3}, ss[1] = {5};
+  bp_tensor_desc_t kc = desc(BP_DTYPE_F16, 4, sc), vc = desc(BP_DTYPE_F16, 4, sc);
+  bp_tensor_desc_t ko = desc(BP_DTYPE_F16, 4, sc), vo = desc(BP_DTYPE_F16, 4, sc);
+  bp_tensor_desc_t k = desc(BP_DTYPE_F16, 3, sx), v = desc(BP_DTYPE_F16, 3, sx), sl = desc(BP_DTYPE_I32, 1, ss);
+  const bp_tensor_desc_t* ins[5] = {&kc, &vc, &k, &v, &sl};
+  const bp_tensor_desc_t* outs[2] = {&ko, &vo};
+  bp_op_call_t c = call_of(BP_OP_kv_cache_append, 5, ins, 2, outs, NULL, BP_DTYPE_F16);
+  rec_t r = {0};
+  assert_int_equal(bp_gpu_op_run(&k_caps, &c, record, &r), BP_OK);
+  assert_int_equal(r.n, 4);
+  const bp_gpu_scatter_args_t* a = &r.l[1].args.scatter;
+  assert_int_equal(r.l[1].program, BP_GPU_PROGRAM_scatter);
+  assert_int_equal(a->target_size, 32);
+  assert_int_equal(a->lines, 6);
+  assert_int_equal(a->along, 5);
+  assert_int_equal(a->strides[0][0], 1);
+  assert_int_equal(a->strides[0][1], 0);
+  assert_int_equal(a->strides[2][0], 6);
+  assert_int_equal(a->dtypes[0], BP_DTYPE_I32);
+  assert_int_equal(a->reduce, BP_SCATTER_NONE);
+  ko.strides[0] = 1000; /* blocks apart: no slot view */
+  char msg[160];
+  assert_int_equal(bp_gpu_op_supported(&k_caps, &c, msg, sizeof msg), BP_SUPPORT_LAYOUT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_add_broadcast), cmocka_unit_test(test_dense_collapses),
@@ -478,7 +509,7 @@ int main(void) {
       cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_cat_pieces),
       cmocka_unit_test(test_sort_topk), cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_pool), cmocka_unit_test(test_rotary),
-      cmocka_unit_test(test_random),
+      cmocka_unit_test(test_random), cmocka_unit_test(test_kv_cache_append),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -141,7 +141,7 @@ typedef struct bp_gpu_sort_args {
  * elements of different lines have different targets, so one work-item
  * owns a line and combines its elements in index order, accumulating each
  * target in double / int64 and storing it once (the CPU plugin's order and
- * rounding). Operands: index (int64), src (dtype 0: the value form), out;
+ * rounding). Operands: index (int64 or int32), src (dtype 0: the value form), out;
  * strides over the index's dims. */
 /* enum bp_scatter_reduce's values (ops.h; gpu_scatter.c checks them). */
 #define BP_GPU_SC_NONE 0u
@@ -210,5 +210,20 @@ typedef struct bp_gpu_random_args {
   bp_u32 op;   /* op id */
   bp_u32 bits; /* rand: random bits per value (significand + 1) */
 } bp_gpu_random_args_t;
+
+/* ---- repetition_penalty (penalty.cl) ---------------------------------------- */
+/* One work-item per logit: rows are the leading dims of logits and tokens
+ * (strides per operand: logits, tokens, out), V the vocabulary, L the
+ * tokens per row. */
+typedef struct bp_gpu_penalty_args {
+  bp_i64 nrows, V, L;
+  bp_i64 row_sizes[BP_GPU_MAX_RANK];
+  bp_i64 row_strides[3][BP_GPU_MAX_RANK];
+  bp_i64 col_stride[3];
+  bp_i64 byte_offset[3];
+  double repetition, presence, frequency;
+  bp_u32 dtypes[3];
+  bp_u32 row_rank;
+} bp_gpu_penalty_args_t;
 
 #endif /* BP_GPU_ARGS_H_ */

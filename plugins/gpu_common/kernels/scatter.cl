@@ -9,6 +9,7 @@
  * division of the wrapped sum), amax/amin let NaN through, reduce none
  * keeps the last element. Indices outside [0, target_size) are skipped.
  * O(along^2) index reads per line: the lines of model code are short.
+ * kv_cache_append is a scatter too (reduce none over the cache's slots).
  * Entry point: bp_scatter (index, src, out, args).
  */
 
@@ -25,7 +26,7 @@ BP_INLINE bp_i64 sc_wrap(bp_i64 v, bp_u32 dt) {
 
 BP_INLINE bp_i64 sc_index(BP_GLOBAL bp_u8* index, BP_GLOBAL const bp_gpu_scatter_args_t* A, bp_i64 off,
                           bp_i64 k) {
-  return BP_ELEM(bp_i64, index, A->byte_offset[0], off + k * A->strides[0][A->dim]);
+  return bp_load_i(index, A->byte_offset[0], off + k * A->strides[0][A->dim], A->dtypes[0]);
 }
 
 BP_KERNEL void bp_scatter(BP_GLOBAL bp_u8* index, BP_GLOBAL bp_u8* src, BP_GLOBAL bp_u8* out,

@@ -172,6 +172,9 @@ typedef struct bpg_rdesc bpg_rdesc_t;
 BPG_HIDDEN bp_status_t bpg_region_desc_build(const bp_graph_exec_t* x, bpg_region_t* r, uint32_t want_kind,
                                              bpg_rdesc_t** out);
 BPG_HIDDEN const bp_region_desc_t* bpg_region_desc(const bpg_rdesc_t* d);
+/* 1 when node n fits an elementwise program of compute dtype *dt (0: set
+ * from the node). */
+BPG_HIDDEN int bpg_region_ew_node(const bp_graph_t* g, uint32_t n, uint32_t* dt);
 BPG_HIDDEN void bpg_region_desc_free(bpg_rdesc_t* d);
 /* Compiles r (nodes and dev set) into r->region; BP_UNIMPLEMENTED with the
  * reason in *refusal when the plugin refuses it. */

@@ -66,7 +66,7 @@ static int bpg_is_float(uint32_t dt) {
 }
 
 /* 1 when node n fits a program of compute dtype *dt (set by the first node). */
-static int bpg_ew_node_ok(const bp_graph_t* g, uint32_t n, uint32_t* dt) {
+int bpg_region_ew_node(const bp_graph_t* g, uint32_t n, uint32_t* dt) {
   const bpg_node_t* node = &g->nodes[n];
   if (!bp_op_is_elementwise(node->op) || node->num_out != 1 || node->num_in < 1 || node->num_in > 3) return 0;
   if (!bpg_ew_attrs_ok(node)) return 0;
@@ -306,12 +306,12 @@ bp_status_t bpg_region_desc_build(const bp_graph_exec_t* x, bpg_region_t* r, uin
     rn->outputs = ids + node->num_in;
     ids += node->num_in + node->num_out;
     d->nptr[k] = rn;
-    if (ew) ew = bpg_ew_node_ok(g, r->nodes[k], &dt);
+    if (ew) ew = bpg_region_ew_node(g, r->nodes[k], &dt);
   }
   int epi = bpg_is_anchor(g->nodes[r->nodes[0]].op);
   for (uint32_t k = 1; k < r->num_nodes && epi; ++k) {
     uint32_t t = 0;
-    epi = bpg_ew_node_ok(g, r->nodes[k], &t);
+    epi = bpg_region_ew_node(g, r->nodes[k], &t);
   }
   uint32_t kind = want_kind ? want_kind : ew ? BP_REGION_EW_PROGRAM : epi && r->num_nodes > 1 ? BP_REGION_EPILOGUE : BP_REGION_GRAPH;
   bp_region_desc_t* rd = &d->desc;

@@ -13,6 +13,11 @@
  * single nodes, which run eagerly. A plugin without an exec table answers
  * one group per node and refuses every region: every node stays eager.
  *
+ * Where the claim left elementwise nodes alone but the plugin declares
+ * elementwise programs (bp_device_query_fusion: a plugin without
+ * region_claim, such as the Vulkan one), the compiler forms convex chains
+ * of them itself and offers each as a program.
+ *
  * Then the run order: regions and the other nodes, topologically (each
  * unit after the producers of what it reads, ties by the smallest node
  * index), so a region's nodes run together even when an unrelated node
@@ -175,6 +180,74 @@ static bp_status_t bpg_claim_device(bp_graph_exec_t* x, uint32_t dev, const uint
   return BP_OK;
 }
 
+/* A node a declared elementwise program of the device can hold. */
+static int bpg_caps_take(const bp_graph_t* g, uint32_t n, const bp_fusion_caps_t* caps) {
+  uint32_t dt = 0;
+  uint32_t op = g->nodes[n].op;
+  if (!bpg_region_ew_node(g, n, &dt) || !(caps->ew_dtype_mask & BP_DTYPE_BIT(dt))) return 0;
+  return caps->ew_opcode_mask != NULL && op / 64 < caps->ew_opcode_words &&
+         (caps->ew_opcode_mask[op / 64] >> (op % 64) & 1);
+}
+
+/* Chains the compiler forms where the plugin declares elementwise programs
+ * (bp_device_query_fusion) but its claim left the nodes alone (a plugin
+ * without region_claim gets one group per node): each candidate node joins
+ * the chain of a producer when the chain stays convex; chains of two or
+ * more nodes are compiled as programs (a refusal splits them). */
+static bp_status_t bpg_chains(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n, uint32_t* members,
+                              uint8_t* mark) {
+  bp_fusion_caps_t caps;
+  memset(&caps, 0, sizeof(caps));
+  caps.struct_size = sizeof(caps);
+  if (bp_device_query_fusion(x->devs[dev].device, &caps) != BP_OK || caps.ew_max_instrs == 0) return BP_OK;
+  const bp_graph_t* g = x->g;
+  uint32_t nn = g->num_nodes;
+  uint32_t* chain = malloc(sizeof(uint32_t) * (nn + 1)); /* per node: the chain's first node */
+  uint32_t* next = malloc(sizeof(uint32_t) * (nn + 1));  /* per node: the chain's next node */
+  uint32_t* last = malloc(sizeof(uint32_t) * (nn + 1));  /* per first node: the chain's last node */
+  if (chain == NULL || next == NULL || last == NULL) {
+    free(chain);
+    free(next);
+    free(last);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "regions: out of memory");
+  }
+  memset(chain, 0xFF, sizeof(uint32_t) * (nn + 1));
+  memset(next, 0xFF, sizeof(uint32_t) * (nn + 1));
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t k = nodes[i];
+    if (x->node_region[k] != UINT32_MAX || !bpg_caps_take(g, k, &caps)) continue;
+    chain[k] = k;
+    last[k] = k;
+    const bpg_node_t* node = &g->nodes[k];
+    for (uint32_t j = 0; j < node->num_in; ++j) {
+      uint32_t v = node->in[j];
+      if (v == BP_GRAPH_NO_VALUE || g->values[v].kind != BP_GRAPH_VALUE_NODE) continue;
+      uint32_t p = g->values[v].producer;
+      if (p >= nn || chain[p] == UINT32_MAX || chain[p] == k) continue;
+      uint32_t head = chain[p], m = 0;
+      for (uint32_t c = head; c != UINT32_MAX; c = next[c]) members[m++] = c;
+      members[m++] = k;
+      if (!bpg_convex(g, members, m, mark)) continue;
+      chain[k] = head;
+      next[last[head]] = k;
+      last[head] = k;
+      break;
+    }
+  }
+  bp_status_t st = BP_OK;
+  for (uint32_t i = 0; i < n && st == BP_OK; ++i) {
+    uint32_t k = nodes[i];
+    if (chain[k] != k || next[k] == UINT32_MAX) continue;
+    uint32_t m = 0;
+    for (uint32_t c = k; c != UINT32_MAX; c = next[c]) members[m++] = c;
+    st = bpg_try_region(x, dev, members, m);
+  }
+  free(chain);
+  free(next);
+  free(last);
+  return st;
+}
+
 /* Run order: units (a region or a node) after their producers. */
 static bp_status_t bpg_order(bp_graph_exec_t* x) {
   const bp_graph_t* g = x->g;
@@ -278,6 +351,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
       }
       st = bpg_try_region(x, d, members, m);
     }
+    if (st == BP_OK) st = bpg_chains(x, d, nodes, n, members, mark);
   }
   if (st == BP_OK) st = bpg_order(x);
 done:

@@ -13,7 +13,8 @@
  * single nodes, which run eagerly. A plugin without an exec table answers
  * one group per node and refuses every region: every node stays eager.
  *
- * Where the claim left elementwise nodes alone but the plugin declares
+ * Where the claim left elementwise nodes alone (in no group of two or
+ * more: a refused group's nodes are not offered again) but the plugin declares
  * elementwise programs (bp_device_query_fusion: a plugin without
  * region_claim, such as the Vulkan one), the compiler forms convex chains
  * of them itself and offers each as a program.
@@ -195,7 +196,7 @@ static int bpg_caps_take(const bp_graph_t* g, uint32_t n, const bp_fusion_caps_t
  * the chain of a producer when the chain stays convex; chains of two or
  * more nodes are compiled as programs (a refusal splits them). */
 static bp_status_t bpg_chains(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n, uint32_t* members,
-                              uint8_t* mark) {
+                              uint8_t* mark, const uint8_t* claimed) {
   bp_fusion_caps_t caps;
   memset(&caps, 0, sizeof(caps));
   caps.struct_size = sizeof(caps);
@@ -215,7 +216,7 @@ static bp_status_t bpg_chains(bp_graph_exec_t* x, uint32_t dev, const uint32_t* 
   memset(next, 0xFF, sizeof(uint32_t) * (nn + 1));
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t k = nodes[i];
-    if (x->node_region[k] != UINT32_MAX || !bpg_caps_take(g, k, &caps)) continue;
+    if (x->node_region[k] != UINT32_MAX || claimed[k] || !bpg_caps_take(g, k, &caps)) continue;
     chain[k] = k;
     last[k] = k;
     const bpg_node_t* node = &g->nodes[k];
@@ -319,8 +320,9 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
   uint32_t* groups = malloc(sizeof(uint32_t) * (nn + 1));
   uint32_t* members = malloc(sizeof(uint32_t) * (nn + 1));
   uint8_t* mark = calloc(nn + 1, 1);
+  uint8_t* claimed = calloc(nn + 1, 1); /* in a group of two or more the plugin claimed (tried already) */
   bp_status_t st = BP_OK;
-  if (x->node_region == NULL || nodes == NULL || groups == NULL || members == NULL || mark == NULL) {
+  if (x->node_region == NULL || nodes == NULL || groups == NULL || members == NULL || mark == NULL || claimed == NULL) {
     st = bpg_error(BP_RESOURCE_EXHAUSTED, "regions: out of memory");
     goto done;
   }
@@ -343,6 +345,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
         }
       }
       if (m < 2) continue;
+      for (uint32_t j = 0; j < m; ++j) claimed[members[j]] = 1;
       if (!bpg_convex(g, members, m, mark)) {
         bp_support_t why = {.struct_size = sizeof(why), .reason = BP_SUPPORT_OP};
         snprintf(why.message, sizeof(why.message), "the claimed group is not convex: its nodes run alone");
@@ -351,7 +354,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
       }
       st = bpg_try_region(x, d, members, m);
     }
-    if (st == BP_OK) st = bpg_chains(x, d, nodes, n, members, mark);
+    if (st == BP_OK) st = bpg_chains(x, d, nodes, n, members, mark, claimed);
   }
   if (st == BP_OK) st = bpg_order(x);
 done:
@@ -359,5 +362,6 @@ done:
   free(groups);
   free(members);
   free(mark);
+  free(claimed);
   return st;
 }

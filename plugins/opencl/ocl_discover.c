@@ -316,6 +316,8 @@ static bp_status_t start_runtime(struct bpp_instance_s* inst) {
     }
     d->aux_queue = cl->clCreateCommandQueue(d->ctx, d->id, 0, &err);
     if (!d->aux_queue) return ocl_fail("clCreateCommandQueue", err);
+    bp_status_t st = ocl_heaps_create(d);
+    if (st) return st;
   }
   return BP_OK;
 }

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "bp_gpu_heap.h"
 #include "bp_gpu_ops.h"
 #include "bp_kit.h"
 #include "ocl_symbols.h"
@@ -65,15 +66,27 @@ struct bpp_device_s {
   uint64_t max_alloc;
   char cache_key[384]; /* device, driver and plugin versions (program cache) */
   ocl_kernel_t kernels[BP_GPU_PROGRAM_COUNT];
+  /* Suballocation per memory space (set when the runtime starts): small
+   * buffers are sub-buffers of large blocks (ocl_memory.c). */
+  bp_gpu_heap_t* heap[2];
+  struct ocl_heap_ctx {
+    struct bpp_device_s* dev;
+    uint32_t space;
+  } heap_ctx[2];
 };
 
 struct bpp_buffer_s {
   struct bpp_device_s* dev;
-  cl_mem mem;
+  cl_mem mem;        /* a sub-buffer of sub.block, or a buffer of its own */
+  bp_gpu_alloc_t sub; /* sub.block NULL: not suballocated */
   uint64_t size;
   uint32_t space;
   void* mapped; /* buffer_map's pointer while mapped (whole buffer) */
 };
+
+/* Creates the device's heaps (the runtime is started); 0 or a status. */
+bp_status_t ocl_heaps_create(struct bpp_device_s* d);
+void ocl_heaps_destroy(struct bpp_device_s* d);
 
 /* A host function waiting on the stream's helper thread. */
 typedef struct ocl_host_job {

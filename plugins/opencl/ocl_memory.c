@@ -1,7 +1,11 @@
 /* backplane OpenCL plugin: buffers, maps, copies and fills.
  *
  * Buffers are cl_mem objects of the device's context, accounted against
- * the device budget (atomically, so two threads cannot overrun it). Space
+ * the device budget (atomically, so two threads cannot overrun it). Below
+ * OCL_SUBALLOC_MAX bytes a buffer is a sub-buffer (clCreateSubBuffer) of a
+ * 64 MiB block from gpu_common's heap (best fit, coalescing, offsets
+ * aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN), so small allocations stop
+ * costing a driver allocation each; larger ones are buffers of their own. Space
  * 1 asks for pinned host memory (CL_MEM_ALLOC_HOST_PTR). Copies and fills
  * are enqueued on the stream's in-order queue without blocking (the ABI
  * keeps host pointers valid until the stream passes them). Device to
@@ -13,6 +17,71 @@
 #include <string.h>
 
 #include "ocl_internal.h"
+
+#define OCL_BLOCK_SIZE ((uint64_t)64 << 20)
+#define OCL_SUBALLOC_MAX ((uint64_t)4 << 20)
+
+static cl_mem_flags space_flags(uint32_t space) {
+  return CL_MEM_READ_WRITE | (space == 1 ? CL_MEM_ALLOC_HOST_PTR : 0);
+}
+
+static bp_status_t heap_block_alloc(void* ctx, uint64_t size, void** out) {
+  struct ocl_heap_ctx* h = ctx;
+  cl_int err = CL_SUCCESS;
+  cl_mem m = h->dev->cl->clCreateBuffer(h->dev->ctx, space_flags(h->space), size, NULL, &err);
+  if (!m || err != CL_SUCCESS) return ocl_fail("clCreateBuffer (a block of the suballocator)", err);
+  *out = m;
+  return BP_OK;
+}
+
+static void heap_block_free(void* ctx, void* block) {
+  struct ocl_heap_ctx* h = ctx;
+  h->dev->cl->clReleaseMemObject((cl_mem)block);
+}
+
+bp_status_t ocl_heaps_create(struct bpp_device_s* d) {
+  cl_uint bits = 0;
+  if (d->cl->clGetDeviceInfo(d->id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL) != CL_SUCCESS)
+    bits = 1024;
+  uint64_t align = bits / 8 >= 128 ? bits / 8 : 128;
+  if (align & (align - 1)) align = 4096;
+  uint64_t block = OCL_BLOCK_SIZE;
+  if (d->max_alloc && d->max_alloc < block) block = d->max_alloc & ~(align - 1);
+  if (block < OCL_SUBALLOC_MAX) return BP_OK; /* no room for blocks: every buffer is its own */
+  static const bp_gpu_heap_ops_t ops = {heap_block_alloc, heap_block_free};
+  for (uint32_t k = 0; k < 2; k++) {
+    d->heap_ctx[k].dev = d;
+    d->heap_ctx[k].space = k;
+    bp_gpu_heap_config_t cfg = {.block_size = block, .alignment = align, .budget = d->budget};
+    bp_status_t st = bp_gpu_heap_create(&cfg, &ops, &d->heap_ctx[k], &d->heap[k]);
+    if (st) return st;
+  }
+  return BP_OK;
+}
+
+void ocl_heaps_destroy(struct bpp_device_s* d) {
+  for (uint32_t k = 0; k < 2; k++) {
+    bp_gpu_heap_destroy(d->heap[k]);
+    d->heap[k] = NULL;
+  }
+}
+
+/* b->mem as a sub-buffer of a heap block; 0, or a status with nothing
+ * held. */
+static bp_status_t suballocate(struct bpp_device_s* d, uint32_t space, uint64_t size, struct bpp_buffer_s* b) {
+  bp_status_t st = bp_gpu_heap_alloc(d->heap[space], size, &b->sub);
+  if (st) return st;
+  cl_buffer_region region = {(size_t)b->sub.offset, (size_t)size};
+  cl_int err = CL_SUCCESS;
+  b->mem = d->cl->clCreateSubBuffer((cl_mem)b->sub.block, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region,
+                                    &err);
+  if (!b->mem || err != CL_SUCCESS) {
+    bp_gpu_heap_free(d->heap[space], &b->sub);
+    memset(&b->sub, 0, sizeof b->sub);
+    return ocl_fail("clCreateSubBuffer", err);
+  }
+  return BP_OK;
+}
 
 static bp_status_t reserve(struct bpp_device_s* d, uint64_t bytes) {
   uint64_t used = __atomic_load_n(&d->used, __ATOMIC_RELAXED);
@@ -52,13 +121,17 @@ bp_status_t ocl_buffer_allocate(bpp_device_t d, const bp_buffer_alloc_info_t* in
     __atomic_fetch_sub(&d->used, info->size_bytes, __ATOMIC_RELAXED);
     return BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "buffer_allocate: out of host memory");
   }
-  cl_int err = CL_SUCCESS;
-  cl_mem_flags flags = CL_MEM_READ_WRITE | (info->memory_space == 1 ? CL_MEM_ALLOC_HOST_PTR : 0);
-  b->mem = d->cl->clCreateBuffer(d->ctx, flags, info->size_bytes, NULL, &err);
-  if (!b->mem || err != CL_SUCCESS) {
+  if (d->heap[info->memory_space] && info->size_bytes < OCL_SUBALLOC_MAX) {
+    st = suballocate(d, info->memory_space, info->size_bytes, b);
+  } else {
+    cl_int err = CL_SUCCESS;
+    b->mem = d->cl->clCreateBuffer(d->ctx, space_flags(info->memory_space), info->size_bytes, NULL, &err);
+    if (!b->mem || err != CL_SUCCESS) st = ocl_fail("clCreateBuffer", err);
+  }
+  if (st) {
     free(b);
     __atomic_fetch_sub(&d->used, info->size_bytes, __ATOMIC_RELAXED);
-    return ocl_fail("clCreateBuffer", err);
+    return st;
   }
   b->dev = d;
   b->size = info->size_bytes;
@@ -71,6 +144,10 @@ void ocl_buffer_release(bpp_buffer_t b) {
   if (!b) return;
   if (b->mapped) ocl_buffer_unmap(b);
   b->dev->cl->clReleaseMemObject(b->mem);
+  /* the range may be handed out again at once: the core releases a buffer
+   * only after the streams that used it finished (core/runtime/buffer.c) */
+  if (b->sub.block && bp_gpu_heap_free(b->dev->heap[b->space], &b->sub))
+    bp_kit_log(BP_LOG_WARN, "opencl: %s", bp_plugin_last_error());
   __atomic_fetch_sub(&b->dev->used, b->size, __ATOMIC_RELAXED);
   free(b);
 }

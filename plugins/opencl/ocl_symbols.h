@@ -24,6 +24,7 @@
   REQ(OCL_FN(clCreateCommandQueue), clCreateCommandQueue)         \
   REQ(OCL_FN(clReleaseCommandQueue), clReleaseCommandQueue)       \
   REQ(OCL_FN(clCreateBuffer), clCreateBuffer)                     \
+  REQ(OCL_FN(clCreateSubBuffer), clCreateSubBuffer)               \
   REQ(OCL_FN(clReleaseMemObject), clReleaseMemObject)             \
   REQ(OCL_FN(clEnqueueWriteBuffer), clEnqueueWriteBuffer)         \
   REQ(OCL_FN(clEnqueueReadBuffer), clEnqueueReadBuffer)           \

@@ -24,6 +24,7 @@
 #include <vulkan/vulkan.h>
 
 #include "backplane/plugin.h"
+#include "bp_gpu_heap.h"
 #include "bp_kit.h"
 
 #define VK_HIDDEN __attribute__((visibility("hidden")))
@@ -110,28 +111,24 @@ VK_HIDDEN bp_status_t vk_status_of(VkResult r);
 /* free. Pure logic (no Vulkan), unit-tested directly. Not thread-safe: the */
 /* pool's lock guards it.                                                   */
 /* ------------------------------------------------------------------------ */
-typedef struct vk_range {
-  uint64_t off, size;
-} vk_range_t;
+/* A block's free ranges: gpu_common's range set (bp_gpu_heap.h). */
+typedef bp_gpu_ranges_t vk_ranges_t;
 
-typedef struct vk_ranges {
-  vk_range_t* free; /* sorted by offset, never adjacent (coalesced) */
-  uint32_t count, cap;
-  uint64_t total;     /* block size */
-  uint64_t free_bytes;
-} vk_ranges_t;
-
-VK_HIDDEN bp_status_t vk_ranges_init(vk_ranges_t* r, uint64_t total);
-VK_HIDDEN void vk_ranges_fini(vk_ranges_t* r);
+static inline bp_status_t vk_ranges_init(vk_ranges_t* r, uint64_t total) { return bp_gpu_ranges_init(r, total); }
+static inline void vk_ranges_fini(vk_ranges_t* r) { bp_gpu_ranges_fini(r); }
 /* First fit of `size` bytes at a multiple of `align` (power of two).
  * Returns 0 and the offset, or -1 when no free range fits. */
-VK_HIDDEN int vk_ranges_alloc(vk_ranges_t* r, uint64_t size, uint64_t align, uint64_t* out_off);
+static inline int vk_ranges_alloc(vk_ranges_t* r, uint64_t size, uint64_t align, uint64_t* out_off) {
+  return bp_gpu_ranges_alloc(r, size, align, out_off);
+}
 /* Returns [off, off+size) to the free list (merging neighbours). -1 when
- * the range was not allocated (overlaps a free range) or allocating the
- * list entry failed. */
-VK_HIDDEN int vk_ranges_free(vk_ranges_t* r, uint64_t off, uint64_t size);
+ * the range was not allocated (overlaps a free range), -2 when allocating
+ * the list entry failed. */
+static inline int vk_ranges_free(vk_ranges_t* r, uint64_t off, uint64_t size) {
+  return bp_gpu_ranges_free(r, off, size);
+}
 /* Largest free range (fragmentation reports). */
-VK_HIDDEN uint64_t vk_ranges_largest(const vk_ranges_t* r);
+static inline uint64_t vk_ranges_largest(const vk_ranges_t* r) { return bp_gpu_ranges_largest(r); }
 
 /* ------------------------------------------------------------------------ */
 /* Memory pools                                                              */

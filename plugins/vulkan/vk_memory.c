@@ -1,7 +1,7 @@
 /* backplane Vulkan plugin: the suballocator and the memory pools.
  *
- * A pool is one memory type. Small buffers are carved first-fit from 64 MiB
- * VkDeviceMemory blocks (alignment from vkGetBufferMemoryRequirements);
+ * A pool is one memory type. Small buffers are carved first-fit (the range
+ * sets of plugins/gpu_common, bp_gpu_heap.h) from 64 MiB VkDeviceMemory blocks (alignment from vkGetBufferMemoryRequirements);
  * buffers of 16 MiB and more get a dedicated allocation. Empty blocks are
  * freed, so idle pools give their memory back. The budget of the memory
  * type's heap (VK_EXT_memory_budget when present, else 3/4 of the heap;
@@ -11,101 +11,6 @@
 #include <string.h>
 
 #include "vk_internal.h"
-
-/* ---- the range allocator (pure) ------------------------------------- */
-bp_status_t vk_ranges_init(vk_ranges_t* r, uint64_t total) {
-  memset(r, 0, sizeof *r);
-  r->cap = 16;
-  r->free = malloc(r->cap * sizeof *r->free);
-  if (!r->free) return BP_RESOURCE_EXHAUSTED;
-  r->free[0].off = 0;
-  r->free[0].size = total;
-  r->count = total ? 1 : 0;
-  r->total = r->free_bytes = total;
-  return BP_OK;
-}
-
-void vk_ranges_fini(vk_ranges_t* r) {
-  free(r->free);
-  memset(r, 0, sizeof *r);
-}
-
-int vk_ranges_alloc(vk_ranges_t* r, uint64_t size, uint64_t align, uint64_t* out_off) {
-  if (size == 0 || align == 0 || (align & (align - 1))) return -1;
-  for (uint32_t i = 0; i < r->count; i++) {
-    vk_range_t* f = &r->free[i];
-    uint64_t start = (f->off + align - 1) & ~(align - 1);
-    uint64_t pad = start - f->off;
-    if (pad > f->size || f->size - pad < size) continue;
-    uint64_t tail = f->size - pad - size;
-    if (pad && tail) { /* split in two: needs one more entry */
-      if (r->count == r->cap) {
-        vk_range_t* n = realloc(r->free, 2 * r->cap * sizeof *n);
-        if (!n) return -1;
-        r->free = n;
-        r->cap *= 2;
-        f = &r->free[i];
-      }
-      memmove(&r->free[i + 2], &r->free[i + 1], (r->count - i - 1) * sizeof *f);
-      r->count++;
-      r->free[i + 1].off = start + size;
-      r->free[i + 1].size = tail;
-      f->size = pad;
-    } else if (pad) {
-      f->size = pad;
-    } else if (tail) {
-      f->off = start + size;
-      f->size = tail;
-    } else {
-      memmove(&r->free[i], &r->free[i + 1], (r->count - i - 1) * sizeof *f);
-      r->count--;
-    }
-    r->free_bytes -= size;
-    *out_off = start;
-    return 0;
-  }
-  return -1;
-}
-
-int vk_ranges_free(vk_ranges_t* r, uint64_t off, uint64_t size) {
-  if (size == 0 || off > r->total || r->total - off < size) return -1;
-  uint32_t i = 0; /* first free range after off */
-  while (i < r->count && r->free[i].off < off) i++;
-  if (i > 0 && r->free[i - 1].off + r->free[i - 1].size > off) return -1;
-  if (i < r->count && off + size > r->free[i].off) return -1;
-  int merge_prev = i > 0 && r->free[i - 1].off + r->free[i - 1].size == off;
-  int merge_next = i < r->count && off + size == r->free[i].off;
-  if (merge_prev && merge_next) {
-    r->free[i - 1].size += size + r->free[i].size;
-    memmove(&r->free[i], &r->free[i + 1], (r->count - i - 1) * sizeof r->free[0]);
-    r->count--;
-  } else if (merge_prev) {
-    r->free[i - 1].size += size;
-  } else if (merge_next) {
-    r->free[i].off = off;
-    r->free[i].size += size;
-  } else {
-    if (r->count == r->cap) {
-      vk_range_t* n = realloc(r->free, 2 * r->cap * sizeof *n);
-      if (!n) return -1;
-      r->free = n;
-      r->cap *= 2;
-    }
-    memmove(&r->free[i + 1], &r->free[i], (r->count - i) * sizeof r->free[0]);
-    r->free[i].off = off;
-    r->free[i].size = size;
-    r->count++;
-  }
-  r->free_bytes += size;
-  return 0;
-}
-
-uint64_t vk_ranges_largest(const vk_ranges_t* r) {
-  uint64_t m = 0;
-  for (uint32_t i = 0; i < r->count; i++)
-    if (r->free[i].size > m) m = r->free[i].size;
-  return m;
-}
 
 /* ---- pools ----------------------------------------------------------- */
 uint64_t vk_pool_budget(vk_pool_t* p) {

@@ -566,6 +566,39 @@ static void test_scatter_duplicates(void** state) {
   for (int k = 0; k < 3; k++) e->core->buffer_release(bout[k]);
 }
 
+/* Small buffers are sub-buffers of one heap block at aligned offsets, and
+ * neighbours keep their own bytes; a buffer of 4 MiB or more is its own;
+ * freed ranges are reused. */
+static void test_suballocation(void** state) {
+  env_t* e = *state;
+  bpp_buffer_t a = alloc(e, 1000, 0), b = alloc(e, 24, 0), big = alloc(e, (uint64_t)5 << 20, 0);
+  assert_non_null(a->sub.block);
+  assert_ptr_equal(a->sub.block, b->sub.block);
+  assert_true(a->sub.offset != b->sub.offset);
+  assert_int_equal(b->sub.offset % 128, 0);
+  assert_null(big->sub.block);
+  uint8_t x[1000], y[24], back[1000];
+  memset(x, 0xab, sizeof x);
+  memset(y, 0x5c, sizeof y);
+  assert_int_equal(e->core->copy_host_to_device(e->s, x, a, 0, sizeof x), BP_OK);
+  assert_int_equal(e->core->copy_host_to_device(e->s, y, b, 0, sizeof y), BP_OK);
+  assert_int_equal(e->core->copy_device_to_host(e->s, a, 0, back, sizeof back), BP_OK);
+  assert_int_equal(e->core->stream_synchronize(e->s), BP_OK);
+  assert_memory_equal(back, x, sizeof x);
+  uint64_t off = b->sub.offset;
+  e->core->buffer_release(b);
+  bpp_buffer_t c = alloc(e, 16, 0);
+  assert_int_equal(c->sub.offset, off); /* best fit: the hole b left */
+  bp_gpu_heap_stats_t st;
+  bp_gpu_heap_stats(e->dev->heap[0], &st);
+  assert_int_equal(st.used_bytes, 1000 + 16);
+  e->core->buffer_release(a);
+  e->core->buffer_release(c);
+  e->core->buffer_release(big);
+  bp_gpu_heap_stats(e->dev->heap[0], &st);
+  assert_int_equal(st.used_bytes, 0);
+}
+
 int main(void) {
   const struct CMUnitTest missing[] = {cmocka_unit_test(test_missing_library),
                                        cmocka_unit_test(test_fork_after_discovery),
@@ -573,6 +606,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device), cmocka_unit_test(test_memory), cmocka_unit_test(test_streams_events),
       cmocka_unit_test(test_ops), cmocka_unit_test(test_random_stream), cmocka_unit_test(test_scatter_duplicates),
+      cmocka_unit_test(test_suballocation),
   };
   int failed = cmocka_run_group_tests(missing, NULL, NULL);
   return failed + cmocka_run_group_tests(tests, setup, teardown);

@@ -212,9 +212,11 @@ static bp_status_t check_call(bp_mpi_op_t* op, const call_args_t* a) {
   const char* why;
   if (a->options && a->options->struct_size >= BP_COLLECTIVE_OPTIONS_V1_SIZE &&
       a->options->compression) {
-    if (op->kind != BP_MPI_ALL_REDUCE)
-      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
-                              "compression: this plugin compresses all_reduce only");
+    if (op->kind != BP_MPI_ALL_REDUCE && op->kind != BP_MPI_ALL_GATHER &&
+        op->kind != BP_MPI_REDUCE_SCATTER)
+      return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_INVALID_ARGUMENT,
+                              "compression applies to all_reduce, all_gather and "
+                              "reduce_scatter only");
     op->comp = a->options->compression;
     op->block = a->options->compression_block ? a->options->compression_block : 256;
   }
@@ -309,14 +311,14 @@ static bp_status_t check_call(bp_mpi_op_t* op, const call_args_t* a) {
       return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
                               "cannot compress %s to dtype %u (i8 or float8_e4m3fn blocks of "
                               "f32, f16, bf16, f64)", bp_dtype_name(op->dtype), op->comp);
-    if (op->rop != BP_REDUCE_SUM && op->rop != BP_REDUCE_AVG)
+    if (reduces && op->rop != BP_REDUCE_SUM && op->rop != BP_REDUCE_AVG)
       return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_UNIMPLEMENTED,
                               "compressed reductions are SUM and AVG");
-    if (op->block > (1u << 24) ||
-        fits_int(op, op->count + 4 + 4 * bp_kit_comm_scale_count(op->count, op->block)))
+    if (op->block == 0 || op->block > (1u << 24) ||
+        fits_int(op, bp_mpi_compressed_record_bytes(op)))
       return bp_plugin_format(op->local_msg, sizeof op->local_msg, BP_OUT_OF_RANGE,
-                              "compressed all_reduce: block %u, or the payload exceeds an int "
-                              "count", op->block);
+                              "compressed %s: block %u (1 to 2^24), or a record exceeds an int "
+                              "count", bp_mpi_kind_name(op->kind), op->block);
   }
   return BP_OK;
 }

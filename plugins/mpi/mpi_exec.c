@@ -247,69 +247,6 @@ static bp_status_t reduce_records(bp_mpi_op_t* op) {
   return bp_mpi_check(rc, "all_reduce: MPI_Reduce_local");
 }
 
-/* A compressed all_reduce: every rank encodes its input (the kit's block
- * encoding: codes, then one f32 scale per block), the records are
- * gathered (MPI_Iallgather of bytes: (n - 1) x (count + 4 x blocks) bytes
- * arrive per rank instead of an all_reduce's 2 (n - 1) / n x 4 x count
- * for f32), and every rank decodes and sums them in rank order in step 5,
- * so all agree bit for bit. op->tmp: n records, then this rank's. */
-/* A record: the f32 scales, then the codes, padded to 4 bytes so that
- * every record's scales are aligned. */
-static uint64_t scale_bytes(const bp_mpi_op_t* op) {
-  return 4 * bp_kit_comm_scale_count(op->count, op->block);
-}
-static uint64_t packed_bytes(const bp_mpi_op_t* op) {
-  return scale_bytes(op) + ((op->count + 3) & ~(uint64_t)3);
-}
-
-static bp_status_t post_compressed(bp_mpi_op_t* op) {
-  struct bpp_comm_s* c = op->comm;
-  const uint64_t pb = packed_bytes(op);
-  unsigned char* all = malloc((size_t)pb * ((size_t)c->size + 1) + 1);
-  if (!all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
-  op->tmp = all;
-  unsigned char* mine = all + pb * (uint64_t)c->size;
-  memset(mine, 0, (size_t)pb); /* the padding travels too */
-  bp_kit_comm_encode(op->dtype, op->comp, op->block, op->send, 0, op->count,
-                     (int8_t*)(mine + scale_bytes(op)), (float*)(void*)mine);
-  bp_mpi_h type = NULL, mop = NULL;
-  uint32_t mult = 1;
-  bp_status_t st = bp_mpi_types(BP_DTYPE_U8, -1, &type, &mop, &mult);
-  if (st != BP_OK) return st;
-  int rc;
-  BP_MPI(rc, MPI_Iallgather, mine, (int)pb, type, all, (int)pb, type, c->comm, &op->req[0]);
-  op->nreq = rc == BP_MPI_SUCCESS;
-  return bp_mpi_check(rc, "all_reduce (compressed): MPI_Iallgather");
-}
-
-/* Step 5 of a compressed all_reduce: decode and sum the records. */
-static bp_status_t finish_compressed(bp_mpi_op_t* op) {
-  struct bpp_comm_s* c = op->comm;
-  const uint64_t pb = packed_bytes(op);
-  const int n = c->size;
-  const int8_t** codes = malloc(sizeof(*codes) * (size_t)n);
-  const float** scales = malloc(sizeof(*scales) * (size_t)n);
-  float* acc = malloc(sizeof(float) * (size_t)(op->count ? op->count : 1));
-  bp_status_t st = BP_OK;
-  if (!codes || !scales || !acc) {
-    st = bp_kit_error(BP_RESOURCE_EXHAUSTED, "mpi: out of host memory");
-  } else {
-    const unsigned char* all = op->tmp;
-    for (int r = 0; r < n; ++r) {
-      scales[r] = (const float*)(const void*)(all + pb * (uint64_t)r);
-      codes[r] = (const int8_t*)(all + pb * (uint64_t)r + scale_bytes(op));
-    }
-    bp_kit_comm_decode_sum(op->comp, op->block, codes, scales, (uint32_t)n, 0, op->count, acc);
-    if (op->rop == BP_REDUCE_AVG)
-      for (uint64_t i = 0; i < op->count; ++i) acc[i] /= (float)n;
-    bp_kit_comm_store_floats(op->dtype, acc, op->count, op->recv, 0);
-  }
-  free(codes);
-  free(scales);
-  free(acc);
-  return st;
-}
-
 static bp_status_t post_data(bp_mpi_op_t* op) {
   struct bpp_comm_s* c = op->comm;
   int rop = (op->kind == BP_MPI_ALL_REDUCE || op->kind == BP_MPI_REDUCE ||
@@ -329,7 +266,7 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
   const void* sb = op->send;
   void* rb = op->recv;
   op->nreq = 0;
-  if (op->comp) return post_compressed(op);
+  if (op->comp) return bp_mpi_post_compressed(op);
   switch (op->kind) {
     case BP_MPI_ALL_REDUCE:
       if (sb == rb) sb = BP_MPI_IN_PLACE;
@@ -392,7 +329,7 @@ static bp_status_t post_data(bp_mpi_op_t* op) {
 /* ---- step 5 ------------------------------------------------------------- */
 static bp_status_t finish(bp_mpi_op_t* op, const bp_mpi_status_t* status) {
   struct bpp_comm_s* c = op->comm;
-  if (op->comp) return finish_compressed(op);
+  if (op->comp) return bp_mpi_finish_compressed(op);
   uint64_t eb = elem_bytes(op), bytes = op->count * eb;
   if (op->kind == BP_MPI_RECV && status->ucount != bytes)
     return bp_kit_error(BP_INVALID_ARGUMENT,
@@ -534,6 +471,7 @@ bp_status_t bp_mpi_batch_run(bp_mpi_op_t* ops, uint32_t n) {
   for (uint32_t i = 0; i < n; i++) {
     bp_mpi_op_t* op = &ops[i];
     op->seq = atomic_fetch_add(&op->comm->calls, 1) + 1;
+    op->start_ns = t0;
     if (atomic_load(&op->comm->error) != BP_OK)
       per[i] = broken(op->comm, bp_mpi_kind_name(op->kind), op->seq);
     else if (op->kind == BP_MPI_ALL_TO_ALLV)

@@ -90,6 +90,7 @@ typedef struct bp_mpi_op {
   char local_msg[200];
   /* Filled while running. */
   uint64_t seq;
+  uint64_t start_ns; /* the batch's start: its deadline's origin */
   int64_t* hdr;     /* this rank's header record (inside hdr_all's block) */
   int64_t* hdr_all; /* every rank's record, then this rank's */
   int64_t* counts_in; /* all_to_allv: what every rank sends here */
@@ -115,6 +116,15 @@ const char* bp_mpi_reduce_support(uint32_t dtype, int rop, bp_status_t* out_stat
 /* Divides n elements at p by `by` (AVG): integers toward zero, floats with
  * one rounding. */
 void bp_mpi_divide(uint32_t dtype, void* p, uint64_t n, int by);
+
+/* Compressed all_reduce, all_gather, reduce_scatter (mpi_compress.c):
+ * step 3 encodes and posts the exchange; step 5 decodes (all_reduce also
+ * exchanges the encoded chunk sums and waits for them there). */
+bp_status_t bp_mpi_post_compressed(bp_mpi_op_t* op);
+bp_status_t bp_mpi_finish_compressed(bp_mpi_op_t* op);
+/* The bytes of one record of a compressed call (what one rank sends one
+ * peer per exchange). */
+uint64_t bp_mpi_compressed_record_bytes(const bp_mpi_op_t* op);
 
 /* Runs a batch of `n` ops (validated; op->local may carry an argument
  * error). Returns the first failure. Frees nothing. */

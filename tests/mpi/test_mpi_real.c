@@ -349,10 +349,10 @@ static void test_mismatch_fails_everywhere(void** state) {
   assert_int_equal(E.cm->all_reduce(NULL, NULL, &d, &d, BP_REDUCE_SUM, NULL), BP_INVALID_ARGUMENT);
 }
 
-/* Compressed all_reduce (int8 and fp8 blocks): within one encoding's bound
- * per rank (docs/collectives.md: n x A_b / 254, or n x A_b (1/16 +
- * 1/458752) for e4m3fn), the same on every rank; a mismatched compression
- * fails everywhere; other collectives refuse it. */
+/* Compressed all_reduce (int8 and fp8 blocks): within the bound of the
+ * inputs' encodings plus the sum's (docs/collectives.md: 2n x A_b / 254,
+ * or 2n x A_b (1/16 + 1/458752) for e4m3fn), the same on every rank; a
+ * mismatched compression fails everywhere; broadcast refuses it. */
 static float cvalue(int r, int i) { return (float)((i % 13) - 6) * 0.37f + (float)r * 0.11f; }
 static void test_compressed_all_reduce(void** state) {
   (void)state;
@@ -376,7 +376,8 @@ static void test_compressed_all_reduce(void** state) {
       }
       const double per = comps[k] == BP_DTYPE_I8 ? amax / 254.0 : amax * (1.0 / 16 + 1.0 / 458752);
       const double err = buf[i] - exact;
-      if (err > E.size * per * 1.0001 + 1e-6 || -err > E.size * per * 1.0001 + 1e-6)
+      const double bound = 2.0 * E.size * per * 1.0001 + 1e-6;
+      if (err > bound || -err > bound)
         fail_msg("rank %d comp %u [%d]: got %g, exact %g", E.rank, comps[k], i, buf[i], exact);
     }
     /* Every rank holds the same values: rank 0's, broadcast. */
@@ -394,8 +395,68 @@ static void test_compressed_all_reduce(void** state) {
   assert_int_equal(E.cm->all_reduce(E.comm, NULL, &d, &d, BP_REDUCE_SUM, &o),
                    E.size > 1 ? BP_INVALID_ARGUMENT : BP_OK);
   o.compression_block = 64;
-  assert_int_equal(E.cm->broadcast(E.comm, NULL, &d, &d, &o), BP_UNIMPLEMENTED);
+  assert_int_equal(E.cm->broadcast(E.comm, NULL, &d, &d, &o), BP_INVALID_ARGUMENT);
   assert_int_equal(E.cm->comm_get_async_error(E.comm), BP_OK);
+}
+
+/* The largest |cvalue(r, j)| of block `blk` of `block` elements (of n). */
+static double block_amax(int r, int blk, int block, int n) {
+  double amax = 0;
+  for (int j = blk * block; j < (blk + 1) * block && j < n; ++j) {
+    const double a = cvalue(r, j) < 0 ? -cvalue(r, j) : cvalue(r, j);
+    if (a > amax) amax = a;
+  }
+  return amax;
+}
+
+/* Compressed all_gather (each rank's block within A_b / 254 of its input)
+ * and reduce_scatter SUM (within n A_b / 254), with a tail block. */
+static void test_compressed_gather_and_scatter(void** state) {
+  (void)state;
+  enum { M = 300, BLOCK = 64 };
+  const int n = E.size;
+  float* in = malloc(sizeof(float) * M * (size_t)n);
+  float* out = malloc(sizeof(float) * M * (size_t)n);
+  for (int i = 0; i < M; ++i) in[i] = cvalue(E.rank, i);
+  bp_collective_options_t o = {.struct_size = sizeof o, .compression = BP_DTYPE_I8,
+                               .compression_block = BLOCK};
+  bp_tensor_desc_t sd = bp_mpi_host_desc(in, BP_DTYPE_F32, M);
+  bp_tensor_desc_t rd = bp_mpi_host_desc(out, BP_DTYPE_F32, (int64_t)M * n);
+  assert_int_equal(E.cm->all_gather(E.comm, NULL, &sd, &rd, &o), BP_OK);
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < M; ++i) {
+      const double err = out[r * M + i] - cvalue(r, i);
+      const double bound = block_amax(r, i / BLOCK, BLOCK, M) / 254.0 * 1.0001 + 1e-7;
+      if (err > bound || -err > bound)
+        fail_msg("all_gather rank %d [%d][%d]: got %g, exact %g", E.rank, r, i, out[r * M + i],
+                 cvalue(r, i));
+    }
+  /* reduce_scatter: rank r's input is n blocks of M, block q holding
+   * cvalue(r, q * M + i). */
+  for (int i = 0; i < M * n; ++i) in[i] = cvalue(E.rank, i);
+  sd = bp_mpi_host_desc(in, BP_DTYPE_F32, (int64_t)M * n);
+  rd = bp_mpi_host_desc(out, BP_DTYPE_F32, M);
+  assert_int_equal(E.cm->reduce_scatter(E.comm, NULL, &sd, &rd, BP_REDUCE_SUM, &o), BP_OK);
+  for (int i = 0; i < M; ++i) {
+    const int g = E.rank * M + i;
+    double exact = 0, amax = 0;
+    for (int r = 0; r < n; ++r) {
+      exact += cvalue(r, g);
+      /* The block is counted from the start of this rank's part. */
+      double a = 0;
+      for (int j = E.rank * M + i / BLOCK * BLOCK; j < E.rank * M + (i / BLOCK + 1) * BLOCK &&
+                                                   j < (E.rank + 1) * M; ++j) {
+        const double v = cvalue(r, j) < 0 ? -cvalue(r, j) : cvalue(r, j);
+        if (v > a) a = v;
+      }
+      if (a > amax) amax = a;
+    }
+    const double err = out[i] - exact, bound = n * amax / 254.0 * 1.0001 + 1e-6;
+    if (err > bound || -err > bound)
+      fail_msg("reduce_scatter rank %d [%d]: got %g, exact %g", E.rank, i, out[i], exact);
+  }
+  free(in);
+  free(out);
 }
 
 static void test_split(void** state) {
@@ -489,6 +550,7 @@ int main(void) {
       cmocka_unit_test(test_application_api),
       cmocka_unit_test(test_mismatch_fails_everywhere),
       cmocka_unit_test(test_compressed_all_reduce),
+      cmocka_unit_test(test_compressed_gather_and_scatter),
       cmocka_unit_test(test_split),
       cmocka_unit_test(test_timeout_breaks_the_communicator),
       cmocka_unit_test(test_abort_wakes_a_waiting_call),

@@ -12,7 +12,15 @@
  *    ratio <= 2.0 (the plugin's header exchange is part of it; an
  *    all_reduce of at most 64 bytes travels inside it);
  *  - barrier, which is the header exchange alone, against MPI_Barrier;
- *    no target.
+ *    no target;
+ *  - the cpu plugin's communicator made with the same bootstrap (the
+ *    kit's shared-memory engine between the processes): all_reduce of
+ *    64 MiB (bus bandwidth) and of 8 bytes (latency) against
+ *    MPI_Allreduce direct, targets 1.0 and 2.0;
+ *  - compressed all_gather and reduce_scatter (int8 blocks of 256, 64 MiB
+ *    of f32 gathered or scattered) against the same calls uncompressed,
+ *    target 1.5.
+ * Run it once more with `--mca btl self,tcp` for the figures over TCP.
  * Without MPI at build time, or without the mpi plugin, the suite says so
  * and records nothing. */
 #include <stdio.h>
@@ -37,6 +45,11 @@ typedef struct comm_env {
   bpp_instance_t inst;
   bpp_device_t dev;
   bpp_comm_t comm;
+  /* The cpu plugin's communicator over the same bootstrap, or NULL. */
+  const bp_plugin_vtable_t* cpu_vt;
+  bpp_instance_t cpu_inst;
+  bpp_device_t cpu_dev;
+  bpp_comm_t cpu_comm;
   bp_bootstrap_t boot;
   int rank, size;
 } comm_env_t;
@@ -48,9 +61,10 @@ static double slowest(double s) {
   return m;
 }
 
-/* Seconds per call of `calls` back-to-back all_reduces, both ways. */
-static void time_pair(comm_env_t* e, const float* src, float* dst, int64_t n, int calls,
-                      double* out_plugin, double* out_mpi) {
+/* Seconds per call of `calls` back-to-back all_reduces, both ways, through
+ * the comm table `cm` / `comm`. */
+static void time_pair_on(const bpp_comm_table_t* cm, bpp_comm_t comm, const float* src,
+                         float* dst, int64_t n, int calls, double* out_plugin, double* out_mpi) {
   bp_tensor_desc_t sd = bp_mpi_host_desc(src, BP_DTYPE_F32, n),
                    rd = bp_mpi_host_desc(dst, BP_DTYPE_F32, n);
   MPI_Barrier(MPI_COMM_WORLD);
@@ -61,8 +75,12 @@ static void time_pair(comm_env_t* e, const float* src, float* dst, int64_t n, in
   MPI_Barrier(MPI_COMM_WORLD);
   t0 = bpb_now();
   for (int i = 0; i < calls; i++)
-    BPB_CHECK(e->vt->comm->all_reduce(e->comm, NULL, &sd, &rd, BP_REDUCE_SUM, NULL));
+    BPB_CHECK(cm->all_reduce(comm, NULL, &sd, &rd, BP_REDUCE_SUM, NULL));
   *out_plugin = slowest((bpb_now() - t0) / calls);
+}
+static void time_pair(comm_env_t* e, const float* src, float* dst, int64_t n, int calls,
+                      double* out_plugin, double* out_mpi) {
+  time_pair_on(e->vt->comm, e->comm, src, dst, n, calls, out_plugin, out_mpi);
 }
 
 /* After main: the context (and its plugin instance) is released first. */
@@ -95,15 +113,99 @@ static int env_open(bpb_ctx_t* ctx, comm_env_t* e) {
   BPB_CHECK(e->vt->comm->comm_create(e->dev, &ci, &e->comm));
   if (e->size < 2 && e->rank == 0)
     printf("comm_mpi: one rank (not under mpirun): the figures measure no communication\n");
+  /* The cpu plugin across these processes: its shared-memory engine. */
+  bp_plugin_t* cpu = NULL;
+  if (bp_context_find_plugin(ctx->context, "cpu", &cpu) == BP_OK) {
+    e->cpu_vt = bp_plugin_vtable(cpu);
+    BPB_CHECK(e->cpu_vt->core->instance_create(&ii, &e->cpu_inst));
+    BPB_CHECK(e->cpu_vt->core->device_open(e->cpu_inst, 0, &e->cpu_dev));
+    BPB_CHECK(e->cpu_vt->comm->comm_create(e->cpu_dev, &ci, &e->cpu_comm));
+  }
   return 1;
 }
 
 static void env_close(comm_env_t* e) {
+  if (e->cpu_comm) {
+    e->cpu_vt->comm->comm_destroy(e->cpu_comm);
+    e->cpu_vt->core->device_close(e->cpu_dev);
+    e->cpu_vt->core->instance_destroy(e->cpu_inst);
+  }
   e->vt->comm->comm_destroy(e->comm);
   e->vt->core->device_close(e->dev);
   e->vt->core->instance_destroy(e->inst);
   bp_mpi_bootstrap_destroy(&e->boot);
   /* MPI_Finalize runs at exit (finalize_at_exit), after the context. */
+}
+
+/* Compressed all_gather and reduce_scatter (int8 blocks of 256) against
+ * the same calls uncompressed, interleaved: `total` f32 gathered or
+ * scattered (total / size per rank in all_gather's send and in
+ * reduce_scatter's recv). */
+static void compressed_moves(bpb_ctx_t* ctx, comm_env_t* e, float* src, float* dst,
+                             int64_t total) {
+  const int64_t part = total / e->size;
+  const double bus = (double)(e->size - 1) / e->size * (double)(part * e->size) * sizeof(float);
+  bp_collective_options_t i8 = {.struct_size = sizeof i8, .compression = BP_DTYPE_I8,
+                                .compression_block = 256};
+  for (int kind = 0; kind < 2; ++kind) {
+    const int gather = kind == 0;
+    bp_tensor_desc_t sd = bp_mpi_host_desc(src, BP_DTYPE_F32, gather ? part : part * e->size);
+    bp_tensor_desc_t rd = bp_mpi_host_desc(dst, BP_DTYPE_F32, gather ? part * e->size : part);
+    double vp[BPB_MAX_REPS], vm[BPB_MAX_REPS];
+    for (int r = -1; r < ctx->reps; r++) { /* r = -1: a warm-up */
+      const int k = r < 0 ? 0 : r;
+      for (int c = 0; c < 2; ++c) {
+        const bp_collective_options_t* o = c ? &i8 : NULL;
+        MPI_Barrier(MPI_COMM_WORLD);
+        const double t0 = bpb_now();
+        if (gather)
+          BPB_CHECK(e->vt->comm->all_gather(e->comm, NULL, &sd, &rd, o));
+        else
+          BPB_CHECK(e->vt->comm->reduce_scatter(e->comm, NULL, &sd, &rd, BP_REDUCE_SUM, o));
+        (c ? vp : vm)[k] = slowest(bpb_now() - t0);
+      }
+    }
+    char name[128];
+    snprintf(name, sizeof name, "%s f32 %lld MiB, %d processes, int8 blocks of 256 (bus "
+             "bandwidth)", gather ? "all_gather" : "reduce_scatter",
+             (long long)(total * 4 >> 20), e->size);
+    if (e->rank == 0)
+      bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "GB/s",
+                                     .value = bus / bpb_median(vp, ctx->reps) / 1e9,
+                                     .baseline = bus / bpb_median(vm, ctx->reps) / 1e9,
+                                     .baseline_name = "the plugin's call uncompressed",
+                                     .target = 1.5});
+  }
+}
+
+/* The cpu plugin's shared-memory engine across the same processes against
+ * MPI_Allreduce direct: 64 MiB bus bandwidth and 8-byte latency. */
+static void shm_figures(bpb_ctx_t* ctx, comm_env_t* e, const float* src, float* dst, int64_t n,
+                        double bus) {
+  double vp[BPB_MAX_REPS], vm[BPB_MAX_REPS];
+  const bpp_comm_table_t* cm = e->cpu_vt->comm;
+  time_pair_on(cm, e->cpu_comm, src, dst, n, 1, vp, vm); /* warm-up */
+  for (int r = 0; r < ctx->reps; r++)
+    time_pair_on(cm, e->cpu_comm, src, dst, n, 1, &vp[r], &vm[r]);
+  char name[128];
+  snprintf(name, sizeof name, "all_reduce f32 %lld MiB, %d processes, cpu plugin over shared "
+           "memory (bus bandwidth)", (long long)(n * 4 >> 20), e->size);
+  if (e->rank == 0)
+    bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "GB/s",
+                                   .value = bus / bpb_median(vp, ctx->reps) / 1e9,
+                                   .baseline = bus / bpb_median(vm, ctx->reps) / 1e9,
+                                   .baseline_name = "MPI_Allreduce direct", .target = 1.0});
+  const int calls = ctx->quick ? 50 : 500;
+  time_pair_on(cm, e->cpu_comm, src, dst, 2, calls, vp, vm);
+  for (int r = 0; r < ctx->reps; r++)
+    time_pair_on(cm, e->cpu_comm, src, dst, 2, calls, &vp[r], &vm[r]);
+  const double tp = bpb_median(vp, ctx->reps), tm = bpb_median(vm, ctx->reps);
+  snprintf(name, sizeof name, "all_reduce 8 bytes, %d processes, cpu plugin over shared memory "
+           "(latency)", e->size);
+  if (e->rank == 0)
+    bpb_add_figure(&(bpb_figure_t){.name = name, .unit = "us", .value = tp * 1e6,
+                                   .baseline = tm * 1e6, .baseline_name = "MPI_Allreduce direct",
+                                   .target = 2.0 * tm * 1e6, .lower_is_better = 1});
 }
 
 void bpb_suite_comm_mpi(bpb_ctx_t* ctx) {
@@ -177,6 +279,8 @@ void bpb_suite_comm_mpi(bpb_ctx_t* ctx) {
     }
     free(exact);
   }
+  compressed_moves(ctx, &e, src, dst, n);
+  if (e.cpu_comm) shm_figures(ctx, &e, src, dst, n, bus);
   /* 8 bytes: latency per call over bursts of calls. */
   int calls = ctx->quick ? 50 : 500;
   time_pair(&e, src, dst, 2, calls, vp, vm);

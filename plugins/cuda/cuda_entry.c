@@ -8,6 +8,9 @@
 #include "cuda_blas.h"
 #include "cuda_kernels.h"
 #include "cuda_region.h"
+#if BP_CUDA_NCCL
+#include "cuda_nccl.h"
+#endif
 
 static int is_gemm(uint32_t op) {
   return op == BP_OP_mm || op == BP_OP_bmm || op == BP_OP_addmm || op == BP_OP_linear;
@@ -60,13 +63,27 @@ static const bpp_op_table_t k_ops = {
 static const bpp_caps_table_t k_caps = {
     .struct_size = sizeof k_caps, .query_support = query_support, .query_fusion = query_fusion,
     .launch_ew_program = launch_ew_program};
+/* Without NCCL the vtable has no comm table: the core stages collectives
+ * through host memory. */
+static const bp_plugin_vtable_t k_vtable_staged = {
+    .struct_size = sizeof k_vtable_staged, .core = &cuda_core_table, .ops = &k_ops,
+    .caps = &k_caps, .exec = &cuda_exec_table};
+#if BP_CUDA_NCCL
 static const bp_plugin_vtable_t k_vtable = {
     .struct_size = sizeof k_vtable, .core = &cuda_core_table, .ops = &k_ops, .caps = &k_caps,
-    .exec = &cuda_exec_table};
+    .exec = &cuda_exec_table, .comm = &cuda_comm_table};
+#endif
 
 static const bp_plugin_vtable_t* get_vtable(void) {
   pthread_once(&k_launch_once, fill_launch);
-  return &k_vtable;
+#if BP_CUDA_NCCL
+  const char* why = NULL;
+  if (cuda_nccl(&why)) return &k_vtable;
+  bp_kit_log(BP_LOG_INFO, "cuda: collectives are host-staged: %s", why);
+#else
+  bp_kit_log(BP_LOG_INFO, "cuda: collectives are host-staged: built without nccl.h");
+#endif
+  return &k_vtable_staged;
 }
 static const bp_kit_plugin_info_t k_info = {
     .name = "cuda", .version = CUDA_PLUGIN_VERSION, .vendor = "backplane", .get_vtable = get_vtable};

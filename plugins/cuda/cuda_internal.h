@@ -89,6 +89,14 @@ typedef struct cuda_hostfn_job {
   int done;      /* blocking mode: set under stream->mu when fn returned */
 } cuda_hostfn_job_t;
 
+/* The NCCL communicators used on a stream since its last synchronize
+ * (referenced), which its synchronize watches (cuda_nccl.c). */
+#define CUDA_STREAM_MAX_COMMS 8
+typedef struct cuda_nccl_watch {
+  uint32_t n;
+  struct bpp_comm_s* comms[CUDA_STREAM_MAX_COMMS];
+} cuda_nccl_watch_t;
+
 struct bpp_stream_s {
   bpp_device_t dev;
   CUstream s;
@@ -112,6 +120,7 @@ struct bpp_stream_s {
   size_t gemm_ws_size;
   /* Argument block of the shared kernels, allocated at the first launch. */
   CUdeviceptr args_dev;
+  cuda_nccl_watch_t nccl;
 };
 
 struct bpp_event_s {
@@ -152,6 +161,18 @@ bp_status_t cuda_hostfn_enqueue(bpp_stream_t stream, bp_host_func_t fn, void* us
 void cuda_hostfn_stop(bpp_stream_t stream);
 /* The stream's sticky host-function error, cleared once returned. */
 bp_status_t cuda_stream_take_error(bpp_stream_t stream);
+
+/* ---- NCCL's watchdog (cuda_nccl.c; built with NCCL only) ------------------ */
+/* Stream synchronize with NCCL work on it: polls the stream and the
+ * communicators' asynchronous errors; a communicator that makes no
+ * progress within its timeout is aborted (DEADLINE_EXCEEDED, which every
+ * rank of its world in this process reports); an asynchronous error is
+ * the status with NCCL's message. Context pushed by the caller. */
+bp_status_t cuda_nccl_stream_sync(bpp_stream_t stream);
+/* After a query found the stream idle: the communicators' errors. */
+bp_status_t cuda_nccl_stream_check(bpp_stream_t stream);
+/* Drops the stream's references (stream destroy). */
+void cuda_nccl_stream_release(bpp_stream_t stream);
 
 /* ---- tables ---------------------------------------------------------------*/
 extern const bpp_core_table_t cuda_core_table;

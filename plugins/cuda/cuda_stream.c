@@ -63,6 +63,9 @@ void cuda_stream_destroy(bpp_stream_t s) {
   bpp_device_t d = s->dev;
   if (cuda_ctx_push(d) == BP_OK) {
     /* Pending work (host functions included) finishes first. */
+#if BP_CUDA_NCCL
+    if (s->nccl.n) cuda_nccl_stream_sync(s); /* a hung collective is aborted */
+#endif
     d->cu->cuStreamSynchronize(s->s);
     cuda_blas_stream_release(s);
     cuda_kernels_stream_release(s);
@@ -80,6 +83,14 @@ bp_status_t cuda_stream_synchronize(bpp_stream_t s) {
   if (!s) return bp_kit_error(BP_INVALID_ARGUMENT, "cuda: stream_synchronize: NULL");
   bp_status_t st = cuda_device_check_alive(s->dev);
   if (st != BP_OK || (st = cuda_ctx_push(s->dev)) != BP_OK) return st;
+#if BP_CUDA_NCCL
+  if (s->nccl.n) { /* NCCL work: poll, so errors and hangs come back */
+    st = cuda_nccl_stream_sync(s);
+    cuda_ctx_pop(s->dev);
+    bp_status_t h = cuda_stream_take_error(s);
+    return st != BP_OK ? st : h;
+  }
+#endif
   CUresult r = s->dev->cu->cuStreamSynchronize(s->s);
   cuda_ctx_pop(s->dev);
   if (r != CUDA_SUCCESS) return cuda_fail(s->dev, r, "cuStreamSynchronize");
@@ -94,6 +105,9 @@ bp_status_t cuda_stream_query(bpp_stream_t s) {
   cuda_ctx_pop(s->dev);
   if (r == CUDA_ERROR_NOT_READY) return BP_NOT_READY;
   if (r != CUDA_SUCCESS) return cuda_fail(s->dev, r, "cuStreamQuery");
+#if BP_CUDA_NCCL
+  if (s->nccl.n && (st = cuda_nccl_stream_check(s)) != BP_OK) return st;
+#endif
   return cuda_stream_take_error(s);
 }
 

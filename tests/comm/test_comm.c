@@ -457,10 +457,9 @@ static void* abort_later(void* a) {
   bp_comm_abort(((abort_arg_t*)a)->comm);
   return NULL;
 }
-static void test_abort_wakes_a_waiting_rank(void** state) {
-  (void)state;
+static void check_abort(const char* plugin) {
   world_t w;
-  world_open(&w, "cpu", 2, 0); /* default timeout: minutes */
+  world_open(&w, plugin, 2, 0); /* default timeout: minutes */
   bp_tensor_t* t = tensor(&w, 0, BP_DTYPE_F32, 4);
   assert_int_equal(bp_comm_all_reduce(w.comms[0], w.streams[0], t, t, BP_REDUCE_SUM, NULL), BP_OK);
   pthread_t th;
@@ -471,6 +470,10 @@ static void test_abort_wakes_a_waiting_rank(void** state) {
   assert_int_equal(bp_comm_get_async_error(w.comms[0]), BP_ABORTED);
   bp_tensor_release(t);
   world_close(&w);
+}
+static void test_abort_wakes_a_waiting_rank(void** state) {
+  (void)state;
+  check_abort("cpu");
 }
 
 static void test_bad_arguments(void** state) {
@@ -743,7 +746,26 @@ static void test_collectives_vulkan(void** state) {
   check_mismatch("vulkan");
 }
 
+/* CUDA through NCCL (tests/cuda: the fake driver and fake libnccl): the
+ * same collectives and split on ranks sharing cuda:0. */
+static void test_collectives_cuda(void** state) {
+  (void)state;
+  for (int n = 2; n <= 4; ++n) {
+    check_all_reduce("cuda", n, BP_DTYPE_F32, BP_REDUCE_SUM, 4099, 0);
+    check_all_reduce("cuda", n, BP_DTYPE_BF16, BP_REDUCE_MAX, 77, 1);
+    check_others("cuda", n, 13);
+  }
+  check_split("cuda");
+  check_abort("cuda");
+}
+
 int main(void) {
+  /* test_comm_cuda: the CUDA group only (it must find cuda:0). */
+  const char* cu = getenv("BP_TEST_COMM_CUDA");
+  if (cu && strcmp(cu, "1") == 0) {
+    const struct CMUnitTest cuda_tests[] = {cmocka_unit_test(test_collectives_cuda)};
+    return cmocka_run_group_tests(cuda_tests, NULL, NULL);
+  }
   /* test_comm_vulkan: the Vulkan group only (it must find vulkan:0). */
   const char* vk = getenv("BP_TEST_COMM_VULKAN");
   if (vk && strcmp(vk, "1") == 0) {

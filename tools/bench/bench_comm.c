@@ -7,12 +7,19 @@
  * once and every rank's output written once, i.e. a copy loop over
  * ranks x size bytes on all cores, timed in the same run. The figure is
  * that traffic over time (GB/s of bytes read + written); the NCCL-style
- * bus bandwidth (size x 2(n-1)/n per second) is printed beside it. */
+ * bus bandwidth (size x 2(n-1)/n per second) is printed beside it.
+ *
+ * The int8 block codec alone (the kit's encode and decode of the same
+ * f32 vector, one core) against a one-core copy of it: its throughput E
+ * says below which link bandwidth compression pays (docs/collectives.md,
+ * "Where compression pays": 1.5x for 4 ranks below about 0.2 E per rank). */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backplane/comm.h"
 #include "bench.h"
+#include "bp_kit_comm.h"
 
 #define RANKS 4
 
@@ -37,6 +44,40 @@ static bp_status_t run_all_reduce(bpb_ctx_t* ctx, void* user) {
     if (st != BP_OK) return st;
   }
   return BP_OK;
+}
+
+/* Encode + decode of n f32 (int8 blocks of 256), one core, against a
+ * memcpy of the same bytes, interleaved. */
+static void codec_figure(bpb_ctx_t* ctx, const float* src, float* dst, int64_t n) {
+  const uint32_t block = 256;
+  int8_t* codes = bpb_alloc((size_t)n);
+  float* scales = bpb_alloc(sizeof(float) * (size_t)bp_kit_comm_scale_count((uint64_t)n, block));
+  double t_codec[BPB_MAX_REPS], t_copy[BPB_MAX_REPS];
+  for (int k = -1; k < ctx->reps; ++k) { /* k = -1: a warm-up */
+    double t0 = bpb_now();
+    bp_kit_comm_encode(BP_DTYPE_F32, BP_DTYPE_I8, block, src, 0, (uint64_t)n, codes, scales);
+    bp_kit_comm_decode(BP_DTYPE_F32, BP_DTYPE_I8, block, codes, scales, 0, (uint64_t)n, dst, 0);
+    const double codec = bpb_now() - t0;
+    t0 = bpb_now();
+    memcpy(dst, src, (size_t)n * sizeof(float));
+    const double copy = bpb_now() - t0;
+    if (k >= 0) {
+      t_codec[k] = codec;
+      t_copy[k] = copy;
+    }
+  }
+  const double bytes = (double)n * sizeof(float);
+  const double e = bytes / bpb_median(t_codec, ctx->reps);
+  char name[128];
+  snprintf(name, sizeof name, "int8 codec (encode + decode, blocks of 256) of %lld MiB f32, one "
+           "core: f32 bytes per second vs memcpy", (long long)(n * 4 >> 20));
+  bpb_add_figure(&(bpb_figure_t){name, "GB/s", e / 1e9,
+                                 bytes / bpb_median(t_copy, ctx->reps) / 1e9,
+                                 "memcpy of the same bytes, one core", 0, 0});
+  printf("  compression of a 4-rank f32 all_reduce pays 1.5x over links below about %.2f GB/s "
+         "per rank (0.2 x the codec's rate; docs/collectives.md)\n", 0.206 * e / 1e9);
+  free(codes);
+  free(scales);
 }
 
 void bpb_suite_comm(bpb_ctx_t* ctx) {
@@ -115,6 +156,7 @@ void bpb_suite_comm(bpb_ctx_t* ctx) {
                                  "the same all_reduce uncompressed, same run", 1.5, 0});
   printf("  int8-compressed all_reduce: max abs error %.3g (%.2e of the largest |sum|)\n", err,
          scale > 0 ? err / scale : 0.0);
+  codec_figure(ctx, src, dst, n);
   free(exact);
   free(got);
   free(src);

@@ -132,6 +132,9 @@ FIELDS(bp_moe_topk_attrs_t, F1(bp_moe_topk_attrs_t, top_k, K_U32)
 FIELDS(bp_fused_quant_attrs_t, F1(bp_fused_quant_attrs_t, qdtype, K_DT)
        F1(bp_fused_quant_attrs_t, eps, K_F64) F1(bp_fused_quant_attrs_t, scale_ub, K_F64)
        F1(bp_fused_quant_attrs_t, flags, K_U32))
+FIELDS(bp_softcap_attrs_t, F1(bp_softcap_attrs_t, cap, K_F64))
+FIELDS(bp_logits_mask_attrs_t, F1(bp_logits_mask_attrs_t, top_k, K_U32)
+       F1(bp_logits_mask_attrs_t, top_p, K_F64) F1(bp_logits_mask_attrs_t, min_p, K_F64))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

@@ -301,6 +301,8 @@ typedef union bpc_attrs {
   bp_qkv_rotary_attrs_t qkv;
   bp_moe_topk_attrs_t moe_topk;
   bp_fused_quant_attrs_t fused_quant;
+  bp_softcap_attrs_t softcap;
+  bp_logits_mask_attrs_t logits_mask;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

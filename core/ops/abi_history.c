@@ -32,8 +32,10 @@
 #define BP__OP_COUNT_1_2 160u
 #define BP__DTYPE_COUNT_1_2 27u
 /* 1.3: the fused quantizations rms_norm_quant, add_rms_norm_quant,
- * swiglu_quant (ids 160..162, family QUANT). */
-#define BP__OP_COUNT_1_3 163u
+ * swiglu_quant (ids 160..162, family QUANT); rotary_embedding_pos (163,
+ * family ATTENTION); logits_softcap, top_k_top_p_mask (164, 165, family
+ * SAMPLE). */
+#define BP__OP_COUNT_1_3 166u
 #define BP__DTYPE_COUNT_1_3 27u
 _Static_assert(BP__OP_COUNT_1_3 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
 _Static_assert(BP__DTYPE_COUNT_1_3 == BP_DTYPE_COUNT_,

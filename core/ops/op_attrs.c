@@ -60,6 +60,8 @@
 #define BP__DEFAULTS_bp_qkv_rotary_attrs_t
 #define BP__DEFAULTS_bp_moe_topk_attrs_t .top_k = 1,
 #define BP__DEFAULTS_bp_fused_quant_attrs_t
+#define BP__DEFAULTS_bp_softcap_attrs_t
+#define BP__DEFAULTS_bp_logits_mask_attrs_t
 
 #define BP__DEFAULT_STRUCT(t) static const t bp__default_##t = {.struct_size = sizeof(t), BP__DEFAULTS_##t};
 BP_ATTRS_TYPES(BP__DEFAULT_STRUCT)

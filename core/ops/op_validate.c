@@ -17,8 +17,9 @@ int bp__same_layout(const bp_tensor_desc_t* a, const bp_tensor_desc_t* b) {
 }
 
 /* Ops that may write output `output` over input `input` with the identical
- * layout: elementwise ops, the PyTorch in-place updates of `self`, and the
- * KV cache update of each cache. */
+ * layout: elementwise ops, the PyTorch in-place updates of `self`, the KV
+ * cache update of each cache, the rotary embedding of query and key, and
+ * the logits processors. */
 static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input, uint32_t output) {
   bp__infer_fn f = op->infer;
   if (f == bp__infer_unary_same || f == bp__infer_unary_float || f == bp__infer_unary_bool ||
@@ -34,8 +35,10 @@ static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input, uint32
     case BP_OP_scatter_add: case BP_OP_scatter_reduce: case BP_OP_select_scatter:
     case BP_OP_slice_scatter:
       return input == 0;
-    case BP_OP_kv_cache_append:
+    case BP_OP_kv_cache_append: case BP_OP_rotary_embedding_pos:
       return input == output;
+    case BP_OP_logits_softcap: case BP_OP_top_k_top_p_mask:
+      return 1;
     default:
       return 0;
   }

@@ -568,6 +568,24 @@ typedef struct bp_fused_quant_attrs {
   uint32_t reserved0;
 } bp_fused_quant_attrs_t;
 
+/* logits_softcap (ABI 1.3): out = tanh(logits / cap) * cap (docs/semantics.md,
+ * "Logits processing"). */
+typedef struct bp_softcap_attrs {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  double cap; /* > 0, finite (required; Gemma 2: 30 for the final logits) */
+} bp_softcap_attrs_t;
+
+/* top_k_top_p_mask (ABI 1.3): sample's top-k, top-p and a min-p filter over
+ * rows of logits, the logits outside the kept set replaced by -inf
+ * (docs/semantics.md, "Logits processing"). */
+typedef struct bp_logits_mask_attrs {
+  uint32_t struct_size;
+  uint32_t top_k; /* 0 (or >= V): no top-k filter */
+  double top_p;   /* in [0, 1]; 0 or 1: no top-p filter */
+  double min_p;   /* in [0, 1]; keeps p_i >= min_p * max_j p_j; 0: none */
+} bp_logits_mask_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -585,7 +603,8 @@ typedef struct bp_fused_quant_attrs {
   X(bp_sdpa_attrs_t) X(bp_rotary_attrs_t) X(bp_cross_entropy_attrs_t)        \
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
   X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
-  X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t)
+  X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t) X(bp_softcap_attrs_t)          \
+  X(bp_logits_mask_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -637,6 +656,8 @@ typedef struct bp_fused_quant_attrs {
 #define BP_ATTRS_V1_SIZE_bp_qkv_rotary_attrs_t 16u      /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_moe_topk_attrs_t 16u        /* ABI 1.2 */
 #define BP_ATTRS_V1_SIZE_bp_fused_quant_attrs_t 32u     /* ABI 1.3 */
+#define BP_ATTRS_V1_SIZE_bp_softcap_attrs_t 16u         /* ABI 1.3 */
+#define BP_ATTRS_V1_SIZE_bp_logits_mask_attrs_t 24u     /* ABI 1.3 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

@@ -75,7 +75,7 @@ bp_status_t cpu_exec_op(const bp_op_call_t* call) {
  * strided ones; cpu_call_require_dense checks at exec). */
 static int serving_dense(uint32_t family, uint32_t op) {
   return family == BP_OP_FAMILY_SAMPLE || family == BP_OP_FAMILY_PAGED_ATTENTION ||
-         family == BP_OP_FAMILY_MOE || op == BP_OP_qkv_rotary;
+         family == BP_OP_FAMILY_MOE || op == BP_OP_qkv_rotary || op == BP_OP_rotary_embedding_pos;
 }
 
 static int desc_dense(const bp_tensor_desc_t* d) {

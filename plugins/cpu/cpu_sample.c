@@ -1,5 +1,7 @@
 /* backplane CPU plugin: the sampling family -- sample (greedy, temperature,
- * top-k, top-p over rows of logits) and repetition_penalty. The rules are
+ * top-k, top-p over rows of logits), repetition_penalty, and the logits
+ * processors top_k_top_p_mask (the kept set of sample, with min-p, as a
+ * -inf mask) and logits_softcap. The rules are
  * docs/semantics.md's "Sampling"; in short, for a row l[0..V) and t > 0:
  *
  *   m    = max of the non-NaN logits (none, or -inf: the row yields -1)
@@ -78,41 +80,68 @@ typedef struct smp_job {
   _Atomic int failed;
 } smp_job_t;
 
-/* One row in double: l[0..V) (scratch s holds 3V doubles). */
-static int64_t smp_row(const smp_job_t* j, const double* l, double* s, int64_t row) {
-  const bp_sample_attrs_t* a = j->a;
-  int64_t V = j->V, best = -1;
-  double m = -INFINITY;
-  for (int64_t i = 0; i < V; i++) {
-    if (l[i] == l[i] && (best < 0 || l[i] > m)) m = l[i], best = i;
-  }
-  if (a->temperature == 0.0 || best < 0) return best;
-  if (m == -INFINITY) return -1;
-  double *v = s, *w = s + V, *wt = s + 2 * V;
+/* The kept set of a row l[0..V) whose largest non-NaN logit is m (finite
+ * or +inf), at temperature t: the logits l_i >= the returned threshold.
+ * wt[i] gets w_i = exp((l_i - m) / t) (1 where l_i == m) inside the top-k
+ * and min-p sets, else 0. min-p keeps w_i >= min_p (p_i >= min_p * p_max).
+ * Scratch s holds 2V doubles. */
+static double smp_threshold(const double* l, int64_t V, uint32_t top_k, double top_p, double min_p,
+                            double t, double m, double* s, double* wt) {
+  double *v = s, *w = s + V;
   /* top-k threshold over the non-NaN logits */
   double tk = -INFINITY;
-  if (a->top_k > 0 && (int64_t)a->top_k < V) {
+  if (top_k > 0 && (int64_t)top_k < V) {
     int64_t n = 0;
     for (int64_t i = 0; i < V; i++) {
       if (l[i] == l[i]) v[n] = l[i], w[n] = 1.0, n++;
     }
-    if ((int64_t)a->top_k < n) tk = smp_select(v, w, n, (double)a->top_k);
+    if ((int64_t)top_k < n) tk = smp_select(v, w, n, (double)top_k);
   }
-  /* weights of the top-k set */
-  double t = a->temperature, z = 0.0;
+  /* min-p: the smallest logit whose weight reaches min_p (weights grow with
+   * the logit, so the kept set is a threshold too) */
+  if (min_p > 0.0) {
+    double lo = m;
+    for (int64_t i = 0; i < V; i++) {
+      double x = l[i];
+      if (x < lo && (x == m ? 1.0 : exp((x - m) / t)) >= min_p) lo = x;
+    }
+    if (lo > tk) tk = lo;
+  }
+  /* weights of the top-k / min-p set */
+  double z = 0.0;
   for (int64_t i = 0; i < V; i++) {
     double x = l[i];
     wt[i] = !(x >= tk) ? 0.0 : x == m ? 1.0 : exp((x - m) / t);
     z += wt[i];
   }
-  double tp = tk;
-  if (a->top_p > 0.0 && a->top_p < 1.0) {
-    int64_t n = 0;
-    for (int64_t i = 0; i < V; i++) {
-      if (l[i] >= tk) v[n] = l[i], w[n] = wt[i], n++;
-    }
-    tp = smp_select(v, w, n, a->top_p * z);
+  if (!(top_p > 0.0 && top_p < 1.0)) return tk;
+  int64_t n = 0;
+  for (int64_t i = 0; i < V; i++) {
+    if (l[i] >= tk) v[n] = l[i], w[n] = wt[i], n++;
   }
+  return smp_select(v, w, n, top_p * z);
+}
+
+/* The row's largest non-NaN logit in *m and its first index (-1: none). */
+static int64_t smp_max(const double* l, int64_t V, double* m) {
+  int64_t best = -1;
+  *m = -INFINITY;
+  for (int64_t i = 0; i < V; i++) {
+    if (l[i] == l[i] && (best < 0 || l[i] > *m)) *m = l[i], best = i;
+  }
+  return best;
+}
+
+/* One row in double: l[0..V) (scratch s holds 3V doubles). */
+static int64_t smp_row(const smp_job_t* j, const double* l, double* s, int64_t row) {
+  const bp_sample_attrs_t* a = j->a;
+  int64_t V = j->V;
+  double m;
+  int64_t best = smp_max(l, V, &m);
+  if (a->temperature == 0.0 || best < 0) return best;
+  if (m == -INFINITY) return -1;
+  double* wt = s + 2 * V;
+  double tp = smp_threshold(l, V, a->top_k, a->top_p, 0.0, a->temperature, m, s, wt);
   double total = 0.0;
   for (int64_t i = 0; i < V; i++) {
     if (l[i] >= tp) total += wt[i];
@@ -234,12 +263,105 @@ static bp_status_t exec_penalty(const bp_op_call_t* call) {
   return BP_OK;
 }
 
+/* ---- top_k_top_p_mask, logits_softcap ---------------------------------------- */
+
+typedef struct lgt_job {
+  const bp_op_call_t* call;
+  int64_t V;
+  _Atomic int failed;
+} lgt_job_t;
+
+/* top_k_top_p_mask: each row's kept logits copied, the others -inf (the
+ * kept set of sample at temperature 1, with min-p). */
+static void mask_run(void* ctx, int64_t begin, int64_t end) {
+  lgt_job_t* j = ctx;
+  const bp_tensor_desc_t *in = j->call->inputs[0], *out = j->call->outputs[0];
+  const bp_logits_mask_attrs_t* a = j->call->attrs;
+  int64_t V = j->V;
+  double* buf = malloc(sizeof(double) * 4 * (size_t)V);
+  if (!buf) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  size_t es = bp_dtype_size(in->dtype);
+  for (int64_t r = begin; r < end; r++) {
+    double* l = buf;
+    cpu_load[CPU_KT_F64](l, cpu_desc_ptr(in) + (size_t)(r * V) * es, 1, V, in->dtype);
+    double m, tp = INFINITY;
+    if (smp_max(l, V, &m) >= 0 && m > -INFINITY)
+      tp = smp_threshold(l, V, a->top_k, a->top_p, a->min_p, 1.0, m, buf + V, buf + 3 * V);
+    for (int64_t i = 0; i < V; i++) l[i] = l[i] >= tp ? l[i] : -INFINITY;
+    cpu_store[CPU_KT_F64](cpu_desc_ptr(out) + (size_t)(r * V) * es, 1, l, V, out->dtype);
+  }
+  free(buf);
+}
+
+/* logits_softcap: tanh(x / cap) * cap in f32 (f64 for f64), blocks of
+ * CPU_BLOCK elements. Where |x / cap| < 2^-12 (2^-27 for f64) the result is
+ * x itself to the last bit (tanh(y) = y (1 - y^2 / 3 ...)), which also keeps
+ * tiny x from losing bits to a subnormal x / cap. */
+static void softcap_run(void* ctx, int64_t begin, int64_t end) {
+  lgt_job_t* j = ctx;
+  const bp_tensor_desc_t *in = j->call->inputs[0], *out = j->call->outputs[0];
+  double cap = ((const bp_softcap_attrs_t*)j->call->attrs)->cap;
+  size_t es = bp_dtype_size(in->dtype);
+  union {
+    float f[CPU_BLOCK];
+    double d[CPU_BLOCK];
+  } b;
+  for (int64_t i0 = begin; i0 < end; i0 += CPU_BLOCK) {
+    int64_t n = end - i0 < CPU_BLOCK ? end - i0 : CPU_BLOCK;
+    const unsigned char* src = cpu_desc_ptr(in) + (size_t)i0 * es;
+    unsigned char* dst = cpu_desc_ptr(out) + (size_t)i0 * es;
+    if (in->dtype == BP_DTYPE_F64) {
+      cpu_load[CPU_KT_F64](b.d, src, 1, n, in->dtype);
+      for (int64_t i = 0; i < n; i++)
+        b.d[i] = fabs(b.d[i]) < cap * 0x1p-27 ? b.d[i] : tanh(b.d[i] / cap) * cap;
+      cpu_store[CPU_KT_F64](dst, 1, b.d, n, out->dtype);
+    } else {
+      float c = (float)cap;
+      cpu_load[CPU_KT_F32](b.f, src, 1, n, in->dtype);
+      for (int64_t i = 0; i < n; i++)
+        b.f[i] = fabsf(b.f[i]) < c * 0x1p-12f ? b.f[i] : tanhf(b.f[i] / c) * c;
+      cpu_store[CPU_KT_F32](dst, 1, b.f, n, out->dtype);
+    }
+  }
+}
+
+static bp_status_t exec_logits(const bp_op_call_t* call) {
+  const bp_tensor_desc_t* in = call->inputs[0];
+  lgt_job_t j = {0};
+  j.call = call;
+  j.V = in->rank ? in->sizes[in->rank - 1] : 0;
+  int64_t n = bp_desc_numel(in);
+  if (!call->attrs || j.V < 1) {
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: needs attrs and logits [..., V >= 1]",
+                     cpu_op_name(call->op_id));
+  }
+  if (n == 0) return BP_OK;
+  if (call->op_id == BP_OP_logits_softcap) {
+    cpu_parallel_for(n, SMP_GRAIN, softcap_run, &j);
+    return BP_OK;
+  }
+  int64_t grain = SMP_GRAIN / j.V;
+  cpu_parallel_for(n / j.V, grain < 1 ? 1 : grain, mask_run, &j);
+  if (atomic_load(&j.failed)) {
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: top_k_top_p_mask: no memory for a row of %lld logits",
+                     (long long)j.V);
+  }
+  return BP_OK;
+}
+
 /* ---- family -------------------------------------------------------------------- */
 
 static bp_status_t exec_sampling(const bp_op_call_t* call) {
   bp_status_t st = cpu_call_require_dense(call);
   if (st != BP_OK) return st;
-  return call->op_id == BP_OP_sample ? exec_sample(call) : exec_penalty(call);
+  switch (call->op_id) {
+    case BP_OP_sample: return exec_sample(call);
+    case BP_OP_repetition_penalty: return exec_penalty(call);
+    default: return exec_logits(call);
+  }
 }
 
 static int supported_sampling(const bp_op_call_t* call, char* msg, size_t cap) {
@@ -248,6 +370,8 @@ static int supported_sampling(const bp_op_call_t* call, char* msg, size_t cap) {
 }
 
 const cpu_family_t cpu_family_sample = {
-    "sample", CPU_FAMILY_OPS(BP_OP_sample, BP_OP_repetition_penalty), exec_sampling,
+    "sample",
+    CPU_FAMILY_OPS(BP_OP_sample, BP_OP_repetition_penalty, BP_OP_logits_softcap, BP_OP_top_k_top_p_mask),
+    exec_sampling,
     supported_sampling, 0,
 };

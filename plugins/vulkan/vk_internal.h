@@ -446,7 +446,7 @@ VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, c
   X(reduce_f64) X(reduce_i64)                                    \
   X(norm_f64)                                                      \
   X(matmul_f32) X(matmulv_f32) X(matmulp_f32) X(matmul_pack) X(matmul_f64) X(matmul_i64)     \
-  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample)
+  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample) X(penalty)
 enum vk_shader_id {
 #define VK__SID(n) VK_SHADER_##n,
   VK_SHADERS(VK__SID)

@@ -856,15 +856,6 @@ static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call,
 /* quantize, dequantize (quant.comp)                                        */
 /* ======================================================================== */
 /* Row-major dense (size-1 dims ignored). */
-static int quant_dense(const bp_tensor_desc_t* t) {
-  int64_t want = 1;
-  for (uint32_t d = t->rank; d-- > 0;) {
-    if (t->sizes[d] != 1 && t->strides[d] != want) return 0;
-    want *= t->sizes[d];
-  }
-  return 1;
-}
-
 static int quant_float_ok(uint32_t dt) {
   return dt == BP_DTYPE_F32 || dt == BP_DTYPE_F16 || dt == BP_DTYPE_BF16;
 }
@@ -900,7 +891,7 @@ bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call) {
   const bp_tensor_desc_t* logical = deq ? out : x;
   const bp_tensor_desc_t* ops[4] = {x, sc, zp, out};
   for (int k = 0; k < 4; k++)
-    if (ops[k] && !quant_dense(ops[k]))
+    if (ops[k] && !vk_desc_dense(ops[k]))
       return vk_error(BP_UNIMPLEMENTED, "vulkan: quantization ops take dense operands (ask with query_support)");
   int64_t numel = bp_desc_numel(logical);
   if (numel == 0) return BP_OK;
@@ -956,7 +947,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_add_layer_norm: case BP_OP_add_rms_norm: case BP_OP_swiglu: case BP_OP_geglu:
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
-    case BP_OP_quantize: case BP_OP_dequantize: case BP_OP_sample:
+    case BP_OP_quantize: case BP_OP_dequantize: case BP_OP_sample: case BP_OP_repetition_penalty:
       return 1;
     default:
       return 0;
@@ -983,7 +974,7 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return conv_pool_supported(d, call, msg, cap);
     case BP_OP_quantize: case BP_OP_dequantize:
       return quant_supported(call, msg, cap);
-    case BP_OP_sample:
+    case BP_OP_sample: case BP_OP_repetition_penalty:
       return vk_sample_supported(d, call, msg, cap);
     default:
       bp_plugin_format(msg, cap, 0, "no Vulkan kernel");

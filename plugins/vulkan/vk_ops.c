@@ -138,6 +138,8 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_quant(s, call);
     case BP_OP_sample:
       return vk_launch_sample(s, call);
+    case BP_OP_repetition_penalty:
+      return vk_launch_penalty(s, call);
     default:
       return vk_launch_conv_pool(s, call);
   }
@@ -171,7 +173,8 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
   else reason = vk_kernels_supported(d, call, msg, sizeof msg);
   if (reason) return answer(out, (uint32_t)reason, "vulkan: op %u: %s", op, msg);
   bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
-  if (bp_op_family(op) == BP_OP_FAMILY_QUANT) out->requires_contiguous = 1; /* dense kernels */
+  if (bp_op_family(op) == BP_OP_FAMILY_QUANT || op == BP_OP_repetition_penalty)
+    out->requires_contiguous = 1; /* dense kernels */
   return st;
 }
 

@@ -56,6 +56,19 @@ VK_HIDDEN bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call);
 /* sample (vk_sample.c). */
 VK_HIDDEN bp_status_t vk_launch_sample(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN int vk_sample_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+/* 1 when t is dense row-major (empty tensors count: nothing is read). */
+static inline int vk_desc_dense(const bp_tensor_desc_t* t) {
+  if (bp_desc_numel(t) == 0) return 1;
+  int64_t want = 1;
+  for (uint32_t d = t->rank; d-- > 0;) {
+    if (t->sizes[d] != 1 && t->strides[d] != want) return 0;
+    want *= t->sizes[d];
+  }
+  return 1;
+}
+
+/* repetition_penalty (vk_sample.c, shaders/penalty.comp): dense operands. */
+VK_HIDDEN bp_status_t vk_launch_penalty(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN int vk_kernels_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 VK_HIDDEN int vk_kernels_implemented(uint32_t op);
 

@@ -1,10 +1,11 @@
-/* backplane Vulkan plugin: sample (shaders/sample.comp): greedy,
+/* backplane Vulkan plugin: the sampling family. sample (shaders/sample.comp): greedy,
  * temperature, top-k and top-p over rows of logits, one workgroup per row,
  * counter-based like the CPU plugin (the same Philox word per row and the
  * same rule, docs/semantics.md "Sampling"). Any layout: the leading dims
  * index rows through their strides, the last dim through its stride. The
  * shader computes in double: devices without shaderFloat64 answer
- * unsupported.
+ * unsupported. repetition_penalty (shaders/penalty.comp): a copy of the
+ * logits, then one rewrite per distinct id of each row's tokens, in double.
  */
 #include <string.h>
 
@@ -69,4 +70,50 @@ int vk_sample_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* 
     return BP_SUPPORT_RANK;
   }
   return 0;
+}
+
+bp_status_t vk_launch_penalty(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *tok = call->inputs[1], *out = call->outputs[0];
+  const bp_penalty_attrs_t* a = call->attrs;
+  if (!a || in->rank == 0 || tok->rank == 0 || out->dtype != in->dtype)
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: repetition_penalty: needs attrs, logits [..., V], tokens [..., L]");
+  if (!vk_desc_dense(in) || !vk_desc_dense(tok) || !vk_desc_dense(out))
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: repetition_penalty takes dense operands (ask with query_support)");
+  uint64_t v = (uint64_t)in->sizes[in->rank - 1], l = (uint64_t)tok->sizes[tok->rank - 1];
+  uint64_t rows = v ? (uint64_t)bp_desc_numel(in) / v : 0;
+  if (rows == 0) return BP_OK;
+  if (rows * v > UINT32_MAX || rows * l > UINT32_MAX)
+    return vk_error(BP_UNIMPLEMENTED, "vulkan: repetition_penalty: %llu rows of %llu logits is too large",
+                    (unsigned long long)rows, (unsigned long long)v);
+  uint32_t meta[18];
+  memset(meta, 0, sizeof meta);
+  vk_meta64(&meta[0], vk_desc_addr(in));
+  vk_meta64(&meta[2], vk_desc_addr(tok));
+  vk_meta64(&meta[4], vk_desc_addr(out));
+  meta[6] = (uint32_t)rows;
+  meta[7] = (uint32_t)v;
+  meta[8] = (uint32_t)l;
+  meta[10] = in->dtype;
+  meta[11] = tok->dtype;
+  sample_put64(&meta[12], &a->repetition);
+  sample_put64(&meta[14], &a->presence);
+  sample_put64(&meta[16], &a->frequency);
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, VK_SHADER_penalty, NULL, 0, &pipe);
+  if (st) return st;
+  uint32_t maxg = s->dev->feat.max_wg_count[0] ? s->dev->feat.max_wg_count[0] : 65535;
+  if (maxg > 65535) maxg = 65535;
+  vk_access_t acc[3];
+  vk_access_of(in, 0, &acc[0]);
+  vk_access_of(out, 1, &acc[1]);
+  if (vk_desc_addr(in) != vk_desc_addr(out)) { /* mode 0: out = logits */
+    uint64_t g = (rows * v + 255) / 256;
+    st = vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, g < maxg ? (uint32_t)g : maxg, 1, 1, acc, 2);
+    if (st || l == 0) return st;
+  }
+  meta[9] = 1u;
+  vk_access_of(tok, 0, &acc[2]);
+  uint64_t g = (rows * l + 255) / 256;
+  if (g == 0) return BP_OK;
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, g < maxg ? (uint32_t)g : maxg, 1, 1, acc, 3);
 }

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Installs what backplane needs to build and test on Debian 12.
+# Installs what backplane needs to build and test on Debian 12; with
+# --bench also what the benchmarks compare against (PyTorch's CPU build,
+# tools/bench/torch_conv.py), which the tests never need.
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
   libcjson-dev libcmocka-dev libopenblas-dev libdlpack-dev
+  # oneDNN: the CPU plugin's f32 convolution (optional at build time, like OpenBLAS)
+  libdnnl-dev
   valgrind binutils
   # Vulkan backend: the loader and headers, Mesa's lavapipe CPU driver, the
   # GLSL compiler for the kernels, and the Khronos validation layer (tests).
@@ -20,6 +24,9 @@ packages=(
   # comm benchmark link it and run under mpirun).
   libopenmpi-dev openmpi-bin
 )
+if [ "${1:-}" = "--bench" ]; then
+  packages+=(python3-torch)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

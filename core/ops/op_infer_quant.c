@@ -125,10 +125,12 @@ static bp_status_t quant_check_params(const bp__infer_t* x, uint32_t rank, const
   return BP_OK;
 }
 
-static bp_status_t quant_check_flags(const bp__infer_t* x, const bp_quantize_attrs_t* a) {
-  if (a->flags & ~(uint32_t)BP_QUANTIZE_NO_SATURATE) {
-    return bp__infer_fail(x, "attrs.flags = 0x%x has unknown bits 0x%x", a->flags,
-                          a->flags & ~(uint32_t)BP_QUANTIZE_NO_SATURATE);
+/* `allowed`: the flags the op takes (BP_QUANTIZE_NO_SATURATE everywhere, as
+ * in ABI 1.2; BP_QUANTIZE_INT8_ACTIVATIONS for weight_only_mm). */
+static bp_status_t quant_check_flags(const bp__infer_t* x, const bp_quantize_attrs_t* a, uint32_t allowed) {
+  allowed |= BP_QUANTIZE_NO_SATURATE;
+  if (a->flags & ~allowed) {
+    return bp__infer_fail(x, "attrs.flags = 0x%x has unknown bits 0x%x", a->flags, a->flags & ~allowed);
   }
   return BP_OK;
 }
@@ -155,7 +157,7 @@ bp_status_t bp__infer_quantize(bp__infer_t* x) {
   const bp_quantize_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
-  QUANT_TRY(quant_check_flags(x, a));
+  QUANT_TRY(quant_check_flags(x, a, 0));
   if (a->dtype != BP_DTYPE_INVALID) return bp__infer_fail(x, "attrs.dtype is unused by quantize; set it to 0");
   QUANT_TRY(quant_check_float_input(x, 0));
   QUANT_TRY(quant_check_params(x, in->rank, in->sizes, a));
@@ -170,7 +172,7 @@ bp_status_t bp__infer_dequantize(bp__infer_t* x) {
   const bp_quantize_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
-  QUANT_TRY(quant_check_flags(x, a));
+  QUANT_TRY(quant_check_flags(x, a, 0));
   int64_t sizes[BP_MAX_RANK];
   memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
   uint32_t want = quant_is_4bit(a->qdtype) ? BP_DTYPE_U8 : a->qdtype;
@@ -198,7 +200,7 @@ bp_status_t bp__infer_quantize_dynamic(bp__infer_t* x) {
   const bp_quantize_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
-  QUANT_TRY(quant_check_flags(x, a));
+  QUANT_TRY(quant_check_flags(x, a, 0));
   QUANT_TRY(quant_check_float_input(x, 0));
   if (in->rank == 0) return bp__infer_fail(x, "input 'self' is 0-d; scales run over its last dim");
   uint32_t axis;
@@ -328,7 +330,7 @@ bp_status_t bp__infer_weight_only_mm(bp__infer_t* x) {
   const bp_tensor_desc_t *X = &x->in[0], *W = &x->in[1];
   char s0[192], s1[192];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 1));
-  QUANT_TRY(quant_check_flags(x, a));
+  QUANT_TRY(quant_check_flags(x, a, BP_QUANTIZE_INT8_ACTIVATIONS));
   if (a->dtype != BP_DTYPE_INVALID) return bp__infer_fail(x, "attrs.dtype is unused by weight_only_mm; set it to 0");
   if (!(X->dtype == BP_DTYPE_F32 || X->dtype == BP_DTYPE_F16 || X->dtype == BP_DTYPE_BF16)) {
     return bp__infer_fail(x, "input 'self' has dtype %s; f32, f16 or bf16", bp_dtype_name(X->dtype));

@@ -473,7 +473,14 @@ enum bp_quantize_flags {
   /* fp8 targets: out-of-range values and +-inf give NaN (e4m3fn) or +-inf
    * (e5m2), PyTorch's casts, instead of saturating to +-max (the default,
    * ONNX saturate=1, as every fp8 quantizer does) */
-  BP_QUANTIZE_NO_SATURATE = 1u << 0
+  BP_QUANTIZE_NO_SATURATE = 1u << 0,
+  /* weight_only_mm (ABI 1.3): the device may quantize each row of the
+   * activations to int8 per block of 32 elements along k (scale amax / 127,
+   * round to nearest even) and accumulate integer products (llama.cpp's
+   * Q4 x Q8 dot): faster decode, an extra error of at most half a step of
+   * x per element (docs/semantics.md, "weight_only_mm"). A device that
+   * computes in f32 anyway ignores it */
+  BP_QUANTIZE_INT8_ACTIVATIONS = 1u << 1
 };
 typedef struct bp_quantize_attrs {
   uint32_t struct_size;

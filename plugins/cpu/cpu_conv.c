@@ -16,7 +16,8 @@
  * (equivalent to PyTorch's slow_conv2d / slow_conv_transpose2d on CPU; the
  * forward convolution batches its columns for cache and GEMM shape, see
  * conv_forward_gemm). GEMMs go through cpu_gemm (OpenBLAS when built with
- * it). f32 computes in
+ * it). A build with oneDNN runs f32 forward convolutions through it instead
+ * (cpu_conv_dnnl.c). f32 computes in
  * f32, f64 in f64, f16 and bf16 in f32 on converted copies (opmath). Operands
  * of the compute dtype are read and written in place with any strides; a
  * GEMM operand whose spatial dims do not flatten to one stride is copied
@@ -32,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_conv_dnnl.h"
 #include "cpu_kernels.h"
 
 enum { CONV_SP = 3 }; /* spatial dims, padded (leading dims of size 1) */
@@ -553,6 +555,7 @@ static bp_status_t conv_forward(const bp_op_call_t* call) {
   void* bias = NULL;
   bp_status_t st = BP_OK;
   if (bp_desc_numel(out) == 0) return BP_OK;
+  if (cpu_conv_dnnl_forward(call, &st)) return st; /* f32 through oneDNN, when built with it */
   /* GEMM operands need a flattened spatial index: Y of a convolution, X of
    * a transposed one. */
   if ((st = conv_view_in(in, K, 1, a->transposed != 0, &X)) || (st = conv_matrix(w, K, 1, &W)) ||

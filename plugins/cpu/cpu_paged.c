@@ -12,7 +12,8 @@
  * num_heads / num_kv_heads query heads of each kv head are scored together,
  * so each key and value row is read once per call, as one contiguous run per
  * token. Two passes: scores from the key rows (dot products over head_size
- * in 8-lane vectors, one AVX2 + FMA + F16C variant chosen at run time), a
+ * in 16-lane AVX-512 or 8-lane AVX2 vectors, chosen at run time, halves
+ * converted in registers by F16C / vcvtph2ps), a
  * softmax per head, then the weighted sum of the value rows. f16 / bf16 / f32 compute in f32 (rounded once on store),
  * f64 in f64. Items run in parallel on the pool.
  *
@@ -99,12 +100,14 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
 #define PA_LOAD1_BF16(p) ({ uint32_t b_ = (uint32_t)(*(const uint16_t*)(p)) << 16; float f_; memcpy(&f_, &b_, 4); f_; })
 #define PA_LOAD1_F16(p) ({ float f_; cpu_load[CPU_KT_F32](&f_, (const unsigned char*)(p), 1, 1, BP_DTYPE_F16); f_; })
 
-/* One work item in f32 over cache elements ET: sequence s, kv heads
+/* One work item in f32 over cache elements ET, in vectors VT of W f32
+ * lanes (LOADV: W cache elements as f32 lanes): sequence s, kv heads
  * [g0, g0 + ng) and their ng * G query heads. For every token the item
  * reads the ng kv heads' key (then value) rows, adjacent in the cache row,
  * once. q holds the scaled queries [ng * G, D], sc the scores [ng * G, n],
- * acc the outputs [ng * G, D]. */
-#define PA_ITEM_F32(SFX, ET, LOAD8, LOAD1, ATTR)                                                  \
+ * acc the outputs [ng * G, D]. A dot product sums its two accumulators,
+ * then halves of lanes pairwise. */
+#define PA_ITEM_F32(SFX, ET, VT, W, LOADV, LOAD1, ATTR)                                           \
   ATTR static void pa_item_##SFX(const pa_job_t* j, int64_t s, int64_t g0, int64_t ng,            \
                                  int64_t len, float* q, float* sc, float* acc) {                  \
     const bp_op_call_t* call = j->call;                                                           \
@@ -114,29 +117,33 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
     const ET* vc = (const ET*)(const void*)cpu_desc_ptr(call->inputs[2]);                          \
     for (int64_t i = 0; i < R * D; i++) q[i] = LOAD1(qp + i) * (float)j->scale;                   \
     memset(acc, 0, sizeof(float) * (size_t)(R * D));                                              \
-    const int64_t D8 = D & ~(int64_t)7;                                                           \
+    const int64_t DW = D & ~(int64_t)(W - 1);                                                     \
     for (int64_t t = start; t < len; t++) {                                                       \
       int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                         \
       const ET* krow = kc + ((blk * j->BS + t % j->BS) * j->Hkv + g0) * D;                        \
       for (int64_t r = 0; r < R; r++) {                                                           \
         const float* qi = q + r * D;                                                              \
         const ET* k = krow + (r / G) * D;                                                         \
-        pa_v8f a0 = {0}, a1 = {0};                                                                \
+        VT a0 = {0}, a1 = {0};                                                                    \
         int64_t d = 0;                                                                            \
-        for (; d + 16 <= D8; d += 16) {                                                           \
-          pa_v8f q0, q1;                                                                          \
-          memcpy(&q0, qi + d, 32);                                                                \
-          memcpy(&q1, qi + d + 8, 32);                                                            \
-          a0 += q0 * LOAD8(k + d);                                                                \
-          a1 += q1 * LOAD8(k + d + 8);                                                            \
+        for (; d + 2 * W <= DW; d += 2 * W) {                                                     \
+          VT q0, q1;                                                                              \
+          memcpy(&q0, qi + d, sizeof q0);                                                         \
+          memcpy(&q1, qi + d + W, sizeof q1);                                                     \
+          a0 += q0 * LOADV(k + d);                                                                \
+          a1 += q1 * LOADV(k + d + W);                                                            \
         }                                                                                         \
-        for (; d < D8; d += 8) {                                                                  \
-          pa_v8f q0;                                                                              \
-          memcpy(&q0, qi + d, 32);                                                                \
-          a0 += q0 * LOAD8(k + d);                                                                \
+        for (; d < DW; d += W) {                                                                  \
+          VT q0;                                                                                  \
+          memcpy(&q0, qi + d, sizeof q0);                                                         \
+          a0 += q0 * LOADV(k + d);                                                                \
         }                                                                                         \
         a0 += a1;                                                                                 \
-        float v = ((a0[0] + a0[4]) + (a0[1] + a0[5])) + ((a0[2] + a0[6]) + (a0[3] + a0[7]));      \
+        float lanes[W];                                                                           \
+        memcpy(lanes, &a0, sizeof lanes);                                                         \
+        for (int h = W / 2; h >= 1; h /= 2)                                                       \
+          for (int l = 0; l < h; l++) lanes[l] += lanes[l + h];                                   \
+        float v = lanes[0];                                                                       \
         for (; d < D; d++) v += qi[d] * LOAD1(k + d);                                             \
         if (j->alibi) v += j->alibi[g0 * G + r] * (float)(t - (len - 1));                         \
         sc[r * n + (t - start)] = v;                                                              \
@@ -157,21 +164,21 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
         const ET* v = vrow + (r / G) * D;                                                         \
         float p = sc[r * n + (t - start)];                                                        \
         float* ai = acc + r * D;                                                                  \
-        for (int64_t d = 0; d < D8; d += 8) {                                                     \
-          pa_v8f av;                                                                              \
-          memcpy(&av, ai + d, 32);                                                                \
-          av += p * LOAD8(v + d);                                                                 \
-          memcpy(ai + d, &av, 32);                                                                \
+        for (int64_t d = 0; d < DW; d += W) {                                                     \
+          VT av;                                                                                  \
+          memcpy(&av, ai + d, sizeof av);                                                         \
+          av += p * LOADV(v + d);                                                                 \
+          memcpy(ai + d, &av, sizeof av);                                                         \
         }                                                                                         \
-        for (int64_t d = D8; d < D; d++) ai[d] += p * LOAD1(v + d);                               \
+        for (int64_t d = DW; d < D; d++) ai[d] += p * LOAD1(v + d);                               \
       }                                                                                           \
     }                                                                                             \
   }
 
-#define PA_ITEMS(ISA, ATTR, LOAD8_F16)                                         \
-  PA_ITEM_F32(f32_##ISA, float, PA_LOAD8_F32, PA_LOAD1_F32, ATTR)              \
-  PA_ITEM_F32(bf16_##ISA, uint16_t, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR)        \
-  PA_ITEM_F32(f16_##ISA, uint16_t, LOAD8_F16, PA_LOAD1_F16, ATTR)
+#define PA_ITEMS(ISA, ATTR, LOAD8_F16)                                                     \
+  PA_ITEM_F32(f32_##ISA, float, pa_v8f, 8, PA_LOAD8_F32, PA_LOAD1_F32, ATTR)               \
+  PA_ITEM_F32(bf16_##ISA, uint16_t, pa_v8f, 8, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR)         \
+  PA_ITEM_F32(f16_##ISA, uint16_t, pa_v8f, 8, LOAD8_F16, PA_LOAD1_F16, ATTR)
 PA_ITEMS(base, , PA_LOAD8_F16)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -184,6 +191,27 @@ PA_ITEMS(base, , PA_LOAD8_F16)
     (pa_v8f)_mm256_cvtph_ps(h_);                                   \
   })
 PA_ITEMS(avx2, __attribute__((target("avx2,fma,f16c"))), PA_LOAD8_F16C)
+
+/* AVX-512: 16 lanes; halves convert with the 512-bit vcvtph2ps, bf16 by a
+ * shift of the widened halves, 16 at a time. */
+typedef float pa_v16f __attribute__((vector_size(64)));
+#define PA_LOAD16_F32(p) ({ pa_v16f v_; memcpy(&v_, (p), 64); v_; })
+#define PA_LOAD16_F16(p)                                           \
+  ({                                                               \
+    __m256i h_;                                                    \
+    memcpy(&h_, (p), 32);                                          \
+    (pa_v16f)_mm512_cvtph_ps(h_);                                  \
+  })
+#define PA_LOAD16_BF16(p)                                                           \
+  ({                                                                                \
+    __m256i h_;                                                                     \
+    memcpy(&h_, (p), 32);                                                           \
+    (pa_v16f)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_), 16)); \
+  })
+#define PA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
+PA_ITEM_F32(f32_avx512, float, pa_v16f, 16, PA_LOAD16_F32, PA_LOAD1_F32, PA_AVX512)
+PA_ITEM_F32(bf16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_BF16, PA_LOAD1_BF16, PA_AVX512)
+PA_ITEM_F32(f16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_F16, PA_LOAD1_F16, PA_AVX512)
 #endif
 
 /* f64: plain loops in double (same item shape). */
@@ -224,6 +252,11 @@ typedef void (*pa_item_f32_fn)(const pa_job_t*, int64_t, int64_t, int64_t, int64
 
 static pa_item_f32_fn pa_pick(uint32_t dtype) {
 #ifdef PA_HAVE_AVX2
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") &&
+      __builtin_cpu_supports("fma")) {
+    return dtype == BP_DTYPE_F32 ? pa_item_f32_avx512 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx512 : pa_item_f16_avx512;
+  }
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
     return dtype == BP_DTYPE_F32 ? pa_item_f32_avx2 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx2 : pa_item_f16_avx2;

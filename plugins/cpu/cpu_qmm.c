@@ -12,7 +12,9 @@
  *   decoded into a k-element row buffer per thread (never a full-size
  *   temporary) and dotted with every row of x in f32; shapes and dtypes
  *   cpu_qmm_wq_fits accepts take the AVX-512 path that decodes in
- *   registers (cpu_qmm_x86.c).
+ *   registers (cpu_qmm_x86.c); with BP_QUANTIZE_INT8_ACTIVATIONS, 4-bit
+ *   codes meet x quantized to int8 per block of 32 in integer dot products
+ *   (AVX-512 VNNI), the other paths ignore the flag (they are exact in f32).
  * Operands are dense (the family asks the core for contiguous operands).
  */
 #include <math.h>
@@ -212,7 +214,11 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   }
   cpu_load[CPU_KT_F32](x, cpu_desc_ptr(X), 1, j.m * j.k, X->dtype);
   j.x = x, j.y = y, j.s = s, j.z = z, j.bias = bias;
-  if (fast) {
+  if (fast && bits == 4 && (a->flags & BP_QUANTIZE_INT8_ACTIVATIONS)) {
+    st = cpu_qmm_wq_gemv_q8(cpu_desc_ptr(W), a->qdtype == BP_DTYPE_I4, x, j.m, j.n, j.k, j.g,
+                            cpu_desc_ptr(S), S->dtype,
+                            Z->dtype != BP_DTYPE_INVALID ? cpu_desc_ptr(Z) : NULL, Z->dtype, bias, y);
+  } else if (fast) {
     st = cpu_qmm_wq_gemv_avx512(cpu_desc_ptr(W), bits,
                                 a->qdtype == BP_DTYPE_I4 || a->qdtype == BP_DTYPE_I8, x, j.m, j.n, j.k, j.g,
                                 cpu_desc_ptr(S), S->dtype,

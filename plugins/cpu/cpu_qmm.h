@@ -39,4 +39,16 @@ CPU_HIDDEN bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_
                                               const void* z, uint32_t z_dtype, const double* bias,
                                               float* y);
 
+/* The same product for 4-bit codes with each row of x quantized to int8
+ * per block of 32 elements (scale amax / 127; BP_QUANTIZE_INT8_ACTIVATIONS):
+ * integer dot products through AVX-512 VNNI (vpdpbusd) on the nibbles
+ * unpacked in registers, converted to f32 once per 128 codes. Takes
+ * cpu_qmm_wq_gemv_avx512's f32 path instead where VNNI is missing, the
+ * shape does not fit (cpu_qmm_wq_fits) or x holds a NaN or an infinity.
+ * Temporaries: m * k bytes of codes and m * k / 8 + m * k / 32 words. */
+CPU_HIDDEN bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const float* x,
+                                          int64_t m, int64_t n, int64_t k, int64_t g,
+                                          const void* s, uint32_t s_dtype, const void* z,
+                                          uint32_t z_dtype, const double* bias, float* y);
+
 #endif /* BP_CPU_QMM_H_ */

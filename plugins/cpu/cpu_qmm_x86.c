@@ -16,6 +16,8 @@
  * w share the x loads; rows run in parallel on the pool. 8-bit codes widen
  * 16 at a time (vpmovsxbd / vpmovzxbd) against x as given.
  */
+#include <float.h>
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +181,10 @@ typedef struct w4_job {
   const uint8_t* w;
   const float* xp;   /* [m][k] permuted per 128: chunk c, vector j, lane d = x[128c + 8d + j] */
   const float* xsum; /* [m][groups] */
+  /* int8 activations (cpu_qmm_wq_gemv_q8): x quantized per block of 32 */
+  const int8_t* xq;    /* [m][k] per chunk of 128: the 64 even elements, then the 64 odd ones */
+  const int32_t* xoff; /* [m][k / 8]: -8 * the sum of each lane's 8 codes (signed w), or NULL */
+  const float* xd;     /* [m][k / 32]: the blocks' scales */
   const void* s;     /* [n][groups] of s_dtype */
   const void* z;     /* [n][groups] of z_dtype, or NULL */
   uint32_t s_dtype, z_dtype;
@@ -207,25 +213,37 @@ static inline double w4_elem(const void* p, uint32_t dt, int64_t i) {
   }
 }
 
+/* The scale of each 32-bit lane of a 128-code chunk of row `row` (lane d
+ * holds codes 8d .. 8d + 7), from group g0 on. */
+QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, int64_t g0, int ng,
+                                               __m512i gidx) {
+  __m128 s4 = w4_scales(j->s, j->s_dtype, row * j->groups + g0, ng);
+  return ng == 1 ? _mm512_broadcastss_ps(s4) : _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(s4));
+}
+
+/* What a 4-bit dot over R rows of w starting at row0 sets up: the lanes'
+ * group index (gidx) and groups per chunk (ng), the rows, the totals. */
+#define W4_SETUP(R)                                                                             \
+  const int64_t lpg = j->g / 8; /* 32-bit lanes per group: 4, 8, 16 or more */                  \
+  const __m512i gidx = _mm512_srli_epi32(                                                       \
+      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), lpg == 4 ? 2 : 3); \
+  const int ng = lpg >= 16 ? 1 : (int)(16 / lpg);                                               \
+  const uint8_t* wr[R];                                                                         \
+  __m512 tot[R];                                                                                \
+  for (int r = 0; r < R; r++) {                                                                 \
+    wr[r] = j->w + (row0 + r) * (j->k / 2);                                                     \
+    tot[r] = _mm512_setzero_ps();                                                               \
+  }
+
 /* Dot products of one permuted x row with R rows of w (codes times their
  * group scales; the zero-point term is the caller's). */
 #define W4_ROWS(R)                                                                              \
-  QMM_TARGET static void w4_dot_##R(const w4_job_t* j, int64_t row0, const float* xp,           \
-                                    float* dot) {                                                \
+  QMM_TARGET static void w4_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) {  \
+    const float* xp = j->xp + mm * j->k;                                                         \
     const __m512 tbl = j->w_signed                                                               \
                            ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1) \
                            : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
-    const int64_t lpg = j->g / 8; /* 32-bit lanes per group: 4, 8, 16 or more */                  \
-    const __m512i gidx = _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,   \
-                                                             11, 12, 13, 14, 15),                \
-                                           lpg == 4 ? 2 : 3);                                    \
-    const int ng = lpg >= 16 ? 1 : (int)(16 / lpg);                                              \
-    const uint8_t* wr[R];                                                                        \
-    __m512 tot[R];                                                                               \
-    for (int r = 0; r < R; r++) {                                                                \
-      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                    \
-      tot[r] = _mm512_setzero_ps();                                                              \
-    }                                                                                            \
+    W4_SETUP(R)                                                                                  \
     for (int64_t c = 0; c < j->k / 128; c++) {                                                   \
       const float* xc = xp + c * 128;                                                            \
       __m512 acc0[R], acc1[R];                                                                   \
@@ -246,9 +264,7 @@ static inline double w4_elem(const void* p, uint32_t dt, int64_t i) {
       }                                                                                          \
       int64_t g0 = c * 128 / j->g;                                                               \
       for (int r = 0; r < R; r++) {                                                              \
-        __m128 s4 = w4_scales(j->s, j->s_dtype, (row0 + r) * j->groups + g0, ng);                \
-        __m512 sv = _mm512_permutexvar_ps(gidx, _mm512_castps128_ps512(s4));                     \
-        if (ng == 1) sv = _mm512_broadcastss_ps(s4);                                             \
+        __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
         tot[r] = _mm512_fmadd_ps(_mm512_add_ps(acc0[r], acc1[r]), sv, tot[r]);                   \
       }                                                                                          \
     }                                                                                            \
@@ -260,8 +276,8 @@ W4_ROWS(1)
 /* 8-bit codes: 16 consecutive codes per vector against x as given; one
  * scale per group of a multiple of 16. */
 #define W8_ROWS(R)                                                                             \
-  QMM_TARGET static void w8_dot_##R(const w4_job_t* j, int64_t row0, const float* x,           \
-                                    float* dot) {                                               \
+  QMM_TARGET static void w8_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) { \
+    const float* x = j->xp + mm * j->k;                                                         \
     const int8_t* wr[R];                                                                        \
     __m512 tot[R];                                                                              \
     for (int r = 0; r < R; r++) {                                                               \
@@ -289,16 +305,58 @@ W4_ROWS(1)
 W8_ROWS(4)
 W8_ROWS(1)
 
+/* 4-bit codes against int8 activations (llama.cpp's Q4 x Q8 dot): a 64-byte
+ * chunk of w holds 128 codes; its low nibbles are the chunk's even
+ * elements, its high nibbles the odd ones, each 64 bytes against 64 int8
+ * codes of x by vpdpbusd (u8 x s8, four products per 32-bit lane). Lane d
+ * then sums elements 8d .. 8d + 7 of the chunk: one x block (32 elements)
+ * spans 4 lanes, one group of w 4, 8 or 16 (or the whole chunk), so the
+ * integer lane sums convert to f32 once per chunk times (w scale * x
+ * scale) per lane. Signed codes are made unsigned by flipping bit 3 of
+ * each nibble (c + 8); the lanes start at -8 * their x sum (xoff). */
+#define Q4Q8_ROWS(R)                                                                            \
+  QMM_TARGET static void q4q8_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) { \
+    const __m512i low4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x88);           \
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    const __m512i bidx = _mm512_srli_epi32(iota, 2); /* lane -> x block of the chunk */           \
+    const int8_t* xq = j->xq + mm * j->k;                                                        \
+    const int32_t* xo = j->xoff ? j->xoff + mm * (j->k / 8) : NULL;                              \
+    const float* xd = j->xd + mm * (j->k / 32);                                                  \
+    W4_SETUP(R)                                                                                  \
+    for (int64_t c = 0; c < j->k / 128; c++) {                                                   \
+      const __m512i xe = _mm512_load_si512((const void*)(xq + c * 128));                         \
+      const __m512i xodd = _mm512_load_si512((const void*)(xq + c * 128 + 64));                  \
+      const __m512i a0 = xo ? _mm512_loadu_si512((const void*)(xo + c * 16)) : _mm512_setzero_si512(); \
+      const __m512 dx = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_loadu_ps(xd + c * 4))); \
+      int64_t g0 = c * 128 / j->g;                                                               \
+      for (int r = 0; r < R; r++) {                                                              \
+        __m512i v = _mm512_loadu_si512((const void*)(wr[r] + c * 64));                           \
+        if (j->w_signed) v = _mm512_xor_si512(v, flip);                                          \
+        __m512i lo = _mm512_and_si512(v, low4);                                                  \
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);                            \
+        __m512i acc = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a0, lo, xe), hi, xodd);            \
+        __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
+        tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, dx), tot[r]);        \
+      }                                                                                          \
+    }                                                                                            \
+    for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                           \
+  }
+Q4Q8_ROWS(4)
+Q4Q8_ROWS(1)
+
+typedef void (*wq_dot_fn)(const w4_job_t* j, int64_t row0, int64_t mm, float* dot);
+
 QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
   const w4_job_t* j = ctx;
+  wq_dot_fn dot4 = j->bits == 8 ? w8_dot_4 : j->xq ? q4q8_dot_4 : w4_dot_4;
+  wq_dot_fn dot1 = j->bits == 8 ? w8_dot_1 : j->xq ? q4q8_dot_1 : w4_dot_1;
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t n0 = blk * 4, rows = j->n - n0 < 4 ? j->n - n0 : 4;
     for (int64_t mm = 0; mm < j->m; mm++) {
       float dot[4];
-      const float* xr = j->xp + mm * j->k;
-      if (rows == 4) (j->bits == 8 ? w8_dot_4 : w4_dot_4)(j, n0, xr, dot);
+      if (rows == 4) dot4(j, n0, mm, dot);
       else
-        for (int64_t r = 0; r < rows; r++) (j->bits == 8 ? w8_dot_1 : w4_dot_1)(j, n0 + r, xr, dot + r);
+        for (int64_t r = 0; r < rows; r++) dot1(j, n0 + r, mm, dot + r);
       for (int64_t r = 0; r < rows; r++) {
         double zterm = 0.0;
         if (j->z) {
@@ -311,6 +369,17 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
       }
     }
   }
+}
+
+/* x's sums per group (the zero-point term), in double. */
+static void group_sums(const float* x, int64_t m, int64_t k, int64_t g, float* xsum) {
+  int64_t groups = k / g;
+  for (int64_t mm = 0; mm < m; mm++)
+    for (int64_t gi = 0; gi < groups; gi++) {
+      double acc = 0.0;
+      for (int64_t t = 0; t < g; t++) acc += x[mm * k + gi * g + t];
+      xsum[mm * groups + gi] = (float)acc;
+    }
 }
 
 bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, const float* x,
@@ -336,16 +405,95 @@ bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, con
       for (int64_t c = 0; c < k / 128; c++)
         for (int jv = 0; jv < 8; jv++)
           for (int d = 0; d < 16; d++) pr[c * 128 + jv * 16 + d] = xr[c * 128 + 8 * d + jv];
-    for (int64_t gi = 0; gi < j.groups; gi++) {
-      double acc = 0.0;
-      for (int64_t t = 0; t < g; t++) acc += xr[gi * g + t];
-      xsum[mm * j.groups + gi] = (float)acc;
-    }
   }
+  group_sums(x, m, k, g, xsum);
   j.w = w, j.xp = xp, j.xsum = xsum, j.s = s, j.z = z, j.s_dtype = s_dtype, j.z_dtype = z_dtype;
   j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.bits = bits, j.y = y;
   cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
   free(xp), free(xsum);
+  return BP_OK;
+}
+
+/* One row of x as int8 codes per block of 32 (scale amax / 127, codes
+ * round-to-nearest-even), in the chunk layout of w4_job_t.xq, with the
+ * lanes' offsets for signed weights and the blocks' sums of the quantized
+ * values (bsum, for the zero-point term). 0 when the row holds a NaN or an
+ * infinity (the caller then takes the f32 path, which propagates them). */
+static int q8_row(const float* x, int64_t k, int w_signed, int8_t* xq, int32_t* xoff, float* xd,
+                  double* bsum) {
+  for (int64_t b = 0; b < k / 32; b++) {
+    const float* xb = x + b * 32;
+    float amax = 0.0f;
+    int finite = 1;
+    for (int t = 0; t < 32; t++) {
+      finite &= fabsf(xb[t]) <= FLT_MAX; /* false for NaN too */
+      amax = fabsf(xb[t]) > amax ? fabsf(xb[t]) : amax;
+    }
+    if (!finite) return 0;
+    float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    xd[b] = d;
+    int64_t c = b / 4, e0 = (b % 4) * 32; /* the block's first element in its chunk */
+    int32_t sum = 0;
+    for (int t = 0; t < 32; t++) {
+      float q = nearbyintf(xb[t] * inv);
+      int8_t code = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
+      int64_t e = e0 + t;
+      xq[c * 128 + (e & 1) * 64 + e / 2] = code;
+      sum += code;
+    }
+    bsum[b] = (double)sum * d;
+  }
+  if (w_signed)
+    for (int64_t l = 0; l < k / 8; l++) {
+      int32_t sum = 0;
+      for (int t = 0; t < 8; t++) {
+        int64_t e = l * 8 + t, c = e / 128, ec = e % 128;
+        sum += xq[c * 128 + (ec & 1) * 64 + ec / 2];
+      }
+      xoff[l] = -8 * sum;
+    }
+  return 1;
+}
+
+bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const float* x, int64_t m, int64_t n,
+                               int64_t k, int64_t g, const void* s, uint32_t s_dtype, const void* z,
+                               uint32_t z_dtype, const double* bias, float* y) {
+  if (!cpu_qmm_vnni_available() || !cpu_qmm_wq_fits(4, k, g, s_dtype, z_dtype))
+    return cpu_qmm_wq_gemv_avx512(w, 4, w_signed, x, m, n, k, g, s, s_dtype, z, z_dtype, bias, y);
+  w4_job_t j;
+  memset(&j, 0, sizeof j);
+  j.groups = k / g;
+  int8_t* xq = alloc64((size_t)(m * k));
+  int32_t* xoff = w_signed ? malloc(sizeof(int32_t) * (size_t)(m * k / 8)) : NULL;
+  float* xd = malloc(sizeof(float) * (size_t)(m * k / 32));
+  float* xsum = z ? malloc(sizeof(float) * (size_t)(m * j.groups)) : NULL;
+  if (!xq || (w_signed && !xoff) || !xd || (z && !xsum)) {
+    free(xq), free(xoff), free(xd), free(xsum);
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
+  }
+  double* bsum = malloc(sizeof(double) * (size_t)(k / 32));
+  int finite = bsum != NULL;
+  for (int64_t mm = 0; mm < m && finite; mm++) {
+    finite = q8_row(x + mm * k, k, w_signed, xq + mm * k, xoff ? xoff + mm * (k / 8) : NULL,
+                    xd + mm * (k / 32), bsum);
+    for (int64_t gi = 0; z && finite && gi < j.groups; gi++) { /* the zero-point term's sums */
+      double acc = 0.0;
+      for (int64_t b = gi * g / 32; b < (gi + 1) * g / 32; b++) acc += bsum[b];
+      xsum[mm * j.groups + gi] = (float)acc;
+    }
+  }
+  if (!finite) {
+    int oom = bsum == NULL;
+    free(xq), free(xoff), free(xd), free(xsum), free(bsum);
+    if (oom) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
+    return cpu_qmm_wq_gemv_avx512(w, 4, w_signed, x, m, n, k, g, s, s_dtype, z, z_dtype, bias, y);
+  }
+  free(bsum);
+  j.w = w, j.xq = xq, j.xoff = xoff, j.xd = xd, j.xsum = xsum, j.s = s, j.z = z;
+  j.s_dtype = s_dtype, j.z_dtype = z_dtype, j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g;
+  j.w_signed = w_signed, j.bits = 4, j.y = y;
+  cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
+  free(xq), free(xoff), free(xd), free(xsum);
   return BP_OK;
 }
 
@@ -367,5 +515,11 @@ bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, con
   (void)w, (void)bits, (void)w_signed, (void)x, (void)m, (void)n, (void)k, (void)g, (void)s, (void)s_dtype,
       (void)z, (void)z_dtype, (void)bias, (void)y;
   return cpu_error(BP_UNIMPLEMENTED, "cpu: weight_only_mm: no AVX-512 kernel on this build");
+}
+
+bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const float* x, int64_t m, int64_t n,
+                               int64_t k, int64_t g, const void* s, uint32_t s_dtype, const void* z,
+                               uint32_t z_dtype, const double* bias, float* y) {
+  return cpu_qmm_wq_gemv_avx512(w, 4, w_signed, x, m, n, k, g, s, s_dtype, z, z_dtype, bias, y);
 }
 #endif

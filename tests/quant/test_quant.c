@@ -97,6 +97,97 @@ static void test_w4_matches_double(void** state) {
   free(x), free(w), free(sc), free(zp), free(y);
 }
 
+/* x quantized the way BP_QUANTIZE_INT8_ACTIVATIONS says: int8 per block of
+ * 32 along k, scale amax / 127, codes round to nearest even (in f32, as the
+ * kernel does), into xq (the dequantized values, in double). */
+static void q8_reference_x(const float* x, int64_t k, double* xq) {
+  for (int64_t b = 0; b < k / 32; b++) {
+    float amax = 0.0f;
+    for (int t = 0; t < 32; t++) amax = fmaxf(amax, fabsf(x[b * 32 + t]));
+    float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int t = 0; t < 32; t++) xq[b * 32 + t] = (double)nearbyintf(x[b * 32 + t] * inv) * d;
+  }
+}
+
+/* weight_only_mm with BP_QUANTIZE_INT8_ACTIVATIONS: 4-bit codes (i4 or u4),
+ * group g, zero points (u8 / i8 codes or float of the scale's dtype, or
+ * none), n = 13 rows (a block of 4 and a tail), m = 3. Always within the
+ * flag's documented bound of the exact product (half a step of x per
+ * element); on a CPU with AVX-512 VNNI (the int8 path runs) also within
+ * f32 rounding of the product over the int8-quantized x, which no other
+ * quantization of x (or a wrong lane, nibble or block scale) matches. */
+static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int nan_row) {
+  /* the int8 path runs: its shapes (k a multiple of 128; g 32, 64 or a
+   * multiple of 128) and a finite x (a NaN sends the call to the f32 path) */
+  const int fits = k % 128 == 0 && !nan_row;
+  const int64_t m = 3, n = 13, groups = k / g;
+  float* x = malloc(sizeof(float) * (size_t)(m * k));
+  uint8_t* w = malloc((size_t)(n * k / 2));
+  float* sc = malloc(sizeof(float) * (size_t)(n * groups));
+  uint8_t* zp = malloc((size_t)(n * groups));
+  float* y = malloc(sizeof(float) * (size_t)(m * n));
+  double* xq = malloc(sizeof(double) * (size_t)k);
+  assert_true(x && w && sc && zp && y && xq);
+  uint64_t s = 29 + (uint64_t)k + (uint64_t)g;
+  for (int64_t i = 0; i < m * k; i++) x[i] = (float)((int)(next(&s) % 2001) - 1000) / 300.0f;
+  for (int64_t i = 0; i < k; i += 37) x[i] = 0.0f;       /* a few zeros */
+  for (int64_t i = 64; i < 96; i++) x[i] = 0.0f;         /* a block of zeros: scale 0 */
+  if (nan_row) x[k + 5] = NAN;                           /* row 1: the f32 path, NaN out */
+  for (int64_t i = 0; i < n * k / 2; i++) w[i] = (uint8_t)(next(&s) >> 24);
+  for (int64_t i = 0; i < n * groups; i++) {
+    sc[i] = 0.001f * (float)(1 + next(&s) % 50);
+    zp[i] = (uint8_t)(next(&s) % 16);
+    if (q == BP_DTYPE_I4) zp[i] = (uint8_t)(int8_t)((int)zp[i] - 8);
+  }
+  int64_t xs[2] = {m, k}, ws[2] = {n, k / 2}, ss[2] = {n, groups};
+  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = q, .axis = -1, .block_size = g,
+                            .flags = BP_QUANTIZE_INT8_ACTIVATIONS};
+  bp_tensor_t* zt = NULL;
+  if (zero_points == 1) zt = cpu_tensor(q == BP_DTYPE_I4 ? BP_DTYPE_I8 : BP_DTYPE_U8, 2, ss, zp);
+  bp_tensor_t* out = NULL;
+  assert_ok(bp_op_weight_only_mm(g_stream, cpu_tensor(BP_DTYPE_F32, 2, xs, x),
+                                 cpu_tensor(BP_DTYPE_U8, 2, ws, w), cpu_tensor(BP_DTYPE_F32, 2, ss, sc),
+                                 zt, NULL, &at, &out));
+  ops_track(out);
+  read_bytes(out, y, sizeof(float) * (uint64_t)(m * n));
+  __builtin_cpu_init();
+  int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+  for (int64_t i = 0; i < m; i++) {
+    q8_reference_x(x + i * k, k, xq);
+    for (int64_t j = 0; j < n; j++) {
+      double exact = 0.0, viaq = 0.0, mag = 0.0, bound = 0.0;
+      for (int64_t t = 0; t < k; t++) {
+        int code = (w[j * k / 2 + t / 2] >> ((t & 1) * 4)) & 15; /* low nibble first */
+        if (q == BP_DTYPE_I4) code = (code ^ 8) - 8;
+        int64_t gi = j * groups + t / g;
+        double z = zero_points ? (double)(q == BP_DTYPE_I4 ? (int8_t)zp[gi] : zp[gi]) : 0.0;
+        double wd = (code - z) * (double)sc[gi];
+        float amax = 0.0f;
+        for (int u = 0; u < 32; u++) amax = fmaxf(amax, fabsf(x[i * k + t / 32 * 32 + u]));
+        exact += x[i * k + t] * wd, viaq += xq[t] * wd, mag += fabs(x[i * k + t] * wd);
+        bound += fabs(wd) * (double)amax / 254.0;
+      }
+      double got = y[i * n + j];
+      if (nan_row && i == 1) {
+        assert_true(isnan(got));
+        continue;
+      }
+      assert_true(fabs(got - exact) <= bound * (1 + 1e-6) + 1e-5 * mag + 1e-6);
+      if (vnni && fits) assert_true(fabs(got - viaq) <= 1e-5 * mag + 1e-6);
+    }
+  }
+  free(x), free(w), free(sc), free(zp), free(y), free(xq);
+}
+static void test_w4_int8_activations(void** state) {
+  (void)state;
+  check_w4_q8(BP_DTYPE_I4, 256, 32, 0, 0);
+  check_w4_q8(BP_DTYPE_U4, 256, 64, 1, 0);
+  check_w4_q8(BP_DTYPE_I4, 384, 128, 1, 0);
+  check_w4_q8(BP_DTYPE_U4, 512, 256, 0, 1);
+  check_w4_q8(BP_DTYPE_I4, 96, 32, 0, 0); /* k not a multiple of 128: the f32 path */
+}
+
 /* Element 2j in the low nibble: [1, -2, 7, -8] as i4 -> 0xE1, 0x87. */
 static void test_nibble_order(void** state) {
   (void)state;
@@ -162,6 +253,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_int_mm_exact, ops_release_all),
       cmocka_unit_test_teardown(test_w4_matches_double, ops_release_all),
+      cmocka_unit_test_teardown(test_w4_int8_activations, ops_release_all),
       cmocka_unit_test_teardown(test_nibble_order, ops_release_all),
       cmocka_unit_test_teardown(test_mx_round_trip, ops_release_all),
   };

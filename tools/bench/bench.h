@@ -13,6 +13,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "backplane/backplane.h"
 
@@ -109,6 +110,19 @@ int bpb_time_vs_copy(bpb_ctx_t* ctx, bpb_run_fn fn, void* user, const float* src
 /* Times `reps` runs of fn(user) each followed by a stream synchronize;
  * returns the median seconds. BPB_WARMUP_RUNS untimed runs first. */
 double bpb_time(bpb_ctx_t* ctx, bpb_run_fn fn, void* user);
+
+/* PyTorch as a same-run baseline (bench_torch.c): a child process running
+ * tools/bench/torch_conv.py --serve on one conv2d shape {N, C, O, HW, K,
+ * stride, pad} with `threads` threads. open returns 0 with the reason in
+ * `why` when torch cannot be started; run returns the seconds of one
+ * call (-1 on failure). */
+typedef struct bpb_torch {
+  int pid;
+  FILE *to, *from;
+} bpb_torch_t;
+int bpb_torch_open(bpb_torch_t* t, const int64_t shape[7], int threads, char* why, size_t cap);
+double bpb_torch_run(bpb_torch_t* t);
+void bpb_torch_close(bpb_torch_t* t);
 
 #ifdef BP_BENCH_HAVE_OPENBLAS
 #define BPB_HAVE_OPENBLAS 1

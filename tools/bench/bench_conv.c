@@ -3,7 +3,10 @@
  * Wout, N = O, K = C * kh * kw), measured in the same repetitions. Target:
  * 0.6 of sgemm (issue "full operator set"), and the median ratio over the
  * shapes; then convolution_backward at batch 1 against two sgemm calls,
- * without a target. */
+ * without a target; then, at batch 8, PyTorch's conv2d (F.conv2d on CPU:
+ * oneDNN) with as many threads, one call of each in turn per repetition
+ * (tools/bench/torch_conv.py through bench_torch.c; skipped with the reason
+ * where python3-torch is missing, and in --quick runs). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -92,6 +95,49 @@ static double bench_shape(bpb_ctx_t* ctx, const conv_shape_t* s, int64_t batch, 
   return gf_bp / gf_ref;
 }
 
+/* One forward shape at `batch` against PyTorch's conv2d, interleaved;
+ * target 1.0 on the first shape (the issue's), none on the others. */
+static void bench_vs_torch(bpb_ctx_t* ctx, const conv_shape_t* s, int64_t batch, double target) {
+  static char base[128]; /* a figure keeps its baseline's text */
+  char name[200], why[256];
+  snprintf(name, sizeof name, "conv2d %s, N=%lld: GFLOP/s vs PyTorch conv2d", s->name, (long long)batch);
+  const int64_t shape[7] = {batch, s->c, s->o, s->hw, s->k, s->stride, s->pad};
+  bpb_torch_t t;
+  if (!bpb_torch_open(&t, shape, ctx->cores, why, sizeof why)) {
+    printf("figure '%s' skipped: %s\n", name, why);
+    return;
+  }
+  int64_t ho = (s->hw + 2 * s->pad - s->k) / s->stride + 1;
+  int64_t xs[4] = {batch, s->c, s->hw, s->hw}, ws[4] = {s->o, s->c, s->k, s->k};
+  int64_t ys[4] = {batch, s->o, ho, ho};
+  bp_tensor_t* x = bpb_tensor_random(ctx, 4, xs, 11);
+  bp_tensor_t* w = bpb_tensor_random(ctx, 4, ws, 12);
+  bp_tensor_t* y = bpb_tensor(ctx, BP_DTYPE_F32, 4, ys);
+  bp_conv_attrs_t at = {.struct_size = sizeof at, .spatial_dims = 2, .groups = 1, .output_mask = 3};
+  for (int i = 0; i < 2; i++) at.stride[i] = s->stride, at.padding[i] = s->pad, at.dilation[i] = 1;
+  double t_bp[BPB_MAX_REPS], t_ref[BPB_MAX_REPS];
+  int ok = 1;
+  for (int r = -1; r < ctx->reps && ok; r++) { /* r = -1: warm-up */
+    double tt = bpb_torch_run(&t);
+    double t0 = bpb_now();
+    BPB_CHECK(bp_op_convolution(ctx->stream, x, w, NULL, &at, &y));
+    BPB_CHECK(bp_stream_synchronize(ctx->stream));
+    double tb = bpb_now() - t0;
+    ok = tt > 0;
+    if (r >= 0) t_ref[r] = tt, t_bp[r] = tb;
+  }
+  bpb_torch_close(&t);
+  if (ok) {
+    double flops = 2.0 * (double)(batch * ho * ho) * (double)s->o * (double)(s->c * s->k * s->k);
+    snprintf(base, sizeof base, "PyTorch F.conv2d (oneDNN), %d threads, same run", ctx->cores);
+    bpb_add_figure(&(bpb_figure_t){name, "GFLOP/s", flops / bpb_median(t_bp, ctx->reps) / 1e9,
+                                   flops / bpb_median(t_ref, ctx->reps) / 1e9, base, target, 0});
+  } else {
+    printf("figure '%s' skipped: the PyTorch child stopped answering\n", name);
+  }
+  bp_tensor_release(x), bp_tensor_release(w), bp_tensor_release(y);
+}
+
 void bpb_suite_conv(bpb_ctx_t* ctx) {
   if (!BPB_HAVE_OPENBLAS) {
     printf("suite conv: skipped (built without OpenBLAS: no sgemm baseline)\n");
@@ -110,4 +156,6 @@ void bpb_suite_conv(bpb_ctx_t* ctx) {
                                  1.0, "sgemm at each GEMM shape", 0.6, 0});
   /* Backward at batch 1, for information. */
   for (size_t i = 0; i < ns && !ctx->quick; i++) (void)bench_shape(ctx, &k_shapes[i], 1, 1);
+  /* PyTorch at batch 8 */
+  for (size_t i = 0; i < ns && !ctx->quick; i++) bench_vs_torch(ctx, &k_shapes[i], 8, i == 0 ? 1.0 : 0.0);
 }

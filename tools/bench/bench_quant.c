@@ -13,7 +13,7 @@
  *   - scaled_mm i8 x i8 -> i32 at 2048^3 vs the plugin's own f32 mm at the
  *     same shape (GOP/s, alternately in one run);
  *   - weight_only_mm, batch-1 decode with i4 weights (group 128, f16
- *     scales): the packed weight bytes read per second vs the copy loop
+ *     scales), f32 activations and int8 ones: the packed weight bytes read per second vs the copy loop
  *     over as many bytes (read + written per second), interleaved: at
  *     4096 x 4096 (8 MiB of weights: resident in a large last-level
  *     cache) and 32768 x 32768 (512 MiB: above any cache). */
@@ -137,33 +137,39 @@ static void bench_int8_gemm(bpb_ctx_t* ctx) {
     if (ts[i]) bp_tensor_release(ts[i]);
 }
 
+/* Batch-1 decode with i4 weights (group 128, f16 scales): the f32-activation
+ * path and the int8-activation one (BP_QUANTIZE_INT8_ACTIVATIONS), each
+ * interleaved with the copy loop over the packed bytes. */
 static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, const char* where) {
   int64_t g = 128, xs[2] = {1, k}, ws[2] = {nrows, k / 2}, ss[2] = {nrows, k / g};
-  char name[160];
+  char name[192];
   bp_tensor_t* x = bpb_tensor_random(ctx, 2, xs, 41);
   bp_tensor_t* w = random_bytes(ctx, BP_DTYPE_U8, 2, ws, 42);
   bp_tensor_t* s = random_bytes(ctx, BP_DTYPE_F16, 2, ss, 43);
-  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = BP_DTYPE_I4, .axis = -1,
-                            .block_size = g};
-  qmm_run_t r = {x, w, s, NULL, &at};
   double wbytes = (double)(nrows * k / 2);
   size_t nf = (size_t)(wbytes / 4);
   float* src = bpb_alloc(nf * 4);
   float* dst = bpb_alloc(nf * 4);
   bpb_fill_random(src, nf, 44);
-  snprintf(name, sizeof name,
-           "weight_only_mm i4 g128 [1, %lld] @ [%lld, %lld]^T (%.0f MiB packed, %s) vs copy loop",
-           (long long)k, (long long)nrows, (long long)k, wbytes / (1 << 20), where);
-  double t_op, t_copy;
-  if (bpb_time_vs_copy(ctx, run_w4, &r, src, dst, nf, name, &t_op, &t_copy)) {
-    printf("%s: %.3f ms vs copy %.3f ms (medians)\n", name, t_op * 1e3, t_copy * 1e3);
-    bpb_add_figure(&(bpb_figure_t){name, "GB/s", wbytes / t_op / 1e9, 2.0 * wbytes / t_copy / 1e9,
-                                   "copy loop over the packed bytes (read + written), same run",
-                                   0.8, 0});
+  for (int q8 = 0; q8 < 2; q8++) {
+    bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = BP_DTYPE_I4, .axis = -1,
+                              .block_size = g, .flags = q8 ? BP_QUANTIZE_INT8_ACTIVATIONS : 0};
+    qmm_run_t r = {x, w, s, NULL, &at};
+    snprintf(name, sizeof name,
+             "weight_only_mm i4 g128%s [1, %lld] @ [%lld, %lld]^T (%.0f MiB packed, %s) vs copy loop",
+             q8 ? " int8 activations" : "", (long long)k, (long long)nrows, (long long)k,
+             wbytes / (1 << 20), where);
+    double t_op, t_copy;
+    if (bpb_time_vs_copy(ctx, run_w4, &r, src, dst, nf, name, &t_op, &t_copy)) {
+      printf("%s: %.3f ms vs copy %.3f ms (medians)\n", name, t_op * 1e3, t_copy * 1e3);
+      bpb_add_figure(&(bpb_figure_t){name, "GB/s", wbytes / t_op / 1e9, 2.0 * wbytes / t_copy / 1e9,
+                                     "copy loop over the packed bytes (read + written), same run",
+                                     0.8, 0});
+    }
+    if (r.out) bp_tensor_release(r.out);
   }
   free(src), free(dst);
   bp_tensor_release(x), bp_tensor_release(w), bp_tensor_release(s);
-  if (r.out) bp_tensor_release(r.out);
 }
 
 static void release_run(quant_run_t* r) {

@@ -73,6 +73,9 @@ static int dnnl_on(void) {
   if (g_state == 0) {
     const char* env = getenv("BACKPLANE_CPU_DNNL");
     g_state = env && env[0] == '0' ? -1 : 1;
+    /* primitives live in our cache only: oneDNN's own process-wide cache
+     * would keep them past the plugin's unload */
+    if (g_state == 1 && dnnl_set_primitive_cache_capacity(0) != dnnl_success) g_state = -1;
     if (g_state == 1 && dnnl_engine_create(&g_engine, dnnl_cpu, 0) != dnnl_success) g_state = -1;
   }
   return g_state == 1;

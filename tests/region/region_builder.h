@@ -102,4 +102,19 @@ static inline bp_ew_program_t rb_program(const bp_ew_instr_t* ins, uint32_t n, u
   return p;
 }
 
+/* The EPILOGUE region out = act(linear(x, w, bias)) + residual in f32:
+ * values x [M, K], w [N, K], bias [N], residual [M, N], out [M, N] (the
+ * five arguments, four inputs), then the two temporaries. */
+static inline const bp_region_desc_t* rb_linear_act_residual(rb_t* b, int64_t M, int64_t K, int64_t N,
+                                                             uint32_t act, const void* act_attrs) {
+  rb_init(b);
+  uint32_t vx = RB_V(b, F32, M, K), vw = RB_V(b, F32, N, K), vb = RB_V(b, F32, N),
+           vr = RB_V(b, F32, M, N), vo = RB_V(b, F32, M, N), t0 = RB_V(b, F32, M, N),
+           t1 = RB_V(b, F32, M, N);
+  rb_node(b, BP_OP_linear, NULL, 3, 1, vx, vw, vb, t0);
+  rb_node(b, act, act_attrs, 1, 1, t0, t1);
+  rb_node(b, BP_OP_add, NULL, 2, 1, t1, vr, vo);
+  return rb_desc(b, BP_REGION_EPILOGUE, 5, 4, NULL);
+}
+
 #endif /* BP_TESTS_REGION_BUILDER_H_ */

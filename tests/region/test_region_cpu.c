@@ -317,14 +317,7 @@ static void test_epilogue_linear_gelu_residual(void** state) {
   bp_tensor_t* tr = FX_T(F32, res, M, N);
   bp_tensor_t* out = FX_T(F32, NULL, M, N);
   rb_t b;
-  rb_init(&b);
-  uint32_t vx = RB_V(&b, F32, M, K), vw = RB_V(&b, F32, N, K), vb = RB_V(&b, F32, N),
-           vr = RB_V(&b, F32, M, N), vo = RB_V(&b, F32, M, N), t0 = RB_V(&b, F32, M, N),
-           t1 = RB_V(&b, F32, M, N);
-  rb_node(&b, BP_OP_linear, NOATTR, 3, 1, vx, vw, vb, t0);
-  rb_node(&b, BP_OP_gelu, NOATTR, 1, 1, t0, t1);
-  rb_node(&b, BP_OP_add, NOATTR, 2, 1, t1, vr, vo);
-  bp_region_t* r = compile_ok(rb_desc(&b, BP_REGION_EPILOGUE, 5, 4, NULL));
+  bp_region_t* r = compile_ok(rb_linear_act_residual(&b, M, K, N, BP_OP_gelu, NOATTR));
   const bp_tensor_t* args[5] = {tx, tw, tb, tr, out};
   launch_ok(r, args, 5);
   fx_read(out, got, M * N, 4);

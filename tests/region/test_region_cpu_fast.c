@@ -401,6 +401,84 @@ static void test_chain_region_in_place(void** state) {
   free(got);
 }
 
+/* ---- epilogues ------------------------------------------------------------ */
+static void fill_f32(float* x, int64_t n, uint32_t seed) {
+  for (int64_t i = 0; i < n; i++) x[i] = (float)(lcg(&seed) >> 8) / (float)(1u << 24) * 4.0f - 2.0f;
+}
+
+/* linear + bias + gelu (tanh form) + residual, and addmm (self a bias row)
+ * + silu, as EPILOGUE regions at sizes that leave vector and tile tails
+ * (one row, one column, more rows than a GEMM row block of 1030 columns:
+ * 2 MiB / 4120 B = 508 rows), against the eager ops. */
+static void test_epilogue_odd_sizes(void** state) {
+  (void)state;
+  static const int64_t shapes[][2] = {{1, 1}, {7, 17}, {515, 33}, {600, 1030}};
+  enum { K = 9 };
+  for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+    const int64_t M = shapes[c][0], N = shapes[c][1];
+    float* x = malloc(sizeof(float) * (size_t)(M * K));
+    float* w = malloc(sizeof(float) * (size_t)(N * K));
+    float* bias = malloc(sizeof(float) * (size_t)N);
+    float* res = malloc(sizeof(float) * (size_t)(M * N));
+    float* got = malloc(sizeof(float) * (size_t)(M * N));
+    float* want = malloc(sizeof(float) * (size_t)(M * N));
+    assert_true(x && w && bias && res && got && want);
+    fill_f32(x, M * K, 1);
+    fill_f32(w, N * K, 2);
+    fill_f32(bias, N, 3);
+    fill_f32(res, M * N, 4);
+    bp_tensor_t* tx = FX_T(F32, x, M, K);
+    bp_tensor_t* tw = FX_T(F32, w, N, K);
+    bp_tensor_t* twt = NULL;
+    bp_tensor_t* tb = FX_T(F32, bias, N);
+    bp_tensor_t* tr = FX_T(F32, res, M, N);
+    bp_tensor_t* out = FX_T(F32, NULL, M, N);
+    bp_gelu_attrs_t tanh_form = {.struct_size = sizeof tanh_form, .approximate = BP_GELU_TANH};
+    rb_t b;
+    bp_region_t* r = NULL;
+    bp_support_t why = {.struct_size = sizeof why};
+    assert_int_equal(bp_region_compile(g_dev, rb_linear_act_residual(&b, M, K, N, BP_OP_gelu, &tanh_form), &why, &r),
+                     BP_OK);
+    const bp_tensor_t* args[5] = {tx, tw, tb, tr, out};
+    assert_int_equal(bp_region_launch(g_stream, r, args, 5, NULL), BP_OK);
+    fx_read(out, got, M * N, 4);
+    bp_region_release(r);
+    /* Eager: the results stay tracked until fx_release_all. */
+    bp_tensor_t* e[3] = {NULL, NULL, NULL};
+    assert_int_equal(bp_op_linear(g_stream, tx, tw, tb, NULL, &e[0]), BP_OK);
+    assert_int_equal(bp_op_gelu(g_stream, fx_track(e[0]), &tanh_form, &e[1]), BP_OK);
+    assert_int_equal(bp_op_add(g_stream, fx_track(e[1]), tr, NULL, &e[2]), BP_OK);
+    fx_read(fx_track(e[2]), want, M * N, 4);
+    fx_assert_close(got, want, M * N, 1e-5);
+
+    /* addmm(bias row, x, w^T) + silu. */
+    assert_int_equal(bp_tensor_permute(tw, (int64_t[]){1, 0}, &twt), BP_OK); /* a strided [K, N] view */
+    fx_track(twt);
+    rb_init(&b);
+    uint32_t vb = RB_V(&b, F32, N), vx = RB_V(&b, F32, M, K), vwt = RB_V(&b, F32, K, N), vo = RB_V(&b, F32, M, N),
+             t0 = RB_V(&b, F32, M, N);
+    rb_node(&b, BP_OP_addmm, NULL, 3, 1, vb, vx, vwt, t0);
+    rb_node(&b, BP_OP_silu, NULL, 1, 1, t0, vo);
+    assert_int_equal(bp_region_compile(g_dev, rb_desc(&b, BP_REGION_EPILOGUE, 4, 3, NULL), &why, &r), BP_OK);
+    const bp_tensor_t* args2[4] = {tb, tx, twt, out};
+    assert_int_equal(bp_region_launch(g_stream, r, args2, 4, NULL), BP_OK);
+    fx_read(out, got, M * N, 4);
+    bp_region_release(r);
+    e[0] = e[1] = NULL;
+    assert_int_equal(bp_op_addmm(g_stream, tb, tx, twt, NULL, &e[0]), BP_OK);
+    assert_int_equal(bp_op_silu(g_stream, fx_track(e[0]), NULL, &e[1]), BP_OK);
+    fx_read(fx_track(e[1]), want, M * N, 4);
+    fx_assert_close(got, want, M * N, 1e-5);
+    fx_release_all(NULL);
+    free(x);
+    free(w);
+    free(bias);
+    free(res);
+    free(got);
+    free(want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_teardown(f, fx_release_all)
@@ -409,6 +487,7 @@ int main(void) {
       T(test_direct_stores),
       T(test_direct_store_after_overlapping_input),
       T(test_chain_region_in_place),
+      T(test_epilogue_odd_sizes),
 #undef T
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);

@@ -71,24 +71,33 @@ static bp_status_t run_eager(bpb_ctx_t* ctx, void* user) {
   return BP_OK;
 }
 
-/* Seconds per run of fn: bursts of back-to-back runs closed by one
- * synchronize (steady state, as bpb_time_vs_copy), median of reps. */
-static double time_burst(bpb_ctx_t* ctx, bpb_run_fn fn, void* user) {
-  double v[BPB_MAX_REPS];
-  BPB_CHECK(fn(ctx, user));
+/* Seconds per run of fn: a burst of back-to-back runs closed by one
+ * synchronize (steady state, as bpb_time_vs_copy). */
+static double burst_seconds(bpb_ctx_t* ctx, bpb_run_fn fn, void* user) {
+  int n = 0;
+  double t0 = bpb_now(), t;
+  do {
+    BPB_CHECK(fn(ctx, user));
+    n++;
+    BPB_CHECK(bp_stream_synchronize(ctx->stream));
+    t = bpb_now() - t0;
+  } while (n < BPB_BURST || t < BPB_BURST_S);
+  return t / n;
+}
+
+/* Medians of reps bursts of `a` and of `b`, interleaved (a, b, a, b, ...)
+ * so that both see the same load on a shared machine. */
+static void time_pair(bpb_ctx_t* ctx, bpb_run_fn a, bpb_run_fn b, void* user, double* out_a, double* out_b) {
+  double va[BPB_MAX_REPS], vb[BPB_MAX_REPS];
+  BPB_CHECK(a(ctx, user));
+  BPB_CHECK(b(ctx, user));
   BPB_CHECK(bp_stream_synchronize(ctx->stream));
   for (int r = 0; r < ctx->reps; r++) {
-    int n = 0;
-    double t0 = bpb_now(), t;
-    do {
-      BPB_CHECK(fn(ctx, user));
-      n++;
-      BPB_CHECK(bp_stream_synchronize(ctx->stream));
-      t = bpb_now() - t0;
-    } while (n < BPB_BURST || t < BPB_BURST_S);
-    v[r] = t / n;
+    va[r] = burst_seconds(ctx, a, user);
+    vb[r] = burst_seconds(ctx, b, user);
   }
-  return bpb_median(v, ctx->reps);
+  *out_a = bpb_median(va, ctx->reps);
+  *out_b = bpb_median(vb, ctx->reps);
 }
 
 static void chain_figures(bpb_ctx_t* ctx) {
@@ -111,8 +120,8 @@ static void chain_figures(bpb_ctx_t* ctx) {
   s.args[0] = s.x;
   s.args[1] = s.y;
   s.args[2] = s.out;
-  double t_eager = time_burst(ctx, run_eager, &s);
-  double t_region = time_burst(ctx, run_region, &s);
+  double t_eager, t_region;
+  time_pair(ctx, run_eager, run_region, &s, &t_eager, &t_region);
   char fig[160];
   snprintf(fig, sizeof fig, "8-op elementwise chain, %lldM f32: compiled region vs eager ops", (long long)(n >> 20));
   bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_region, 1.0 / t_eager, "the 8 ops eagerly", 5.0, 0});
@@ -184,8 +193,8 @@ static void linear_figures(bpb_ctx_t* ctx) {
   s.args[1] = s.w;
   s.args[2] = s.b;
   s.args[3] = s.out;
-  double t_eager = time_burst(ctx, lin_eager, &s);
-  double t_region = time_burst(ctx, lin_region, &s);
+  double t_eager, t_region;
+  time_pair(ctx, lin_eager, lin_region, &s, &t_eager, &t_region);
   bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_region, 1.0 / t_eager, "linear then gelu eagerly", 0, 0});
 done:
   bp_region_release(s.region);

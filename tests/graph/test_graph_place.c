@@ -195,6 +195,68 @@ static void test_op_only_one_device_runs(void** state) {
   bp_graph_release(g);
 }
 
+/* A plugin that claims the nodes a and c as one group while b between them
+ * runs on another device: the group is not convex (a -> b -> c leaves it
+ * and comes back), so the compiler drops it with that reason instead of
+ * compiling it; the run equals eager. */
+static void test_claim_not_convex(void** state) {
+  (void)state;
+  bp_context_t* ctx = NULL;
+  bp_context_options_t co = {.struct_size = sizeof(co), .flags = BP_CONTEXT_NO_DISCOVERY};
+  assert_int_equal(bp_context_create(&co, &ctx), BP_OK);
+  const char* pdir = getenv("BACKPLANE_TEST_PLUGIN_DIR");
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/libbp_plugin_cpu.so", pdir ? pdir : ".");
+  assert_int_equal(bp_context_register_plugin(ctx, path, NULL), BP_OK);
+  snprintf(path, sizeof(path), "%s/libbp_graph_claimdev.so", GRAPH_COST_DIR);
+  assert_int_equal(bp_context_register_plugin(ctx, path, NULL), BP_OK);
+  bp_device_t *claim = NULL, *cpu = NULL;
+  assert_int_equal(bp_context_find_device(ctx, "claimdev:0", &claim), BP_OK);
+  assert_int_equal(bp_context_find_device(ctx, "cpu:0", &cpu), BP_OK);
+  bp_graph_t* g = parse(
+      "input x : f32[4, 8]\n"
+      "a = relu(x) @a\n"
+      "b = relu(a) @b\n"
+      "c = add(a, b) @c\n"
+      "output c\n");
+  bp_device_t* devs[2] = {claim, cpu};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  bp_graph_pin_t pins[3] = {{"a", claim}, {"b", cpu}, {"c", claim}};
+  o.pins = pins;
+  o.num_pins = 3;
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "{\"device\": \"claimdev:0\", \"first_node\": 0, \"nodes\": 2, \"reason\": 1, "
+                               "\"message\": \"the claimed group is not convex: its nodes run alone\"}"));
+  bp_graph_text_free(json);
+  float data[32];
+  for (int i = 0; i < 32; ++i) data[i] = (float)i / 8.0f - 2.0f;
+  int64_t dims[2] = {4, 8};
+  bp_stream_t* s = NULL;
+  assert_int_equal(bp_stream_create(cpu, NULL, &s), BP_OK);
+  bp_tensor_t *in = NULL, *out = NULL, *ref = NULL;
+  assert_int_equal(bp_tensor_create(cpu, BP_DTYPE_F32, 2, dims, &in), BP_OK);
+  assert_int_equal(bp_tensor_write(s, in, data, sizeof(data)), BP_OK);
+  if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
+  assert_int_equal(bp_graph_run_eager(s, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
+  float a[32], b[32];
+  bp_stream_t* so = NULL;
+  assert_int_equal(bp_stream_create(bp_tensor_device(out), NULL, &so), BP_OK);
+  assert_int_equal(bp_tensor_read(so, out, a, sizeof(a)), BP_OK);
+  assert_int_equal(bp_tensor_read(s, ref, b, sizeof(b)), BP_OK);
+  for (int i = 0; i < 32; ++i) assert_true(a[i] == b[i]);
+  bp_stream_release(so);
+  bp_stream_release(s);
+  bp_tensor_release(out);
+  bp_tensor_release(ref);
+  bp_tensor_release(in);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+  bp_context_release(ctx);
+}
+
 static void test_forbid_fallback_lists_nodes(void** state) {
   (void)state;
   bp_graph_t* g = parse(
@@ -235,6 +297,7 @@ int main(void) {
       cmocka_unit_test(test_plugin_estimate_wins),
       cmocka_unit_test(test_op_only_one_device_runs),
       cmocka_unit_test(test_forbid_fallback_lists_nodes),
+      cmocka_unit_test(test_claim_not_convex),
   };
   return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

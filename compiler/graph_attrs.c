@@ -135,6 +135,7 @@ FIELDS(bp_fused_quant_attrs_t, F1(bp_fused_quant_attrs_t, qdtype, K_DT)
 FIELDS(bp_softcap_attrs_t, F1(bp_softcap_attrs_t, cap, K_F64))
 FIELDS(bp_logits_mask_attrs_t, F1(bp_logits_mask_attrs_t, top_k, K_U32)
        F1(bp_logits_mask_attrs_t, top_p, K_F64) F1(bp_logits_mask_attrs_t, min_p, K_F64))
+FIELDS(bp_moe_permute_attrs_t, F1(bp_moe_permute_attrs_t, num_experts, K_U32))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

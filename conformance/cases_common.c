@@ -160,6 +160,29 @@ static bp_status_t distinct_values(bpc_rng_t* rng, const bpc_operand_t* o, int64
   return BP_OK;
 }
 
+static int cmp_i64(const void* a, const void* b) {
+  int64_t x = *(const int64_t*)a, y = *(const int64_t*)b;
+  return (x > y) - (x < y);
+}
+
+/* BPC_V_OFFSETS: numel nondecreasing integers of [lo, hi], the first lo and
+ * the last hi (the inner ones drawn, then sorted). */
+static bp_status_t offsets_values(bpc_rng_t* rng, const bpc_operand_t* o, int64_t numel,
+                                  uint8_t* data) {
+  int64_t lo = (int64_t)ceil(o->lo), hi = (int64_t)floor(o->hi);
+  if (bpc_dtype_is_float(o->dtype) || hi < lo) return BP_INVALID_ARGUMENT;
+  int64_t* v = malloc(sizeof(int64_t) * (size_t)numel);
+  if (!v) return BP_RESOURCE_EXHAUSTED;
+  for (int64_t i = 0; i < numel; i++) v[i] = i == 0 ? lo : i == numel - 1 ? hi : bpc_rng_int(rng, lo, hi);
+  qsort(v, (size_t)numel, sizeof(int64_t), cmp_i64);
+  for (int64_t i = 0; i < numel; i++) {
+    bpc_num_t n = {(double)v[i], v[i], 0.0};
+    bpc_store(o->dtype, data, i, n, BP_DTYPE_I64);
+  }
+  free(v);
+  return BP_OK;
+}
+
 /* Specials of an operand after its range filter. */
 static uint32_t operand_specials(const bpc_operand_t* o, bpc_num_t* out, uint32_t capacity) {
   bpc_num_t all[64];
@@ -260,8 +283,9 @@ bp_status_t bpc_case_materialize(const bpc_case_t* c, uint32_t k, void** out_dat
     for (uint32_t j = 0; j < before; j++) period *= m ? m : 1;
     for (uint32_t j = 0; j < nspecial; j++) limit *= m ? m : 1;
   }
-  if ((o->values & 3u) == BPC_V_DISTINCT) {
-    bp_status_t st = distinct_values(&rng, o, numel, data);
+  if ((o->values & 3u) == BPC_V_DISTINCT || (o->values & 3u) == BPC_V_OFFSETS) {
+    bp_status_t st = (o->values & 3u) == BPC_V_DISTINCT ? distinct_values(&rng, o, numel, data)
+                                                        : offsets_values(&rng, o, numel, data);
     if (st != BP_OK) free(data);
     else *out_data = data;
     return st;

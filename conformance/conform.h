@@ -235,6 +235,9 @@ enum bpc_values {
                           then random; with lo < hi only finite specials in range */
   BPC_V_DISTINCT = 2,  /* integers drawn from [lo, hi] without repeats (a slot
                           mapping); hi - lo + 1 >= the element count */
+  BPC_V_OFFSETS = 3,   /* integers, nondecreasing, the first lo and the last hi
+                          (offsets of ragged groups: cu_seqlens, expert
+                          offsets); one element: lo */
   BPC_V_NONFINITE = 4, /* flag with SPECIAL and a range: keep inf and NaN */
   BPC_V_NONZERO = 8,   /* flag: never zero (integer divisors) */
   BPC_V_INTEGRAL = 16, /* flag: floating values are integers in [lo, hi], exact
@@ -303,6 +306,7 @@ typedef union bpc_attrs {
   bp_fused_quant_attrs_t fused_quant;
   bp_softcap_attrs_t softcap;
   bp_logits_mask_attrs_t logits_mask;
+  bp_moe_permute_attrs_t moe_permute;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

@@ -331,6 +331,19 @@ int main(int argc, char** argv) {
   printf("| Core ATen | served by |\n|---|---|\n");
   for (size_t i = 0; i < COUNT(k_views); ++i)
     printf("| %s | `%s`: %s |\n", k_views[i].aten, k_views[i].function, k_views[i].note);
+  printf("\n## Example: the serving ops together (examples/decode_tiny.c)\n\n"
+         "A tiny randomly initialised transformer (2 layers, d_model 128, 4 query heads sharing 2 "
+         "kv heads, vocabulary 512, int4 weights in groups of 32) decodes 8 tokens through "
+         "`embedding`, `rms_norm` / `add_rms_norm`, `qkv_rotary`, `kv_cache_append` into a paged "
+         "cache, `paged_attention_prefill` (the prompt) and `paged_attention` (each token), "
+         "`weight_only_mm` (int4), `swiglu` and `sample` (temperature 0.8, top-p 0.9, a fixed "
+         "Philox seed). The same model (the same dequantized weights) runs densely in double on "
+         "the host as the reference. Tolerance: every logit within 1e-4 of the reference (the "
+         "observed error is about 2e-6); a sampled token must equal the reference's unless the "
+         "reference decision is within a tie: the row's uniform, or the top-p mass, within "
+         "exp(2e-4 / 0.8) - 1 of a boundary (how far a 1e-4 logit error moves a normalized "
+         "cumulative weight), and the token is reachable there. Run as the ctest "
+         "`example_decode_tiny`; it prints per-token timings.\n");
   cJSON_Delete(summary);
   return 0;
 }

@@ -56,6 +56,20 @@ bp_status_t bpc_ref_elementwise(const bpc_case_t* c, const bpc_ew_operand_t* ops
 bp_status_t bpc_ref_reduce_dims(const bp_reduce_attrs_t* a, uint32_t rank, int all_if_empty,
                                 uint8_t* mask, bpc_ref_result_t* res);
 
+/* A paged KV cache seen by the references of paged_attention and
+ * paged_attention_prefill (ref_serving.c). */
+typedef struct bpc_paged {
+  const bpc_host_tensor_t *q, *kc, *vc, *bt; /* query, caches, block_tables */
+  int64_t D, BS, Hkv, MB;
+  double scale;
+} bpc_paged_t;
+/* One query row (elements [row0, row0 + D) of q and of e) against kv head gk
+ * of sequence s's tokens [start, end), with ALiBi slope * (t - (end - 1))
+ * (0: none): the softmax-weighted values, their magnitudes and paged
+ * attention's term counts. sc holds 2 * end doubles. */
+void bpc_ref_paged_row(const bpc_paged_t* p, int64_t row0, int64_t gk, int64_t s, int64_t start,
+                       int64_t end, double slope, double* sc, bpc_expected_t* e);
+
 /* The families, one per file. */
 bp_status_t bpc_ref_unary(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res);
 bp_status_t bpc_ref_clamp_tensor(const bpc_case_t* c, const bpc_host_tensor_t* in,

@@ -313,6 +313,40 @@ static bp_status_t ref_kv_cache_append(const bpc_case_t* c, const bpc_host_tenso
 
 /* ---- paged_attention ------------------------------------------------------------- */
 
+void bpc_ref_paged_row(const bpc_paged_t* p, int64_t row0, int64_t gk, int64_t s, int64_t start,
+                       int64_t end, double slope, double* sc, bpc_expected_t* e) {
+  const int64_t D = p->D, BS = p->BS, MB = p->MB;
+  double* amag = sc + end;
+  double mx = -INFINITY, amax = 0.0;
+  for (int64_t t = start; t < end; t++) {
+    int64_t row = (li(p->bt, s * MB + t / BS) * BS + t % BS) * p->Hkv + gk;
+    double dot = 0.0, mag = 0.0;
+    for (int64_t d = 0; d < D; d++) {
+      double v = ld(p->q, row0 + d) * ld(p->kc, row * D + d);
+      dot += v;
+      mag += fabs(v);
+    }
+    sc[t] = p->scale * dot + slope * (double)(t - (end - 1));
+    amag[t] = p->scale * mag + fabs(slope * (double)(t - (end - 1)));
+    if (sc[t] > mx) mx = sc[t];
+    if (amag[t] > amax) amax = amag[t];
+  }
+  double l = 0.0;
+  for (int64_t t = start; t < end; t++) l += exp(sc[t] - mx);
+  for (int64_t d = 0; d < D; d++) {
+    double acc = 0.0, mag = 0.0;
+    for (int64_t t = start; t < end; t++) {
+      int64_t row = (li(p->bt, s * MB + t / BS) * BS + t % BS) * p->Hkv + gk;
+      double v = exp(sc[t] - mx) / l * ld(p->vc, row * D + d);
+      acc += v;
+      mag += fabs(v);
+    }
+    e->f[row0 + d] = acc;
+    e->mag[row0 + d] = mag;
+    e->nterms[row0 + d] = (double)(end - start) + 8.0 + 4.0 * (double)(D + 2) * amax;
+  }
+}
+
 static bp_status_t ref_paged_attention(const bpc_case_t* c, const bpc_host_tensor_t* in,
                                        bpc_ref_result_t* res) {
   const bpc_host_tensor_t *q = &in[0], *kc = &in[1], *vc = &in[2], *bt = &in[3], *cl = &in[4];
@@ -333,7 +367,6 @@ static bp_status_t ref_paged_attention(const bpc_case_t* c, const bpc_host_tenso
   int64_t maxn = MB * BS;
   double* sc = malloc(sizeof(double) * (size_t)(2 * (maxn > 0 ? maxn : 1)));
   if (!sc) return BP_RESOURCE_EXHAUSTED;
-  double* amag = sc + maxn;
   for (int64_t s = 0; s < S && st == BP_OK; s++) {
     int64_t len = li(cl, s);
     if (len < 0 || len > maxn) {
@@ -345,41 +378,10 @@ static bp_status_t ref_paged_attention(const bpc_case_t* c, const bpc_host_tenso
       int64_t blk = li(bt, s * MB + b);
       if (blk < 0 || blk >= NB) st = bpc_ref_reject(res, "block id outside the cache");
     }
+    const bpc_paged_t pg = {q, kc, vc, bt, D, BS, Hkv, MB, scale};
     for (int64_t h = 0; h < H && st == BP_OK; h++) {
-      int64_t gk = h / (H / Hkv);
-      double mx = -INFINITY, amax = 0.0;
-      for (int64_t t = start; t < len; t++) {
-        int64_t row = (li(bt, s * MB + t / BS) * BS + t % BS) * Hkv + gk;
-        double dot = 0.0, mag = 0.0;
-        for (int64_t d = 0; d < D; d++) {
-          double p = ld(q, (s * H + h) * D + d) * ld(kc, row * D + d);
-          dot += p;
-          mag += fabs(p);
-        }
-        sc[t] = scale * dot;
-        amag[t] = scale * mag;
-        if (al) {
-          sc[t] += ld(al, h) * (double)(t - (len - 1));
-          amag[t] += fabs(ld(al, h) * (double)(t - (len - 1)));
-        }
-        if (sc[t] > mx) mx = sc[t];
-        if (amag[t] > amax) amax = amag[t];
-      }
-      double l = 0.0;
-      for (int64_t t = start; t < len; t++) l += exp(sc[t] - mx);
-      for (int64_t d = 0; d < D; d++) {
-        double acc = 0.0, mag = 0.0;
-        for (int64_t t = start; t < len; t++) {
-          int64_t row = (li(bt, s * MB + t / BS) * BS + t % BS) * Hkv + gk;
-          double p = exp(sc[t] - mx) / l * ld(vc, row * D + d);
-          acc += p;
-          mag += fabs(p);
-        }
-        int64_t lin = (s * H + h) * D + d;
-        e->f[lin] = acc;
-        e->mag[lin] = mag;
-        e->nterms[lin] = (double)(len - start) + 8.0 + 4.0 * (double)(D + 2) * amax;
-      }
+      bpc_ref_paged_row(&pg, (s * H + h) * D, h / (H / Hkv), s, start, len, al ? ld(al, h) : 0.0, sc,
+                        e);
     }
   }
   free(sc);

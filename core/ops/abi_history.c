@@ -34,9 +34,12 @@
 /* 1.3: the fused quantizations rms_norm_quant, add_rms_norm_quant,
  * swiglu_quant (ids 160..162, family QUANT); rotary_embedding_pos (163,
  * family ATTENTION); logits_softcap, top_k_top_p_mask (164, 165, family
- * SAMPLE); the weight_only_mm flag BP_QUANTIZE_INT8_ACTIVATIONS (a
- * permission that older plugins ignore: nothing to gate). */
-#define BP__OP_COUNT_1_3 166u
+ * SAMPLE); moe_permute, moe_unpermute, grouped_mm (166..168, family MOE);
+ * merge_attn_states, kv_cache_copy_blocks, paged_attention_prefill
+ * (169..171, family PAGED_ATTENTION); the weight_only_mm flag
+ * BP_QUANTIZE_INT8_ACTIVATIONS (a permission that older plugins ignore:
+ * nothing to gate). */
+#define BP__OP_COUNT_1_3 172u
 #define BP__DTYPE_COUNT_1_3 27u
 _Static_assert(BP__OP_COUNT_1_3 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
 _Static_assert(BP__DTYPE_COUNT_1_3 == BP_DTYPE_COUNT_,

@@ -36,6 +36,7 @@ static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input, uint32
     case BP_OP_slice_scatter:
       return input == 0;
     case BP_OP_kv_cache_append: case BP_OP_rotary_embedding_pos:
+    case BP_OP_kv_cache_copy_blocks:
       return input == output;
     case BP_OP_logits_softcap: case BP_OP_top_k_top_p_mask:
       return 1;

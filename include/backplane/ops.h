@@ -82,7 +82,7 @@ enum bp_op_family {
   BP_OP_FAMILY_QUANT = 24,     /* quantize, dequantize, quantized matmuls */
   BP_OP_FAMILY_SAMPLE = 25,    /* token sampling from logits rows, logit penalties */
   BP_OP_FAMILY_PAGED_ATTENTION = 26, /* KV cache in fixed-size blocks: append, attention */
-  BP_OP_FAMILY_MOE = 27,       /* mixture of experts: routing */
+  BP_OP_FAMILY_MOE = 27,       /* mixture of experts: routing, permutation, grouped GEMM */
   BP_OP_FAMILY_COUNT_ = 28
 };
 
@@ -533,7 +533,10 @@ typedef struct bp_penalty_attrs {
 } bp_penalty_attrs_t;
 
 /* paged_attention (ABI 1.2): decode attention of one query token per
- * sequence over a KV cache in blocks (docs/semantics.md, "Paged KV cache"). */
+ * sequence over a KV cache in blocks (docs/semantics.md, "Paged KV cache");
+ * paged_attention_prefill (ABI 1.3): causal attention of each sequence's new
+ * tokens over the same cache (sliding_window counts keys up to and including
+ * the query's position). */
 typedef struct bp_paged_attention_attrs {
   uint32_t struct_size;
   uint32_t sliding_window; /* 0: none; W: only the last W keys of each sequence */
@@ -593,6 +596,15 @@ typedef struct bp_logits_mask_attrs {
   double min_p;   /* in [0, 1]; keeps p_i >= min_p * max_j p_j; 0: none */
 } bp_logits_mask_attrs_t;
 
+/* moe_permute (ABI 1.3): rows of the tokens gathered into expert order
+ * from their top-k expert ids (docs/semantics.md, "Mixture of experts"). */
+typedef struct bp_moe_permute_attrs {
+  uint32_t struct_size;
+  uint32_t num_experts; /* E >= 1 (required); ids outside [0, E) are not local */
+  uint32_t reserved0;
+  uint32_t reserved1;
+} bp_moe_permute_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -611,7 +623,7 @@ typedef struct bp_logits_mask_attrs {
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
   X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
   X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t) X(bp_softcap_attrs_t)          \
-  X(bp_logits_mask_attrs_t)
+  X(bp_logits_mask_attrs_t) X(bp_moe_permute_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -665,6 +677,7 @@ typedef struct bp_logits_mask_attrs {
 #define BP_ATTRS_V1_SIZE_bp_fused_quant_attrs_t 32u     /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_softcap_attrs_t 16u         /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_logits_mask_attrs_t 24u     /* ABI 1.3 */
+#define BP_ATTRS_V1_SIZE_bp_moe_permute_attrs_t 16u     /* ABI 1.3 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

@@ -22,7 +22,7 @@ static int cpu_core_family(uint32_t op) {
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
   X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv) X(moe) \
-  X(fused_quant)
+  X(fused_quant) X(moe_dispatch) X(paged_ext)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL

@@ -8,28 +8,14 @@
 #include <stdlib.h>
 
 #include "ops_fixture.h"
+#include "serving_util.h"
 
 static bp_stream_t* g_stream;
 
 static uint64_t g_rng = 88172645463325252ull;
-static float frand(float lo, float hi) {
-  g_rng ^= g_rng << 13, g_rng ^= g_rng >> 7, g_rng ^= g_rng << 17;
-  return lo + (hi - lo) * (float)((g_rng >> 11) * 0x1.0p-53);
-}
-
-static bp_tensor_t* cpu_tensor(uint32_t dtype, uint32_t rank, const int64_t* sizes,
-                               const void* data) {
-  bp_tensor_t* t = ops_tensor(g_cpu, dtype, rank, sizes);
-  int64_t n = 1;
-  for (uint32_t d = 0; d < rank; d++) n *= sizes[d];
-  if (data) assert_ok(bp_tensor_write(g_stream, t, data, (uint64_t)n * bp_dtype_size(dtype)));
-  return t;
-}
-
-static void read_back(bp_stream_t* s, const bp_tensor_t* t, void* out, uint64_t bytes) {
-  assert_ok(bp_tensor_read(s, t, out, bytes));
-  assert_ok(bp_stream_synchronize(s));
-}
+#define frand(lo, hi) srv_frand(&g_rng, (lo), (hi))
+#define cpu_tensor(...) srv_tensor(g_stream, __VA_ARGS__)
+#define read_back srv_read
 
 /* ---- sample ------------------------------------------------------------------ */
 

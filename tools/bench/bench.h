@@ -139,7 +139,7 @@ double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const f
  * OpenBLAS) and skips with a printed reason otherwise. */
 #define BPB_SUITES(X) \
   X(core) X(ew) X(matmul) X(reduce) X(norm) X(conv) X(attention) X(quant) X(vs_cpu) X(vk_raw) \
-  X(vs_raw) X(comm) X(comm_mpi) X(graph) X(serving)
+  X(vs_raw) X(comm) X(comm_mpi) X(graph) X(serving) X(moe)
 #define BPB__SUITE_DECL(s) void bpb_suite_##s(bpb_ctx_t* ctx);
 BPB_SUITES(BPB__SUITE_DECL)
 #undef BPB__SUITE_DECL

@@ -1,9 +1,12 @@
-/* backplane gpu_common: sort and topk on the rank kernel (kernels/sort.cl).
+/* backplane gpu_common: sort, topk and moe_topk_softmax on the rank kernel
+ * (kernels/sort.cl).
  *
  * Rows are the positions of every dim but the sorted one; each operand
  * (input, values, indices) has its own strides over them and along the
  * sorted dim. topk keeps the first k ranks (sorted or not, the output is in
  * rank order, which is one of the orders unsorted topk allows).
+ * moe_topk_softmax is topk (largest, ties to the lower expert) of each
+ * token's router logits writing softmax probabilities as the values.
  */
 #include <string.h>
 
@@ -14,9 +17,34 @@
  * row, so the work grows with the square of the row. */
 #define SORT_MAX_COLS ((int64_t)1 << 17)
 
-int bp__gpu_sort_implemented(uint32_t op) { return op == BP_OP_sort || op == BP_OP_topk; }
+/* moe_topk_softmax renormalizes with O(E^2) work per element. */
+#define MOE_MAX_EXPERTS 1024
+
+int bp__gpu_sort_implemented(uint32_t op) {
+  return op == BP_OP_sort || op == BP_OP_topk || op == BP_OP_moe_topk_softmax;
+}
+
+static int moe_supported(const bp_op_call_t* call, char* msg, size_t cap) {
+  const bp_tensor_desc_t *in = call->inputs[0], *w = call->outputs[0], *ids = call->outputs[1];
+  if (!bp_dtype_is_float(in->dtype) || !bp_dtype_is_float(w->dtype) ||
+      (ids->dtype != BP_DTYPE_I64 && ids->dtype != BP_DTYPE_I32)) {
+    bp_plugin_format(msg, cap, 0, "floating logits and weights, i32/i64 ids");
+    return BP_SUPPORT_DTYPE;
+  }
+  const bp_moe_topk_attrs_t* a = call->attrs;
+  if (!a || in->rank != 2 || w->rank != 2 || ids->rank != 2 || a->top_k < 1 || a->top_k > in->sizes[1]) {
+    bp_plugin_format(msg, cap, 0, "router logits [T, E] and top_k in 1..E");
+    return BP_SUPPORT_ATTRIBUTE;
+  }
+  if (in->sizes[1] > MOE_MAX_EXPERTS) {
+    bp_plugin_format(msg, cap, 0, "%lld experts (the rank kernel takes %d)", (long long)in->sizes[1], MOE_MAX_EXPERTS);
+    return BP_SUPPORT_SIZE;
+  }
+  return 0;
+}
 
 static int64_t sort_dim(const bp_op_call_t* call) {
+  if (call->op_id == BP_OP_moe_topk_softmax) return 1;
   int32_t dim = call->op_id == BP_OP_sort ? ((const bp_sort_attrs_t*)call->attrs)->dim
                                           : ((const bp_topk_attrs_t*)call->attrs)->dim;
   int64_t wrap = call->inputs[0]->rank ? (int64_t)call->inputs[0]->rank : 1;
@@ -26,6 +54,7 @@ static int64_t sort_dim(const bp_op_call_t* call) {
 
 int bp__gpu_sort_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap) {
   if (!bp__gpu_dtypes_ok(caps, call, msg, cap)) return BP_SUPPORT_DTYPE;
+  if (call->op_id == BP_OP_moe_topk_softmax) return moe_supported(call, msg, cap);
   const bp_tensor_desc_t *in = call->inputs[0], *val = call->outputs[0], *idx = call->outputs[1];
   if (val->dtype != in->dtype || idx->dtype != BP_DTYPE_I64 || bp_dtype_size(in->dtype) == 0 ||
       bp_dtype_size(in->dtype) > 8) {
@@ -55,11 +84,18 @@ bp_status_t bp__gpu_sort_run(const bp_gpu_device_caps_t* caps, const bp_op_call_
   memset(&l, 0, sizeof l);
   bp_gpu_sort_args_t* a = &l.args.sort;
   a->ncols = in->rank ? in->sizes[dim] : 1;
-  a->k = call->op_id == BP_OP_topk ? ((const bp_topk_attrs_t*)call->attrs)->k : a->ncols;
+  if (call->op_id == BP_OP_moe_topk_softmax) {
+    const bp_moe_topk_attrs_t* m = call->attrs;
+    a->k = m->top_k;
+    a->descending = 1;
+    a->moe = m->renormalize ? 2 : 1;
+  } else {
+    a->k = call->op_id == BP_OP_topk ? ((const bp_topk_attrs_t*)call->attrs)->k : a->ncols;
+    a->descending = call->op_id == BP_OP_topk ? ((const bp_topk_attrs_t*)call->attrs)->largest != 0
+                                              : ((const bp_sort_attrs_t*)call->attrs)->descending != 0;
+  }
   if (a->k < 0 || a->k > a->ncols)
-    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "topk: k %lld out of range", (long long)a->k);
-  a->descending = call->op_id == BP_OP_topk ? ((const bp_topk_attrs_t*)call->attrs)->largest != 0
-                                            : ((const bp_sort_attrs_t*)call->attrs)->descending != 0;
+    return BP_KIT_ERROR(BP_INVALID_ARGUMENT, "%s: k %lld out of range", bp_kit_op_name(call->op_id), (long long)a->k);
   a->nrows = 1;
   for (uint32_t d = 0; d < in->rank; d++) {
     if ((int64_t)d == dim) continue;

@@ -132,7 +132,9 @@ typedef struct bp_gpu_sort_args {
   bp_u32 dtypes[3];
   bp_u32 row_rank;
   bp_u32 descending; /* 1: largest first */
-  bp_u32 reserved0;
+  /* moe_topk_softmax: 1 the values are the softmax probabilities of the
+   * row (in double), 2 also renormalized over the top k; 0 sort/topk */
+  bp_u32 moe;
 } bp_gpu_sort_args_t;
 
 /* ---- scatters (scatter.cl) ----------------------------------------------- */

@@ -63,6 +63,7 @@ typedef struct shm_head {
 typedef struct shm_rank {
   _Alignas(64) _Atomic uint64_t epoch;
   int64_t pid;
+  uint64_t pid_ns; /* inode of the process's PID namespace (0: unknown) */
   /* The header of this rank's current collective (valid from its barrier
    * A to the next barrier): the call without its pointers. */
   bp_kit_coll_t call;
@@ -108,6 +109,10 @@ struct bp_kit_shm {
   pending_send_t* sends;
   uint32_t nsends, cap_sends;
   struct timespec last_liveness;
+  /* n: whether this rank watches peer q's process: it shares this
+   * process's PID namespace (a pid from another one means nothing here;
+   * such a peer is left to the timeout). */
+  uint8_t* watch;
 };
 
 /* ------------------------------------------------------------------------ */
@@ -154,10 +159,16 @@ static int process_gone(int64_t pid) {
   return close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
 }
 
+/* The inode of this process's PID namespace (0: unknown). */
+static uint64_t pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 /* Breaks the communicator when a peer's process is gone. */
 static void check_peers(bp_kit_shm_t* s, const char* what) {
   for (int32_t q = 0; q < s->n; ++q) {
-    if (q == s->rank || !process_gone(s->ranks[q].pid)) continue;
+    if (q == s->rank || !s->watch[q] || !process_gone(s->ranks[q].pid)) continue;
     char msg[256];
     snprintf(msg, sizeof(msg), "%s: rank %d (process %lld) exited; the communicator is broken",
              what, q, (long long)s->ranks[q].pid);
@@ -298,11 +309,13 @@ static bp_kit_shm_t* shm_attach(unsigned char* base, size_t bytes, int32_t rank,
   s->recvd = calloc(un, sizeof(uint64_t));
   s->src = calloc(un, sizeof(void*));
   s->peer_calls = calloc(un, sizeof(bp_kit_coll_t));
-  if (!s->sent || !s->recvd || !s->src || !s->peer_calls) {
+  s->watch = calloc(un, 1);
+  if (!s->sent || !s->recvd || !s->src || !s->peer_calls || !s->watch) {
     free(s->sent);
     free(s->recvd);
     free(s->src);
     free(s->peer_calls);
+    free(s->watch);
     free(s);
     return NULL;
   }
@@ -401,6 +414,7 @@ static bp_kit_shm_t* offer_accept(const offer_t* o, int32_t rank, int is_leader,
     return NULL;
   }
   s->ranks[rank].pid = (int64_t)getpid();
+  s->ranks[rank].pid_ns = pid_namespace();
   return s;
 }
 
@@ -412,7 +426,16 @@ static void shm_free(bp_kit_shm_t* s) {
   free(s->src);
   free(s->peer_calls);
   free(s->sends);
+  free(s->watch);
   free(s);
+}
+
+/* Once every rank has mapped the segment (and written its pid): the peers
+ * in this process's PID namespace are watched. */
+static void watch_peers(bp_kit_shm_t* s) {
+  const uint64_t mine = s->ranks[s->rank].pid_ns;
+  for (int32_t q = 0; q < s->n; ++q)
+    s->watch[q] = q != s->rank && mine != 0 && s->ranks[q].pid_ns == mine;
 }
 
 bp_status_t bp_kit_shm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
@@ -458,6 +481,7 @@ bp_status_t bp_kit_shm_create(const bp_bootstrap_t* bs, uint64_t timeout_ns,
                 "cannot map rank 0's shared memory (another machine?); use the mpi plugin "
                 "across machines", first_bad);
   }
+  watch_peers(s);
   *out_shm = s;
   return BP_OK;
 }
@@ -1003,6 +1027,7 @@ bp_status_t bp_kit_shm_split(bp_kit_shm_t* s, const bp_kit_comm_t* c, int32_t co
     return st != BP_OK ? st : bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "comm_split: a new shared "
                                    "memory segment could not be created or mapped");
   }
+  if (mine) watch_peers(mine);
   *out_shm = mine;
   return BP_OK;
 }

@@ -248,11 +248,13 @@ static void check_case(const op_case_t* c, uint32_t cdt, int64_t n) {
  * widths, plus one over the thread pool's grain (32768). */
 static void test_program_ops_match_eager(void** state) {
   (void)state;
-  static const int64_t sizes[] = {0, 1, 15, 1023, 1025, 3 * 1024 + 17};
+  static const int64_t sizes[] = {0, 1, 1025, 15, 1023, 3 * 1024 + 17};
   static const uint32_t dts[] = {BP_DTYPE_F32, BP_DTYPE_F64};
+  /* Under valgrind the first three sizes (a tail in every vector loop). */
+  size_t nsizes = getenv("BP_UNDER_VALGRIND") ? 3 : sizeof sizes / sizeof sizes[0];
   for (size_t c = 0; c < sizeof k_ops / sizeof k_ops[0]; c++)
     for (size_t d = 0; d < 2; d++)
-      for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) check_case(&k_ops[c], dts[d], sizes[s]);
+      for (size_t s = 0; s < nsizes; s++) check_case(&k_ops[c], dts[d], sizes[s]);
   static const uint32_t big[] = {BP_OP_gelu, BP_OP_tanh, BP_OP_maximum, BP_OP_where};
   for (size_t c = 0; c < sizeof k_ops / sizeof k_ops[0]; c++)
     for (size_t b = 0; b < sizeof big / sizeof big[0]; b++)

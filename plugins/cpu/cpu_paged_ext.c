@@ -15,7 +15,7 @@
  * to 16 query rows); the G = num_heads / num_kv_heads query heads of the kv
  * head and the tile's rows share each key and value row (read in place for
  * f32 / f64 caches, converted once per item for f16 / bf16), dot products in
- * 8-lane vectors. Scores, a softmax per row, then the weighted
+ * 8-lane vectors (an AVX2 + FMA variant chosen at run time). Scores, a softmax per row, then the weighted
  * sum of the value rows, in f32 (f64 for f64), rounded once on store. Rows
  * outside [query_start_loc[0], query_start_loc[S]) are zero.
  *
@@ -167,8 +167,8 @@ typedef struct pf_job {
 /* One item for query heads of kv head g in compute type CT (float or
  * double, kernel type KT, dtype WIDE): q [R, D] scaled, sc [R, n], acc
  * [R, D], kv [D] (a converted cache row). Dot products in 8-lane vectors. */
-#define PF_ITEM(SFX, CT, KT, WIDE, EXP)                                                           \
-  static void pf_item_##SFX(const pf_job_t* j, const pf_item_t* it, int64_t g, CT* q, CT* sc,     \
+#define PF_ITEM(SFX, CT, KT, WIDE, EXP, ATTR)                                                     \
+  ATTR static void pf_item_##SFX(const pf_job_t* j, const pf_item_t* it, int64_t g, CT* q, CT* sc,     \
                             CT* acc, CT* kv) {                                                    \
     typedef CT pf_vec __attribute__((vector_size(8 * sizeof(CT))));                               \
     const bp_op_call_t* call = j->call;                                                           \
@@ -232,8 +232,23 @@ typedef struct pf_job {
     }                                                                                             \
   }
 
-PF_ITEM(f32, float, CPU_KT_F32, BP_DTYPE_F32, expf)
-PF_ITEM(f64, double, CPU_KT_F64, BP_DTYPE_F64, exp)
+PF_ITEM(f32, float, CPU_KT_F32, BP_DTYPE_F32, expf, )
+PF_ITEM(f64, double, CPU_KT_F64, BP_DTYPE_F64, exp, )
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PF_HAVE_AVX2 1
+PF_ITEM(f32_avx2, float, CPU_KT_F32, BP_DTYPE_F32, expf, __attribute__((target("avx2,fma"))))
+#endif
+
+typedef void (*pf_item_f32_fn)(const pf_job_t*, const pf_item_t*, int64_t, float*, float*, float*,
+                               float*);
+
+/* The f32 item for this CPU: AVX2 + FMA when it has them. */
+static pf_item_f32_fn pf_pick(void) {
+#ifdef PF_HAVE_AVX2
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return pf_item_f32_avx2;
+#endif
+  return pf_item_f32;
+}
 
 static void pf_run(void* ctx, int64_t begin, int64_t end) {
   pf_job_t* j = ctx;
@@ -249,12 +264,13 @@ static void pf_run(void* ctx, int64_t begin, int64_t end) {
     return;
   }
   void *q = buf, *acc = buf + cs * R * D, *kv = buf + 2 * cs * R * D, *sc = buf + cs * (2 * R * D + D);
+  pf_item_f32_fn item = pf_pick();
   size_t oes = bp_dtype_size(out->dtype);
   for (int64_t w = begin; w < end; w++) {
     const pf_item_t* it = &j->items[w / j->Hkv];
     int64_t g = w % j->Hkv;
     if (wide) pf_item_f64(j, it, g, q, sc, acc, kv);
-    else pf_item_f32(j, it, g, q, sc, acc, kv);
+    else item(j, it, g, q, sc, acc, kv);
     int64_t q0 = cpu_index_at(call->inputs[4], it->s);
     for (int64_t i = 0; i < it->n; i++) {
       unsigned char* o = cpu_desc_ptr(out) + (size_t)(((q0 + it->i0 + i) * j->H + g * j->G) * j->D) * oes;

@@ -14,8 +14,14 @@
  * One mutex guards the cache and every execution: oneDNN runs a call on
  * its own OpenMP threads (Debian's build, one per core) while the plugin's
  * pool sleeps, so two convolutions at once would only oversubscribe the
- * cores. BACKPLANE_CPU_DNNL=0 in the environment turns the path off (read
- * once per process), for side-by-side runs of both paths.
+ * cores.
+ *
+ * The path is off unless BACKPLANE_CPU_DNNL=1 is in the environment (read
+ * once per process). Measured on a loaded 2-core machine it lost to the
+ * im2col + GEMM path, by up to 10x at batch 1: OpenBLAS's threads keep
+ * spinning for a while after every GEMM (the baseline's, or a matmul's
+ * before the convolution) and starve oneDNN's OpenMP team, whose static
+ * split then waits for its slowest thread (docs/performance.md, suite conv).
  */
 #include "cpu_conv_dnnl.h"
 
@@ -72,7 +78,7 @@ __attribute__((destructor)) static void dnnl_cache_fini(void) {
 static int dnnl_on(void) {
   if (g_state == 0) {
     const char* env = getenv("BACKPLANE_CPU_DNNL");
-    g_state = env && env[0] == '0' ? -1 : 1;
+    g_state = env && env[0] == '1' && env[1] == '\0' ? 1 : -1;
     /* primitives live in our cache only: oneDNN's own process-wide cache
      * would keep them past the plugin's unload */
     if (g_state == 1 && dnnl_set_primitive_cache_capacity(0) != dnnl_success) g_state = -1;

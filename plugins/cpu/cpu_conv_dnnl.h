@@ -5,7 +5,7 @@
 #include "cpu_kernels.h"
 
 /* Runs a convolution forward through oneDNN when the build has it, the
- * environment does not turn it off (BACKPLANE_CPU_DNNL=0) and the call fits
+ * environment turns it on (BACKPLANE_CPU_DNNL=1) and the call fits
  * (f32, not transposed, positive strides): returns 1 and the status in
  * *out_status. Returns 0, having touched nothing, when the caller must take
  * its own path. Thread-safe (one call at a time runs oneDNN). */

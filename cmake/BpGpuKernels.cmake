@@ -14,6 +14,9 @@
 #   spirv   SPIR-V binaries (clang -target spir64 + llvm-spirv)
 #   amdgcn  AMDGCN code objects (clang -target amdgcn-amd-amdhsa, ARCH
 #           default gfx90a, libclc builtins)
+#   cubin   CUDA binaries for ARCH (sm_80, sm_90, ...): the PTX of an
+#           earlier `ptx` call in the same directory (PTX_PREFIX names it)
+#           through the toolkit's ptxas (BP_GPU_PTXAS)
 # The compilers come from BP_GPU_CLANG, BP_GPU_LLVM_SPIRV and BP_GPU_LIBCLC_DIR
 # (found below). <out_var> receives the generated header: add it to a
 # target's sources or dependencies. bp_gpu_kernels_available(<var> FORMAT)
@@ -23,6 +26,7 @@ set(BP__GPU_EMBED_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/BpGpuEmbed.cmake")
 
 find_program(BP_GPU_CLANG NAMES clang-15 clang)
 find_program(BP_GPU_LLVM_SPIRV NAMES llvm-spirv-15 llvm-spirv)
+find_program(BP_GPU_PTXAS NAMES ptxas HINTS ${CUDAToolkit_ROOT}/bin ENV CUDA_PATH /usr/local/cuda/bin)
 find_path(BP_GPU_LIBCLC_DIR NAMES nvptx64--nvidiacl.bc PATHS /usr/lib/clc /usr/share/clc
           /usr/lib/llvm-15/lib/clc NO_DEFAULT_PATH)
 
@@ -31,6 +35,8 @@ function(bp_gpu_kernels_available out_var format)
   if(format STREQUAL "source")
     set(ok 1)
   elseif(format STREQUAL "ptx" AND BP_GPU_CLANG AND BP_GPU_LIBCLC_DIR)
+    set(ok 1)
+  elseif(format STREQUAL "cubin" AND BP_GPU_CLANG AND BP_GPU_LIBCLC_DIR AND BP_GPU_PTXAS)
     set(ok 1)
   elseif(format STREQUAL "amdgcn" AND BP_GPU_CLANG AND BP_GPU_LIBCLC_DIR)
     set(ok 1)
@@ -69,7 +75,7 @@ function(bp__gpu_ids_header out_dir)
 endfunction()
 
 function(bp_gpu_kernels out_var)
-  cmake_parse_arguments(A "" "FORMAT;PREFIX;OUTPUT_DIR;ARCH" "" ${ARGN})
+  cmake_parse_arguments(A "" "FORMAT;PREFIX;OUTPUT_DIR;ARCH;PTX_PREFIX" "" ${ARGN})
   bp_gpu_kernels_available(ok ${A_FORMAT})
   if(NOT ok)
     message(FATAL_ERROR "bp_gpu_kernels: format '${A_FORMAT}' cannot be built here "
@@ -103,7 +109,13 @@ function(bp_gpu_kernels out_var)
       endif()
     endforeach()
     set(base "${gen}/${A_PREFIX}${name}")
-    if(A_FORMAT STREQUAL "source")
+    if(A_FORMAT STREQUAL "cubin")
+      set(ptx "${gen}/${A_PTX_PREFIX}${name}.ptx")
+      add_custom_command(OUTPUT ${base}.cubin
+        COMMAND ${BP_GPU_PTXAS} -arch=${A_ARCH} -O3 -o ${base}.cubin ${ptx}
+        DEPENDS ${ptx} COMMENT "ptxas ${name} -> cubin (${A_ARCH})" VERBATIM)
+      list(APPEND blobs ${base}.cubin)
+    elseif(A_FORMAT STREQUAL "source")
       # Text: defines, prelude and source concatenated (no includes left:
       # a driver's run-time compiler has no include path).
       add_custom_command(OUTPUT ${base}.cl

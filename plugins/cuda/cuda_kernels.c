@@ -18,6 +18,10 @@
 #if BP_CUDA_KERNELS
 #include "bp_gpu_ops.h"
 #include "cuda_ptx_kernels.h" /* generated: cuda_ptx_programs[] */
+#if BP_CUDA_CUBINS
+#include "cuda_sm80_kernels.h" /* generated: cuda_sm80_programs[] (ptxas, sm_80) */
+#include "cuda_sm90_kernels.h" /* generated: cuda_sm90_programs[] (ptxas, sm_90) */
+#endif
 
 _Static_assert(sizeof(((bp_gpu_launch_t*)0)->args) <= CUDA_ARGS_MAX, "argument block record");
 
@@ -68,8 +72,27 @@ void cuda_kernels_stream_release(bpp_stream_t s) {
   s->args_dev = 0;
 }
 
-/* The program's function, JIT-loading its PTX on first use (context
- * pushed). */
+/* The embedded cubin that runs on the device, or NULL: SASS runs on its
+ * own major compute capability, at the same or a newer minor. */
+static const bp_gpu_blob_t* cubin_for(bpp_device_t d, uint32_t program) {
+#if BP_CUDA_CUBINS
+  if (d->cc_major == 8) return &cuda_sm80_programs[program];
+  if (d->cc_major == 9) return &cuda_sm90_programs[program];
+#endif
+  (void)d, (void)program;
+  return NULL;
+}
+
+/* Errors that say an image does not fit the device (then the PTX is
+ * JIT-compiled instead). */
+static int image_refused(CUresult r) {
+  return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+         r == CUDA_ERROR_INVALID_SOURCE || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+}
+
+/* The program's function, loading its module on first use: the cubin for
+ * the device's compute capability, else (none, or refused) the PTX through
+ * the driver's JIT (context pushed). */
 static bp_status_t function_of(bpp_device_t d, uint32_t program, CUfunction* out) {
   cuda_modules_t* m = d->kernels;
   if (program >= BP_GPU_PROGRAM_COUNT)
@@ -77,7 +100,23 @@ static bp_status_t function_of(bpp_device_t d, uint32_t program, CUfunction* out
   pthread_mutex_lock(&m->mu);
   CUresult r = CUDA_SUCCESS;
   const bp_gpu_blob_t* blob = &cuda_ptx_programs[program];
-  if (!m->fn[program]) {
+  const bp_gpu_blob_t* cubin = m->fn[program] ? NULL : cubin_for(d, program);
+  if (cubin) {
+    r = d->cu->cuModuleLoadDataEx(&m->mod[program], cubin->data, 0, NULL, NULL);
+    if (r == CUDA_SUCCESS) r = d->cu->cuModuleGetFunction(&m->fn[program], m->mod[program], cubin->kernel);
+    if (r != CUDA_SUCCESS && m->mod[program]) d->cu->cuModuleUnload(m->mod[program]);
+    if (r != CUDA_SUCCESS) m->mod[program] = NULL, m->fn[program] = NULL;
+    if (image_refused(r)) {
+      char text[160];
+      cuda_error_text(d->cu, r, text, sizeof text);
+      bp_kit_log(BP_LOG_INFO, "cuda: the sm_%d0 cubin of %s was refused (%s); JIT of its PTX",
+                 d->cc_major, blob->name, text);
+      r = CUDA_SUCCESS;
+    } else if (r != CUDA_SUCCESS) {
+      blob = cubin;
+    }
+  }
+  if (r == CUDA_SUCCESS && !m->fn[program]) {
     char log[1024] = "";
     CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void* vals[2] = {log, (void*)(uintptr_t)sizeof log};

@@ -23,7 +23,8 @@ typedef struct fake_cuda_launch {
 } fake_cuda_launch_t;
 
 typedef struct fake_cuda_control {
-  /* Back to the defaults: 1 device, 64 MiB each, pools on, no failures,
+  /* Back to the defaults: 1 device, 64 MiB each, compute capability 9.0
+   * (FAKE_CUDA_CC), pools on, no failures,
    * no delay; clears the misuse record and the sticky error. Only while
    * no stream of the fake exists. */
   void (*reset)(void);
@@ -54,6 +55,12 @@ typedef struct fake_cuda_control {
   void (*last_launch)(fake_cuda_launch_t* out, uint64_t* count);
   /* Graphs and instantiated graphs alive (fake_graph.c). */
   uint64_t (*live_graphs)(void);
+  /* The devices' compute capability, 10 * major + minor (default 90, or
+   * FAKE_CUDA_CC); applies at the plugin's next device_open. */
+  void (*set_compute_capability)(int cc);
+  /* What the last successful cuModuleLoadDataEx took: "ptx" or
+   * "cubin sm_<n>" (empty after reset). */
+  void (*last_image)(char* out, size_t cap);
 } fake_cuda_control_t;
 
 typedef const fake_cuda_control_t* (*fake_cuda_control_fn)(void);

@@ -80,18 +80,99 @@ static void parse_entries(const char* ptx, fk_module_t* m) {
   }
 }
 
+/* A cubin (an ELF of the CUDA machine, 190): its SM from e_flags (bits
+ * 8..15), its kernels from the .nv.info.<kernel> sections, each parameter
+ * an EIATTR_KPARAM_INFO (0x17) record. 0, or -1 for a malformed image. */
+#define FK_EM_CUDA 190
+static int parse_cubin(const unsigned char* img, size_t size, int* out_sm, fk_module_t* m) {
+  if (size < 64 || img[4] != 2 /* ELF64 */) return -1;
+  uint16_t machine, shentsize, shnum, shstrndx;
+  uint32_t flags;
+  uint64_t shoff;
+  memcpy(&machine, img + 18, 2);
+  memcpy(&flags, img + 48, 4);
+  memcpy(&shoff, img + 40, 8);
+  memcpy(&shentsize, img + 58, 2);
+  memcpy(&shnum, img + 60, 2);
+  memcpy(&shstrndx, img + 62, 2);
+  if (machine != FK_EM_CUDA || shentsize < 64 || shstrndx >= shnum ||
+      shoff > size || (uint64_t)shnum * shentsize > size - shoff)
+    return -1;
+  *out_sm = (int)((flags >> 8) & 0xff);
+  uint64_t str_off, str_size;
+  memcpy(&str_off, img + shoff + (uint64_t)shstrndx * shentsize + 24, 8);
+  memcpy(&str_size, img + shoff + (uint64_t)shstrndx * shentsize + 32, 8);
+  if (str_off > size || str_size > size - str_off) return -1;
+  for (uint16_t i = 0; i < shnum && m->nfn < FK_MAX_ENTRIES; ++i) {
+    const unsigned char* sh = img + shoff + (uint64_t)i * shentsize;
+    uint32_t name;
+    uint64_t off, sz;
+    memcpy(&name, sh, 4);
+    memcpy(&off, sh + 24, 8);
+    memcpy(&sz, sh + 32, 8);
+    if (name >= str_size || off > size || sz > size - off) return -1;
+    const char* sname = (const char*)img + str_off + name;
+    if (strnlen(sname, str_size - name) == str_size - name) return -1;
+    if (strncmp(sname, ".nv.info.", 9) != 0) continue;
+    fk_function_t* f = &m->fn[m->nfn];
+    if (strlen(sname + 9) >= sizeof f->name) continue;
+    snprintf(f->name, sizeof f->name, "%s", sname + 9);
+    for (uint64_t k = 0; k + 4 <= sz;) { /* {format, attribute, [u16 size, value]} */
+      uint8_t fmt = img[off + k], attr = img[off + k + 1];
+      uint16_t vsize = 0;
+      if (fmt == 4) memcpy(&vsize, img + off + k + 2, 2);
+      if (fmt == 4 && attr == 0x17) f->nparams++;
+      k += fmt == 4 ? 4u + vsize : 4u;
+    }
+    for (int q = 0; q < fk_kernel_count; ++q)
+      if (!strcmp(fk_kernels[q].name, f->name)) f->host = &fk_kernels[q];
+    m->nfn++;
+  }
+  return 0;
+}
+
+static char g_last_image[32];
+
+int fake_cuda_cc(void);
 FAKE_EXPORT CUresult cuModuleLoadDataEx(CUmodule* out, const void* image, unsigned n,
                                         CUjit_option* opts, void** vals) {
   CUresult r = fake_cuda_enter("cuModuleLoadDataEx");
   if (r != CUDA_SUCCESS) return r;
   (void)n, (void)opts, (void)vals;
-  if (!out || !image || !strstr((const char*)image, ".entry ")) return CUDA_ERROR_INVALID_IMAGE;
+  if (!out || !image) return CUDA_ERROR_INVALID_VALUE;
+  const unsigned char* img = image;
+  int cubin = !memcmp(img, "\177ELF", 4);
+  if (!cubin && !strstr((const char*)image, ".entry ")) return CUDA_ERROR_INVALID_IMAGE;
   fk_module_t* m = calloc(1, sizeof *m);
   if (!m) return CUDA_ERROR_OUT_OF_MEMORY;
   m->magic = MOD_MAGIC;
-  parse_entries(image, m);
+  char kind[32] = "ptx";
+  if (cubin) {
+    /* The driver takes a cubin for its own major at the same or an older
+     * minor, and reads the image's own size from its headers. */
+    int sm = 0, cc = fake_cuda_cc();
+    if (parse_cubin(img, 64u << 20, &sm, m) != 0) r = CUDA_ERROR_INVALID_IMAGE;
+    else if (sm / 10 != cc / 10 || sm % 10 > cc % 10) r = CUDA_ERROR_NO_BINARY_FOR_GPU;
+    snprintf(kind, sizeof kind, "cubin sm_%d", sm);
+  } else {
+    parse_entries(image, m);
+  }
+  if (r != CUDA_SUCCESS) {
+    m->magic = 0;
+    free(m);
+    return r;
+  }
+  pthread_mutex_lock(&g_launch_mu);
+  snprintf(g_last_image, sizeof g_last_image, "%s", kind);
+  pthread_mutex_unlock(&g_launch_mu);
   *out = (CUmodule)m;
   return CUDA_SUCCESS;
+}
+
+void fake_kernels_last_image(char* out, size_t cap) {
+  pthread_mutex_lock(&g_launch_mu);
+  snprintf(out, cap, "%s", g_last_image);
+  pthread_mutex_unlock(&g_launch_mu);
 }
 FAKE_EXPORT CUresult cuModuleGetFunction(CUfunction* out, CUmodule h, const char* name) {
   CUresult r = fake_cuda_enter("cuModuleGetFunction");
@@ -276,6 +357,7 @@ FAKE_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsi
 
 void fake_kernels_reset(void) {
   pthread_mutex_lock(&g_launch_mu);
+  g_last_image[0] = 0;
   memset(&g_last, 0, sizeof g_last);
   g_launches = 0;
   pthread_mutex_unlock(&g_launch_mu);

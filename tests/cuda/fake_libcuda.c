@@ -99,6 +99,7 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_event_cv = PTHREAD_COND_INITIALIZER; /* events completed */
 static struct {
   int devices;
+  int cc; /* compute capability, 10 * major + minor */
   uint64_t memory;
   CUresult init_error;
   int pools;
@@ -495,6 +496,15 @@ static void config_defaults_locked(void) {
   g.memory = (uint64_t)(mb && atoi(mb) > 0 ? atoi(mb) : 64) << 20;
   g.pools = 1;
   g.init_error = CUDA_SUCCESS;
+  const char* cc = getenv("FAKE_CUDA_CC"); /* e.g. 86: compute capability 8.6 */
+  g.cc = cc && atoi(cc) >= 10 ? atoi(cc) : 90;
+}
+
+int fake_cuda_cc(void) {
+  pthread_mutex_lock(&g_mu);
+  int cc = g.cc;
+  pthread_mutex_unlock(&g_mu);
+  return cc;
 }
 
 FAKE_EXPORT CUresult cuInit(unsigned flags) {
@@ -535,8 +545,8 @@ FAKE_EXPORT CUresult cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice
   ENTER("cuDeviceGetAttribute", 1);
   if (!valid_device(d)) return CUDA_ERROR_INVALID_DEVICE;
   switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = g.cc / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = g.cc % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *v = 32; break;
     case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: *v = 1980000; break;
@@ -1158,6 +1168,7 @@ static void c_set_devices(int n) {
 }
 static void c_set_memory(uint64_t b) { pthread_mutex_lock(&g_mu); g.memory = b; pthread_mutex_unlock(&g_mu); }
 static void c_set_init_error(CUresult r) { pthread_mutex_lock(&g_mu); g.init_error = r; pthread_mutex_unlock(&g_mu); }
+static void c_set_compute_capability(int cc) { pthread_mutex_lock(&g_mu); g.cc = cc; pthread_mutex_unlock(&g_mu); }
 static void c_set_pools(int on) { pthread_mutex_lock(&g_mu); g.pools = on; pthread_mutex_unlock(&g_mu); }
 static void c_fail_call(const char* entry, int nth, CUresult r) {
   pthread_mutex_lock(&g_mu);
@@ -1196,10 +1207,11 @@ static uint64_t c_live_streams(void) {
 
 void fake_kernels_last_launch(fake_cuda_launch_t* out, uint64_t* count);
 uint64_t fake_graph_live(void);
+void fake_kernels_last_image(char* out, size_t cap);
 static const fake_cuda_control_t k_control = {
     c_reset, c_set_devices, c_set_memory, c_set_init_error, c_set_pools, c_fail_call,
     c_make_sticky, c_set_delay_us, c_misuse_count, c_last_misuse, c_call_count,
     c_last_stream_priority, c_live_allocations, c_live_streams, fake_kernels_last_launch,
-    fake_graph_live};
+    fake_graph_live, c_set_compute_capability, fake_kernels_last_image};
 
 FAKE_EXPORT const fake_cuda_control_t* fake_cuda_control(void) { return &k_control; }

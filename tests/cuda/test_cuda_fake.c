@@ -950,6 +950,54 @@ static void test_kernel_launch_add(void** state) {
   release_all((bpp_buffer_t[]){ba, bb, bo}, 3);
 }
 
+/* The image a kernel module loads from: the cubin built for the device's
+ * compute capability (sm_90 on 9.0, sm_80 on 8.6: SASS runs on newer
+ * minors of its major), else the PTX through the JIT (7.5); a cubin the
+ * driver refuses falls back to the PTX. Each path computes the same add. */
+static void add_on(int cc, const char* want_image, int refuse_cubin) {
+  void* st = NULL;
+  setup(&st);
+  F->set_compute_capability(cc);
+  open_device();
+  enum { W = 300 };
+  float a[W], o[W];
+  for (int i = 0; i < W; ++i) a[i] = (float)i - 100.0f;
+  bpp_buffer_t ba = alloc_in(1, sizeof a), bo = alloc_in(1, sizeof o);
+  void *pa, *po;
+  assert_int_equal(C->buffer_map(ba, 0, sizeof a, &pa), BP_OK);
+  assert_int_equal(C->buffer_map(bo, 0, sizeof o, &po), BP_OK);
+  memcpy(pa, a, sizeof a);
+  bp_tensor_desc_t da = desc(ba, 0, BP_DTYPE_F32, 1, (int64_t[]){W}, (int64_t[]){1});
+  bp_tensor_desc_t dout = desc(bo, 0, BP_DTYPE_F32, 1, (int64_t[]){W}, (int64_t[]){1});
+  const bp_tensor_desc_t* in[] = {&da, &da};
+  const bp_tensor_desc_t* out[] = {&dout};
+  bp_binary_attrs_t one = {.struct_size = sizeof one, .alpha = {.kind = BP_SCALAR_FLOAT, .v.f = 1.0}};
+  bp_op_call_t c = call_of(BP_OP_add, 2, in, out, &one);
+  c.compute_dtype = BP_DTYPE_F32;
+  if (refuse_cubin) F->fail_call("cuModuleLoadDataEx", 1, CUDA_ERROR_NO_BINARY_FOR_GPU);
+  assert_int_equal(run(&c), BP_OK);
+  sync_ok(g_fx.s);
+  for (int i = 0; i < W; ++i) assert_float_equal(((float*)po)[i], 2.0f * a[i], 0);
+  char image[32];
+  F->last_image(image, sizeof image);
+  assert_string_equal(image, want_image);
+  assert_int_equal(F->call_count("cuModuleLoadDataEx"), refuse_cubin ? 2 : 1);
+  release_all((bpp_buffer_t[]){ba, bo}, 2);
+  assert_int_equal(teardown(&st), 0);
+}
+static void test_kernel_image_by_compute_capability(void** state) {
+  (void)state;
+#if FAKE_CUDA_CUBINS
+  add_on(90, "cubin sm_90", 0);
+  add_on(86, "cubin sm_80", 0);
+  add_on(90, "ptx", 1); /* refused: the PTX instead */
+#else
+  add_on(90, "ptx", 0); /* built without cubins */
+#endif
+  add_on(75, "ptx", 0);
+  memset(&g_fx, 0, sizeof g_fx);
+}
+
 /* mm with neither stride 1 in an operand: cuBLASLt cannot take it, the
  * shared matmul kernel (local-memory tiles, barriers) does. */
 static void test_kernel_matmul_fallback(void** state) {
@@ -1014,6 +1062,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_gemm_without_cublaslt, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kernel_launch_add, setup, teardown),
       cmocka_unit_test_setup_teardown(test_kernel_matmul_fallback, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_kernel_image_by_compute_capability, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

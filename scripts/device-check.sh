@@ -7,7 +7,11 @@
 #   conform-cuda.json  bp-conform --backend cuda (full)
 #   conform-cuda.md    the same as Markdown
 #   bench-cuda.md      bp-bench --device cuda:0 --suite vs_raw (figures against
-#                      raw CUDA and cuBLASLt measured in the same run)
+#                      raw CUDA and cuBLASLt measured in the same run; also a
+#                      compiled 8-op region replayed as one CUDA graph vs the
+#                      8 ops eagerly, and single-rank collectives through NCCL,
+#                      each checked, with all_reduce vs a device copy: their
+#                      check lines are in device-check.log)
 #   conform-vulkan.md  bp-conform --backend vulkan --quick, and
 #   bench-vulkan.md    bp-bench --device vulkan:0 --suite vs_cpu,vk_raw, when an
 #                      NVIDIA Vulkan ICD manifest is found
@@ -89,6 +93,13 @@ if [ -d "$build/lib" ]; then
 fi
 export BACKPLANE_PLUGIN_PATH="$PWD/$build/lib/backplane/plugins"
 export BACKPLANE_DISABLE=mpi,template # not built for the check
+# NCCL is the machine's own (218 MB: never carried); without it the CUDA
+# plugin's collectives are host-staged and the log says so.
+for f in "${CUDA_PATH:-/usr/local/cuda}"/lib/libnccl.so.2 "${CUDA_PATH:-/usr/local/cuda}"/lib64/libnccl.so.2 \
+         /usr/lib/x86_64-linux-gnu/libnccl.so.2; do
+  if [ -e "$f" ]; then export BP_NCCL_PATH="$f"; break; fi
+done
+echo "NCCL: ${BP_NCCL_PATH:-none found (collectives host-staged)}" >> "$log"
 journal_dir=$(mktemp -d)               # bp-conform's journals stay out of $OUT
 
 step bp-info 60 sh -c 'bp-info > "$1/bp-info.txt" 2>&1' sh "$OUT"

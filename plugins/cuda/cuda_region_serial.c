@@ -31,7 +31,7 @@ typedef struct wbuf {
 } wbuf_t;
 
 static void put(wbuf_t* w, const void* src, uint64_t n) {
-  if (w->p) memcpy(w->p + w->n, src, n);
+  if (w->p && n) memcpy(w->p + w->n, src, n);
   w->n += n;
 }
 static void put32(wbuf_t* w, uint32_t v) { put(w, &v, 4); }

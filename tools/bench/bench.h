@@ -143,6 +143,14 @@ double bpb_sgemm_seconds(int64_t batch, int64_t m, int64_t n, int64_t k, const f
 #define BPB__SUITE_DECL(s) void bpb_suite_##s(bpb_ctx_t* ctx);
 BPB_SUITES(BPB__SUITE_DECL)
 #undef BPB__SUITE_DECL
+/* The compiled-region dispatch figure (bench_region_dispatch.c): an 8-op
+ * chain on 4096 f32 as one GRAPH region vs the 8 ops eagerly (the vs_raw
+ * suite runs it). */
+void bpb_region_dispatch(bpb_ctx_t* ctx);
+/* Single-rank collectives on the device, checked exactly, and all_reduce
+ * timed against a device copy (bench_comm_single.c; the vs_raw suite
+ * runs it: on the CUDA plugin, NCCL with one rank). */
+void bpb_comm_single(bpb_ctx_t* ctx);
 /* Parts of the graph suite (bench_graph.c runs them). */
 void bpb_graph_compiler(bpb_ctx_t* ctx);
 void bpb_graph_regions(bpb_ctx_t* ctx);

@@ -18,6 +18,12 @@
  *  4. dispatch: 200 one-element bp_op_add against 200 cuLaunchKernel of a
  *     one-thread add (hand-written PTX below), each burst closed by one
  *     synchronize: microseconds per op, at most 1.5x the raw figure.
+ *  5. an 8-op chain on 4096 f32 as one compiled GRAPH region (one CUDA
+ *     graph launch per run) against the 8 ops eagerly (bench_region_dispatch.c):
+ *     runs/s, reported.
+ *  6. single-rank collectives through the plugin (NCCL), each checked
+ *     exactly, and all_reduce of 64 MiB against a device copy
+ *     (bench_comm_single.c): reported.
  *
  * A backplane figure whose op the device lacks is skipped with the
  * reason (bpb_unsupported); a raw baseline that cannot run (no cuBLASLt,
@@ -445,6 +451,10 @@ void bpb_suite_vs_raw(bpb_ctx_t* ctx) {
   /* 4: dispatch */
   figure_dispatch(ctx, &v, dev);
   vr_close(&v);
+  /* 5: a compiled 8-op region (one CUDA graph launch) vs the 8 ops eagerly */
+  bpb_region_dispatch(ctx);
+  /* 6: single-rank collectives (NCCL), checked, and all_reduce vs a copy */
+  bpb_comm_single(ctx);
 }
 
 #endif /* BP_BENCH_HAVE_CUDA */

@@ -136,6 +136,8 @@ FIELDS(bp_softcap_attrs_t, F1(bp_softcap_attrs_t, cap, K_F64))
 FIELDS(bp_logits_mask_attrs_t, F1(bp_logits_mask_attrs_t, top_k, K_U32)
        F1(bp_logits_mask_attrs_t, top_p, K_F64) F1(bp_logits_mask_attrs_t, min_p, K_F64))
 FIELDS(bp_moe_permute_attrs_t, F1(bp_moe_permute_attrs_t, num_experts, K_U32))
+FIELDS(bp_rejection_attrs_t, F1(bp_rejection_attrs_t, greedy, K_U32) F1(bp_rejection_attrs_t, seed, K_U64)
+       F1(bp_rejection_attrs_t, offset, K_U64))
 
 static const bpg_field_t* bpg_fields(uint32_t op) {
   switch (op) {

@@ -7,6 +7,9 @@
  *   scores), values far past the cap, special values (+-inf, NaN, +-0).
  * top_k_top_p_mask: each filter alone and together, min-p, k >= V, V = 1,
  *   a long vocabulary, ties (integer logits), rows with NaN and +-inf.
+ * rejection_sample: random with draft probabilities and without (n-gram
+ *   drafts), greedy with and without, one draft, none, V = 2, V = 3001;
+ *   f32, f64 and bf16 probabilities, i32 and i64 draft ids.
  */
 #include <string.h>
 
@@ -17,6 +20,7 @@
 void bpc_gen_rope_pos(bpc_gen_t* g);
 void bpc_gen_softcap(bpc_gen_t* g);
 void bpc_gen_logits_mask(bpc_gen_t* g);
+void bpc_gen_rejection(bpc_gen_t* g);
 
 static const uint32_t kFloats[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_F16, BP_DTYPE_BF16};
 
@@ -139,6 +143,56 @@ void bpc_gen_logits_mask(bpc_gen_t* g) {
       a->top_k = specs[k].top_k;
       a->top_p = specs[k].top_p;
       a->min_p = specs[k].min_p;
+    }
+  }
+}
+
+/* ---- rejection_sample ---------------------------------------------------------------- */
+
+/* Probabilities: random rows in [0, 1) scaled to sum to 1 are left to the
+ * reference (the rule does not need normalized rows; vLLM's are). Draft
+ * ids cover the vocabulary; a near-copy draft (draft_probs close to the
+ * target's) accepts most tokens, an independent one rejects many. */
+void bpc_gen_rejection(bpc_gen_t* g) {
+  static const struct {
+    const char* axis;
+    int64_t B, K, V;
+    uint32_t greedy;
+    int draft_probs, quick;
+  } specs[] = {
+      {"random", 64, 4, 16, 0, 1, 1},
+      {"ngram", 64, 3, 12, 0, 0, 1},
+      {"greedy", 32, 5, 9, 1, 0, 1},
+      {"greedy_probs", 16, 2, 30, 1, 1, 0},
+      {"one_draft", 128, 1, 5, 0, 1, 0},
+      {"no_drafts", 8, 0, 7, 0, 1, 0},
+      {"vocab_2", 8, 3, 2, 0, 1, 0},
+      {"long_vocab", 4, 3, 3001, 0, 1, 0},
+  };
+  static const uint32_t probs[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_BF16};
+  for (size_t t = 0; t < COUNT(probs); t++) {
+    for (size_t k = 0; k < COUNT(specs); k++) {
+      if (g->quick && !specs[k].quick) continue;
+      bpc_case_t* c = bpc_gen_new(g, bpc_dtype_name(probs[t]), specs[k].axis, 0);
+      if (!c) return;
+      int64_t B = specs[k].B, K = specs[k].K, V = specs[k].V;
+      c->num_inputs = 4;
+      c->num_outputs = 1;
+      bpc_operand_set(&c->in[0], t == 1 ? BP_DTYPE_I32 : BP_DTYPE_I64, S2(B, K), 0, BPC_V_RANDOM | BPC_V_INTEGRAL, 0,
+                      (double)(V - 1));
+      /* small vocabularies: probabilities around 1 / V make both outcomes common */
+      bpc_operand_set(&c->in[1], probs[t], S3(B, K, V), 0, BPC_V_RANDOM, 0, 2.0 / (double)V);
+      bpc_operand_set(&c->in[2], BP_DTYPE_I64, S1(B), 0, BPC_V_RANDOM | BPC_V_INTEGRAL, 0, (double)(V - 1));
+      if (specs[k].draft_probs) bpc_operand_set(&c->in[3], probs[t], S3(B, K, V), 0, BPC_V_RANDOM, 0, 2.0 / (double)V);
+      else bpc_operand_set(&c->in[3], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
+      bpc_operand_set(&c->out[0], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
+      c->has_attrs = 1;
+      bp_rejection_attrs_t* a = &c->attrs.rejection;
+      memset(a, 0, sizeof *a);
+      a->struct_size = sizeof *a;
+      a->greedy = specs[k].greedy;
+      a->seed = 1234 + k;
+      a->offset = 3 * t;
     }
   }
 }

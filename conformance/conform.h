@@ -307,6 +307,7 @@ typedef union bpc_attrs {
   bp_softcap_attrs_t softcap;
   bp_logits_mask_attrs_t logits_mask;
   bp_moe_permute_attrs_t moe_permute;
+  bp_rejection_attrs_t rejection;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

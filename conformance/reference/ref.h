@@ -98,4 +98,8 @@ bp_status_t bpc_ref_matmul(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc
 double bpc_quant_decode(uint32_t q, uint32_t c);
 int bpc_quant_code_ok(uint32_t q, double t, double g, int saturate, double rel);
 
+/* Word n of the Philox-4x32-10 stream of (seed, offset), the random ops'
+ * counter-based stream (ref_serving.c). */
+uint32_t bpc_philox_word(uint64_t seed, uint64_t offset, uint64_t n);
+
 #endif /* BP_CONFORMANCE_REF_H_ */

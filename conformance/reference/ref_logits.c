@@ -13,6 +13,12 @@
  *   above within 1e-5 + 1e-7 V of top_p * (the kept mass) (1e-9 for f64),
  *   or its weight within that margin of min_p. Top-k decisions compare
  *   logits only and are exact.
+ * rejection_sample: check_rejection follows the device's output: each
+ *   acceptance needs p / q >= u and each rejection p / q < u (either within
+ *   1e-6, 1e-12 for f64, of the boundary), a rejected position the token
+ *   whose CDF interval over max(p - q, 0) holds the second uniform (same
+ *   margin of the mass), -1 after it, the bonus token after K acceptances;
+ *   greedy: the argmax at each position.
  */
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +31,7 @@
 void bpc_gen_rope_pos(struct bpc_gen* g);
 void bpc_gen_softcap(struct bpc_gen* g);
 void bpc_gen_logits_mask(struct bpc_gen* g);
+void bpc_gen_rejection(struct bpc_gen* g);
 
 static int lg_float(uint32_t d) {
   return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
@@ -181,10 +188,115 @@ static void check_mask(const bpc_case_t* c, const bpc_host_tensor_t* in, const b
   free(l), free(keep);
 }
 
+/* ---- rejection_sample ------------------------------------------------------------- */
+
+static bp_status_t ref_rejection(const bpc_case_t* c, const bpc_host_tensor_t* in, bpc_ref_result_t* res) {
+  const bpc_host_tensor_t *d = &in[0], *t = &in[1];
+  if (d->rank != 2 || t->rank != 3 || !lg_float(t->dtype) || t->sizes[2] < 1)
+    return bpc_ref_reject(res, "rejection_sample: drafts [B, K], target_probs [B, K, V]");
+  for (int64_t k = 0; k < d->numel; k++) {
+    int64_t id = bpc_load(d->dtype, d->data, k).i;
+    if (id < 0 || id >= t->sizes[2]) return bpc_ref_reject(res, "a draft token outside the vocabulary");
+  }
+  (void)c;
+  int64_t os[2] = {d->sizes[0], d->sizes[1] + 1};
+  return bpc_ref_single_output(res, BP_DTYPE_I64, 2, os, 0, BP_DTYPE_F64); /* check_rejection */
+}
+
+/* Row i of sequence b of a [B, K, V] tensor as doubles. */
+static void rej_row(const bpc_host_tensor_t* t, int64_t b, int64_t i, double* out) {
+  int64_t K = t->sizes[1], V = t->sizes[2];
+  for (int64_t j = 0; j < V; j++) out[j] = ld(t, (b * K + i) * V + j);
+}
+
+/* Whether the device's token g at position i of sequence b is a valid
+ * recovered token (rejection there): inside the CDF interval of u2 over
+ * max(p - q, 0) within `margin` of the total, or the argmax when that is 0. */
+static int rej_recovered_ok(const double* p, const double* q, int64_t V, int64_t d, double u2, double margin,
+                            int64_t g) {
+  double total = 0.0, before = 0.0;
+  for (int64_t j = 0; j < V; j++) {
+    double r = q ? p[j] - q[j] : j == d ? 0.0 : p[j];
+    r = r > 0.0 ? r : 0.0;
+    if (j < g) before += r;
+    total += r;
+  }
+  if (g < 0 || g >= V) return 0;
+  if (!(total > 0.0)) {
+    int64_t am = 0;
+    for (int64_t j = 1; j < V; j++)
+      if (p[j] > p[am]) am = j;
+    return g == am;
+  }
+  double rg = q ? p[g] - q[g] : g == d ? 0.0 : p[g];
+  if (!(rg > 0.0)) return 0;
+  double target = u2 * total;
+  return before <= target + margin * total && before + rg >= target - margin * total;
+}
+
+static void check_rejection(const bpc_case_t* c, const bpc_host_tensor_t* in, const bpc_ref_result_t* ref,
+                            const void* const* got, const bpc_tolerance_t* tol, bpc_check_t* out) {
+  (void)ref, (void)tol;
+  const bp_rejection_attrs_t* a = &c->attrs.rejection;
+  const bpc_host_tensor_t *dr = &in[0], *t = &in[1], *bonus = &in[2], *qt = &in[3];
+  int64_t B = dr->sizes[0], K = dr->sizes[1], V = t->sizes[2];
+  double margin = t->dtype == BP_DTYPE_F64 ? 1e-12 : 1e-6;
+  const int64_t* o = got[0];
+  memset(out, 0, sizeof *out);
+  out->worst_index = -1;
+  out->max_ulps = -1;
+  double* p = malloc(sizeof(double) * 2 * (size_t)V);
+  if (!p) {
+    out->status = BPC_FAIL;
+    snprintf(out->message, sizeof out->message, "out of host memory");
+    return;
+  }
+  double* q = qt->dtype != BP_DTYPE_INVALID ? p + V : NULL;
+  for (int64_t b = 0; b < B && !out->mismatches; b++) {
+    const int64_t* ob = o + b * (K + 1);
+    const char* why = NULL;
+    int64_t i = 0;
+    for (; i < K && !why; i++) {
+      int64_t d = bpc_load(dr->dtype, dr->data, b * K + i).i, g = ob[i];
+      rej_row(t, b, i, p);
+      if (q) rej_row(qt, b, i, q);
+      int next_kept = ob[i + 1] != -1;
+      if (a->greedy) {
+        int64_t am = 0;
+        for (int64_t j = 1; j < V; j++)
+          if (p[j] > p[am]) am = j;
+        if (g != am) why = "not the target's argmax";
+        else if (am != d) break;
+        continue;
+      }
+      double qd = q ? q[d] : 1.0, u = (double)(bpc_philox_word(a->seed, a->offset, (uint64_t)(2 * K * b + 2 * i)) >> 8) * 0x1p-24;
+      double ratio = qd > 0.0 ? p[d] / qd : -INFINITY;
+      int may_accept = qd > 0.0 && ratio >= u - margin, may_reject = !(qd > 0.0) || ratio < u + margin;
+      if (g == d && next_kept && may_accept) continue; /* accepted */
+      double u2 = (double)(bpc_philox_word(a->seed, a->offset, (uint64_t)(2 * K * b + 2 * i + 1)) >> 8) * 0x1p-24;
+      if (!may_reject) why = "a rejection where p / q >= u";
+      else if (!rej_recovered_ok(p, q, V, d, u2, margin, g)) why = "not the recovered token of the row's uniform";
+      else break;
+    }
+    if (!why && i == K && ob[K] != bpc_load(bonus->dtype, bonus->data, b).i) why = "the bonus token expected";
+    for (int64_t k = i + 1; !why && k <= K; k++)
+      if (ob[k] != -1) why = "-1 expected after a rejection";
+    if (why) {
+      out->mismatches++;
+      out->worst_index = b;
+      snprintf(out->message, sizeof out->message, "sequence %lld, position %lld: got %lld, %s", (long long)b,
+               (long long)(i < K ? i : K), (long long)ob[i < K ? i : K], why);
+    }
+  }
+  out->status = out->mismatches ? BPC_FAIL : BPC_PASS;
+  free(p);
+}
+
 static const bpc_ref_group_t k_groups[] = {
     {ref_rope_pos, BPC_ACC_REDUCE, 0, BPC_OPS(BP_OP_rotary_embedding_pos), bpc_gen_rope_pos, NULL},
     {ref_softcap, BPC_ACC_TRANS, BPC_OPF_SIGNED_ZERO, BPC_OPS(BP_OP_logits_softcap), bpc_gen_softcap, NULL},
     {ref_mask, BPC_ACC_EXACT, 0, BPC_OPS(BP_OP_top_k_top_p_mask), bpc_gen_logits_mask, check_mask},
+    {ref_rejection, BPC_ACC_EXACT, 0, BPC_OPS(BP_OP_rejection_sample), bpc_gen_rejection, check_rejection},
 };
 
 const bpc_ref_family_t bpc_ref_family_logits = BPC_FAMILY(logits, k_groups);

@@ -41,7 +41,7 @@ static double ld(const bpc_host_tensor_t* t, int64_t i) { return bpc_load(t->dty
 static int64_t li(const bpc_host_tensor_t* t, int64_t i) { return bpc_load(t->dtype, t->data, i).i; }
 
 /* ---- Philox-4x32-10 (Salmon et al., SC'11), word n of (seed, offset) ---------- */
-static uint32_t philox_word(uint64_t seed, uint64_t offset, uint64_t n) {
+uint32_t bpc_philox_word(uint64_t seed, uint64_t offset, uint64_t n) {
   uint64_t ctr = offset + n / 4;
   uint32_t c[4] = {(uint32_t)ctr, (uint32_t)(ctr >> 32), 0, 0};
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
@@ -128,7 +128,7 @@ static void sample_row(const bp_sample_attrs_t* a, uint32_t dtype, const double*
     }
   }
   for (int64_t i = 0; i < V; i++) r->total += w[i];
-  r->u = (double)(philox_word(a->seed, a->offset, (uint64_t)row) >> 8) * 0x1p-24;
+  r->u = (double)(bpc_philox_word(a->seed, a->offset, (uint64_t)row) >> 8) * 0x1p-24;
   double target = r->u * r->total, run = 0.0;
   for (int64_t i = 0; i < V; i++) {
     if (w[i] == 0.0) continue;

@@ -38,8 +38,8 @@
  * merge_attn_states, kv_cache_copy_blocks, paged_attention_prefill
  * (169..171, family PAGED_ATTENTION); the weight_only_mm flag
  * BP_QUANTIZE_INT8_ACTIVATIONS (a permission that older plugins ignore:
- * nothing to gate). */
-#define BP__OP_COUNT_1_3 172u
+ * nothing to gate); rejection_sample (172, family SAMPLE). */
+#define BP__OP_COUNT_1_3 173u
 #define BP__DTYPE_COUNT_1_3 27u
 _Static_assert(BP__OP_COUNT_1_3 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
 _Static_assert(BP__DTYPE_COUNT_1_3 == BP_DTYPE_COUNT_,

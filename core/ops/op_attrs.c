@@ -63,6 +63,7 @@
 #define BP__DEFAULTS_bp_softcap_attrs_t
 #define BP__DEFAULTS_bp_logits_mask_attrs_t
 #define BP__DEFAULTS_bp_moe_permute_attrs_t .num_experts = 1,
+#define BP__DEFAULTS_bp_rejection_attrs_t
 
 #define BP__DEFAULT_STRUCT(t) static const t bp__default_##t = {.struct_size = sizeof(t), BP__DEFAULTS_##t};
 BP_ATTRS_TYPES(BP__DEFAULT_STRUCT)

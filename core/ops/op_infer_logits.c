@@ -7,6 +7,8 @@
  *          over its input)
  *   logits_softcap(logits) -> out like logits
  *   top_k_top_p_mask(logits [..., V]) -> out like logits
+ *   rejection_sample(draft_token_ids, target_probs, bonus_token_ids,
+ *       draft_probs?) -> out [B, K + 1] i64
  */
 #include <math.h>
 #include <stdio.h>
@@ -115,4 +117,45 @@ bp_status_t bp__infer_top_k_top_p_mask(bp__infer_t* x) {
     return bp__infer_fail(x, "attrs.min_p = %g must be in [0, 1] (0: no min-p filter)", a->min_p);
   }
   return lg_logits(x);
+}
+
+static int lg_index(uint32_t d) { return d == BP_DTYPE_I32 || d == BP_DTYPE_I64; }
+
+/* rejection_sample(draft_token_ids [B, K] i32/i64, target_probs [B, K, V],
+ * bonus_token_ids [B] i32/i64, draft_probs? like target_probs)
+ * -> out [B, K + 1] i64. */
+bp_status_t bp__infer_rejection_sample(bp__infer_t* x) {
+  const bp_rejection_attrs_t* a = x->attrs;
+  const bp_tensor_desc_t *d = &x->in[0], *t = &x->in[1], *bonus = &x->in[2];
+  char s0[192], s1[192];
+  if (a->greedy > 1) return bp__infer_fail(x, "attrs.greedy = %u must be 0 or 1", a->greedy);
+  if (d->rank != 2 || !lg_index(d->dtype)) {
+    return bp__infer_fail(x, "input 'draft_token_ids' is %s %s; expected i32 or i64 [batch, num_draft]",
+                          bp_dtype_name(d->dtype), bp__shape_str(d->rank, d->sizes, s0, sizeof s0));
+  }
+  bp_status_t st = lg_float(x, 1);
+  if (st != BP_OK) return st;
+  if (t->rank != 3 || t->sizes[0] != d->sizes[0] || t->sizes[1] != d->sizes[1] || t->sizes[2] < 1) {
+    return bp__infer_fail(x, "input 'target_probs' has shape %s; expected [%lld, %lld, vocab >= 1] (one row "
+                             "per draft token)",
+                          bp__shape_str(t->rank, t->sizes, s0, sizeof s0), (long long)d->sizes[0],
+                          (long long)d->sizes[1]);
+  }
+  if (bonus->rank != 1 || bonus->sizes[0] != d->sizes[0] || !lg_index(bonus->dtype)) {
+    return bp__infer_fail(x, "input 'bonus_token_ids' is %s %s; expected i32 or i64 [%lld]",
+                          bp_dtype_name(bonus->dtype), bp__shape_str(bonus->rank, bonus->sizes, s0, sizeof s0),
+                          (long long)d->sizes[0]);
+  }
+  if (bp__in_present(x, 3)) {
+    const bp_tensor_desc_t* q = &x->in[3];
+    if (q->dtype != t->dtype || !bp__shape_equal(q->rank, q->sizes, t->rank, t->sizes)) {
+      return bp__infer_fail(x, "input 'draft_probs' is %s %s; expected %s %s (the target's)", bp_dtype_name(q->dtype),
+                            bp__shape_str(q->rank, q->sizes, s0, sizeof s0), bp_dtype_name(t->dtype),
+                            bp__shape_str(t->rank, t->sizes, s1, sizeof s1));
+    }
+  }
+  if (d->sizes[1] > INT64_MAX - 1) return bp__infer_fail(x, "num_draft overflows");
+  int64_t os[2] = {d->sizes[0], d->sizes[1] + 1};
+  x->compute_dtype = BP_DTYPE_F64;
+  return bp__infer_set_out(x, 0, BP_DTYPE_I64, 2, os);
 }

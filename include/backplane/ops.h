@@ -605,6 +605,18 @@ typedef struct bp_moe_permute_attrs {
   uint32_t reserved1;
 } bp_moe_permute_attrs_t;
 
+/* rejection_sample (ABI 1.3): speculative decoding's verification of K
+ * draft tokens per sequence against the target model's probabilities
+ * (docs/semantics.md, "rejection_sample"). Counter-based like sample:
+ * sequence b draws words 2Kb .. 2Kb + 2K - 1 of the Philox stream of (seed,
+ * offset), so a call consumes ceil(2 K B / 4) offsets. */
+typedef struct bp_rejection_attrs {
+  uint32_t struct_size;
+  uint32_t greedy; /* 1: accept a draft token iff it is the target's argmax */
+  uint64_t seed;
+  uint64_t offset; /* Philox counter offset */
+} bp_rejection_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -623,7 +635,7 @@ typedef struct bp_moe_permute_attrs {
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
   X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
   X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t) X(bp_softcap_attrs_t)          \
-  X(bp_logits_mask_attrs_t) X(bp_moe_permute_attrs_t)
+  X(bp_logits_mask_attrs_t) X(bp_moe_permute_attrs_t) X(bp_rejection_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -678,6 +690,7 @@ typedef struct bp_moe_permute_attrs {
 #define BP_ATTRS_V1_SIZE_bp_softcap_attrs_t 16u         /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_logits_mask_attrs_t 24u     /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_moe_permute_attrs_t 16u     /* ABI 1.3 */
+#define BP_ATTRS_V1_SIZE_bp_rejection_attrs_t 24u       /* ABI 1.3 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

@@ -1,7 +1,8 @@
 /* backplane CPU plugin: the sampling family -- sample (greedy, temperature,
  * top-k, top-p over rows of logits), repetition_penalty, and the logits
  * processors top_k_top_p_mask (the kept set of sample, with min-p, as a
- * -inf mask) and logits_softcap. The rules are
+ * -inf mask) and logits_softcap, and rejection_sample (speculative
+ * decoding's verification of draft tokens). The rules are
  * docs/semantics.md's "Sampling"; in short, for a row l[0..V) and t > 0:
  *
  *   m    = max of the non-NaN logits (none, or -inf: the row yields -1)
@@ -352,6 +353,116 @@ static bp_status_t exec_logits(const bp_op_call_t* call) {
   return BP_OK;
 }
 
+/* ---- rejection_sample ------------------------------------------------------------ */
+
+typedef struct rej_job {
+  const bp_op_call_t* call;
+  const bp_rejection_attrs_t* a;
+  int64_t K, V;
+  _Atomic int failed;
+} rej_job_t;
+
+/* The first maximum of the non-NaN values of p[0..V) (0 when none). */
+static int64_t rej_argmax(const double* p, int64_t V) {
+  int64_t best = 0;
+  double m = -INFINITY;
+  for (int64_t j = 0; j < V; j++)
+    if (p[j] > m) m = p[j], best = j;
+  return best;
+}
+
+/* Sequence b: accept drafts while p(d) / q(d) >= u, then the recovered
+ * token from max(p - q, 0) (q absent: p without the draft token) by inverse
+ * CDF, or the bonus token after K acceptances. */
+static void rej_run(void* ctx, int64_t begin, int64_t end) {
+  rej_job_t* j = ctx;
+  const bp_op_call_t* call = j->call;
+  const bp_tensor_desc_t *drafts = call->inputs[0], *tp = call->inputs[1], *bonus = call->inputs[2];
+  const bp_tensor_desc_t* qp = call->inputs[3]->dtype != BP_DTYPE_INVALID ? call->inputs[3] : NULL;
+  int64_t K = j->K, V = j->V;
+  size_t es = bp_dtype_size(tp->dtype);
+  double* p = malloc(sizeof(double) * 2 * (size_t)V);
+  uint32_t* words = malloc(sizeof(uint32_t) * (size_t)(2 * K > 0 ? 2 * K : 1));
+  if (!p || !words) {
+    free(p), free(words);
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  double* q = p + V;
+  for (int64_t b = begin; b < end; b++) {
+    int64_t* o = (int64_t*)(void*)cpu_desc_ptr(call->outputs[0]) + b * (K + 1);
+    for (int64_t i = 0; i <= K; i++) o[i] = -1;
+    if (!j->a->greedy && K > 0) bp_philox_words(j->a->seed, j->a->offset, (uint64_t)(2 * K * b), 2 * K, words);
+    int64_t i = 0;
+    for (; i < K; i++) {
+      int64_t d = cpu_index_at(drafts, b * K + i);
+      size_t row = (size_t)((b * K + i) * V) * es;
+      cpu_load[CPU_KT_F64](p, cpu_desc_ptr(tp) + row, 1, V, tp->dtype);
+      if (j->a->greedy) {
+        int64_t am = rej_argmax(p, V);
+        o[i] = am;
+        if (am != d) break;
+        continue;
+      }
+      if (qp) cpu_load[CPU_KT_F64](q, cpu_desc_ptr(qp) + row, 1, V, qp->dtype);
+      double qd = qp ? q[d] : 1.0;
+      if (qd > 0.0 && p[d] / qd >= bp_philox_u32_to_unit(words[2 * i], 24)) {
+        o[i] = d;
+        continue;
+      }
+      /* rejected: the recovered token */
+      double total = 0.0;
+      for (int64_t k = 0; k < V; k++) {
+        double r = qp ? p[k] - q[k] : k == d ? 0.0 : p[k];
+        p[k] = r > 0.0 ? r : 0.0; /* NaN counts as 0 */
+        total += p[k];
+      }
+      int64_t pick = -1;
+      if (total > 0.0) {
+        double target = bp_philox_u32_to_unit(words[2 * i + 1], 24) * total, run = 0.0;
+        for (int64_t k = 0; k < V && pick < 0; k++) {
+          if (p[k] == 0.0) continue;
+          run += p[k];
+          if (run > target) pick = k;
+        }
+        for (int64_t k = V; pick < 0 && k-- > 0;) /* rounding left the target at the end */
+          if (p[k] > 0.0) pick = k;
+      } else {
+        cpu_load[CPU_KT_F64](p, cpu_desc_ptr(tp) + row, 1, V, tp->dtype);
+        pick = rej_argmax(p, V);
+      }
+      o[i] = pick;
+      break;
+    }
+    if (i == K) o[K] = cpu_index_at(bonus, b);
+  }
+  free(p), free(words);
+}
+
+static bp_status_t exec_rejection(const bp_op_call_t* call) {
+  rej_job_t j = {0};
+  j.call = call;
+  j.a = call->attrs;
+  const bp_tensor_desc_t *drafts = call->inputs[0], *tp = call->inputs[1];
+  int64_t B = drafts->sizes[0];
+  j.K = drafts->sizes[1];
+  j.V = tp->sizes[2];
+  for (int64_t k = 0; k < B * j.K; k++) {
+    int64_t d = cpu_index_at(drafts, k);
+    if (d < 0 || d >= j.V) {
+      return cpu_error(BP_OUT_OF_RANGE, "cpu: rejection_sample: draft_token_ids[%lld][%lld] = %lld is outside "
+                                        "the vocabulary of %lld",
+                       (long long)(k / j.K), (long long)(k % j.K), (long long)d, (long long)j.V);
+    }
+  }
+  if (B == 0) return BP_OK;
+  int64_t grain = SMP_GRAIN / (j.K * j.V > 0 ? j.K * j.V : 1);
+  cpu_parallel_for(B, grain < 1 ? 1 : grain, rej_run, &j);
+  if (atomic_load(&j.failed))
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: rejection_sample: no memory for a row of %lld", (long long)j.V);
+  return BP_OK;
+}
+
 /* ---- family -------------------------------------------------------------------- */
 
 static bp_status_t exec_sampling(const bp_op_call_t* call) {
@@ -360,6 +471,7 @@ static bp_status_t exec_sampling(const bp_op_call_t* call) {
   switch (call->op_id) {
     case BP_OP_sample: return exec_sample(call);
     case BP_OP_repetition_penalty: return exec_penalty(call);
+    case BP_OP_rejection_sample: return exec_rejection(call);
     default: return exec_logits(call);
   }
 }
@@ -371,7 +483,8 @@ static int supported_sampling(const bp_op_call_t* call, char* msg, size_t cap) {
 
 const cpu_family_t cpu_family_sample = {
     "sample",
-    CPU_FAMILY_OPS(BP_OP_sample, BP_OP_repetition_penalty, BP_OP_logits_softcap, BP_OP_top_k_top_p_mask),
+    CPU_FAMILY_OPS(BP_OP_sample, BP_OP_repetition_penalty, BP_OP_logits_softcap, BP_OP_top_k_top_p_mask,
+                   BP_OP_rejection_sample),
     exec_sampling,
     supported_sampling, 0,
 };

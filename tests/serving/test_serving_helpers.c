@@ -197,6 +197,105 @@ static void test_processors_in_place(void** state) {
                 BP_INVALID_ARGUMENT, "must hold at least one entry");
 }
 
+/* ---- rejection_sample ------------------------------------------------------------ */
+
+enum { RB = 4000, RK = 3, RV = 5 };
+
+static bp_tensor_t* rej_run(const int64_t* drafts, const float* target, const float* draft_probs,
+                            const int64_t* bonus, const bp_rejection_attrs_t* a, int64_t b) {
+  int64_t ds[2] = {b, RK}, ps[3] = {b, RK, RV}, bs[1] = {b};
+  bp_tensor_t* out = NULL;
+  assert_ok(bp_op_rejection_sample(g_stream, cpu_tensor(BP_DTYPE_I64, 2, ds, drafts),
+                                   cpu_tensor(BP_DTYPE_F32, 3, ps, target), cpu_tensor(BP_DTYPE_I64, 1, bs, bonus),
+                                   draft_probs ? cpu_tensor(BP_DTYPE_F32, 3, ps, draft_probs) : NULL, a, &out));
+  return ops_track(out);
+}
+
+/* Draft probabilities equal to the target's accept every draft (p / q = 1
+ * >= u): the drafts, then the bonus token. Greedy keeps the drafts that are
+ * the argmax and replaces the first that is not. */
+static void test_rejection_accepts_and_greedy(void** state) {
+  (void)state;
+  enum { B = 8 };
+  int64_t drafts[B * RK], bonus[B], out[B * (RK + 1)];
+  float p[B * RK * RV];
+  for (int i = 0; i < B * RK * RV; i++) p[i] = frand(0.01f, 1.0f);
+  for (int i = 0; i < B * RK; i++) drafts[i] = (int64_t)(frand(0, 1) * RV) % RV;
+  for (int b = 0; b < B; b++) bonus[b] = 100 + b;
+  bp_rejection_attrs_t a = {.struct_size = sizeof a, .seed = 5};
+  read_back(rej_run(drafts, p, p, bonus, &a, B), out, sizeof out);
+  for (int b = 0; b < B; b++) {
+    for (int i = 0; i < RK; i++) assert_int_equal(out[b * (RK + 1) + i], drafts[b * RK + i]);
+    assert_int_equal(out[b * (RK + 1) + RK], bonus[b]);
+  }
+  /* greedy: drafts 0 and 1 are the argmax, draft 2 is not */
+  for (int b = 0; b < B; b++)
+    for (int i = 0; i < RK; i++) {
+      int64_t am = 0;
+      for (int j = 1; j < RV; j++)
+        if (p[(b * RK + i) * RV + j] > p[(b * RK + i) * RV + am]) am = j;
+      drafts[b * RK + i] = i < 2 ? am : (am + 1) % RV;
+    }
+  a.greedy = 1;
+  read_back(rej_run(drafts, p, NULL, bonus, &a, B), out, sizeof out);
+  for (int b = 0; b < B; b++) {
+    assert_int_equal(out[b * (RK + 1) + 0], drafts[b * RK + 0]);
+    assert_int_equal(out[b * (RK + 1) + 1], drafts[b * RK + 1]);
+    assert_int_equal(out[b * (RK + 1) + 2], (drafts[b * RK + 2] + RV - 1) % RV);
+    assert_int_equal(out[b * (RK + 1) + 3], -1);
+  }
+}
+
+/* n-gram drafts (no draft probabilities) whose target probability is 0.3
+ * are accepted at rate 0.3; a rejected position holds a recovered token
+ * other than the draft, then -1. A draft id outside the vocabulary fails
+ * the stream. */
+static void test_rejection_rate_and_errors(void** state) {
+  (void)state;
+  int64_t* drafts = malloc(sizeof(int64_t) * RB * RK);
+  int64_t* bonus = malloc(sizeof(int64_t) * RB);
+  int64_t* out = malloc(sizeof(int64_t) * RB * (RK + 1));
+  float* p = malloc(sizeof(float) * RB * RK * RV);
+  assert_non_null(drafts), assert_non_null(bonus), assert_non_null(out), assert_non_null(p);
+  for (int i = 0; i < RB * RK; i++) {
+    drafts[i] = 2;
+    for (int j = 0; j < RV; j++) p[i * RV + j] = j == 2 ? 0.3f : 0.175f;
+  }
+  for (int b = 0; b < RB; b++) bonus[b] = 7;
+  bp_rejection_attrs_t a = {.struct_size = sizeof a, .seed = 99, .offset = 4};
+  read_back(rej_run(drafts, p, NULL, bonus, &a, RB), out, sizeof(int64_t) * RB * (RK + 1));
+  int accepted = 0;
+  for (int b = 0; b < RB; b++) {
+    const int64_t* o = out + b * (RK + 1);
+    accepted += o[0] == 2;
+    if (o[0] != 2) {
+      assert_true(o[0] >= 0 && o[0] < RV);
+      for (int i = 1; i <= RK; i++) assert_int_equal(o[i], -1);
+    }
+  }
+  /* binomial(4000, 0.3): sd 29 */
+  assert_true(accepted > 1200 - 120 && accepted < 1200 + 120);
+  drafts[5] = RV;
+  bp_stream_t* s = NULL;
+  assert_ok(bp_stream_create(g_cpu, NULL, &s));
+  int64_t ds[2] = {RB, RK}, ps[3] = {RB, RK, RV}, bs[1] = {RB};
+  bp_tensor_t *td = cpu_tensor(BP_DTYPE_I64, 2, ds, drafts), *tp = cpu_tensor(BP_DTYPE_F32, 3, ps, p);
+  bp_tensor_t *tb = cpu_tensor(BP_DTYPE_I64, 1, bs, bonus), *o2 = NULL;
+  assert_ok(bp_stream_synchronize(g_stream));
+  assert_ok(bp_op_rejection_sample(s, td, tp, tb, NULL, &a, &o2));
+  ops_track(o2);
+  assert_status(bp_stream_synchronize(s), BP_OUT_OF_RANGE, "draft_token_ids[1][2] = 5 is outside the vocabulary of 5");
+  bp_stream_release(s);
+  o2 = NULL;
+  int64_t bad[3] = {RB, RK + 1, RV};
+  assert_status(bp_op_rejection_sample(g_stream, td, ops_tensor(g_cpu, BP_DTYPE_F32, 3, bad), tb, NULL, &a, &o2),
+                BP_INVALID_ARGUMENT, "input 'target_probs' has shape [4000, 4, 5]; expected [4000, 3, vocab >= 1]");
+  a.greedy = 2;
+  assert_status(bp_op_rejection_sample(g_stream, td, tp, tb, NULL, &a, &o2), BP_INVALID_ARGUMENT,
+                "attrs.greedy = 2");
+  free(drafts), free(bonus), free(out), free(p);
+}
+
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
   if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
@@ -205,6 +304,8 @@ int main(void) {
       cmocka_unit_test_teardown(test_rope_pos_errors, ops_release_all),
       cmocka_unit_test_teardown(test_mask_then_sample_is_filtered_sample, ops_release_all),
       cmocka_unit_test_teardown(test_processors_in_place, ops_release_all),
+      cmocka_unit_test_teardown(test_rejection_accepts_and_greedy, ops_release_all),
+      cmocka_unit_test_teardown(test_rejection_rate_and_errors, ops_release_all),
   };
   int failed = cmocka_run_group_tests_name("serving_helpers", tests, NULL, NULL);
   bp_stream_release(g_stream);

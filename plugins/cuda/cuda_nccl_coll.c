@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bp_kit_comm.h"
 #include "cuda_nccl_internal.h"
@@ -301,6 +302,25 @@ static bp_status_t scratch_new(bpp_device_t d, CUdeviceptr* out) {
   return BP_OK;
 }
 
+/* NCCL runs one rank per GPU in a process (ncclCommInitRank fails with
+ * ncclInvalidUsage otherwise): every rank learns every rank's (process,
+ * device) through the bootstrap and all answer UNIMPLEMENTED alike when
+ * two share one. */
+static bp_status_t one_rank_per_gpu(bpp_device_t d, const bp_bootstrap_t* bs) {
+  int64_t mine[2] = {(int64_t)getpid(), (int64_t)d->index};
+  int64_t* all = calloc(2 * (size_t)bs->nranks + 2, sizeof *all);
+  if (!all) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "cuda: out of host memory");
+  bp_status_t st = bs->allgather(bs->ctx, mine, all, sizeof mine);
+  if (st != BP_OK) st = bp_kit_error(st, "cuda: comm_create: the bootstrap's allgather failed");
+  for (int32_t a = 0; st == BP_OK && a < bs->nranks; ++a)
+    for (int32_t b = a + 1; st == BP_OK && b < bs->nranks; ++b)
+      if (all[2 * a] == all[2 * b] && all[2 * a + 1] == all[2 * b + 1])
+        st = bp_kit_error(BP_UNIMPLEMENTED, "cuda: NCCL runs one rank per GPU in a process: ranks "
+                          "%d and %d are both on cuda:%lld", a, b, (long long)all[2 * a + 1]);
+  free(all);
+  return st;
+}
+
 typedef struct id_msg {
   int32_t ok;
   char text[128];
@@ -329,6 +349,7 @@ static bp_status_t comm_create(bpp_device_t d, const bp_comm_create_info_t* info
   bp_status_t st = bs->broadcast(bs->ctx, &m, sizeof m, 0);
   if (st != BP_OK) return bp_kit_error(st, "cuda: comm_create: the bootstrap's broadcast failed");
   if (!m.ok) return bp_kit_error(BP_INTERNAL, "cuda: comm_create: rank 0: %s", m.text);
+  if ((st = one_rank_per_gpu(d, bs)) != BP_OK) return st;
   if ((st = cuda_ctx_push(d)) != BP_OK) return st;
   CUdeviceptr scratch = 0;
   st = scratch_new(d, &scratch);

@@ -68,7 +68,9 @@ static void world_open(world_t* w, const char* plugin, int n, uint64_t timeout_n
   assert_int_equal(bp_context_create(NULL, &w->ctx), BP_OK);
   for (int r = 0; r < n; ++r) {
     char spec[32];
-    snprintf(spec, sizeof(spec), "%s:%d", plugin, strcmp(plugin, "cpu") == 0 ? r : 0);
+    /* cuda: rank r on its own (fake) GPU, as NCCL needs. */
+    const int own = strcmp(plugin, "cpu") == 0 || strcmp(plugin, "cuda") == 0;
+    snprintf(spec, sizeof(spec), "%s:%d", plugin, own ? r : 0);
     assert_int_equal(bp_context_find_device(w->ctx, spec, &w->devices[r]), BP_OK);
     assert_int_equal(bp_stream_create(w->devices[r], NULL, &w->streams[r]), BP_OK);
   }

@@ -29,14 +29,17 @@ typedef struct world {
   bp_device_t* devices[MAX_RANKS];
 } world_t;
 
-/* n ranks on cuda:0 (the fake has one device), each with its stream. */
+/* Rank r on cuda:r (FAKE_CUDA_DEVICES=4: NCCL takes one rank per GPU),
+ * each with its stream. */
 static void world_open(world_t* w, int n, uint64_t timeout_ns) {
   memset(w, 0, sizeof *w);
   w->n = n;
   assert_int_equal(bp_context_create(NULL, &w->ctx), BP_OK);
   for (int r = 0; r < n; ++r) {
-    if (bp_context_find_device(w->ctx, "cuda:0", &w->devices[r]) != BP_OK)
-      fail_msg("cuda:0: %s", bp_status_message());
+    char spec[16];
+    snprintf(spec, sizeof spec, "cuda:%d", r);
+    if (bp_context_find_device(w->ctx, spec, &w->devices[r]) != BP_OK)
+      fail_msg("%s: %s", spec, bp_status_message());
     assert_int_equal(bp_stream_create(w->devices[r], NULL, &w->streams[r]), BP_OK);
   }
   bp_comm_options_t o = {.struct_size = sizeof o, .timeout_ns = timeout_ns};
@@ -129,6 +132,21 @@ static void test_collectives_through_nccl(void** state) {
     bp_tensor_release(ring[r]);
   }
   world_close(&w);
+}
+
+/* Two ranks on one GPU in one process: NCCL cannot; every rank answers
+ * UNIMPLEMENTED (a scorer's "not supported"), none waits in NCCL. */
+static void test_one_rank_per_gpu(void** state) {
+  (void)state;
+  bp_context_t* ctx = NULL;
+  bp_device_t* d[2] = {NULL, NULL};
+  assert_int_equal(bp_context_create(NULL, &ctx), BP_OK);
+  assert_int_equal(bp_context_find_device(ctx, "cuda:1", &d[0]), BP_OK);
+  d[1] = d[0];
+  bp_comm_t* comms[2] = {NULL, NULL};
+  /* The core then looks for another engine and says there is none. */
+  assert_int_equal(bp_comm_init_all(d, 2, NULL, comms), BP_UNIMPLEMENTED);
+  bp_context_release(ctx);
 }
 
 /* NCCL reduces no int16 and compresses nothing: UNIMPLEMENTED, said. */
@@ -232,6 +250,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_collectives_through_nccl),
+      cmocka_unit_test(test_one_rank_per_gpu),
       cmocka_unit_test(test_limits_unimplemented),
       cmocka_unit_test(test_mismatch_async_error),
       cmocka_unit_test(test_missing_rank_deadline),

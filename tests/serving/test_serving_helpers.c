@@ -96,7 +96,9 @@ static void test_rope_pos_errors(void** state) {
   bp_tensor_t* q = cpu_tensor(BP_DTYPE_F32, 2, qs, ones);
   bp_tensor_t* k = cpu_tensor(BP_DTYPE_F32, 2, ks, ones);
   bp_tensor_t* pos = cpu_tensor(BP_DTYPE_I64, 1, ps, (int64_t[2]){1, 6});
-  bp_tensor_t* cache = cpu_tensor(BP_DTYPE_F32, 2, cs, ones);
+  float table[24];
+  for (int i = 0; i < 24; i++) table[i] = 0.5f;
+  bp_tensor_t* cache = cpu_tensor(BP_DTYPE_F32, 2, cs, table); /* [6, 4] */
   assert_ok(bp_stream_synchronize(g_stream));
   bp_qkv_rotary_attrs_t a = {sizeof a, 2, 1, 0};
   bp_stream_t* s = NULL;

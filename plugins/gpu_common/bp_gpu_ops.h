@@ -159,6 +159,24 @@ bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* 
 /* Packs and launches. */
 bp_status_t bp_gpu_ew_launch(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
                              bp_gpu_launch_fn launch, void* ctx);
+/* Generated elementwise kernels (gpu_ew_gen.c), for the plugins that
+ * compile at run time (the OpenCL compiler, NVRTC): the source of one
+ * straight-line kernel named BP_GPU_EW_GEN_KERNEL, with the interpreter's
+ * signature and argument block, for the packed program `a`. The complete
+ * program text is "#define BP_EW_GENERATED 1\n", then the embedded source
+ * of kernels.def program bp_gpu_ew_variant(a->cdt) (the ew.cl helpers the
+ * kernel calls), then this text. Writes at most cap bytes (NUL included)
+ * and the length in *out_len; OUT_OF_RANGE when cap is too small (then
+ * *out_len says what is needed), INVALID_ARGUMENT for a program naming a
+ * register, operand or opcode that does not exist, UNIMPLEMENTED for a
+ * compute dtype without a variant. Pure. */
+#define BP_GPU_EW_GEN_KERNEL "bp_ew_gen"
+#define BP_GPU_EW_GEN_PREFIX "#define BP_EW_GENERATED 1\n"
+int bp_gpu_ew_variant(uint32_t cdt);
+bp_status_t bp_gpu_ew_gen_source(const bp_gpu_ew_args_t* a, char* out, size_t cap, size_t* out_len);
+/* FNV-1a 64 of `data`, continuing from h (0 starts). Cache keys. */
+uint64_t bp_gpu_text_hash(uint64_t h, const void* data, size_t n);
+
 /* dst = src (broadcast, converted to dst's dtype). */
 bp_status_t bp_gpu_ew_copy(const bp_gpu_device_caps_t* caps, const bp_tensor_desc_t* dst,
                            const bp_tensor_desc_t* src, bp_gpu_launch_fn launch, void* ctx);

@@ -123,18 +123,6 @@ void bp_gpu_ew_store(bp_gpu_ew_t* p, uint32_t output, uint8_t reg) {
   bp_gpu_ew_emit(p, BP_EW_STORE, 0, (uint8_t)output, reg, 0, 0);
 }
 
-/* The kernel variant for a compute dtype, or -1. */
-static int ew_program(uint32_t cdt) {
-  switch (cdt) {
-    case BP_DTYPE_F32: case BP_DTYPE_F16: case BP_DTYPE_BF16: return BP_GPU_PROGRAM_ew_f32;
-    case BP_DTYPE_F64: return BP_GPU_PROGRAM_ew_f64;
-    case BP_DTYPE_I8: case BP_DTYPE_U8: case BP_DTYPE_I16: case BP_DTYPE_I32: case BP_DTYPE_I64:
-    case BP_DTYPE_BOOL:
-      return BP_GPU_PROGRAM_ew_i64;
-    default: return -1;
-  }
-}
-
 void bp__gpu_grid_1d(const bp_gpu_device_caps_t* caps, uint64_t groups, uint32_t local, bp_gpu_launch_t* l) {
   uint64_t maxg = caps && caps->max_groups ? caps->max_groups : 65535;
   if (groups > maxg) groups = maxg;
@@ -213,7 +201,7 @@ bp_status_t bp_gpu_ew_space(const bp_gpu_ew_t* p, bp_gpu_ew_space_t* sp) {
 bp_status_t bp_gpu_ew_pack(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t* p,
                            bp_gpu_launch_t* l, int* out_empty) {
   *out_empty = 0;
-  int prog = ew_program(p->cdt);
+  int prog = bp_gpu_ew_variant(p->cdt);
   if (prog < 0 && !p->overflow)
     return BP_KIT_ERROR(BP_UNIMPLEMENTED, "no elementwise kernel for compute dtype %s", bp_dtype_name(p->cdt));
   bp_gpu_ew_space_t sp;

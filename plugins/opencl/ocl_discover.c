@@ -275,6 +275,7 @@ bp_status_t ocl_discover(struct bpp_instance_s* inst, char* msg, size_t cap) {
     d->device_index = recs[k].device_index;
     memcpy(d->cache_key, recs[k].cache_key, sizeof d->cache_key);
     pthread_mutex_init(&d->aux_mu, NULL);
+    pthread_mutex_init(&d->ewgen_mu, NULL);
     for (uint32_t j = 0; j < BP_GPU_PROGRAM_COUNT; j++) pthread_mutex_init(&d->kernels[j].mu, NULL);
     inst->devices[inst->ndevices++] = d;
   }

@@ -34,6 +34,15 @@ typedef struct ocl_kernel {
   char err_msg[256];
 } ocl_kernel_t;
 
+/* Counts of the generated-kernel cache of a device (ocl_ewgen.c). */
+typedef struct ocl_ewgen_stats {
+  uint64_t hits;       /* launches that found their kernel built */
+  uint64_t builds;     /* kernels built from source */
+  uint64_t disk_loads; /* kernels loaded from the on-disk cache */
+  uint64_t failures;   /* programs that fell back to the interpreter */
+} ocl_ewgen_stats_t;
+#define OCL_EWGEN_MAX 256 /* generated programs kept per device */
+
 struct bpp_instance_s {
   void* lib;
   ocl_symbols_t cl;
@@ -66,6 +75,11 @@ struct bpp_device_s {
   uint64_t max_alloc;
   char cache_key[384]; /* device, driver and plugin versions (program cache) */
   ocl_kernel_t kernels[BP_GPU_PROGRAM_COUNT];
+  /* Generated elementwise kernels (ocl_ewgen.c), under ewgen_mu. */
+  pthread_mutex_t ewgen_mu;
+  struct ocl_ewgen_entry* ewgen[OCL_EWGEN_MAX];
+  uint32_t ewgen_count;
+  ocl_ewgen_stats_t ewgen_stats;
   /* Suballocation per memory space (set when the runtime starts): small
    * buffers are sub-buffers of large blocks (ocl_memory.c). */
   bp_gpu_heap_t* heap[2];
@@ -127,6 +141,19 @@ OCL_HIDDEN bp_status_t ocl_fail(const char* what, cl_int err);
  * first use. */
 OCL_HIDDEN bp_status_t ocl_kernel_get(struct bpp_device_s* dev, uint32_t program, ocl_kernel_t** out);
 OCL_HIDDEN void ocl_kernels_release(struct bpp_device_s* dev);
+/* The embedded text of kernels.def program `program` (< BP_GPU_PROGRAM_COUNT). */
+OCL_HIDDEN const bp_gpu_blob_t* ocl_program_blob(uint32_t program);
+/* Builds program `name` from OpenCL C `text` (`size` bytes) or loads it from
+ * the on-disk cache (*out_from_disk, optional), then creates `kernel`. */
+OCL_HIDDEN bp_status_t ocl_program_build(struct bpp_device_s* dev, const char* name, const char* text, size_t size,
+                                         const char* kernel, ocl_kernel_t* k, int* out_from_disk);
+/* Generated elementwise kernels (ocl_ewgen.c): the built kernel of the
+ * packed program `a` (built on first use, kept per device), or an error
+ * (the caller runs the interpreter). Off with BP_OPENCL_EW_GENERATE=0. */
+OCL_HIDDEN int ocl_ewgen_enabled(void);
+OCL_HIDDEN bp_status_t ocl_ewgen_kernel(struct bpp_device_s* dev, const bp_gpu_ew_args_t* a, ocl_kernel_t** out);
+OCL_HIDDEN void ocl_ewgen_release(struct bpp_device_s* dev);
+OCL_HIDDEN void ocl_ewgen_stats(struct bpp_device_s* dev, ocl_ewgen_stats_t* out);
 
 /* Ops (ocl_ops.c). */
 OCL_HIDDEN bp_status_t ocl_launch_op(bpp_stream_t s, const bp_op_call_t* call);

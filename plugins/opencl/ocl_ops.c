@@ -5,18 +5,17 @@
  * argument block into a small read-only buffer (freed by the driver once
  * the kernel finishes) and enqueues the NDRange on the stream's queue.
  * Support answers come from the same lowering (bp_gpu_op_supported).
+ * Fused elementwise programs run as generated kernels (ocl_ewgen.c).
  */
 #include <string.h>
 
 #include "ocl_internal.h"
 
-static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
-  struct bpp_stream_s* s = ctx;
+/* Enqueues launch `l` with kernel `k` (its program's or a generated one
+ * with the same signature). */
+static bp_status_t launch_kernel(struct bpp_stream_s* s, ocl_kernel_t* k, const bp_gpu_launch_t* l) {
   struct bpp_device_s* d = s->dev;
   const ocl_symbols_t* cl = d->cl;
-  ocl_kernel_t* k;
-  bp_status_t st = ocl_kernel_get(d, l->program, &k);
-  if (st) return st;
   cl_int err = CL_SUCCESS;
   cl_mem args = cl->clCreateBuffer(d->ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, l->args_size,
                                    (void*)&l->args, &err);
@@ -42,6 +41,27 @@ static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
   pthread_mutex_unlock(&k->mu);
   cl->clReleaseMemObject(args);
   return err == CL_SUCCESS ? BP_OK : ocl_fail("clEnqueueNDRangeKernel", err);
+}
+
+static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
+  struct bpp_stream_s* s = ctx;
+  ocl_kernel_t* k;
+  bp_status_t st = ocl_kernel_get(s->dev, l->program, &k);
+  return st ? st : launch_kernel(s, k, l);
+}
+
+static int is_ew_program(uint32_t program) {
+  return program == BP_GPU_PROGRAM_ew_f32 || program == BP_GPU_PROGRAM_ew_f64 || program == BP_GPU_PROGRAM_ew_i64;
+}
+
+/* Fused programs: the generated kernel of the program where it builds,
+ * else the interpreter (ocl_ewgen.c logs why once). */
+static bp_status_t launch_fused(void* ctx, const bp_gpu_launch_t* l) {
+  struct bpp_stream_s* s = ctx;
+  ocl_kernel_t* k;
+  if (is_ew_program(l->program) && ocl_ewgen_enabled() && ocl_ewgen_kernel(s->dev, &l->args.ew, &k) == BP_OK)
+    return launch_kernel(s, k, l);
+  return launch_one(ctx, l);
 }
 
 /* Operands must live on the stream's device, at offsets aligned to their
@@ -110,5 +130,5 @@ bp_status_t ocl_launch_ew_program(bpp_stream_t s, const bp_ew_program_t* prog, u
   bp_status_t st = check_operands(s, num_inputs, inputs, "input");
   if (!st) st = check_operands(s, num_outputs, outputs, "output");
   if (st) return st;
-  return bp_gpu_ew_program_run(&s->dev->caps, prog, num_inputs, inputs, num_outputs, outputs, launch_one, s);
+  return bp_gpu_ew_program_run(&s->dev->caps, prog, num_inputs, inputs, num_outputs, outputs, launch_fused, s);
 }

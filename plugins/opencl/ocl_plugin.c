@@ -59,6 +59,7 @@ static uint64_t option_budget(const bpp_instance_create_info_t* info) {
 void ocl_device_free(struct bpp_device_s* d) {
   if (!d) return;
   ocl_kernels_release(d);
+  ocl_ewgen_release(d);
   ocl_heaps_destroy(d);
   if (d->aux_queue) d->cl->clReleaseCommandQueue(d->aux_queue);
   pthread_mutex_destroy(&d->aux_mu);

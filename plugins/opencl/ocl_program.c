@@ -10,7 +10,8 @@
  * instead of compiling. A corrupt, foreign or stale file is ignored with
  * one warning and rewritten. Build failures are kept and returned again
  * (with the driver's build log) rather than retried on every launch.
- * BP_OPENCL_PROGRAM_CACHE=0 turns the disk cache off.
+ * BP_OPENCL_PROGRAM_CACHE=0 turns the disk cache off. Generated
+ * elementwise programs (ocl_ewgen.c) go through the same build and cache.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,23 +31,19 @@ typedef struct ocl_cache_header {
   uint64_t size;
 } ocl_cache_header_t;
 
-static uint64_t fnv(uint64_t h, const void* data, size_t n) {
-  const unsigned char* p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
-
-/* The cache file of `program` on `d` and its key; 0 when there is none. */
-static int cache_path(struct bpp_device_s* d, const bp_gpu_blob_t* blob, char* out, size_t cap, uint64_t* key) {
+/* The cache file of program `name` (text `text`, `size` bytes) on `d` and
+ * its key; 0 when there is none. */
+static int cache_path(struct bpp_device_s* d, const char* name, const char* text, size_t size, char* out,
+                      size_t cap, uint64_t* key) {
   const char* env = getenv("BP_OPENCL_PROGRAM_CACHE");
   if (env && strcmp(env, "0") == 0) return 0;
   char dir[700], why[200];
   int have = bp_kit_cache_dir(dir, sizeof dir, why, sizeof why);
   if (have < 0) bp_kit_log(BP_LOG_WARN, "opencl: %s; programs are not cached on disk", why);
   if (have <= 0) return 0;
-  uint64_t dk = fnv(1469598103934665603ull, d->cache_key, strlen(d->cache_key));
-  *key = fnv(dk, blob->data, blob->size);
-  return (size_t)snprintf(out, cap, "%s/opencl-%016llx-%s.bin", dir, (unsigned long long)dk, blob->name) < cap;
+  uint64_t dk = bp_gpu_text_hash(0, d->cache_key, strlen(d->cache_key));
+  *key = bp_gpu_text_hash(dk, text, size);
+  return (size_t)snprintf(out, cap, "%s/opencl-%016llx-%s.bin", dir, (unsigned long long)dk, name) < cap;
 }
 
 /* A built program from a binary, or NULL when the driver refuses it. */
@@ -119,17 +116,17 @@ static void store_cached(struct bpp_device_s* d, cl_program p, const char* path,
   free(file);
 }
 
-static bp_status_t build(struct bpp_device_s* d, uint32_t program, ocl_kernel_t* k) {
+bp_status_t ocl_program_build(struct bpp_device_s* d, const char* name, const char* text, size_t size,
+                              const char* kernel, ocl_kernel_t* k, int* out_from_disk) {
   const ocl_symbols_t* cl = d->cl;
-  const bp_gpu_blob_t* blob = &ocl_programs[program];
   char path[900];
   uint64_t key = 0;
-  int cached = cache_path(d, blob, path, sizeof path, &key), rewrite = 0;
+  int cached = cache_path(d, name, text, size, path, sizeof path, &key), rewrite = 0;
   cl_program p = cached ? load_cached(d, path, key, &rewrite) : NULL;
+  if (out_from_disk) *out_from_disk = p != NULL;
   cl_int err = CL_SUCCESS;
   if (!p) {
-    const char* src = (const char*)blob->data;
-    p = cl->clCreateProgramWithSource(d->ctx, 1, &src, NULL, &err);
+    p = cl->clCreateProgramWithSource(d->ctx, 1, &text, NULL, &err);
     if (!p) return ocl_fail("clCreateProgramWithSource", err);
     err = cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
     if (err != CL_SUCCESS) {
@@ -137,12 +134,12 @@ static bp_status_t build(struct bpp_device_s* d, uint32_t program, ocl_kernel_t*
       cl->clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
       log[sizeof log - 1] = 0;
       cl->clReleaseProgram(p);
-      return BP_KIT_ERROR(BP_INTERNAL, "building kernel program %s: %s (%d): %s", blob->name, ocl_error_name(err),
+      return BP_KIT_ERROR(BP_INTERNAL, "building kernel program %s: %s (%d): %s", name, ocl_error_name(err),
                           (int)err, log);
     }
     if (cached && rewrite) store_cached(d, p, path, key);
   }
-  cl_kernel kern = cl->clCreateKernel(p, blob->kernel, &err);
+  cl_kernel kern = cl->clCreateKernel(p, kernel, &err);
   if (!kern) {
     cl->clReleaseProgram(p);
     return ocl_fail("clCreateKernel", err);
@@ -151,6 +148,13 @@ static bp_status_t build(struct bpp_device_s* d, uint32_t program, ocl_kernel_t*
   k->kernel = kern;
   return BP_OK;
 }
+
+static bp_status_t build(struct bpp_device_s* d, uint32_t program, ocl_kernel_t* k) {
+  const bp_gpu_blob_t* blob = &ocl_programs[program];
+  return ocl_program_build(d, blob->name, (const char*)blob->data, blob->size, blob->kernel, k, NULL);
+}
+
+const bp_gpu_blob_t* ocl_program_blob(uint32_t program) { return &ocl_programs[program]; }
 
 bp_status_t ocl_kernel_get(struct bpp_device_s* d, uint32_t program, ocl_kernel_t** out) {
   if (program >= BP_GPU_PROGRAM_COUNT)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "bp_gpu_ops.h"
@@ -280,6 +281,75 @@ static void test_ew_programs(void** state) {
   assert_int_equal(r.n, 1);
 }
 
+/* The generated kernel of a packed program: one statement per instruction
+ * with the op ids, operand dtypes and layout written in (no dispatch left),
+ * the same text for the same program, a different one for another layout;
+ * programs naming what does not exist are refused; a short buffer gets
+ * OUT_OF_RANGE and the length needed. */
+static void test_ew_generated_source(void** state) {
+  (void)state;
+  int64_t s[2] = {3, 5}, s1[1] = {5};
+  bp_tensor_desc_t x = desc(BP_DTYPE_F16, 2, s), y = desc(BP_DTYPE_F32, 1, s1), o = desc(BP_DTYPE_I32, 2, s);
+  bp_gpu_ew_t p;
+  bp_gpu_ew_init(&p, BP_DTYPE_F32);
+  uint32_t ix = bp_gpu_ew_input(&p, &x), iy = bp_gpu_ew_input(&p, &y), io = bp_gpu_ew_output(&p, &o);
+  uint8_t r0 = bp_gpu_ew_load_input(&p, ix), r1 = bp_gpu_ew_load_input(&p, iy);
+  uint8_t r2 = bp_gpu_ew_op(&p, BP_OP_mul, r0, r1, 0, 0);
+  uint8_t r3 = bp_gpu_ew_op(&p, BP_OP_exp, r2, 0, 0, 0);
+  bp_gpu_ew_emit(&p, BP_EW_CAST, r3, r3, 0, 0, BP_DTYPE_BF16);
+  bp_gpu_ew_store(&p, io, r3);
+  bp_gpu_launch_t l;
+  int empty;
+  assert_int_equal(bp_gpu_ew_pack(&k_caps, &p, &l, &empty), BP_OK);
+  assert_int_equal(l.args.ew.contiguous, 0); /* y broadcasts over dim 0 */
+  char text[8192], again[8192];
+  size_t n = 0, n2 = 0;
+  assert_int_equal(bp_gpu_ew_gen_source(&l.args.ew, text, sizeof text, &n), BP_OK);
+  assert_int_equal(strlen(text), n);
+  assert_int_equal(bp_gpu_ew_variant(BP_DTYPE_F32), BP_GPU_PROGRAM_ew_f32);
+  char want[160];
+  assert_non_null(strstr(text, "BP_KERNEL void " BP_GPU_EW_GEN_KERNEL "("));
+  snprintf(want, sizeof want, "r0 = ct_load(o0, f0, %uu);", BP_DTYPE_F16);
+  assert_non_null(strstr(text, want));
+  snprintf(want, sizeof want, "r2 = wrapc(apply(%uu, r0, r1, r0, 0u, A), %uu);", BP_OP_mul, BP_DTYPE_F32);
+  assert_non_null(strstr(text, want));
+  snprintf(want, sizeof want, "r3 = wrapc(apply(%uu, r2, r0, r0, 0u, A), %uu);", BP_OP_exp, BP_DTYPE_F32);
+  assert_non_null(strstr(text, want));
+  snprintf(want, sizeof want, "r3 = round_through(r3, %uu);", BP_DTYPE_BF16);
+  assert_non_null(strstr(text, want));
+  snprintf(want, sizeof want, "ct_store(o2, f2, %uu, r3);", BP_DTYPE_I32);
+  assert_non_null(strstr(text, want));
+  assert_non_null(strstr(text, "c = rem % A->sizes[1];")); /* strided, rank 2 */
+  assert_null(strstr(text, "switch"));
+  assert_null(strstr(text, "instrs"));
+  assert_int_equal(bp_gpu_ew_gen_source(&l.args.ew, again, sizeof again, &n2), BP_OK);
+  assert_string_equal(text, again);
+  /* A short buffer: OUT_OF_RANGE and the length needed. */
+  assert_int_equal(bp_gpu_ew_gen_source(&l.args.ew, again, 16, &n2), BP_OUT_OF_RANGE);
+  assert_int_equal(n2, n);
+  /* Dense operands: the contiguous path, another text. */
+  bp_gpu_ew_args_t a = l.args.ew;
+  a.contiguous = 1;
+  a.rank = 1;
+  assert_int_equal(bp_gpu_ew_gen_source(&a, again, sizeof again, &n2), BP_OK);
+  assert_non_null(strstr(again, "const bp_i64 f1 = A->byte_offset[1] + i * 4;"));
+  assert_string_not_equal(text, again);
+  /* Registers, operands and opcodes that do not exist. */
+  a = l.args.ew;
+  a.instrs[2][1] = 2u | (40u << 8);
+  assert_int_equal(bp_gpu_ew_gen_source(&a, again, sizeof again, &n2), BP_INVALID_ARGUMENT);
+  a = l.args.ew;
+  a.instrs[0][1] = 0u | (7u << 8); /* input 7 of 2 */
+  assert_int_equal(bp_gpu_ew_gen_source(&a, again, sizeof again, &n2), BP_INVALID_ARGUMENT);
+  a = l.args.ew;
+  a.instrs[2][0] = 0x3000u;
+  assert_int_equal(bp_gpu_ew_gen_source(&a, again, sizeof again, &n2), BP_INVALID_ARGUMENT);
+  a = l.args.ew;
+  a.cdt = BP_DTYPE_C64;
+  assert_int_equal(bp_gpu_ew_gen_source(&a, again, sizeof again, &n2), BP_UNIMPLEMENTED);
+  assert_int_equal(bp_gpu_ew_gen_source(NULL, again, sizeof again, &n2), BP_INVALID_ARGUMENT);
+}
+
 /* cat: one copy per non-empty piece, each at its offset in the output. */
 static void test_cat_pieces(void** state) {
   (void)state;
@@ -506,7 +576,7 @@ int main(void) {
       cmocka_unit_test(test_add_broadcast), cmocka_unit_test(test_dense_collapses),
       cmocka_unit_test(test_empty_and_overflow), cmocka_unit_test(test_sum_rows),
       cmocka_unit_test(test_matmul), cmocka_unit_test(test_support),
-      cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_cat_pieces),
+      cmocka_unit_test(test_ew_programs), cmocka_unit_test(test_ew_generated_source), cmocka_unit_test(test_cat_pieces),
       cmocka_unit_test(test_sort_topk), cmocka_unit_test(test_scatter),
       cmocka_unit_test(test_pool), cmocka_unit_test(test_rotary),
       cmocka_unit_test(test_random), cmocka_unit_test(test_kv_cache_append),

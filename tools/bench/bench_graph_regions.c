@@ -9,6 +9,9 @@
  *  - linear + bias + gelu (M=4096, K=N=1024, f32) as one EPILOGUE region
  *    against eager linear (with its bias) then gelu (target >= 1: a fused
  *    epilogue never loses to the unfused ops).
+ *  - on an OpenCL device, the same chain through bp_ew_program_run as the
+ *    plugin's generated kernel against its interpreter kernel
+ *    (BP_OPENCL_EW_GENERATE=0), bursts alternating (report, no target).
  * Region and eager bursts alternate per repetition (time_pair).
  * Skipped with a reason on a device that refuses the region.
  */
@@ -204,7 +207,56 @@ done:
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bp_tensor_release(all[i]);
 }
 
+typedef struct gen_state {
+  bp_ew_program_t prog;
+  const bp_tensor_t* in[2];
+  bp_tensor_t* out[1];
+} gen_state_t;
+
+static bp_status_t run_program(bpb_ctx_t* ctx, void* user) {
+  gen_state_t* s = user;
+  return bp_ew_program_run(ctx->stream, &s->prog, s->in, 2, s->out, 1);
+}
+static bp_status_t run_generated(bpb_ctx_t* ctx, void* user) {
+  unsetenv("BP_OPENCL_EW_GENERATE");
+  return run_program(ctx, user);
+}
+static bp_status_t run_interpreted(bpb_ctx_t* ctx, void* user) {
+  setenv("BP_OPENCL_EW_GENERATE", "0", 1);
+  return run_program(ctx, user);
+}
+
+/* The chain as the OpenCL plugin's generated kernel vs its interpreter. */
+static void generated_figures(bpb_ctx_t* ctx) {
+  if (strncmp(bp_device_name(ctx->device), "opencl:", 7) != 0) return;
+  const int64_t n = ctx->quick ? (int64_t)1 << 20 : (int64_t)16 << 20;
+  int64_t sz[1] = {n};
+  gen_state_t s;
+  bp_ew_instr_t ins[16];
+  s.prog = chain_program(ins);
+  bp_tensor_t* x = bpb_tensor_random(ctx, 1, sz, 1);
+  bp_tensor_t* y = bpb_tensor_random(ctx, 1, sz, 2);
+  s.in[0] = x;
+  s.in[1] = y;
+  s.out[0] = bpb_tensor(ctx, BP_DTYPE_F32, 1, sz);
+  const char* old = getenv("BP_OPENCL_EW_GENERATE");
+  char* saved = old ? strdup(old) : NULL;
+  double t_gen, t_int;
+  time_pair(ctx, run_generated, run_interpreted, &s, &t_gen, &t_int);
+  if (saved) setenv("BP_OPENCL_EW_GENERATE", saved, 1);
+  else unsetenv("BP_OPENCL_EW_GENERATE");
+  free(saved);
+  char fig[160];
+  snprintf(fig, sizeof fig, "8-op elementwise chain, %lldM f32: generated kernel vs interpreter kernel",
+           (long long)(n >> 20));
+  bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_gen, 1.0 / t_int, "the interpreter kernel", 0, 0});
+  bp_tensor_release(x);
+  bp_tensor_release(y);
+  bp_tensor_release(s.out[0]);
+}
+
 void bpb_graph_regions(bpb_ctx_t* ctx) {
   chain_figures(ctx);
+  generated_figures(ctx);
   linear_figures(ctx);
 }

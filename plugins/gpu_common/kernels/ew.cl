@@ -289,6 +289,9 @@ BP_INLINE CT apply(bp_u32 op, CT x, CT y, CT z, bp_u32 aux, BP_GLOBAL const bp_g
 }
 #endif
 
+/* Generated kernels (gpu_ew_gen.c) call the helpers above and define
+ * BP_EW_GENERATED to leave the interpreter out. */
+#ifndef BP_EW_GENERATED
 BP_KERNEL void EW_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_u8* o2,
                        BP_GLOBAL bp_u8* o3, BP_GLOBAL bp_u8* o4, BP_GLOBAL bp_u8* o5,
                        BP_GLOBAL bp_u8* o6, BP_GLOBAL bp_u8* o7,
@@ -327,3 +330,4 @@ BP_KERNEL void EW_NAME(BP_GLOBAL bp_u8* o0, BP_GLOBAL bp_u8* o1, BP_GLOBAL bp_u8
     }
   }
 }
+#endif /* BP_EW_GENERATED */

@@ -85,6 +85,9 @@ BPG_HIDDEN uint64_t bpg_value_bytes(const bpg_value_t* v);
 BPG_HIDDEN int bpg_attrs_equal(const bpg_node_t* a, const bpg_node_t* b);
 /* Size of op's attribute struct (0: bp_no_attrs_t / none). */
 BPG_HIDDEN uint32_t bpg_op_attrs_size(uint32_t op);
+/* The core's info of an op (bp_op_get_info), cached for the process; NULL
+ * for an unknown id. The pointer stays valid; never written after. */
+BPG_HIDDEN const bp_op_info_t* bpg_op_info(uint32_t op);
 /* Replaces every use of `from` (node inputs, graph outputs) by `to`. */
 BPG_HIDDEN void bpg_replace_uses(bp_graph_t* g, uint32_t from, uint32_t to);
 /* Use counts per value (nodes that are not dead, plus graph outputs). */

@@ -5,6 +5,7 @@
  * every string, attribute copy and constant's bytes.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,10 +341,27 @@ bp_status_t bp_graph_add_constant_uniform(bp_graph_t* g, const char* name, uint3
   return bpg_add_const(g, api, name, dtype, rank, dims, c, out_value);
 }
 
+/* Every op's info, asked of the core once per process (the table is
+ * immutable after; read by any thread). */
+static bp_op_info_t g_op_info[BP_OP_COUNT];
+static unsigned char g_op_known[BP_OP_COUNT];
+static pthread_once_t g_op_info_once = PTHREAD_ONCE_INIT;
+static void bpg_op_info_fill(void) {
+  for (uint32_t op = 0; op < BP_OP_COUNT; ++op) {
+    g_op_info[op].struct_size = sizeof(g_op_info[op]);
+    g_op_known[op] = bp_op_get_info(op, &g_op_info[op]) == BP_OK;
+  }
+}
+const bp_op_info_t* bpg_op_info(uint32_t op) {
+  if (op >= BP_OP_COUNT) return NULL;
+  pthread_once(&g_op_info_once, bpg_op_info_fill);
+  return g_op_known[op] ? &g_op_info[op] : NULL;
+}
+
 uint32_t bpg_op_attrs_size(uint32_t op) {
-  bp_op_info_t info = {.struct_size = sizeof(info)};
-  if (bp_op_get_info(op, &info) != BP_OK) return 0;
-  return info.attrs_size > sizeof(bp_no_attrs_t) ? info.attrs_size : 0;
+  const bp_op_info_t* info = bpg_op_info(op);
+  if (info == NULL) return 0;
+  return info->attrs_size > sizeof(bp_no_attrs_t) ? info->attrs_size : 0;
 }
 
 bp_status_t bp_graph_add_node(bp_graph_t* g, uint32_t op_id, const uint32_t* inputs,

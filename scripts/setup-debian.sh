@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libcjson-dev libcmocka-dev libopenblas-dev libdlpack-dev
+  libcjson-dev libcmocka-dev libopenblas-dev libdlpack-dev libxxhash-dev
   # oneDNN: the CPU plugin's f32 convolution (optional at build time, like OpenBLAS)
   libdnnl-dev
   valgrind binutils

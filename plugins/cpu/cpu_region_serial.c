@@ -4,10 +4,10 @@
  * itself and loading rebuilds it through the same path as region_compile:
  *
  *   0   magic "BPCPUX01"
- *   8   format version (1), u32; reserved u32
+ *   8   format version (2), u32; reserved u32
  *   16  plugin version, 16 bytes NUL-padded (CPU_PLUGIN_VERSION)
  *   32  payload bytes, u64
- *   40  FNV-1a checksum of the payload, u64
+ *   40  checksum of the payload (bp_kit_checksum64, seed 0), u64
  *   48  payload: kind, values, arguments, inputs, nodes, has program (u32
  *       each); per value dtype, rank (u32), sizes (i64 x rank); per node
  *       op, compute dtype, inputs, outputs, list begin, list count,
@@ -23,21 +23,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bp_kit_cache.h"
 #include "cpu_region.h"
 
 #define HDR 48u
+#define FORMAT_VERSION 2u /* 1 had an FNV-1a checksum */
 #define MAX_VALUES (1u << 20)
 #define MAX_NODES (1u << 18)
 static const char k_magic[8] = {'B', 'P', 'C', 'P', 'U', 'X', '0', '1'};
 
-static uint64_t fnv1a(const unsigned char* p, uint64_t n) {
-  uint64_t h = UINT64_C(0xcbf29ce484222325);
-  for (uint64_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= UINT64_C(0x100000001b3);
-  }
-  return h;
-}
 
 /* ---- writing -------------------------------------------------------------- */
 typedef struct wbuf {
@@ -100,13 +94,13 @@ bp_status_t cpu_region_encode(const bp_region_desc_t* g, unsigned char** out, ui
     return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: region bytes: out of memory");
   }
   uint64_t payload = w.n - HDR;
-  uint32_t version = 1;
+  uint32_t version = FORMAT_VERSION;
   memcpy(w.p, k_magic, 8);
   memcpy(w.p + 8, &version, 4);
   memset(w.p + 12, 0, 20);
   memcpy(w.p + 16, CPU_PLUGIN_VERSION, strlen(CPU_PLUGIN_VERSION));
   memcpy(w.p + 32, &payload, 8);
-  uint64_t sum = fnv1a(w.p + HDR, payload);
+  uint64_t sum = bp_kit_checksum64(w.p + HDR, payload, 0);
   memcpy(w.p + 40, &sum, 8);
   *out = w.p;
   *out_size = w.n;
@@ -316,8 +310,9 @@ bp_status_t cpu_region_decode(const unsigned char* data, uint64_t size, struct b
   if (memcmp(data, k_magic, 8) != 0) return CORRUPT("not CPU region bytes (bad magic)");
   uint32_t version;
   memcpy(&version, data + 8, 4);
-  if (version != 1)
-    return cpu_error(BP_FAILED_PRECONDITION, "cpu: region bytes: format version %u (this plugin reads 1)", version);
+  if (version != FORMAT_VERSION)
+    return cpu_error(BP_FAILED_PRECONDITION, "cpu: region bytes: format version %u (this plugin reads %u)", version,
+                     FORMAT_VERSION);
   char ver[17] = {0};
   memcpy(ver, data + 16, 16);
   if (strcmp(ver, CPU_PLUGIN_VERSION) != 0)
@@ -329,7 +324,7 @@ bp_status_t cpu_region_decode(const unsigned char* data, uint64_t size, struct b
   if (payload != size - HDR)
     return CORRUPT("%llu payload bytes, the header says %llu (truncated)", (unsigned long long)(size - HDR),
                    (unsigned long long)payload);
-  if (fnv1a(data + HDR, payload) != sum) return CORRUPT("checksum mismatch");
+  if (bp_kit_checksum64(data + HDR, payload, 0) != sum) return CORRUPT("checksum mismatch");
   decoded_t d;
   memset(&d, 0, sizeof d);
   rbuf_t r = {data + HDR, payload, 0, 0};

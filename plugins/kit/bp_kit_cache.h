@@ -12,6 +12,7 @@
 #define BACKPLANE_KIT_CACHE_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,6 +37,11 @@ void* bp_kit_cache_read(const char* path, size_t max_bytes, size_t* out_size, in
 
 /* Writes `size` bytes to `path` atomically; 0 on success, else an errno. */
 int bp_kit_cache_write(const char* path, const void* data, size_t size);
+
+/* A 64-bit checksum of `size` bytes (XXH3-64 with `seed`; tens of GB/s),
+ * for the validation of cached or saved bytes: catches corruption, not
+ * tampering. Pure. */
+uint64_t bp_kit_checksum64(const void* data, size_t size, uint64_t seed);
 
 #ifdef __cplusplus
 }

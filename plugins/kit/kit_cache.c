@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "bp_file.h"
 #include "bp_kit_cache.h"
@@ -109,4 +110,8 @@ int bp_kit_cache_write(const char* path, const void* data, size_t size) {
     return err;
   }
   return 0;
+}
+
+uint64_t bp_kit_checksum64(const void* data, size_t size, uint64_t seed) {
+  return (uint64_t)XXH3_64bits_withSeed(data, size, seed);
 }

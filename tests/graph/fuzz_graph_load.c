@@ -9,16 +9,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "backplane/graph.h"
 
 static bp_context_t* g_ctx;
 
-static uint64_t fnv(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
+/* The file's checksum (docs/graph.md): XXH3-64 of the payload. */
+static uint64_t file_checksum(const uint8_t* p, size_t n) { return (uint64_t)XXH3_64bits(p, n); }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       uint8_t* m = malloc(size);
       if (m == NULL) return 0;
       memcpy(m, data, size);
-      uint64_t payload = size - 40, sum = fnv(m + 40, payload);
+      uint64_t payload = size - 40, sum = file_checksum(m + 40, payload);
       memcpy(m + 24, &payload, 8);
       memcpy(m + 32, &sum, 8);
       x = NULL;

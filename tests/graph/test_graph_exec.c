@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -182,11 +183,8 @@ static void test_cache_dtype_guard(void** state) {
 }
 
 /* ---- ahead of time ---- */
-static uint64_t fnv(const uint8_t* p, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
+/* The file's checksum (docs/graph.md): XXH3-64 of the payload. */
+static uint64_t file_checksum(const uint8_t* p, size_t n) { return (uint64_t)XXH3_64bits(p, n); }
 
 static uint8_t* read_file(const char* path, size_t* n) {
   FILE* f = fopen(path, "rb");
@@ -288,7 +286,7 @@ static void test_aot_round_trip_and_rejections(void** state) {
   if (model == NULL) model = memmem(at, n - (size_t)(at - m), "cpu", 3);
   assert_non_null(model);
   model[0] ^= 0x20;
-  uint64_t sum = fnv(m + 40, n - 40);
+  uint64_t sum = file_checksum(m + 40, n - 40);
   memcpy(m + 32, &sum, 8);
   expect_load(m, n, BP_FAILED_PRECONDITION, "another device than the one it was compiled for");
   /* A corrupt op id with a valid checksum: the graph reader refuses it
@@ -298,7 +296,7 @@ static void test_aot_round_trip_and_rejections(void** state) {
   assert_non_null(nm);
   uint32_t bad_op = 9999;
   memcpy(nm - 8, &bad_op, 4);
-  sum = fnv(m + 40, n - 40);
+  sum = file_checksum(m + 40, n - 40);
   memcpy(m + 32, &sum, 8);
   expect_load(m, n, BP_DATA_LOSS, "op 9999");
   /* Every truncation with a fixed-up header: rejected, never a crash. */
@@ -306,7 +304,7 @@ static void test_aot_round_trip_and_rejections(void** state) {
     memcpy(m, file, cut);
     uint64_t payload = cut - 40;
     memcpy(m + 24, &payload, 8);
-    sum = fnv(m + 40, payload);
+    sum = file_checksum(m + 40, payload);
     memcpy(m + 32, &sum, 8);
     bp_graph_exec_t* z = NULL;
     assert_int_not_equal(bp_graph_exec_load_bytes(g_ctx, m, cut, &z), BP_OK);

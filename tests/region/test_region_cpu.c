@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include <cmocka.h>
 
@@ -599,17 +600,11 @@ static void test_claim_fallback_template(void** state) {
 }
 
 /* ---- saved bytes ------------------------------------------------------------------- */
-static uint64_t fnv(const unsigned char* p, uint64_t n, uint64_t h) {
-  for (uint64_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= UINT64_C(0x100000001b3);
-  }
-  return h;
-}
-/* Rewrites the core header's checksum (as bp_region_serialize computes it). */
+/* Rewrites the core header's checksum (as bp_region_serialize computes it:
+ * XXH3-64 of bytes 0..184 seeding the one of bytes 192..end). */
 static void reseal(unsigned char* p, uint64_t size) {
-  uint64_t h = fnv(p, 184, UINT64_C(0xcbf29ce484222325));
-  h = fnv(p + 192, size - 192, h);
+  uint64_t h = (uint64_t)XXH3_64bits(p, 184);
+  h = (uint64_t)XXH3_64bits_withSeed(p + 192, (size_t)(size - 192), h);
   memcpy(p + 184, &h, 8);
 }
 

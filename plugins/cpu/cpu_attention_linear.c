@@ -81,14 +81,33 @@ typedef struct lin_job {
   const unsigned char* c; /* GEMM result: row m at c + m * c_rs elements of cdt */
   int64_t c_rs, c_cs, N;
   uint32_t cdt, act;
+  /* f32 only: the activation as the elementwise-program kernel of the
+   * CPU's best ISA (vectorized exp, tanh, erf: cpu_vmath.h), or NULL for
+   * the scalar form below. */
+  cpu_ew_fn act_fn;
+  cpu_kparams_t act_params;
 } lin_job_t;
+
+/* The elementwise op (and gelu's approximation) of an activation. */
+static int lin_act_op(uint32_t act, uint32_t* out_op, uint32_t* out_aux) {
+  *out_aux = 0;
+  switch (act) {
+    case BP_ACTIVATION_RELU: *out_op = BP_OP_relu; return 1;
+    case BP_ACTIVATION_GELU_ERF: *out_op = BP_OP_gelu; return 1;
+    case BP_ACTIVATION_GELU_TANH: *out_op = BP_OP_gelu; *out_aux = BP_GELU_TANH; return 1;
+    case BP_ACTIVATION_SILU: *out_op = BP_OP_silu; return 1;
+    case BP_ACTIVATION_SIGMOID: *out_op = BP_OP_sigmoid; return 1;
+    case BP_ACTIVATION_TANH: *out_op = BP_OP_tanh; return 1;
+    default: return 0;
+  }
+}
 
 /* Rows [rb, re): out = act(C + bias), in kernel type KT (T). */
 #define ATT_LIN_EPILOGUE(SFX, T, KT)                                                          \
   static void lin_rows_##SFX(void* ctx, int64_t rb, int64_t re) {                             \
     const lin_job_t* j = ctx;                                                                 \
     const bp_tensor_desc_t* o = j->out;                                                      \
-    T row[CPU_BLOCK], bias[CPU_BLOCK];                                                        \
+    T row[CPU_BLOCK], bias[CPU_BLOCK], act[CPU_BLOCK];                                        \
     size_t ces = bp_dtype_size(j->cdt), oes = bp_dtype_size(o->dtype);                        \
     int64_t ocs = o->strides[o->rank - 1];                                                    \
     for (int64_t r = rb; r < re; r++) {                                                       \
@@ -106,10 +125,16 @@ typedef struct lin_job {
                        j->bias->dtype);                                                       \
           for (int64_t c = 0; c < n; c++) row[c] += bias[c];                                  \
         }                                                                                     \
-        if (j->act != BP_ACTIVATION_NONE)                                                     \
+        const T* res = row;                                                                   \
+        if (j->act_fn) {                                                                      \
+          const void* act_in[1] = {row};                                                      \
+          j->act_fn(act, act_in, n, &j->act_params);                                          \
+          res = act;                                                                          \
+        } else if (j->act != BP_ACTIVATION_NONE) {                                            \
           for (int64_t c = 0; c < n; c++)                                                     \
             row[c] = att_act_##SFX(att_wrap_##SFX(row[c], o->dtype), j->act);                 \
-        cpu_store[KT](op + c0 * ocs * (int64_t)oes, ocs, row, n, o->dtype);                   \
+        }                                                                                     \
+        cpu_store[KT](op + c0 * ocs * (int64_t)oes, ocs, res, n, o->dtype);                   \
       }                                                                                       \
     }                                                                                         \
   }
@@ -197,6 +222,11 @@ bp_status_t cpu_att_linear(const bp_op_call_t* call) {
   j.c_rs = c_rs;
   j.c_cs = c_cs;
   j.cdt = cdt;
+  uint32_t act_op, act_aux;
+  int act_bool;
+  if (cdt == BP_DTYPE_F32 && lin_act_op(j.act, &act_op, &act_aux) &&
+      cpu_ew_program_kernel(act_op, act_aux, CPU_KT_F32, &j.act_fn, &j.act_params, &act_bool) != 0)
+    j.act_fn = NULL;
   int64_t grain = 4096 / (N > 0 ? N : 1) + 1;
   if (cdt == BP_DTYPE_F64)
     cpu_parallel_for(M, grain, lin_rows_f64, &j);

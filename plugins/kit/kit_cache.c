@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL /* header only: nothing to link */
 #include <xxhash.h>
 
 #include "bp_file.h"

@@ -308,6 +308,13 @@ typedef union bpc_attrs {
   bp_logits_mask_attrs_t logits_mask;
   bp_moe_permute_attrs_t moe_permute;
   bp_rejection_attrs_t rejection;
+  bp_moe_align_attrs_t moe_align;
+  bp_grouped_topk_attrs_t grouped_topk;
+  bp_group_quant_attrs_t group_quant;
+  bp_gather_cache_attrs_t gather_cache;
+  bp_slot_mapping_attrs_t slot_mapping;
+  bp_logprobs_attrs_t logprobs;
+  bp_swiglu_oai_attrs_t swiglu_oai;
 } bpc_attrs_t;
 
 typedef struct bpc_case {

@@ -9,6 +9,11 @@
 bp_status_t bpc_ref_reject(bpc_ref_result_t* res, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* An op checker's mismatch: counts it and keeps the first one's index and
+ * message. */
+void bpc_check_fail(bpc_check_t* out, int64_t index, const char* fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Allocates the result's single output res->out[0] (see bpc_expected_init)
  * and records the dtype the reference computed in. */
 bp_status_t bpc_ref_single_output(bpc_ref_result_t* res, uint32_t dtype, uint32_t rank,

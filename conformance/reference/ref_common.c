@@ -5,6 +5,16 @@
 
 #include "ref.h"
 
+void bpc_check_fail(bpc_check_t* out, int64_t index, const char* fmt, ...) {
+  out->mismatches++;
+  if (out->worst_index >= 0) return;
+  out->worst_index = index;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(out->message, sizeof out->message, fmt, ap);
+  va_end(ap);
+}
+
 bp_status_t bpc_ref_reject(bpc_ref_result_t* res, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -14,7 +14,6 @@
  * rounding boundary.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,16 +105,6 @@ static bp_status_t ref_fused_quant(const bpc_case_t* c, const bpc_host_tensor_t*
   return st; /* values: check_fused_quant */
 }
 
-__attribute__((format(printf, 3, 4))) static void fq_fail(bpc_check_t* out, int64_t index, const char* fmt, ...) {
-  out->mismatches++;
-  if (out->worst_index >= 0) return;
-  out->worst_index = index;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(out->message, sizeof out->message, fmt, ap);
-  va_end(ap);
-}
-
 static void check_fused_quant(const bpc_case_t* c, const bpc_host_tensor_t* in, const bpc_ref_result_t* ref,
                               const void* const* got, const bpc_tolerance_t* tol, bpc_check_t* out) {
   (void)ref, (void)tol;
@@ -140,14 +129,14 @@ static void check_fused_quant(const bpc_case_t* c, const bpc_host_tensor_t* in, 
     for (int64_t i = 0; i < x->numel; i++) {
       double g = bpc_load(x->dtype, got[l.ro], i).f;
       if (!(g == z[i] || (isnan(g) && isnan(z[i]))))
-        fq_fail(out, i, "residual_out element %lld: got %.9g, expected %.9g (input + residual rounded once)", (long long)i, g, z[i]);
+        bpc_check_fail(out, i, "residual_out element %lld: got %.9g, expected %.9g (input + residual rounded once)", (long long)i, g, z[i]);
     }
   const bpc_host_tensor_t* sin = &in[l.si];
   for (int64_t r = 0; r < rows && !out->mismatches; r++) {
     double gs = bpc_load(BP_DTYPE_F32, got[l.so], r).f, want;
     if (sin->dtype != BP_DTYPE_INVALID) {
       want = bpc_load(sin->dtype, sin->data, 0).f;
-      if (!(gs == want)) fq_fail(out, r, "scale_out of row %lld: got %.9g, expected the static scale %.9g", (long long)r, gs, want);
+      if (!(gs == want)) bpc_check_fail(out, r, "scale_out of row %lld: got %.9g, expected the static scale %.9g", (long long)r, gs, want);
     } else {
       double amax = 0.0;
       for (int64_t i = 0; i < m; i++) {
@@ -157,7 +146,7 @@ static void check_fused_quant(const bpc_case_t* c, const bpc_host_tensor_t* in, 
       if (a->scale_ub > 0.0 && amax > a->scale_ub) amax = a->scale_ub;
       want = amax / fq_qmax(q);
       int ok = (isnan(gs) && isnan(want)) || fabs(gs - want) <= rel * fabs(want) + bpc_ulp(want, BP_DTYPE_F32);
-      if (!ok) fq_fail(out, r, "scale_out of row %lld: got %.9g, expected %.9g (amax / qmax, amax %.9g)", (long long)r, gs, want, amax);
+      if (!ok) bpc_check_fail(out, r, "scale_out of row %lld: got %.9g, expected %.9g (amax / qmax, amax %.9g)", (long long)r, gs, want, amax);
     }
     for (int64_t i = 0; i < m && !out->mismatches; i++) {
       double t = y[r * m + i] / gs, g = bpc_quant_decode(q, ((const uint8_t*)got[0])[r * m + i]);
@@ -165,7 +154,7 @@ static void check_fused_quant(const bpc_case_t* c, const bpc_host_tensor_t* in, 
       if (gs == 0.0) ok = g == 0.0;
       else if (q == BP_DTYPE_I8 && isnan(t)) ok = g == 0.0;
       else ok = bpc_quant_code_ok(q, t, g, sat, rel);
-      if (!ok) fq_fail(out, r * m + i, "code %lld: %g is not a nearest code to y / scale = %.9g (scale %.9g)", (long long)(r * m + i), g, t, gs);
+      if (!ok) bpc_check_fail(out, r * m + i, "code %lld: %g is not a nearest code to y / scale = %.9g (scale %.9g)", (long long)(r * m + i), g, t, gs);
     }
   }
   out->status = out->mismatches ? BPC_FAIL : BPC_PASS;

@@ -53,7 +53,7 @@ static const bpc_ref_group_t k_core_groups[] = {
 /* Every family; an op belongs to at most one group. */
 #define BPC_REF_FAMILIES(X) X(reduce_ext) X(conv) X(pool) X(norm) X(attention) X(fft) X(index) \
   X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(serving) \
-  X(fused_quant) X(logits) X(moe) X(paged)
+  X(fused_quant) X(logits) X(moe) X(paged) X(serving_ext) X(group_quant)
 #define BPC__FAMILY_DECL(f) extern const bpc_ref_family_t bpc_ref_family_##f;
 BPC_REF_FAMILIES(BPC__FAMILY_DECL)
 #undef BPC__FAMILY_DECL

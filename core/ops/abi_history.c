@@ -41,14 +41,22 @@
  * nothing to gate); rejection_sample (172, family SAMPLE). */
 #define BP__OP_COUNT_1_3 173u
 #define BP__DTYPE_COUNT_1_3 27u
-_Static_assert(BP__OP_COUNT_1_3 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
-_Static_assert(BP__DTYPE_COUNT_1_3 == BP_DTYPE_COUNT_,
+/* 1.4: the serving ops moe_align_block_size, grouped_topk (173, 174, family
+ * MOE), per_token_group_quant (175, family QUANT), concat_and_cache_mla,
+ * gather_cache, compute_slot_mapping (176..178, family PAGED_ATTENTION),
+ * gather_logprobs (179, family SAMPLE), swiglu_oai (180, family GLU),
+ * rms_norm_group_quant, swiglu_group_quant (181, 182, family QUANT). */
+#define BP__OP_COUNT_1_4 183u
+#define BP__DTYPE_COUNT_1_4 27u
+_Static_assert(BP__OP_COUNT_1_4 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
+_Static_assert(BP__DTYPE_COUNT_1_4 == BP_DTYPE_COUNT_,
                "dtypes grew: add their minor to abi_history.c");
-_Static_assert(BP_ABI_VERSION_MINOR == 3, "a new minor: add its counts to abi_history.c");
-static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {BP__OP_COUNT_1_0, BP__OP_COUNT_1_1,
-                                                              BP__OP_COUNT_1_2, BP__OP_COUNT_1_3};
+_Static_assert(BP_ABI_VERSION_MINOR == 4, "a new minor: add its counts to abi_history.c");
+static const uint32_t k_op_count[BP_ABI_VERSION_MINOR + 1] = {
+    BP__OP_COUNT_1_0, BP__OP_COUNT_1_1, BP__OP_COUNT_1_2, BP__OP_COUNT_1_3, BP__OP_COUNT_1_4};
 static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {
-    BP__DTYPE_COUNT_1_0, BP__DTYPE_COUNT_1_1, BP__DTYPE_COUNT_1_2, BP__DTYPE_COUNT_1_3};
+    BP__DTYPE_COUNT_1_0, BP__DTYPE_COUNT_1_1, BP__DTYPE_COUNT_1_2, BP__DTYPE_COUNT_1_3,
+    BP__DTYPE_COUNT_1_4};
 /* No attribute struct has grown since 1.0 (the sentinel entry matches no
  * kind). */
 static const bp__attr_growth_t k_attr_growth[] = {{UINT32_MAX, 0, 0, ""}};

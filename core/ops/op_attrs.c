@@ -64,6 +64,13 @@
 #define BP__DEFAULTS_bp_logits_mask_attrs_t
 #define BP__DEFAULTS_bp_moe_permute_attrs_t .num_experts = 1,
 #define BP__DEFAULTS_bp_rejection_attrs_t
+#define BP__DEFAULTS_bp_moe_align_attrs_t .num_experts = 1, .block_size = 1,
+#define BP__DEFAULTS_bp_grouped_topk_attrs_t .top_k = 1,
+#define BP__DEFAULTS_bp_group_quant_attrs_t .group_size = 128,
+#define BP__DEFAULTS_bp_gather_cache_attrs_t
+#define BP__DEFAULTS_bp_slot_mapping_attrs_t .block_size = 16,
+#define BP__DEFAULTS_bp_logprobs_attrs_t
+#define BP__DEFAULTS_bp_swiglu_oai_attrs_t
 
 #define BP__DEFAULT_STRUCT(t) static const t bp__default_##t = {.struct_size = sizeof(t), BP__DEFAULTS_##t};
 BP_ATTRS_TYPES(BP__DEFAULT_STRUCT)

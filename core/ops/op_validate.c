@@ -38,6 +38,8 @@ static int bp__op_allows_inplace(const bp__op_meta_t* op, uint32_t input, uint32
     case BP_OP_kv_cache_append: case BP_OP_rotary_embedding_pos:
     case BP_OP_kv_cache_copy_blocks:
       return input == output;
+    case BP_OP_concat_and_cache_mla: /* the cache (input 2) into kv_cache_out */
+      return input == 2 && output == 0;
     case BP_OP_logits_softcap: case BP_OP_top_k_top_p_mask:
       return 1;
     default:

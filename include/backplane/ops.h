@@ -617,6 +617,88 @@ typedef struct bp_rejection_attrs {
   uint64_t offset; /* Philox counter offset */
 } bp_rejection_attrs_t;
 
+/* moe_align_block_size (ABI 1.4): the T * k (token, slot) pairs of topk_ids
+ * sorted by expert, each expert's run padded to a multiple of block_size
+ * with the pad value T * k (docs/semantics.md, "Mixture of experts"). */
+typedef struct bp_moe_align_attrs {
+  uint32_t struct_size;
+  uint32_t num_experts; /* E >= 1 (required); ids outside [0, E) are not local: skipped */
+  uint32_t block_size;  /* rows per GEMM block >= 1 (required; vLLM: 16..128) */
+  uint32_t reserved0;
+} bp_moe_align_attrs_t;
+
+/* grouped_topk (ABI 1.4): DeepSeek-V2/V3 routing (docs/semantics.md,
+ * "Mixture of experts"). */
+enum bp_moe_scoring { BP_MOE_SCORING_SOFTMAX = 0, BP_MOE_SCORING_SIGMOID = 1 };
+typedef struct bp_grouped_topk_attrs {
+  uint32_t struct_size;
+  uint32_t top_k;            /* experts per token >= 1 (required) */
+  uint32_t num_expert_group; /* G, divides E (0 or 1: one group, plain top-k) */
+  uint32_t topk_group;       /* groups kept, 1..G (0: all G) */
+  uint32_t scoring_func;     /* enum bp_moe_scoring */
+  uint32_t renormalize;      /* 1: the k weights are divided by their sum */
+  double routed_scaling_factor; /* weights multiplied by it (0: 1) */
+} bp_grouped_topk_attrs_t;
+
+/* per_token_group_quant, rms_norm_group_quant, swiglu_group_quant (ABI
+ * 1.4): symmetric quantization of each row in groups of group_size
+ * elements, one f32 scale per group, scale = max(amax, eps) / qmax
+ * (docs/semantics.md, "Group quantization"). */
+enum bp_group_quant_flags {
+  /* the scale output is [groups, rows] (column-major scales: DeepGEMM's
+   * TMA layout) instead of [..., groups] */
+  BP_GROUP_QUANT_COLUMN_MAJOR = 1u << 0,
+  /* scales rounded up to a power of two (UE8M0: DeepSeek-V3.1, Blackwell
+   * DeepGEMM) */
+  BP_GROUP_QUANT_SCALE_UE8M0 = 1u << 1
+};
+typedef struct bp_group_quant_attrs {
+  uint32_t struct_size;
+  uint32_t qdtype;     /* i8, float8_e4m3fn or float8_e5m2 (required) */
+  uint32_t group_size; /* >= 1, divides the row (required; DeepSeek-V3: 128) */
+  uint32_t flags;      /* enum bp_group_quant_flags */
+  double eps;          /* amax floor; 0: 1e-10 (vLLM's default) */
+  double norm_eps;     /* rms_norm_group_quant: as rms_norm's eps (0: the input
+                          dtype's epsilon); others: 0 */
+} bp_group_quant_attrs_t;
+
+/* gather_cache (ABI 1.4): paged cache rows of each sequence into a dense
+ * [num_tokens, ...] tensor (docs/semantics.md, "Paged KV cache"). */
+typedef struct bp_gather_cache_attrs {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  int64_t num_tokens; /* rows of dst >= 0 (required): cu_seq_lens[B] <= it; rows past it are zero */
+} bp_gather_cache_attrs_t;
+
+/* compute_slot_mapping (ABI 1.4): slot = block_tables[s, p / block_size] *
+ * block_size + p % block_size for each token at position p of sequence s
+ * (docs/semantics.md, "Paged KV cache"). */
+typedef struct bp_slot_mapping_attrs {
+  uint32_t struct_size;
+  uint32_t block_size; /* >= 1 (required) */
+  uint32_t reserved0;
+  uint32_t reserved1;
+} bp_slot_mapping_attrs_t;
+
+/* gather_logprobs (ABI 1.4): log_softmax of each row, the log-probability
+ * and rank of one token per row, and the num_logprobs most likely tokens
+ * (docs/semantics.md, "Logits processing"). */
+typedef struct bp_logprobs_attrs {
+  uint32_t struct_size;
+  uint32_t num_logprobs; /* k >= 0, <= V */
+  uint32_t reserved0;
+  uint32_t reserved1;
+} bp_logprobs_attrs_t;
+
+/* swiglu_oai (ABI 1.4): GPT-OSS's clamped SwiGLU over interleaved
+ * (gate, up) pairs (docs/semantics.md, "Gated activations"). */
+typedef struct bp_swiglu_oai_attrs {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  double alpha; /* sigmoid slope; 0: 1.702 */
+  double limit; /* gate <= limit, |up| <= limit; 0: 7 (GPT-OSS); +inf: no clamp */
+} bp_swiglu_oai_attrs_t;
+
 /* Every attribute struct, for generated code (sizes, static asserts). */
 #define BP_ATTRS_TYPES(X)                                                     \
   X(bp_no_attrs_t) X(bp_clamp_attrs_t) X(bp_elu_attrs_t) X(bp_gelu_attrs_t)   \
@@ -635,7 +717,10 @@ typedef struct bp_rejection_attrs {
   X(bp_quantize_attrs_t) X(bp_scaled_mm_attrs_t) X(bp_sample_attrs_t)        \
   X(bp_penalty_attrs_t) X(bp_paged_attention_attrs_t) X(bp_qkv_rotary_attrs_t)  \
   X(bp_moe_topk_attrs_t) X(bp_fused_quant_attrs_t) X(bp_softcap_attrs_t)          \
-  X(bp_logits_mask_attrs_t) X(bp_moe_permute_attrs_t) X(bp_rejection_attrs_t)
+  X(bp_logits_mask_attrs_t) X(bp_moe_permute_attrs_t) X(bp_rejection_attrs_t)        \
+  X(bp_moe_align_attrs_t) X(bp_grouped_topk_attrs_t) X(bp_group_quant_attrs_t)         \
+  X(bp_gather_cache_attrs_t) X(bp_slot_mapping_attrs_t) X(bp_logprobs_attrs_t)       \
+  X(bp_swiglu_oai_attrs_t)
 
 /* First released size of each attribute struct (ABI 1.0, or the minor that
  * added it): a reader accepts struct_size >= it. Fields appended later default to zero. */
@@ -691,6 +776,13 @@ typedef struct bp_rejection_attrs {
 #define BP_ATTRS_V1_SIZE_bp_logits_mask_attrs_t 24u     /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_moe_permute_attrs_t 16u     /* ABI 1.3 */
 #define BP_ATTRS_V1_SIZE_bp_rejection_attrs_t 24u       /* ABI 1.3 */
+#define BP_ATTRS_V1_SIZE_bp_moe_align_attrs_t 16u       /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_grouped_topk_attrs_t 32u    /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_group_quant_attrs_t 32u     /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_gather_cache_attrs_t 16u    /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_slot_mapping_attrs_t 16u    /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_logprobs_attrs_t 16u        /* ABI 1.4 */
+#define BP_ATTRS_V1_SIZE_bp_swiglu_oai_attrs_t 24u      /* ABI 1.4 */
 #if BP_ABI_PINNED
 #define BP__ATTRS_PIN(t) BP_STATIC_ASSERT(sizeof(t) == BP_ATTRS_V1_SIZE_##t, #t " layout");
 BP_ATTRS_TYPES(BP__ATTRS_PIN)

@@ -53,7 +53,7 @@ extern "C" {
 #endif
 
 #define BP_ABI_VERSION_MAJOR 1
-#define BP_ABI_VERSION_MINOR 3
+#define BP_ABI_VERSION_MINOR 4
 
 #define BP_PLUGIN_ENTRY_NAME "bp_plugin_negotiate"
 

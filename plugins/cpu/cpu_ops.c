@@ -22,7 +22,8 @@ static int cpu_core_family(uint32_t op) {
 /* Families of kernel files; each lists its ops (cpu_internal.h). */
 #define CPU_FAMILIES(X) X(reduce_ext) X(conv) X(pooling) X(norm) X(attention) X(fft) X(index) \
   X(scatter) X(shape) X(random) X(fused_ew) X(glu) X(quant) X(sample) X(paged) X(qkv) X(moe) \
-  X(fused_quant) X(moe_dispatch) X(paged_ext)
+  X(fused_quant) X(moe_dispatch) X(paged_ext) X(group_quant) X(moe_route) X(paged_cache) X(logprobs) \
+  X(glu_oai)
 #define CPU__FAMILY_DECL(f) CPU_HIDDEN extern const cpu_family_t cpu_family_##f;
 CPU_FAMILIES(CPU__FAMILY_DECL)
 #undef CPU__FAMILY_DECL
@@ -36,7 +37,8 @@ static const cpu_family_t* const k_families[] = {
  * ones) and storage dtypes the elementwise kernels lack (fp8 codes, e8m0
  * scales, packed 4-bit bytes). */
 static int family_dense(const cpu_family_t* f) {
-  return f == &cpu_family_quant || f == &cpu_family_fused_quant;
+  return f == &cpu_family_quant || f == &cpu_family_fused_quant || f == &cpu_family_group_quant ||
+         f == &cpu_family_glu_oai;
 }
 
 const cpu_family_t* cpu_op_family(uint32_t op) {

@@ -1,6 +1,6 @@
 /* Helpers of the serving tests (include after ops_fixture.h): a seeded
  * xorshift draw, dense cpu tensors written from host data, synchronous
- * read-back. */
+ * read-back, a stream error check. */
 #ifndef BP_TESTS_SERVING_UTIL_H_
 #define BP_TESTS_SERVING_UTIL_H_
 
@@ -26,5 +26,16 @@ static inline void srv_read(bp_stream_t* st, const bp_tensor_t* t, void* out, ui
   assert_ok(bp_tensor_read(st, t, out, bytes));
   assert_ok(bp_stream_synchronize(st));
 }
+
+/* `call_with_s` (which names the stream `s`) is queued on a stream of its
+ * own and fails it with `code` and a message holding `needle`. */
+#define assert_stream_error(call_with_s, code, needle)     \
+  do {                                                     \
+    bp_stream_t* s = NULL;                                 \
+    assert_ok(bp_stream_create(g_cpu, NULL, &s));          \
+    assert_ok(call_with_s);                                \
+    assert_status(bp_stream_synchronize(s), code, needle); \
+    bp_stream_release(s);                                  \
+  } while (0)
 
 #endif /* BP_TESTS_SERVING_UTIL_H_ */

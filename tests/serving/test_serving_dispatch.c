@@ -26,16 +26,6 @@ static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 #define cpu_tensor(...) srv_tensor(g_stream, __VA_ARGS__)
 #define read_back(t, out, bytes) srv_read(g_stream, (t), (out), (bytes))
 
-/* `call` fails on a stream of its own with `code` and `needle`. */
-#define assert_stream_error(call_with_s, code, needle)      \
-  do {                                                      \
-    bp_stream_t* s = NULL;                                  \
-    assert_ok(bp_stream_create(g_cpu, NULL, &s));           \
-    assert_ok(call_with_s);                                 \
-    assert_status(bp_stream_synchronize(s), code, needle);  \
-    bp_stream_release(s);                                   \
-  } while (0)
-
 /* ---- MoE ------------------------------------------------------------------------ */
 
 enum { MT = 37, MK = 2, MH = 24, ME = 6, MN = 20 };

@@ -1,0 +1,208 @@
+/* backplane CPU plugin: the per-token-group quantizations (family QUANT) --
+ * per_token_group_quant, rms_norm_group_quant, swiglu_group_quant
+ * (docs/semantics.md, "Group quantization"). vLLM's
+ * per_token_group_quant_fp8 / _int8, rms_norm_per_block_quant and
+ * silu_mul_per_token_group_quant_fp8.
+ *
+ * One pass per row: the row is read once, the layer's result y (the row
+ * itself, rms_norm's, or silu(gate) * up) stays in a row buffer in the
+ * compute type (f32; f64 for f64 inputs); then per group of G elements
+ * amax, scale = fl32(max(amax, eps) / qmax) (UE8M0: the power of two at or
+ * above it) and the codes of y / scale, rounded to nearest even
+ * (saturating). float8_e4m3fn codes of f32 rows come from a bit-level
+ * rounding (no double round trip); the others from the quantizer shared
+ * with quantize (cpu_q_encode). Operands are dense (the support answer asks
+ * the core to pack them). Threading: runs on a stream worker; rows are
+ * spread over the pool.
+ */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+#include "cpu_quant.h"
+
+/* Rows per parallel task: about this many input elements. */
+#define GQ_GRAIN 16384
+
+typedef struct gq_job {
+  const bp_op_call_t* call;
+  const bp_group_quant_attrs_t* a;
+  int kt;        /* CPU_KT_F32 or CPU_KT_F64 */
+  int norm, glu;
+  int64_t n;     /* input elements per row (2h for swiglu_group_quant) */
+  int64_t m;     /* output elements per row */
+  int64_t rows;
+  const void* w; /* rms weight in the compute type; NULL: none */
+  double eps, norm_eps, qmax;
+  _Atomic int failed;
+} gq_job_t;
+
+/* float8_e4m3fn code of an f32 value (round to nearest even, saturating
+ * at +-448; NaN 0x7F), from the bits. */
+static uint8_t gq_e4m3(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  uint8_t sign = (uint8_t)((u >> 24) & 0x80u);
+  u &= 0x7FFFFFFFu;
+  if (u > 0x7F800000u) return 0x7F;        /* NaN */
+  if (u >= 0x43E00000u) return sign | 0x7E; /* >= 448 (inf included): saturate */
+  if (u < 0x3C800000u) {                    /* below 2^-6: subnormal steps of 2^-9 */
+    float f;
+    memcpy(&f, &u, 4);
+    return sign | (uint8_t)nearbyintf(f * 512.0f); /* 8 is 2^-6, code 0x08 */
+  }
+  u += 0x7FFFFu + ((u >> 20) & 1u); /* round to 3 mantissa bits, ties to even */
+  uint32_t c = (u >> 20) - (120u << 3);
+  return sign | (uint8_t)(c > 0x7Eu ? 0x7Eu : c);
+}
+
+/* The scale of a group whose amax is `amax` (NaN when the group holds NaN). */
+static float gq_scale(const gq_job_t* j, double amax) {
+  if (amax != amax) return NAN;
+  float s = (float)((amax > j->eps ? amax : j->eps) / j->qmax);
+  if ((j->a->flags & BP_GROUP_QUANT_SCALE_UE8M0) && s > 0.0f && isfinite(s)) {
+    int e;
+    float m = frexpf(s, &e); /* s = m 2^e, m in [0.5, 1) */
+    s = ldexpf(1.0f, m == 0.5f ? e - 1 : e);
+  }
+  return s;
+}
+
+/* Row kernels in compute type T: the layer's result y[0..m) of the row x,
+ * then the codes and scales of each group. */
+#define CPU__GQ_ROWS(T, SFX)                                                                   \
+  static void gq_layer_##SFX(const gq_job_t* j, const T* restrict x, T* restrict y) {         \
+    if (j->glu) {                                                                              \
+      for (int64_t i = 0; i < j->m; i++) y[i] = CPU_ACT_SILU(T, x[i]) * x[j->m + i];           \
+      return;                                                                                  \
+    }                                                                                          \
+    if (!j->norm) {                                                                            \
+      memcpy(y, x, sizeof(T) * (size_t)j->m);                                                  \
+      return;                                                                                  \
+    }                                                                                          \
+    T acc[16] = {0};                                                                           \
+    int64_t i = 0;                                                                             \
+    for (; i + 16 <= j->n; i += 16)                                                            \
+      for (int k = 0; k < 16; k++) acc[k] += x[i + k] * x[i + k];                              \
+    for (; i < j->n; i++) acc[0] += x[i] * x[i];                                               \
+    T ss = 0;                                                                                  \
+    for (int k = 0; k < 16; k++) ss += acc[k];                                                 \
+    T r = (T)(1.0 / sqrt((double)(ss / (T)j->n) + j->norm_eps));                              \
+    const T* w = j->w;                                                                         \
+    for (i = 0; i < j->n; i++) y[i] = w ? x[i] * r * w[i] : x[i] * r;                          \
+  }                                                                                            \
+  static void gq_codes_##SFX(const gq_job_t* j, const T* restrict y, uint8_t* restrict c,      \
+                             float* s_out, int64_t s_step) {                                   \
+    uint32_t q = j->a->qdtype;                                                                 \
+    int64_t G = j->a->group_size;                                                              \
+    for (int64_t g0 = 0, gi = 0; g0 < j->m; g0 += G, gi++) {                                   \
+      T amax = 0;                                                                              \
+      int nan = 0;                                                                             \
+      for (int64_t i = g0; i < g0 + G; i++) {                                                  \
+        T v = fabs(y[i]);                                                                      \
+        nan |= v != v;                                                                         \
+        amax = v > amax ? v : amax;                                                            \
+      }                                                                                        \
+      float s = gq_scale(j, nan ? NAN : (double)amax);                                         \
+      s_out[gi * s_step] = s;                                                                  \
+      if (s == 0.0f) {                                                                         \
+        memset(c + g0, 0, (size_t)G);                                                          \
+      } else if (q == BP_DTYPE_F8E4M3FN && sizeof(T) == 4) {                                   \
+        float inv = 1.0f / s; /* exact for a UE8M0 scale; else y / s below */                  \
+        int pow2 = (j->a->flags & BP_GROUP_QUANT_SCALE_UE8M0) != 0;                            \
+        for (int64_t i = g0; i < g0 + G; i++)                                                  \
+          c[i] = gq_e4m3(pow2 ? (float)y[i] * inv : (float)y[i] / s);                          \
+      } else {                                                                                 \
+        for (int64_t i = g0; i < g0 + G; i++)                                                  \
+          c[i] = (uint8_t)cpu_q_encode(q, (double)y[i] / (double)s, 0, 1);                     \
+      }                                                                                        \
+    }                                                                                          \
+  }
+#include <tgmath.h> /* exp, fabs in the type of x */
+CPU__GQ_ROWS(float, f32)
+CPU__GQ_ROWS(double, f64)
+
+static void gq_run(void* ctx, int64_t begin, int64_t end) {
+  gq_job_t* j = ctx;
+  const bp_op_call_t* call = j->call;
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0], *sc = call->outputs[1];
+  size_t ks = cpu_kt_size[j->kt], ies = bp_dtype_size(in->dtype);
+  int col = (j->a->flags & BP_GROUP_QUANT_COLUMN_MAJOR) != 0;
+  int64_t groups = j->m / j->a->group_size;
+  unsigned char* buf = malloc((size_t)(j->n + j->m) * ks);
+  if (!buf) {
+    atomic_store(&j->failed, 1);
+    return;
+  }
+  unsigned char *x = buf, *y = buf + (size_t)j->n * ks;
+  float* so = (float*)(void*)cpu_desc_ptr(sc);
+  for (int64_t r = begin; r < end; r++) {
+    cpu_load[j->kt](x, cpu_desc_ptr(in) + (size_t)(r * j->n) * ies, 1, j->n, in->dtype);
+    uint8_t* c = cpu_desc_ptr(out) + r * j->m;
+    /* row-major scales [rows, groups]; column-major [groups, rows] */
+    float* s = col ? so + r : so + r * groups;
+    int64_t step = col ? j->rows : 1;
+    if (j->kt == CPU_KT_F64) {
+      gq_layer_f64(j, (const double*)(void*)x, (double*)(void*)y);
+      gq_codes_f64(j, (const double*)(void*)y, c, s, step);
+    } else {
+      gq_layer_f32(j, (const float*)(void*)x, (float*)(void*)y);
+      gq_codes_f32(j, (const float*)(void*)y, c, s, step);
+    }
+  }
+  free(buf);
+}
+
+static bp_status_t exec_group_quant(const bp_op_call_t* call) {
+  bp_status_t st = cpu_call_require_dense(call);
+  if (st != BP_OK) return st;
+  gq_job_t j;
+  memset(&j, 0, sizeof j);
+  j.call = call;
+  j.a = call->attrs;
+  const bp_tensor_desc_t* in = call->inputs[0];
+  if (!j.a || in->rank < 1 || j.a->group_size < 1) {
+    return cpu_error(BP_INVALID_ARGUMENT, "cpu: %s: needs attrs with group_size >= 1 and rows",
+                     cpu_op_name(call->op_id));
+  }
+  j.norm = call->op_id == BP_OP_rms_norm_group_quant;
+  j.glu = call->op_id == BP_OP_swiglu_group_quant;
+  j.kt = in->dtype == BP_DTYPE_F64 ? CPU_KT_F64 : CPU_KT_F32;
+  j.n = in->sizes[in->rank - 1];
+  j.m = j.glu ? j.n / 2 : j.n;
+  j.rows = j.n ? bp_desc_numel(in) / j.n : 0;
+  j.qmax = j.a->qdtype == BP_DTYPE_I8 ? 127.0 : cpu_q_float_max(j.a->qdtype);
+  j.eps = j.a->eps > 0.0 ? j.a->eps : 1e-10;
+  j.norm_eps = j.a->norm_eps > 0.0 ? j.a->norm_eps : cpu_dtype_eps(in->dtype);
+  if (j.rows == 0 || j.m == 0) return BP_OK;
+  void* w = NULL;
+  const bp_tensor_desc_t* wd = j.norm && call->num_inputs > 1 && call->inputs[1]->dtype != BP_DTYPE_INVALID
+                                   ? call->inputs[1]
+                                   : NULL;
+  if (wd) {
+    if (!(w = malloc((size_t)j.n * cpu_kt_size[j.kt])))
+      return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for the weight", cpu_op_name(call->op_id));
+    cpu_load[j.kt](w, cpu_desc_ptr(wd), 1, j.n, wd->dtype);
+  }
+  j.w = w;
+  int64_t grain = GQ_GRAIN / j.n;
+  cpu_parallel_for(j.rows, grain < 1 ? 1 : grain, gq_run, &j);
+  free(w);
+  if (atomic_load(&j.failed))
+    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for a row of %lld elements",
+                     cpu_op_name(call->op_id), (long long)j.n);
+  return BP_OK;
+}
+
+static int supported_group_quant(const bp_op_call_t* call, char* msg, size_t cap) {
+  (void)call, (void)msg, (void)cap;
+  return BP_SUPPORT_OK; /* the core's rule leaves nothing the kernels lack */
+}
+
+const cpu_family_t cpu_family_group_quant = {
+    "group_quant",
+    CPU_FAMILY_OPS(BP_OP_per_token_group_quant, BP_OP_rms_norm_group_quant, BP_OP_swiglu_group_quant),
+    exec_group_quant, supported_group_quant, 0,
+};

@@ -270,8 +270,10 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
    * fit a device, place again with that device's limit lowered by the
    * excess (a few times at most). */
   for (int attempt = 0; st == BP_OK; ++attempt) {
-    st = bpg_pass_decompose(x, &x->decomposed);
-    if (st == BP_OK && x->decomposed > 0) st = bpg_exec_tables(x);
+    uint32_t patterns = 0;
+    if (!(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_patterns(x, &patterns);
+    if (st == BP_OK) st = bpg_pass_decompose(x, &x->decomposed);
+    if (st == BP_OK && (x->decomposed > 0 || patterns > 0)) st = bpg_exec_tables(x);
     if (st != BP_OK) break;
     if (placed != NULL && placed->g->num_nodes != x->g->num_nodes) placed = NULL; /* another graph: place it */
     if (placed != NULL) {

@@ -159,6 +159,9 @@ BPG_HIDDEN bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t 
 BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
 /* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */
 BPG_HIDDEN bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count);
+/* Named patterns (decomposed softmax, rms_norm, layer_norm, silu) into
+ * their ops, where a device runs them (passes/patterns.c). */
+BPG_HIDDEN bp_status_t bpg_pass_patterns(bp_graph_exec_t* x, uint32_t* out_count);
 /* Regions through the plugins' exec tables (passes/regions.c): claims,
  * convex groups, compiles (a refusal splits), run order. */
 BPG_HIDDEN bp_status_t bpg_pass_regions(bp_graph_exec_t* x);

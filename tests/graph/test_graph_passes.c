@@ -121,7 +121,7 @@ static void test_dce_cse_fold(void** state) {
 static const char* k_chain =
     "input x : f32[64, 256]\n"
     "a = relu(x)\n"
-    "b = sigmoid(a)\n"
+    "b = tanh(a)\n" /* not sigmoid: a * sigmoid(a) is silu's pattern */
     "c = mul(a, b)\n"
     "d = tanh(c)\n"
     "e = exp(d)\n"

@@ -101,7 +101,7 @@ static void test_ew_program_multi_output(void** state) {
       "input x : f32[64, 96]\n"
       "a = relu(x) @a\n"
       "b = sigmoid(a) @b\n"
-      "c = mul(a, b) @c\n"
+      "c = mul(x, b) @c\n" /* not a * sigmoid(a): that is silu's pattern */
       "d = tanh(c) @d\n"
       "e = exp(d) @e\n"
       "s = sum(c) {flags=2} @s\n"
@@ -281,7 +281,7 @@ static void test_aot_regions(void** state) {
       "input x : f32[16, 32]\n"
       "const w : f32[32, 32] = uniform(seed=5, lo=-0.2, hi=0.2)\n"
       "a = sigmoid(x) @a\n"
-      "b = mul(a, x) @b\n"
+      "b = mul(a, a) @b\n" /* not a * x: that is silu's pattern */
       "h = linear(b, w, _) @fc\n"
       "y = add(h, b) @res\n"
       "output y\n");

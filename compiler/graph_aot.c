@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include "graph_exec.h"

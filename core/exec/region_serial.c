@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include "exec/exec_internal.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#define XXH_INLINE_ALL /* header only: nothing to link */
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include "bp_file.h"

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include "backplane/graph.h"

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include <cmocka.h>

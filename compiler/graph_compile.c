@@ -145,6 +145,7 @@ void bp_graph_exec_release(bp_graph_exec_t* x) {
   free(x->home_slot);
   free(x->syms);
   free(x->est_cost);
+  bpg_claims_free(x->claims);
   bp_graph_release(x->g);
   bp_graph_release(x->g_sym);
   if (x->ctx) bp_context_release(x->ctx);
@@ -232,6 +233,8 @@ static bp_status_t bpg_exec_reset(bp_graph_exec_t* x, const int64_t* syms, uint3
   free(x->est_cost);
   x->est_cost = NULL;
   x->est_nodes = 0;
+  bpg_claims_free(x->claims);
+  x->claims = NULL;
   for (uint32_t d = 0; d < x->num_devs; ++d) {
     x->devs[d].placed_bytes = x->devs[d].arena_bytes = x->devs[d].const_bytes = 0;
     x->devs[d].num_nodes = 0;

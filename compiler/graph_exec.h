@@ -84,6 +84,32 @@ typedef struct bpg_refusal {
   char message[160];
 } bpg_refusal_t;
 
+/* Placement's claims (passes/place_claims.c): each device's answer to the
+ * whole graph (bp_device_claim_region), kept for the report. */
+typedef struct bpg_cgroup {
+  uint32_t dev;        /* the device that claimed it */
+  uint32_t num_nodes;
+  uint32_t* nodes;     /* ascending node indices (owned) */
+  double cost_ns;      /* the group's time on dev; < 0 until asked */
+  uint32_t cost_src;   /* enum bpg_cost_src */
+  uint32_t convex;     /* 0: not convex, offered node by node */
+  uint32_t placed;     /* 1: placed whole on dev */
+} bpg_cgroup_t;
+
+enum bpg_cost_src { BPG_COST_REGION = 1, BPG_COST_NODE_ESTIMATES = 2, BPG_COST_ROOFLINE = 3 };
+
+typedef struct bpg_claims {
+  uint32_t num_nodes, num_devs;
+  uint8_t* ok;          /* [n * num_devs + d]: d takes node n (claimed, and runs it alone) */
+  char (*why)[128];     /* [n * num_devs + d]: why d does not ("" when it does) */
+  uint32_t* grp;        /* [n * num_devs + d]: n's group on d of two or more nodes (UINT32_MAX: none) */
+  uint32_t* node_group; /* per node: the group it was placed in whole (UINT32_MAX: none) */
+  bpg_cgroup_t* groups;
+  uint32_t num_groups;
+  uint8_t by_query[BPG_MAX_DEVICES]; /* 1: the device's claim failed; its per-node support answers were used */
+  char query_why[BPG_MAX_DEVICES][128]; /* why its claim failed */
+} bpg_claims_t;
+
 enum bpg_step_kind { BPG_STEP_NODE = 1, BPG_STEP_COPY = 2, BPG_STEP_REGION = 3 };
 
 typedef struct bpg_step {
@@ -118,6 +144,7 @@ struct bp_graph_exec {
   char (*node_reason)[160]; /* per node: why it runs where it does */
   uint32_t* value_home;    /* per value: device of its home slot (UINT32_MAX: none) */
   double* est_cost;        /* placement: per node and device, the plugin's estimate in ns (0: none) */
+  bpg_claims_t* claims;    /* placement's claims (NULL: none asked, e.g. a rebind or a loaded file) */
   uint32_t est_nodes;      /* nodes est_cost covers */
   bpg_slot_t* slots;
   uint32_t num_slots, cap_slots;
@@ -155,6 +182,24 @@ BPG_HIDDEN double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d
 BPG_HIDDEN double bpg_copy_cost(const bp_graph_exec_t* x, uint64_t bytes, uint32_t from, uint32_t to);
 /* The support answer of node n's device d at its concrete shapes (passes/place.c). */
 BPG_HIDDEN bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_support_t* out);
+/* The plugin's time for node n on device d in ns, 0 when it gives none (passes/place.c). */
+BPG_HIDDEN double bpg_node_estimate(const bp_graph_exec_t* x, uint32_t n, uint32_t d);
+/* Claims (passes/place_claims.c): every device is offered the whole graph
+ * (bp_device_claim_region; the per-node support query where the claim
+ * fails); fills x->claims and the plugins' per-node estimates. */
+BPG_HIDDEN bp_status_t bpg_claims_gather(bp_graph_exec_t* x);
+/* The time of claimed group `gi` on its device in ns: the plugin's estimate
+ * for the compiled region, else the sum of its nodes' costs (cached). */
+BPG_HIDDEN double bpg_claims_group_cost(bp_graph_exec_t* x, uint32_t gi);
+BPG_HIDDEN void bpg_claims_free(bpg_claims_t* c);
+/* 1 when the ascending node set is convex in g (passes/regions.c); mark:
+ * num_nodes zeroed bytes, zeroed again on return. */
+BPG_HIDDEN int bpg_nodes_convex(const bp_graph_t* g, const uint32_t* nodes, uint32_t n, uint8_t* mark);
+/* Offers nodes[0..n) (ascending, live, of device dev) to dev's plugin as
+ * one GRAPH region (bp_device_claim_region): a group per node in groups,
+ * reasons as that call takes them (may be NULL) (passes/regions.c). */
+BPG_HIDDEN bp_status_t bpg_claim_nodes(const bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n,
+                                       uint32_t* groups, bp_support_t* const* reasons);
 /* Fusion into the op set's fused forms after placement (passes/fuse.c). */
 BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
 /* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */

@@ -52,6 +52,74 @@ static uint32_t bpg_warnings(const bp_graph_exec_t* x, bpg_sbuf_t* s, int json) 
   return count;
 }
 
+/* Node idx on device dev: where its claim came from and the devices that
+ * refused it, with the reasons (nothing when placement asked no claims). */
+static void bpg_report_claim_json(const bp_graph_exec_t* x, uint32_t idx, uint32_t dev, bpg_sbuf_t* s) {
+  const bpg_claims_t* c = x->claims;
+  if (c == NULL || idx >= c->num_nodes) return;
+  if (c->node_group[idx] != UINT32_MAX) bpg_sbuf_printf(s, ", \"claim\": \"group\", \"group\": %u", c->node_group[idx]);
+  else bpg_sbuf_printf(s, ", \"claim\": \"%s\"", c->by_query[dev] ? "query" : "node");
+  int first = 1;
+  for (uint32_t d = 0; d < c->num_devs; ++d) {
+    const char* why = c->why[(size_t)idx * c->num_devs + d];
+    if (c->ok[(size_t)idx * c->num_devs + d] || why[0] == '\0') continue;
+    bpg_sbuf_printf(s, "%s{\"device\": \"%s\", \"reason\": \"", first ? ", \"refused_by\": [" : ", ",
+                    bp_device_name(x->devs[d].device));
+    bpg_json_str(s, why);
+    bpg_sbuf_printf(s, "\"}");
+    first = 0;
+  }
+  if (!first) bpg_sbuf_printf(s, "]");
+}
+
+/* The claimed groups placed whole. */
+static void bpg_report_groups_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
+  const bpg_claims_t* c = x->claims;
+  int first = 1;
+  for (uint32_t i = 0; c != NULL && i < c->num_groups; ++i) {
+    const bpg_cgroup_t* gr = &c->groups[i];
+    if (!gr->placed) continue;
+    bpg_sbuf_printf(s, "%s\n    {\"group\": %u, \"device\": \"%s\", \"nodes\": [", first ? "" : ",", i,
+                    bp_device_name(x->devs[gr->dev].device));
+    for (uint32_t k = 0; k < gr->num_nodes; ++k) {
+      const bpg_node_t* n = &x->g->nodes[gr->nodes[k]];
+      bpg_sbuf_printf(s, "%s\"%s\"", k ? ", " : "", n->name ? n->name : "");
+    }
+    bpg_sbuf_printf(s, "], \"estimated_ns\": %.0f, \"cost\": \"%s\"}", gr->cost_ns < 0 ? 0 : gr->cost_ns,
+                    gr->cost_ns < 0 ? "not asked" : gr->cost_src == BPG_COST_REGION ? "region estimate"
+                    : gr->cost_src == BPG_COST_NODE_ESTIMATES ? "plugin estimates" : "roofline");
+    first = 0;
+  }
+}
+
+/* Text: the groups placed whole, the devices answered node by node, and
+ * each refusal of a node by a device, with the claim's reason. */
+static void bpg_report_claims_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
+  const bpg_claims_t* c = x->claims;
+  if (c == NULL) return;
+  for (uint32_t i = 0; i < c->num_groups; ++i) {
+    const bpg_cgroup_t* gr = &c->groups[i];
+    if (!gr->placed) continue;
+    bpg_sbuf_printf(s, "claimed group %u on %s, placed whole:", i, bp_device_name(x->devs[gr->dev].device));
+    for (uint32_t k = 0; k < gr->num_nodes; ++k) bpg_sbuf_printf(s, " #%u", gr->nodes[k]);
+    if (gr->cost_ns >= 0) bpg_sbuf_printf(s, " (%.1f us)", gr->cost_ns / 1e3);
+    bpg_sbuf_printf(s, "\n");
+  }
+  for (uint32_t d = 0; d < c->num_devs; ++d) {
+    if (c->by_query[d]) bpg_sbuf_printf(s, "claim of %s failed (%s): asked node by node\n", bp_device_name(x->devs[d].device),
+                                        c->query_why[d]);
+  }
+  for (uint32_t n = 0; n < c->num_nodes && n < x->g->num_nodes; ++n) {
+    if (x->g->nodes[n].dead) continue;
+    for (uint32_t d = 0; d < c->num_devs; ++d) {
+      const char* why = c->why[(size_t)n * c->num_devs + d];
+      if (c->ok[(size_t)n * c->num_devs + d] || why[0] == '\0') continue;
+      const char* name = x->g->nodes[n].name;
+      bpg_sbuf_printf(s, "refused: #%u %s by %s: %s\n", n, name ? name : "-", bp_device_name(x->devs[d].device), why);
+    }
+  }
+}
+
 static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
   char vb[32];
   bpg_sbuf_printf(s, "{\n  \"graph\": \"%s\",\n  \"compile_ms\": %.3f,\n  \"devices\": [", x->g->name ? x->g->name : "",
@@ -79,8 +147,10 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                       first ? "" : ",", idx, n->name ? n->name : "", bpg_op_name(n->op),
                       bp_device_name(x->devs[st->dev].device));
       bpg_json_str(s, x->node_reason[idx]);
-      if (r) bpg_sbuf_printf(s, "\", \"region\": %u, \"stream\": %u}", st->node, st->stream);
-      else bpg_sbuf_printf(s, "\", \"stream\": %u, \"estimated_ns\": %.0f, \"measured_ns\": %.0f}", st->stream, st->est_ns, st->measured_ns);
+      if (r) bpg_sbuf_printf(s, "\", \"region\": %u, \"stream\": %u", st->node, st->stream);
+      else bpg_sbuf_printf(s, "\", \"stream\": %u, \"estimated_ns\": %.0f, \"measured_ns\": %.0f", st->stream, st->est_ns, st->measured_ns);
+      bpg_report_claim_json(x, idx, st->dev, s);
+      bpg_sbuf_printf(s, "}");
       first = 0;
     }
   }
@@ -114,6 +184,8 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                     (unsigned long long)r->workspace_bytes, r->num_aliases,
                     r->loaded == 1 ? "loaded" : r->loaded == 2 ? "recompiled" : "compiled", st->est_ns, st->measured_ns);
   }
+  bpg_sbuf_printf(s, "\n  ],\n  \"groups\": [");
+  bpg_report_groups_json(x, s);
   bpg_sbuf_printf(s, "\n  ],\n  \"refused\": [");
   for (uint32_t i = 0; i < x->num_refusals; ++i) {
     const bpg_refusal_t* f = &x->refusals[i];
@@ -199,6 +271,7 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     bpg_sbuf_printf(s, "refused region of %u nodes from #%u on %s (split): %s\n", f->num_nodes, f->first,
                     bp_device_name(x->devs[f->dev].device), f->message);
   }
+  bpg_report_claims_text(x, s);
   bpg_sbuf_printf(s, "regions: %u fused; copies: %u (%llu bytes); peak memory %llu bytes (unplanned %llu)\n",
                   x->num_regions, x->num_copies, (unsigned long long)x->copy_bytes, (unsigned long long)peak,
                   (unsigned long long)x->unplanned_bytes);

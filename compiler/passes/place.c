@@ -1,8 +1,10 @@
 /* Pass: placement. Each live node goes to one device.
  *
- * 1. Claims: each device is asked whether it runs the node at its concrete
- *    dtypes and shapes (bp_device_query_support; a plugin's answer and
- *    reason). Devices that refuse are out, with the reason kept.
+ * 1. Claims (place_claims.c): each device is offered the whole graph
+ *    (bp_device_claim_region, ONNX Runtime's GetCapability; the per-node
+ *    support query where the claim fails). A device that does not take a
+ *    node is out for it, with the claim's reason kept; the groups of two
+ *    or more nodes a device claims are placed whole or not as groups.
  * 2. Rules: a pinned node goes to its pin (an error if that device refuses);
  *    with a preferred device every node it runs goes there; with
  *    BP_GRAPH_FORBID_FALLBACK the nodes it refuses are one compile error
@@ -12,9 +14,15 @@
  *    live, within each device's memory limit: the constants uploaded there
  *    (each once per device), the values placed there that are still alive
  *    at this node (read later, or graph outputs), this node's outputs and
- *    the copies of its inputs from other devices.
+ *    the copies of its inputs from other devices. Where a device claimed
+ *    the node in a group that can still be placed whole (convex, none of
+ *    its nodes placed, pinned or preferred elsewhere) and that fits its
+ *    memory, that device's option is the whole group at the group's time
+ *    (the plugin's estimate for the compiled region, else the sum of its
+ *    nodes'), compared over the same nodes with the other devices.
  * 4. Islands: a node whose producers and consumers all sit on one other
- *    device that runs it is moved there when that saves the copies.
+ *    device that runs it is moved there when that saves the copies (nodes
+ *    of a group placed whole stay with it).
  * Ties go to the earlier device in the user's order, so the result is
  * deterministic.
  *
@@ -143,7 +151,7 @@ bp_status_t bpg_claim(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_suppo
 /* The plugin's time for node n on device d in ns, or 0 when it gives none
  * (the roofline is used then). Nodes with default attributes are not asked:
  * the core hands estimate_cost the caller's attributes as they are. */
-static double bpg_estimate(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
+double bpg_node_estimate(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
   const bpg_node_t* node = &x->g->nodes[n];
   if (node->attrs == NULL && bpg_op_attrs_size(node->op) > 0) return 0;
   bp_cost_estimate_t est;
@@ -291,17 +299,154 @@ static uint32_t bpg_islands(bp_graph_exec_t* x, const uint8_t* ok, const uint8_t
   return moved;
 }
 
+/* The claimed group of n on d that can still be placed whole: convex, no
+ * node of it placed yet, pinned, or taken by the preferred device
+ * (UINT32_MAX: none; n is then offered to d alone). */
+static uint32_t bpg_open_group(const bp_graph_exec_t* x, uint32_t n, uint32_t d, const uint8_t* decided,
+                               const bp_graph_compile_options_t* o, int prefer) {
+  const bpg_claims_t* c = x->claims;
+  uint32_t gi = c->grp[(size_t)n * c->num_devs + d];
+  if (gi == UINT32_MAX || !c->groups[gi].convex) return UINT32_MAX;
+  const bpg_cgroup_t* gr = &c->groups[gi];
+  for (uint32_t k = 0; k < gr->num_nodes; ++k) {
+    uint32_t m = gr->nodes[k];
+    if (decided[m] || bpg_find_pin(&x->g->nodes[m], o)) return UINT32_MAX;
+    if (prefer >= 0 && (uint32_t)prefer != d && c->ok[(size_t)m * c->num_devs + (uint32_t)prefer]) return UINT32_MAX;
+  }
+  return gi;
+}
+
+static int bpg_member(const bpg_cgroup_t* gr, uint32_t n) {
+  uint32_t lo = 0, hi = gr->num_nodes;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi) / 2;
+    if (gr->nodes[mid] == n) return 1;
+    if (gr->nodes[mid] < n) lo = mid + 1;
+    else hi = mid;
+  }
+  return 0;
+}
+
+/* The copies group gi's inputs from outside it need to reach d, in ns
+ * (producers not placed yet are not counted). */
+static double bpg_group_copy_cost(const bp_graph_exec_t* x, uint32_t gi, uint32_t d, const uint8_t* decided) {
+  const bpg_cgroup_t* gr = &x->claims->groups[gi];
+  double c = 0;
+  for (uint32_t k = 0; k < gr->num_nodes; ++k) {
+    const bpg_node_t* node = &x->g->nodes[gr->nodes[k]];
+    for (uint32_t i = 0; i < node->num_in; ++i) {
+      uint32_t v = node->in[i];
+      if (v == BP_GRAPH_NO_VALUE) continue;
+      const bpg_value_t* val = &x->g->values[v];
+      uint32_t h = UINT32_MAX;
+      if (val->kind == BP_GRAPH_VALUE_INPUT) h = 0;
+      else if (val->kind == BP_GRAPH_VALUE_NODE && !bpg_member(gr, val->producer) && decided[val->producer])
+        h = x->node_dev[val->producer];
+      if (h != UINT32_MAX && h != d) c += bpg_copy_cost(x, bpg_value_bytes(val), h, d);
+    }
+  }
+  return c;
+}
+
+/* 1 when group gi fits its device's limit: every output of its nodes, the
+ * constants not there yet and the values copied in, on top of what is
+ * alive there. */
+static int bpg_group_fits(const bp_graph_exec_t* x, uint32_t gi, const uint8_t* const_on, const uint64_t* const_bytes,
+                          const uint8_t* decided) {
+  const bpg_cgroup_t* gr = &x->claims->groups[gi];
+  uint32_t d = gr->dev;
+  uint64_t need = 0;
+  for (uint32_t k = 0; k < gr->num_nodes; ++k) {
+    const bpg_node_t* node = &x->g->nodes[gr->nodes[k]];
+    need += bpg_node_out_bytes(x->g, node);
+    for (uint32_t i = 0; i < node->num_in; ++i) {
+      uint32_t v = node->in[i];
+      if (v == BP_GRAPH_NO_VALUE) continue;
+      const bpg_value_t* val = &x->g->values[v];
+      if (val->kind == BP_GRAPH_VALUE_CONSTANT && !const_on[(size_t)v * x->num_devs + d]) need += bpg_abytes(val);
+      if (val->kind == BP_GRAPH_VALUE_NODE && !bpg_member(gr, val->producer) && decided[val->producer] &&
+          x->node_dev[val->producer] != d)
+        need += bpg_abytes(val);
+    }
+  }
+  uint64_t used = x->devs[d].placed_bytes + const_bytes[d];
+  return used <= x->devs[d].place_limit && need <= x->devs[d].place_limit - used;
+}
+
+/* The cheapest device for node n among those that run it and have memory
+ * for it (cand). Where a device claimed n in a group that can still be
+ * placed whole (grp[d]), the choice covers the union S of n and those
+ * groups: on a device with its group, the group's time (the plugin's
+ * region estimate) plus the copies into it; on another, n's time and
+ * copies there; the rest of S at each node's cheapest time anywhere. */
+static int bpg_choose(bp_graph_exec_t* x, uint32_t n, const uint8_t* cand, const uint32_t* grp, const uint8_t* decided,
+                      uint8_t* mark, double* out_best, double* out_second) {
+  const bp_graph_t* g = x->g;
+  uint32_t nd = x->num_devs;
+  const bpg_claims_t* c = x->claims;
+  int any_group = 0;
+  for (uint32_t d = 0; d < nd; ++d) any_group |= cand[d] && grp[d] != UINT32_MAX;
+  /* rest[d]: the cheapest time of S's nodes outside d's group (n excluded). */
+  double rest[BPG_MAX_DEVICES] = {0};
+  if (any_group) {
+    mark[n] = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      if (!cand[d] || grp[d] == UINT32_MAX) continue;
+      const bpg_cgroup_t* gr = &c->groups[grp[d]];
+      for (uint32_t k = 0; k < gr->num_nodes; ++k) mark[gr->nodes[k]] = 1;
+    }
+    for (uint32_t m = n + 1; m < g->num_nodes; ++m) {
+      if (!mark[m]) continue;
+      double cheapest = 0;
+      int found = 0;
+      for (uint32_t f = 0; f < nd; ++f) {
+        if (!c->ok[(size_t)m * nd + f]) continue;
+        double t = bpg_node_cost(x, m, f);
+        if (!found || t < cheapest) cheapest = t;
+        found = 1;
+      }
+      for (uint32_t d = 0; d < nd; ++d) {
+        if (cand[d] && (grp[d] == UINT32_MAX || !bpg_member(&c->groups[grp[d]], m))) rest[d] += cheapest;
+      }
+      mark[m] = 0;
+    }
+    mark[n] = 0;
+  }
+  double best = INFINITY, second = INFINITY;
+  int bd = -1;
+  for (uint32_t d = 0; d < nd; ++d) {
+    if (!cand[d]) continue;
+    double t = grp[d] != UINT32_MAX ? bpg_claims_group_cost(x, grp[d]) + bpg_group_copy_cost(x, grp[d], d, decided)
+                                    : bpg_node_cost(x, n, d) + bpg_input_copy_cost(x, n, d);
+    t += rest[d];
+    if (t < best) {
+      second = best;
+      best = t;
+      bd = (int)d;
+    } else if (t < second) {
+      second = t;
+    }
+  }
+  *out_best = best;
+  *out_second = second;
+  return bd;
+}
+
+static const char* bpg_cost_src_name(uint32_t src) {
+  return src == BPG_COST_REGION ? "region estimate" : src == BPG_COST_NODE_ESTIMATES ? "plugin estimates" : "roofline";
+}
+
 bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t* o) {
   bp_graph_t* g = x->g;
   uint32_t nd = x->num_devs;
   uint32_t *last = NULL, *dies = NULL, *head = NULL;
   uint8_t* const_on = calloc((size_t)g->num_values * nd + 1, 1); /* constant v uploaded to d */
   uint64_t const_bytes[BPG_MAX_DEVICES] = {0};
-  uint8_t* ok = calloc((size_t)g->num_nodes * nd + 1, 1);
-  uint8_t* fixed = calloc((size_t)g->num_nodes + 1, 1);
-  char(*why)[128] = calloc((size_t)g->num_nodes * nd + 1, sizeof(*why));
+  uint8_t* fixed = calloc((size_t)g->num_nodes + 1, 1);   /* pinned, preferred or in a placed group: islands leave it */
+  uint8_t* decided = calloc((size_t)g->num_nodes + 1, 1); /* placed (a group places nodes ahead) */
+  uint8_t* mark = calloc((size_t)g->num_nodes + 1, 1);
   bp_status_t st = BP_OK;
-  if (ok == NULL || fixed == NULL || why == NULL || const_on == NULL) {
+  if (fixed == NULL || decided == NULL || mark == NULL || const_on == NULL) {
     st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
     goto done;
   }
@@ -319,28 +464,13 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
     st = bpg_error(BP_INVALID_ARGUMENT, "place: forbid-fallback needs a preferred device");
     goto done;
   }
-  /* Claims, and the plugins' cost estimates where they give them. */
-  free(x->est_cost);
-  x->est_cost = calloc((size_t)g->num_nodes * nd + 1, sizeof(double));
-  x->est_nodes = g->num_nodes;
-  if (x->est_cost == NULL) {
-    st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
-    goto done;
-  }
-  for (uint32_t n = 0; n < g->num_nodes; ++n) {
-    if (g->nodes[n].dead) continue;
-    for (uint32_t d = 0; d < nd; ++d) {
-      bp_support_t s;
-      st = bpg_claim(x, n, d, &s);
-      if (st != BP_OK) goto done;
-      ok[(size_t)n * nd + d] = (uint8_t)(s.supported != 0);
-      if (s.supported) x->est_cost[(size_t)n * nd + d] = bpg_estimate(x, n, d);
-      if (!s.supported) {
-        snprintf(why[(size_t)n * nd + d], sizeof(why[0]), "%s: %.110s", bp_support_reason_name(s.reason),
-                 s.message[0] ? s.message : "not supported");
-      }
-    }
-  }
+  /* Claims (the whole graph offered to each device), and the plugins' cost
+   * estimates where they give them. */
+  st = bpg_claims_gather(x);
+  if (st != BP_OK) goto done;
+  bpg_claims_t* c = x->claims;
+  const uint8_t* ok = c->ok;
+  char(*why)[128] = c->why;
   /* Liveness for the memory limits: the last node reading each value. */
   last = malloc(sizeof(uint32_t) * (g->num_values + 1));
   dies = malloc(sizeof(uint32_t) * (g->num_values + 1));
@@ -396,7 +526,9 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
     char label[200];
     const bp_graph_pin_t* pin = bpg_find_pin(node, o);
     uint64_t out_b = bpg_node_out_bytes(g, node);
-    if (pin != NULL) {
+    if (decided[n]) {
+      /* placed with its claimed group */
+    } else if (pin != NULL) {
       int d = bpg_device_index(x, pin->device);
       if (d < 0 || !ok[(size_t)n * nd + (uint32_t)d]) {
         bpg_node_label(g, n, label, sizeof(label));
@@ -414,23 +546,22 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       fixed[n] = 1;
       snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "preferred device");
     } else {
-      double best = INFINITY, second = INFINITY;
-      int bd = -1, nsup = 0, nfit = 0;
+      /* Candidates: devices that take n, with memory for its claimed group
+       * placed whole (or for n alone where no group of it is open). */
+      uint8_t cand[BPG_MAX_DEVICES] = {0};
+      uint32_t grp[BPG_MAX_DEVICES];
+      int nsup = 0, nfit = 0;
       for (uint32_t d = 0; d < nd; ++d) {
+        grp[d] = UINT32_MAX;
         if (!ok[(size_t)n * nd + d]) continue;
         nsup++;
-        if (!bpg_fits(x, n, d, const_on, const_bytes)) continue;
+        uint32_t gi = bpg_open_group(x, n, d, decided, o, prefer);
+        if (gi != UINT32_MAX && bpg_group_fits(x, gi, const_on, const_bytes, decided)) grp[d] = gi;
+        else if (!bpg_fits(x, n, d, const_on, const_bytes)) continue;
+        cand[d] = 1;
         nfit++;
-        double c = bpg_node_cost(x, n, d) + bpg_input_copy_cost(x, n, d);
-        if (c < best) {
-          second = best;
-          best = c;
-          bd = (int)d;
-        } else if (c < second) {
-          second = c;
-        }
       }
-      if (bd < 0) {
+      if (nfit == 0) {
         bpg_node_label(g, n, label, sizeof(label));
         bpg_sbuf_t s = {0};
         for (uint32_t d = 0; d < nd; ++d) {
@@ -442,7 +573,14 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
         free(s.p);
         goto done;
       }
-      x->node_dev[n] = (uint32_t)bd;
+      double best = 0, second = INFINITY;
+      int bd = -1;
+      if (nfit == 1) {
+        for (uint32_t d = 0; d < nd && bd < 0; ++d) bd = cand[d] ? (int)d : -1;
+      } else {
+        bd = bpg_choose(x, n, cand, grp, decided, mark, &best, &second);
+      }
+      uint32_t gi = grp[bd];
       if (nd == 1) {
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "the only device compiled for");
       } else if (nsup == 1) {
@@ -452,12 +590,28 @@ bp_status_t bpg_pass_place(bp_graph_exec_t* x, const bp_graph_compile_options_t*
       } else if (prefer >= 0) {
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "fallback (preferred device: %.120s)",
                  why[(size_t)n * nd + (uint32_t)prefer][0] ? why[(size_t)n * nd + (uint32_t)prefer] : "memory limit");
+      } else if (gi != UINT32_MAX) {
+        snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "claimed group of %u nodes: %.1f us (next %.1f us), %s",
+                 c->groups[gi].num_nodes, best / 1e3, second / 1e3, bpg_cost_src_name(c->groups[gi].cost_src));
       } else {
         snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "cheapest: %.1f us (next %.1f us)%s",
                  best / 1e3, second / 1e3,
                  x->est_cost[(size_t)n * nd + (uint32_t)bd] > 0 ? ", plugin estimate" : ", roofline");
       }
+      x->node_dev[n] = (uint32_t)bd;
+      if (gi != UINT32_MAX) { /* the whole group goes there, for the same reason */
+        bpg_cgroup_t* gr = &c->groups[gi];
+        gr->placed = 1;
+        for (uint32_t k = 0; k < gr->num_nodes; ++k) {
+          uint32_t m = gr->nodes[k];
+          x->node_dev[m] = (uint32_t)bd;
+          decided[m] = fixed[m] = 1;
+          c->node_group[m] = gi;
+          if (m != n) memcpy(x->node_reason[m], x->node_reason[n], sizeof(x->node_reason[n]));
+        }
+      }
     }
+    decided[n] = 1;
     uint32_t here = x->node_dev[n];
     x->devs[here].placed_bytes += out_b;
     for (uint32_t i = 0; i < node->num_in; ++i) {
@@ -476,8 +630,8 @@ done:
   free(last);
   free(dies);
   free(head);
-  free(ok);
   free(fixed);
-  free(why);
+  free(decided);
+  free(mark);
   return st;
 }

@@ -47,7 +47,7 @@ void bpg_regions_free(bp_graph_exec_t* x) {
 
 /* 1 when `nodes` (ascending, count n) is convex in g: no node outside it
  * that depends on a member feeds a member. */
-static int bpg_convex(const bp_graph_t* g, const uint32_t* nodes, uint32_t n, uint8_t* mark) {
+int bpg_nodes_convex(const bp_graph_t* g, const uint32_t* nodes, uint32_t n, uint8_t* mark) {
   if (n < 2) return 1;
   uint32_t lo = nodes[0], hi = nodes[n - 1];
   /* mark: 1 member, 2 outside but downstream of a member. */
@@ -156,9 +156,8 @@ static bp_status_t bpg_try_region(bp_graph_exec_t* x, uint32_t dev, const uint32
   return st;
 }
 
-/* The device's live nodes offered as one GRAPH region; groups per node. */
-static bp_status_t bpg_claim_device(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n,
-                                    uint32_t* groups) {
+bp_status_t bpg_claim_nodes(const bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n, uint32_t* groups,
+                            bp_support_t* const* reasons) {
   bpg_region_t all;
   memset(&all, 0, sizeof(all));
   all.dev = dev;
@@ -167,15 +166,20 @@ static bp_status_t bpg_claim_device(bp_graph_exec_t* x, uint32_t dev, const uint
   bpg_rdesc_t* d = NULL;
   bp_status_t st = bpg_region_desc_build(x, &all, BP_REGION_GRAPH, &d);
   free(all.args);
-  if (st == BP_INVALID_ARGUMENT) { /* nothing leaves the device's nodes (all on another device's path?): no regions */
-    for (uint32_t k = 0; k < n; ++k) groups[k] = 0;
-    return BP_OK;
-  }
   if (st != BP_OK) return st;
-  st = bp_device_claim_region(x->devs[dev].device, bpg_region_desc(d), groups, NULL);
+  st = bp_device_claim_region(x->devs[dev].device, bpg_region_desc(d), groups, reasons);
   bpg_region_desc_free(d);
+  return st;
+}
+
+/* The device's live nodes offered as one GRAPH region; groups per node. A
+ * claim that cannot be described (nothing leaves the nodes) or answered
+ * leaves every node alone. */
+static bp_status_t bpg_claim_device(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n,
+                                    uint32_t* groups) {
+  bp_status_t st = bpg_claim_nodes(x, dev, nodes, n, groups, NULL);
+  if (st == BP_RESOURCE_EXHAUSTED) return st;
   if (st != BP_OK) {
-    /* A claim the device cannot answer: its nodes run alone. */
     for (uint32_t k = 0; k < n; ++k) groups[k] = 0;
   }
   return BP_OK;
@@ -228,7 +232,7 @@ static bp_status_t bpg_chains(bp_graph_exec_t* x, uint32_t dev, const uint32_t* 
       uint32_t head = chain[p], m = 0;
       for (uint32_t c = head; c != UINT32_MAX; c = next[c]) members[m++] = c;
       members[m++] = k;
-      if (!bpg_convex(g, members, m, mark)) continue;
+      if (!bpg_nodes_convex(g, members, m, mark)) continue;
       chain[k] = head;
       next[last[head]] = k;
       last[head] = k;
@@ -346,7 +350,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
       }
       if (m < 2) continue;
       for (uint32_t j = 0; j < m; ++j) claimed[members[j]] = 1;
-      if (!bpg_convex(g, members, m, mark)) {
+      if (!bpg_nodes_convex(g, members, m, mark)) {
         bp_support_t why = {.struct_size = sizeof(why), .reason = BP_SUPPORT_OP};
         snprintf(why.message, sizeof(why.message), "the claimed group is not convex: its nodes run alone");
         bpg_refused(x, d, members, m, BP_UNIMPLEMENTED, &why);

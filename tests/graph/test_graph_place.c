@@ -2,7 +2,11 @@
  * fastdev and slowdev, declaring 1000x different throughput) and the CPU
  * plugin. The cheaper device wins whatever the device order; an op only one
  * device runs goes there, with copies in and out and results equal to
- * eager; forbid-fallback lists the nodes the preferred device refuses. */
+ * eager; forbid-fallback lists the nodes the preferred device refuses.
+ * Graph-level claims: groupdev and refusedev (the template again) claim
+ * their nodes as one group whose compiled region they estimate at 1 us,
+ * under the sum of their nodes' roofline times; refusedev's claim also
+ * refuses add with a reason its support query does not give. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,7 +21,7 @@
 #include "backplane/graph.h"
 #include "graph_fixture.h"
 
-static bp_device_t *g_fast, *g_slow, *g_est;
+static bp_device_t *g_fast, *g_slow, *g_est, *g_group, *g_refuse;
 
 static int setup(void** state) {
   (void)state;
@@ -33,6 +37,12 @@ static int setup(void** state) {
   if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
   snprintf(path, sizeof(path), "%s/libbp_graph_estdev.so", GRAPH_COST_DIR);
   if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
+  snprintf(path, sizeof(path), "%s/libbp_graph_groupdev.so", GRAPH_COST_DIR);
+  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
+  snprintf(path, sizeof(path), "%s/libbp_graph_refusedev.so", GRAPH_COST_DIR);
+  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "groupdev:0", &g_group) != BP_OK) return -1;
+  if (bp_context_find_device(g_ctx, "refusedev:0", &g_refuse) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "estdev:0", &g_est) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "fastdev:0", &g_fast) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "slowdev:0", &g_slow) != BP_OK) return -1;
@@ -57,6 +67,39 @@ static void expect_node_on(const bp_graph_exec_t* x, const char* name, const cha
   const char* d = strstr(at, dev);
   if (d == NULL || d > end) fail_msg("node %s is not on %s: %s", name, device, json);
   bp_graph_text_free(json);
+}
+
+/* Runs x on one f32 input of `dims` (made on dev, values in [-1, 1)) and
+ * compares its one output (out_count elements) with the eager run of g on
+ * s (a stream of dev), within f32's conformance tolerances. */
+static void expect_run_equals_eager(bp_graph_exec_t* x, const bp_graph_t* g, bp_device_t* dev, bp_stream_t* s,
+                                    uint32_t rank, const int64_t* dims, size_t out_count) {
+  size_t count = 1;
+  for (uint32_t k = 0; k < rank; ++k) count *= (size_t)dims[k];
+  float* data = malloc(sizeof(float) * count);
+  float* a = malloc(sizeof(float) * out_count);
+  float* b = malloc(sizeof(float) * out_count);
+  assert_true(data != NULL && a != NULL && b != NULL);
+  for (size_t i = 0; i < count; ++i) data[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  bp_tensor_t *in = NULL, *out = NULL, *ref = NULL;
+  assert_int_equal(bp_tensor_create(dev, BP_DTYPE_F32, rank, dims, &in), BP_OK);
+  assert_int_equal(bp_tensor_write(s, in, data, sizeof(float) * count), BP_OK);
+  if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
+  assert_int_equal(bp_graph_run_eager(s, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
+  bp_stream_t* so = NULL;
+  assert_int_equal(bp_stream_create(bp_tensor_device(out), NULL, &so), BP_OK);
+  assert_int_equal(bp_tensor_read(so, out, a, sizeof(float) * out_count), BP_OK);
+  assert_int_equal(bp_tensor_read(s, ref, b, sizeof(float) * out_count), BP_OK);
+  for (size_t i = 0; i < out_count; ++i) {
+    if (!(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]))) fail_msg("element %zu: %g vs eager %g", i, a[i], b[i]);
+  }
+  bp_stream_release(so);
+  bp_tensor_release(out);
+  bp_tensor_release(ref);
+  bp_tensor_release(in);
+  free(data);
+  free(a);
+  free(b);
 }
 
 /* bp_device_query_support hands the plugin the op's default attributes
@@ -171,26 +214,9 @@ static void test_op_only_one_device_runs(void** state) {
   assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
   assert_non_null(strstr(json, "\"name\": \"proj\", \"op\": \"mm\", \"device\": \"cpu:0\", \"reason\": \"the only device that runs it\""));
   bp_graph_text_free(json);
-  /* Run on random data (input made on cpu:0) and compare with eager. */
-  float data[16 * 32];
-  for (int i = 0; i < 16 * 32; ++i) data[i] = (float)((i * 37) % 101) / 50.0f - 1.0f;
+  /* Run on data made on cpu:0 and compare with eager. */
   int64_t dims[2] = {16, 32};
-  bp_tensor_t* in = NULL;
-  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, 2, dims, &in), BP_OK);
-  assert_int_equal(bp_tensor_write(g_s0, in, data, sizeof(data)), BP_OK);
-  bp_tensor_t *out = NULL, *ref = NULL;
-  if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
-  assert_int_equal(bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
-  float a[16 * 8], b[16 * 8];
-  bp_stream_t* s = NULL;
-  assert_int_equal(bp_stream_create(bp_tensor_device(out), NULL, &s), BP_OK);
-  assert_int_equal(bp_tensor_read(s, out, a, sizeof(a)), BP_OK);
-  assert_int_equal(bp_tensor_read(g_s0, ref, b, sizeof(b)), BP_OK);
-  for (int i = 0; i < 16 * 8; ++i) assert_true(fabsf(a[i] - b[i]) <= 1e-5f + 1e-4f * fabsf(b[i]));
-  bp_stream_release(s);
-  bp_tensor_release(out);
-  bp_tensor_release(ref);
-  bp_tensor_release(in);
+  expect_run_equals_eager(x, g, g_cpu0, g_s0, 2, dims, 16 * 8);
   bp_graph_exec_release(x);
   bp_graph_release(g);
 }
@@ -231,27 +257,11 @@ static void test_claim_not_convex(void** state) {
   assert_non_null(strstr(json, "{\"device\": \"claimdev:0\", \"first_node\": 0, \"nodes\": 2, \"reason\": 1, "
                                "\"message\": \"the claimed group is not convex: its nodes run alone\"}"));
   bp_graph_text_free(json);
-  float data[32];
-  for (int i = 0; i < 32; ++i) data[i] = (float)i / 8.0f - 2.0f;
   int64_t dims[2] = {4, 8};
   bp_stream_t* s = NULL;
   assert_int_equal(bp_stream_create(cpu, NULL, &s), BP_OK);
-  bp_tensor_t *in = NULL, *out = NULL, *ref = NULL;
-  assert_int_equal(bp_tensor_create(cpu, BP_DTYPE_F32, 2, dims, &in), BP_OK);
-  assert_int_equal(bp_tensor_write(s, in, data, sizeof(data)), BP_OK);
-  if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, &out, 1) != BP_OK) fail_msg("run: %s", bp_status_message());
-  assert_int_equal(bp_graph_run_eager(s, g, (const bp_tensor_t* const*)&in, 1, &ref, 1), BP_OK);
-  float a[32], b[32];
-  bp_stream_t* so = NULL;
-  assert_int_equal(bp_stream_create(bp_tensor_device(out), NULL, &so), BP_OK);
-  assert_int_equal(bp_tensor_read(so, out, a, sizeof(a)), BP_OK);
-  assert_int_equal(bp_tensor_read(s, ref, b, sizeof(b)), BP_OK);
-  for (int i = 0; i < 32; ++i) assert_true(a[i] == b[i]);
-  bp_stream_release(so);
+  expect_run_equals_eager(x, g, cpu, s, 2, dims, 32);
   bp_stream_release(s);
-  bp_tensor_release(out);
-  bp_tensor_release(ref);
-  bp_tensor_release(in);
   bp_graph_exec_release(x);
   bp_graph_release(g);
   bp_context_release(ctx);
@@ -290,6 +300,174 @@ static void test_forbid_fallback_lists_nodes(void** state) {
   bp_graph_release(g);
 }
 
+/* The JSON of a compile's report (freed by the caller). */
+static char* report_json(const bp_graph_exec_t* x) {
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  return json;
+}
+
+/* 1 when the report's entry for node `name` contains `what`. */
+static int node_has(const char* json, const char* name, const char* what) {
+  char want[256];
+  snprintf(want, sizeof(want), "\"name\": \"%s\", \"op\"", name);
+  const char* at = strstr(json, want);
+  if (at == NULL) return 0;
+  const char* end = strstr(at, "\n");
+  const char* w = strstr(at, what);
+  return w != NULL && (end == NULL || w < end);
+}
+
+/* A 1 MiB relu chain whose input lives on the first device. */
+static const char* k_chain =
+    "input x : f32[262144]\n"
+    "a = relu(x) @g1\n"
+    "b = relu(a) @g2\n"
+    "c = relu(b) @g3\n"
+    "output c\n";
+
+/* groupdev's roofline puts each relu at 2 ms, fastdev's at 4 us plus a
+ * 110 us copy of the input: node by node fastdev wins, but groupdev's
+ * group of the three at 1 us wins whole. The run equals eager (groupdev
+ * runs the chain as its compiled program). */
+static void test_claimed_group_wins_whole(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_chain);
+  bp_device_t* devs[2] = {g_group, g_fast};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = report_json(x);
+  const char* names[3] = {"g1", "g2", "g3"};
+  for (int i = 0; i < 3; ++i) {
+    if (!node_has(json, names[i], "\"device\": \"groupdev:0\"") || !node_has(json, names[i], "\"claim\": \"group\", \"group\": 0"))
+      fail_msg("node %s is not in groupdev's group: %s", names[i], json);
+  }
+  assert_non_null(strstr(json, "\"reason\": \"claimed group of 3 nodes: 1.0 us"));
+  assert_non_null(strstr(json, "region estimate"));
+  assert_non_null(strstr(json, "{\"group\": 0, \"device\": \"groupdev:0\", \"nodes\": [\"g1\", \"g2\", \"g3\"], "
+                               "\"estimated_ns\": 1000, \"cost\": \"region estimate\"}"));
+  /* ... and runs as one compiled region there. */
+  assert_non_null(strstr(json, "\"nodes\": [\"g1\", \"g2\", \"g3\"], \"ops\": [\"relu\", \"relu\", \"relu\"], "
+                               "\"as\": \"compiled region\", \"device\": \"groupdev:0\""));
+  bp_graph_text_free(json);
+  int64_t dims[1] = {262144};
+  expect_run_equals_eager(x, g, g_cpu0, g_s0, 1, dims, 262144);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* The group needs its three 1 MiB outputs at once on groupdev; under a
+ * 2.5 MiB limit it does not fit there and is not placed there: the nodes,
+ * offered one by one, go to fastdev (each fits, with the values that died
+ * freed). With 64 MiB the group goes whole to groupdev. */
+static void test_claimed_group_over_memory(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_chain);
+  bp_device_t* devs[2] = {g_group, g_fast};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  o.memory_limit_bytes = 5u << 19; /* 2.5 MiB */
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = report_json(x);
+  const char* names[3] = {"g1", "g2", "g3"};
+  for (int i = 0; i < 3; ++i) {
+    if (!node_has(json, names[i], "\"device\": \"fastdev:0\"") || !node_has(json, names[i], "\"claim\": \"node\""))
+      fail_msg("node %s: %s", names[i], json);
+  }
+  assert_null(strstr(json, "\"claim\": \"group\""));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  o.memory_limit_bytes = 64u << 20;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
+  json = report_json(x);
+  for (int i = 0; i < 3; ++i) assert_true(node_has(json, names[i], "\"device\": \"groupdev:0\""));
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* refusedev's claim refuses add (its support query would take it): the
+ * claim's reason is the node's, in the report (JSON and text) and in the
+ * forbid-fallback error. */
+static void test_claim_refusal_reasons(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(k_ew);
+  bp_device_t* devs[2] = {g_refuse, g_cpu0};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  o.prefer_device = g_refuse;
+  o.flags = BP_GRAPH_FORBID_FALLBACK;
+  bp_graph_exec_t* x = NULL;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_UNSUPPORTED);
+  const char* m = bp_status_message();
+  if (strstr(m, "forbid-fallback: 1 node cannot run on refusedev:0: node 'a1' (#1, add): op: refusedev: refuses add in a claim") == NULL)
+    fail_msg("message: %s", m);
+  o.flags = 0;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = report_json(x);
+  if (!node_has(json, "a1", "\"device\": \"cpu:0\"") ||
+      !node_has(json, "a1", "\"refused_by\": [{\"device\": \"refusedev:0\", \"reason\": \"op: refusedev: refuses add in a claim\"}]"))
+    fail_msg("a1: %s", json);
+  assert_true(node_has(json, "r1", "\"device\": \"refusedev:0\""));
+  assert_false(node_has(json, "r1", "refused_by"));
+  bp_graph_text_free(json);
+  char* text = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_TEXT, &text), BP_OK);
+  assert_non_null(strstr(text, "refused: #1 a1 by refusedev:0: op: refusedev: refuses add in a claim\n"));
+  bp_graph_text_free(text);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* The nodes section of a report (compile time and measurements left out). */
+static char* placement_of(const bp_graph_exec_t* x) {
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  char* from = strstr(json, "\"nodes\": [");
+  char* to = from ? strstr(from, "\"copy_bytes\"") : NULL;
+  assert_non_null(to);
+  *to = '\0';
+  char* out = strdup(from);
+  bp_graph_text_free(json);
+  return out;
+}
+
+/* groupdev and refusedev claim the same group at the same cost, and the
+ * graph reads only constants (no input favours the first device): a tie,
+ * which goes to the earlier device of the list, and compiling again gives
+ * the same placement. */
+static void test_claims_deterministic(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "const x : f32[4096] = uniform(seed=3, lo=-1, hi=1)\n"
+      "a = relu(x) @t1\n"
+      "b = relu(a) @t2\n"
+      "output b\n");
+  bp_device_t* orders[2][2] = {{g_group, g_refuse}, {g_refuse, g_group}};
+  const char* first[2] = {"groupdev:0", "refusedev:0"};
+  for (int k = 0; k < 2; ++k) {
+    bp_graph_compile_options_t o = opts(orders[k], 2);
+    o.flags = BP_GRAPH_NO_FOLD;
+    bp_graph_exec_t *x = NULL, *y = NULL;
+    if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+    assert_int_equal(bp_graph_compile(g_ctx, g, &o, &y), BP_OK);
+    char* px = placement_of(x);
+    char* py = placement_of(y);
+    assert_string_equal(px, py);
+    char want[64];
+    snprintf(want, sizeof(want), "\"device\": \"%s\"", first[k]);
+    char* json = report_json(x);
+    if (!node_has(json, "t1", want) || !node_has(json, "t2", want) || !node_has(json, "t1", "\"claim\": \"group\""))
+      fail_msg("order %d: %s", k, json);
+    bp_graph_text_free(json);
+    free(px);
+    free(py);
+    bp_graph_exec_release(x);
+    bp_graph_exec_release(y);
+  }
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_query_fills_default_attrs),
@@ -298,6 +476,10 @@ int main(void) {
       cmocka_unit_test(test_op_only_one_device_runs),
       cmocka_unit_test(test_forbid_fallback_lists_nodes),
       cmocka_unit_test(test_claim_not_convex),
+      cmocka_unit_test(test_claimed_group_wins_whole),
+      cmocka_unit_test(test_claimed_group_over_memory),
+      cmocka_unit_test(test_claim_refusal_reasons),
+      cmocka_unit_test(test_claims_deterministic),
   };
   return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

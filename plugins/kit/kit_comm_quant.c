@@ -16,6 +16,7 @@
 
 #include "bp_kit_comm.h"
 #include "bp_plugin_common.h"
+#include "kit_comm_codec.h"
 #include "kit_comm_floats.h"
 
 
@@ -30,65 +31,61 @@ uint64_t bp_kit_comm_scale_count(uint64_t count, uint32_t block) {
   return (count + block - 1) / block;
 }
 
-static float decode_one(uint32_t compression, int8_t code, float scale) {
-  if (compression == BP_DTYPE_I8) return (float)code * scale;
-  return bp_f8e4m3fn_to_f32((uint8_t)code) * scale;
+/* Conversion tiles of the dtypes other than f32 (stack buffers). */
+enum { CODEC_TILE = 1024 };
+
+/* f32 copies of elements [at, at + m) of src, m <= CODEC_TILE. */
+static const float* as_f32(uint32_t dtype, const void* src, uint64_t at, uint64_t m,
+                           float* tile) {
+  if (dtype == BP_DTYPE_F32) return (const float*)src + at;
+  for (uint64_t i = 0; i < m; ++i) tile[i] = bp_kit_comm_load_f32(dtype, src, at + i);
+  return tile;
+}
+
+/* The largest |x| of a block as f32 bits (NaN above 0x7f800000). */
+static uint32_t block_absmax(const bp_kit_codec_kernels_t* k, uint32_t dtype, const void* src,
+                             uint64_t at, uint64_t m) {
+  if (dtype == BP_DTYPE_F32) return k->absmax_bits((const float*)src + at, m);
+  float tile[CODEC_TILE];
+  uint32_t top = 0;
+  for (uint64_t t = 0; t < m; t += CODEC_TILE) {
+    const uint64_t tn = m - t < CODEC_TILE ? m - t : CODEC_TILE;
+    const uint32_t a = k->absmax_bits(as_f32(dtype, src, at + t, tn, tile), tn);
+    top = a > top ? a : top;
+  }
+  return top;
 }
 
 void bp_kit_comm_encode(uint32_t dtype, uint32_t compression, uint32_t block, const void* src,
                         uint64_t first, uint64_t count, int8_t* codes, float* scales) {
+  const bp_kit_codec_kernels_t* k = bp_kit_comm_codec();
+  const float top = compression == BP_DTYPE_I8 ? 127.0f : 448.0f;
+  float tile[CODEC_TILE];
   for (uint64_t b = 0; b < count; b += block) {
     const uint64_t m = count - b < block ? count - b : block;
-    float amax = 0.0f;
-    if (dtype == BP_DTYPE_F32) {
-      /* On |x| as bits, integer order is float order, Inf is 0x7f800000
-       * and every NaN is above it: an integer max that vectorizes. */
-      const uint32_t* x = (const uint32_t*)((const float*)src + first + b);
-      uint32_t top_bits = 0;
-      for (uint64_t i = 0; i < m; ++i) {
-        const uint32_t a = x[i] & 0x7fffffffu;
-        top_bits = a > top_bits ? a : top_bits;
-      }
-      amax = top_bits > 0x7f800000u ? NAN : bp__bits_f32(top_bits);
-    } else {
-      for (uint64_t i = 0; i < m; ++i) {
-        const float a = fabsf(bp_kit_comm_load_f32(dtype, src, first + b + i));
-        if (a != a) {
-          amax = NAN;
-          break;
-        }
-        if (a > amax) amax = a;
-      }
-    }
+    const uint32_t abits = block_absmax(k, dtype, src, first + b, m);
     int8_t* c = codes + b;
-    if (!(amax > 0.0f) || !isfinite(amax)) {
+    if (abits == 0 || abits >= 0x7f800000u) {
       /* Zeros encode as zeros; a block holding NaN or Inf decodes to NaN
        * throughout (its scale is NaN): the error is visible, not hidden. */
-      scales[b / block] = (amax == 0.0f) ? 0.0f : NAN;
+      scales[b / block] = abits == 0 ? 0.0f : NAN;
       memset(c, 0, (size_t)m);
       continue;
     }
-    const int is_i8 = compression == BP_DTYPE_I8;
-    const float top = is_i8 ? 127.0f : 448.0f, inv = top / amax;
+    const float amax = bp__bits_f32(abits);
     scales[b / block] = amax / top;
-    if (is_i8 && dtype == BP_DTYPE_F32) {
-      /* The hot path, written to vectorize: |x * inv| <= 127 already, so
-       * no clamp; ties round away from zero. */
-      const float* x = (const float*)src + first + b;
-      for (uint64_t i = 0; i < m; ++i) {
-        const float y = x[i] * inv;
-        c[i] = (int8_t)(int32_t)(y + (y >= 0.0f ? 0.5f : -0.5f));
+    /* Below 2^-100, top / amax could overflow to Inf: the block is scaled
+     * up by 2^64 first (exact), and the inverse taken of the scaled amax. */
+    const int tiny = abits < 0x0d800000u;
+    const float inv = tiny ? top / (amax * 0x1p64f) : top / amax, pre = tiny ? 0x1p64f : 1.0f;
+    for (uint64_t t = 0; t < m; t += CODEC_TILE) {
+      const uint64_t tn = m - t < CODEC_TILE ? m - t : CODEC_TILE;
+      const float* x = as_f32(dtype, src, first + b + t, tn, tile);
+      if (pre != 1.0f) {
+        for (uint64_t i = 0; i < tn; ++i) tile[i] = x[i] * pre;
+        x = tile;
       }
-      continue;
-    }
-    for (uint64_t i = 0; i < m; ++i) {
-      const float x = bp_kit_comm_load_f32(dtype, src, first + b + i) * inv;
-      if (is_i8) {
-        const float q = x + (x >= 0.0f ? 0.5f : -0.5f);
-        c[i] = (int8_t)(int32_t)(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
-      } else {
-        c[i] = (int8_t)bp_f64_to_f8e4m3fn((double)x);
-      }
+      k->encode(compression, x, tn, inv, c + t);
     }
   }
 }
@@ -109,29 +106,19 @@ void bp_kit_comm_decode_sum(uint32_t compression, uint32_t block, const int8_t* 
                             const float* const* scales, uint32_t n, uint64_t first,
                             uint64_t count, float* acc) {
   /* Tile by tile (a tile stays in cache while every rank's codes are
-   * added to it), ranks in order. */
+   * added to it), ranks in order, each decoded and added in one pass. */
   enum { TILE = 2048 };
+  const bp_kit_codec_kernels_t* k = bp_kit_comm_codec();
   for (uint64_t t = 0; t < count; t += TILE) {
     const uint64_t tn = count - t < TILE ? count - t : TILE;
     float* tile = acc + t;
-    for (uint64_t i = 0; i < tn; ++i) tile[i] = 0.0f;
+    memset(tile, 0, sizeof(float) * (size_t)tn);
     for (uint32_t q = 0; q < n; ++q) {
       const int8_t* cq = codes[q];
       const float* sq = scales[q];
-      if (compression == BP_DTYPE_I8) {
-        FOR_BLOCK_SEGMENTS(first + t, tn, block, {
-          const float sc = sq[blk_];
-          const int8_t* src = cq + seg_;
-          float* dst = tile + (seg_ - first - t);
-          for (uint64_t i = 0; i < len_; ++i) dst[i] += (float)src[i] * sc;
-        })
-      } else {
-        FOR_BLOCK_SEGMENTS(first + t, tn, block, {
-          const float sc = sq[blk_];
-          for (uint64_t i = 0; i < len_; ++i)
-            tile[seg_ - first - t + i] += decode_one(compression, cq[seg_ + i], sc);
-        })
-      }
+      FOR_BLOCK_SEGMENTS(first + t, tn, block, {
+        k->decode(compression, cq + seg_, len_, sq[blk_], tile + (seg_ - first - t), 1);
+      })
     }
   }
 }
@@ -139,20 +126,21 @@ void bp_kit_comm_decode_sum(uint32_t compression, uint32_t block, const int8_t* 
 void bp_kit_comm_decode(uint32_t dtype, uint32_t compression, uint32_t block,
                         const int8_t* codes, const float* scales, uint64_t first, uint64_t count,
                         void* dst, uint64_t dst_first) {
-  if (compression == BP_DTYPE_I8 && dtype == BP_DTYPE_F32) {
+  const bp_kit_codec_kernels_t* k = bp_kit_comm_codec();
+  if (dtype == BP_DTYPE_F32) {
     float* out = (float*)dst + dst_first;
     FOR_BLOCK_SEGMENTS(first, count, block, {
-      const float sc = scales[blk_];
-      const int8_t* src = codes + seg_;
-      float* o = out + (seg_ - first);
-      for (uint64_t i = 0; i < len_; ++i) o[i] = (float)src[i] * sc;
+      k->decode(compression, codes + seg_, len_, scales[blk_], out + (seg_ - first), 0);
     })
     return;
   }
-  for (uint64_t i = 0; i < count; ++i) {
-    const uint64_t e = first + i;
-    bp_kit_comm_store_f32(dtype, dst, dst_first + i,
-                          decode_one(compression, codes[e], scales[e / block]));
+  float tile[CODEC_TILE];
+  for (uint64_t t = 0; t < count; t += CODEC_TILE) {
+    const uint64_t tn = count - t < CODEC_TILE ? count - t : CODEC_TILE;
+    FOR_BLOCK_SEGMENTS(first + t, tn, block, {
+      k->decode(compression, codes + seg_, len_, scales[blk_], tile + (seg_ - first - t), 0);
+    })
+    bp_kit_comm_store_floats(dtype, tile, tn, dst, dst_first + t);
   }
 }
 

@@ -550,6 +550,7 @@ static void comm_destroy(bpp_comm_t comm) {
   int rc;
   BP_MPI(rc, MPI_Comm_free, &comm->comm);
   (void)rc;
+  free(comm->scratch);
   comm->magic = 0;
   pthread_mutex_destroy(&comm->lock);
   pthread_cond_destroy(&comm->idle_cv);

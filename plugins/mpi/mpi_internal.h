@@ -53,6 +53,9 @@ struct bpp_comm_s {
   char error_msg[320];
   bp_mpi_parked_t* parked; /* under lock */
   uint32_t nparked, capparked;
+  /* Compressed calls' buffer, kept between calls (under lock; owned). */
+  void* scratch;
+  size_t scratch_cap;
 };
 
 enum bp_mpi_kind {
@@ -96,6 +99,7 @@ typedef struct bp_mpi_op {
   int64_t* counts_in; /* all_to_allv: what every rank sends here */
   int* iv;            /* all_to_allv: int counts and displs */
   void* tmp;          /* temporary receive buffer (overlapping in place) */
+  size_t tmp_cap;     /* compressed calls: tmp is the comm's scratch, this big */
   bp_mpi_h req[2];
   bp_mpi_h* hreq; /* header exchange by point to point: 2 (size - 1), owned */
   int nreq;       /* requests pending in hreq, or else in req */
@@ -118,13 +122,16 @@ const char* bp_mpi_reduce_support(uint32_t dtype, int rop, bp_status_t* out_stat
 void bp_mpi_divide(uint32_t dtype, void* p, uint64_t n, int by);
 
 /* Compressed all_reduce, all_gather, reduce_scatter (mpi_compress.c):
- * step 3 encodes and posts the exchange; step 5 decodes (all_reduce also
- * exchanges the encoded chunk sums and waits for them there). */
+ * step 3 takes the buffers; step 5 runs the pipeline (encode, exchange,
+ * decode piece by piece, waiting between its steps). */
 bp_status_t bp_mpi_post_compressed(bp_mpi_op_t* op);
 bp_status_t bp_mpi_finish_compressed(bp_mpi_op_t* op);
 /* The bytes of one record of a compressed call (what one rank sends one
  * peer per exchange). */
 uint64_t bp_mpi_compressed_record_bytes(const bp_mpi_op_t* op);
+/* Gives a compressed call's buffer back to the communicator's scratch
+ * (the larger one is kept, the other freed). */
+void bp_mpi_scratch_give(struct bpp_comm_s* comm, void* buf, size_t cap);
 
 /* Runs a batch of `n` ops (validated; op->local may carry an argument
  * error). Returns the first failure. Frees nothing. */
@@ -144,6 +151,12 @@ void bp_mpi_comm_break(struct bpp_comm_s* comm, bp_status_t status, const char* 
  * + timeout) or an abort. The what/seq name the call in messages. */
 bp_status_t bp_mpi_wait(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n, bp_mpi_status_t* statuses,
                         uint64_t start_ns, const char* what, uint64_t seq);
+/* The same, spinning (then yielding, then sleeping) as if the wait had
+ * begun at `spin_from_ns` rather than `start_ns`: for a call that waits
+ * many times (the compressed pipeline). */
+bp_status_t bp_mpi_wait_since(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n,
+                              bp_mpi_status_t* statuses, uint64_t start_ns, uint64_t spin_from_ns,
+                              const char* what, uint64_t seq);
 uint64_t bp_mpi_now_ns(void);
 
 /* The comm table and the device's stream (mpi_comm.c, mpi_plugin.c). */

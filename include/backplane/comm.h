@@ -156,6 +156,20 @@ enum bp_collective_kind {
  * a model, not a measurement (docs/collectives.md). */
 BP_API bp_status_t bp_comm_estimate_ns(const bp_comm_t* comm, uint32_t kind, uint64_t bytes,
                                        double* out_ns);
+/* The same for a compressed call (bp_collective_options_t.compression:
+ * BP_DTYPE_I8 or BP_DTYPE_F8E4M3FN codes of a float `dtype`, one f32 scale
+ * per `block` elements, 0 for 256): the bus bytes of the codes over the
+ * link, and the codec's passes at BACKPLANE_COMM_CODEC_GBPS (f32 bytes per
+ * second on one core, default 4), overlapped with the link's time over a
+ * network (NETWORK tier), added to it otherwise (shared memory copies run
+ * on the same cores). Compression pays when this is below
+ * bp_comm_estimate_ns of the same bytes. all_reduce, all_gather and
+ * reduce_scatter only (INVALID_ARGUMENT otherwise; UNIMPLEMENTED for a
+ * pair of dtypes without a compressed form). */
+BP_API bp_status_t bp_comm_estimate_compressed_ns(const bp_comm_t* comm, uint32_t kind,
+                                                  uint32_t dtype, uint64_t bytes,
+                                                  uint32_t compression, uint32_t block,
+                                                  double* out_ns);
 
 /* Groups of the calling thread (ncclGroupStart/End); they nest and span
  * communicators of every plugin. */

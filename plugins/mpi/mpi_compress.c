@@ -48,8 +48,16 @@
 
 /* Elements per piece: 2^18 (1 MiB of f32, 256 KiB of int8 codes per
  * record) keeps several pieces in flight for the messages where
- * compression matters and one piece for small ones. */
-#define BP_MPI_PIECE_ELEMS ((uint64_t)1 << 18)
+ * compression matters and one piece for small ones.
+ * BACKPLANE_MPI_COMPRESS_PIECE=k sets 2^k (k in 4..24; tests use small
+ * pieces); ranks must agree, which the header exchange checks. */
+#define BP_MPI_PIECE_LOG2 18
+
+uint32_t bp_mpi_piece_log2(void) {
+  const char* v = getenv("BACKPLANE_MPI_COMPRESS_PIECE");
+  const long k = v && *v ? strtol(v, NULL, 10) : BP_MPI_PIECE_LOG2;
+  return k >= 4 && k <= 24 ? (uint32_t)k : BP_MPI_PIECE_LOG2;
+}
 
 /* Capacity of a record of `elems` elements: scales, then codes. */
 static uint64_t scales_of(uint64_t elems, uint32_t block) {
@@ -99,8 +107,8 @@ static plan_t plan_of(const bp_mpi_op_t* op) {
   uint64_t b, len;
   segment(op, 0, &b, &len); /* segment 0 is the longest */
   p.elems = len;
-  const uint64_t want = BP_MPI_PIECE_ELEMS < op->block ? op->block
-                                                       : BP_MPI_PIECE_ELEMS / op->block * op->block;
+  const uint64_t piece = (uint64_t)1 << (op->piece_log2 ? op->piece_log2 : BP_MPI_PIECE_LOG2);
+  const uint64_t want = piece < op->block ? op->block : piece / op->block * op->block;
   p.pelems = len < want ? len : want;
   p.pieces = p.pelems ? (uint32_t)((len + p.pelems - 1) / p.pelems) : 1;
   p.rb = record_bytes(p.pelems, op->block);

@@ -163,7 +163,8 @@ static bp_status_t post_header(bp_mpi_op_t* op) {
   op->hdr[H_ROP] = op->rop;
   op->hdr[H_ROOT] = op->root;
   op->hdr[H_OK] = op->local == BP_OK;
-  op->hdr[H_COMP] = (int64_t)op->comp | (int64_t)op->block << 8;
+  if (op->comp) op->piece_log2 = bp_mpi_piece_log2();
+  op->hdr[H_COMP] = (int64_t)op->comp | (int64_t)op->block << 8 | (int64_t)op->piece_log2 << 40;
   if (op->local == BP_OK && fused(op) && op->count)
     memcpy(op->hdr + H_PAYLOAD, op->send, op->count * bp_dtype_size(op->dtype));
   int n = op->comm->size, me = op->comm->rank;
@@ -217,7 +218,8 @@ static bp_status_t verify_headers(bp_mpi_op_t* op) {
     const int64_t* b = op->hdr_all + (size_t)r * HDR;
     if (a[H_COMP] != b[H_COMP])
       return bp_kit_error(BP_INVALID_ARGUMENT,
-                          "mpi: mismatched %s (call %llu): compression %lld (dtype | block << 8) "
+                          "mpi: mismatched %s (call %llu): compression %lld (dtype | block << 8 | "
+                          "log2 piece << 40) "
                           "on rank 0 and %lld on rank %d; no rank ran the call",
                           what, seq, (long long)a[H_COMP], (long long)b[H_COMP], r);
     for (int f = H_KIND; f <= H_ROOT; f++)

@@ -82,6 +82,7 @@ typedef struct bp_mpi_op {
   /* Compressed all_reduce: BP_DTYPE_I8 or BP_DTYPE_F8E4M3FN codes with an
    * f32 scale per `block` elements (the kit's encoding), or 0. */
   uint32_t comp, block;
+  uint32_t piece_log2; /* compressed: pipeline pieces of 2^this elements (0: default) */
   struct bpp_comm_s* comm;
   bpp_stream_t stream;
   const unsigned char* send;
@@ -129,6 +130,8 @@ bp_status_t bp_mpi_finish_compressed(bp_mpi_op_t* op);
 /* The bytes of one record of a compressed call (what one rank sends one
  * peer per exchange). */
 uint64_t bp_mpi_compressed_record_bytes(const bp_mpi_op_t* op);
+/* log2 of the pipeline's piece (BACKPLANE_MPI_COMPRESS_PIECE, else 18). */
+uint32_t bp_mpi_piece_log2(void);
 /* Gives a compressed call's buffer back to the communicator's scratch
  * (the larger one is kept, the other freed). */
 void bp_mpi_scratch_give(struct bpp_comm_s* comm, void* buf, size_t cap);

@@ -722,6 +722,53 @@ static void test_link_tiers_and_cost(void** state) {
   assert_true(small < ns && bcast < ns);
   assert_int_equal(bp_comm_estimate_ns(w.comms[0], 99, bytes, &ns), BP_INVALID_ARGUMENT);
   assert_int_equal(bp_comm_estimate_ns(NULL, 0, bytes, &ns), BP_INVALID_ARGUMENT);
+  /* Compressed: the codes' bus bytes plus the codec's passes (added on
+   * this link: shared memory), which do not pay at memory speed. */
+  double comp = 0;
+  setenv("BACKPLANE_COMM_CODEC_GBPS", "4", 1);
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256, &comp),
+                   BP_OK);
+  const double wire = 2 * 2000.0 + 1.5 * (double)bytes / 4 * (1 + 4.0 / 256) /
+                                        p->memory_bandwidth_bytes_per_s * 1e9;
+  const double codec = (3 + 0.25) * (double)bytes / 4e9 * 1e9;
+  assert_true(fabs(comp - (wire + codec)) <= 1e-9 * comp);
+  assert_true(comp > ns);
+  /* The cost follows the elements: f16 of half the bytes (block 0: 256)
+   * costs what f32 does. */
+  double half = 0;
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_F16, bytes / 2, BP_DTYPE_F8E4M3FN, 0,
+                                                  &half), BP_OK);
+  assert_true(fabs(half - comp) <= 1e-9 * comp);
+  /* all_gather and reduce_scatter have fewer passes than all_reduce. */
+  double ag = 0, rs = 0;
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_GATHER,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256, &ag), BP_OK);
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_REDUCE_SCATTER,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256, &rs), BP_OK);
+  assert_true(ag < rs && rs < comp);
+  /* A faster codec costs less. */
+  setenv("BACKPLANE_COMM_CODEC_GBPS", "8", 1);
+  double fast = 0;
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256, &fast), BP_OK);
+  assert_true(fast < comp);
+  unsetenv("BACKPLANE_COMM_CODEC_GBPS");
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_BROADCAST,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256, &comp),
+                   BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_I32, bytes, BP_DTYPE_I8, 256, &comp),
+                   BP_UNIMPLEMENTED);
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_U8, 256, &comp),
+                   BP_UNIMPLEMENTED);
+  assert_int_equal(bp_comm_estimate_compressed_ns(w.comms[0], BP_COLLECTIVE_ALL_REDUCE,
+                                                  BP_DTYPE_F32, bytes, BP_DTYPE_I8, 1u << 25, &comp),
+                   BP_INVALID_ARGUMENT);
+  assert_int_equal(bp_comm_estimate_compressed_ns(NULL, 0, BP_DTYPE_F32, bytes, BP_DTYPE_I8, 256,
+                                                  &comp), BP_INVALID_ARGUMENT);
   world_close(&w);
   /* Ranks sharing one template device, host-staged: the staging copies
    * are part of the cost. */

@@ -185,7 +185,9 @@ static void test_special_blocks(void** state) {
 /* e4m3fn: with the block's amax at 448 the codes are those of the values
  * themselves: a sweep of f32 bit patterns over [0, 448] (both signs) and
  * the values just above 448 (saturation, not NaN) against the kit's
- * conversion; every code decodes as bp_f8e4m3fn_to_f32. */
+ * conversion; every midpoint between neighbouring codes and the floats
+ * either side of it (the ties to even); every code decodes as
+ * bp_f8e4m3fn_to_f32. */
 static void test_e4m3_codes(void** state) {
   (void)state;
   enum { N = 4096 };
@@ -199,7 +201,7 @@ static void test_e4m3_codes(void** state) {
     while (bits <= last) {
       x[0] = 448.0f;
       int n = 1;
-      for (; n < N && bits <= last; ++n, bits += 0x3e1)
+      for (; n < N && bits <= last; ++n, bits += 0x1f01)
         x[n] = (n & 1) ? -bp__bits_f32(bits) : bp__bits_f32(bits);
       bp_kit_comm_encode(BP_DTYPE_F32, BP_DTYPE_F8E4M3FN, N, x, 0, (uint64_t)n, c, s);
       assert_true(s[0] == 1.0f);
@@ -207,6 +209,26 @@ static void test_e4m3_codes(void** state) {
         if ((uint8_t)c[i] != bp_f64_to_f8e4m3fn((double)x[i]))
           fail_msg("%s: e4m3 code of %a is 0x%02x, want 0x%02x", k_isas[v], x[i], (uint8_t)c[i],
                    bp_f64_to_f8e4m3fn((double)x[i]));
+    }
+    /* The midpoints between codes c and c + 1 (exact in f32), and one f32
+     * ulp either side: ties go to the even code. */
+    {
+      int n = 1;
+      x[0] = 448.0f;
+      for (int code = 0; code < 0x7e; ++code) {
+        const float lo = bp_f8e4m3fn_to_f32((uint8_t)code), hi = bp_f8e4m3fn_to_f32((uint8_t)(code + 1));
+        const float mid = lo + (hi - lo) / 2.0f;
+        x[n++] = mid;
+        x[n++] = -nextafterf(mid, 0.0f);
+        x[n++] = nextafterf(mid, 1e9f);
+      }
+      bp_kit_comm_encode(BP_DTYPE_F32, BP_DTYPE_F8E4M3FN, N, x, 0, (uint64_t)n, c, s);
+      for (int i = 0; i < n; ++i)
+        if ((uint8_t)c[i] != bp_f64_to_f8e4m3fn((double)x[i]))
+          fail_msg("%s: e4m3 code of %a is 0x%02x, want 0x%02x", k_isas[v], x[i], (uint8_t)c[i],
+                   bp_f64_to_f8e4m3fn((double)x[i]));
+      assert_int_equal((uint8_t)c[1], 0); /* half the smallest subnormal: to even, 0 */
+      assert_int_equal((uint8_t)c[4], 2); /* 1.5 x 2^-9: to even, 2 x 2^-9 */
     }
     /* Saturation: 448 x (1 + 2^-23) and a scale whose inverse rounds up. */
     const bp_kit_codec_kernels_t* k = bp_kit_comm_codec();

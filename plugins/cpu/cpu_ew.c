@@ -800,6 +800,27 @@ bp_status_t cpu_exec_copy_like(const bp_op_call_t* call) {
  * the arithmetic rounds exactly as the base kernels do.
  * BP_CPU_ISA=base|avx2|avx512 caps the variant chosen (default: the best
  * the CPU has). */
+static int g_isa_cap = -1;
+static pthread_once_t g_isa_cap_once = PTHREAD_ONCE_INIT;
+static void isa_cap_init(void) {
+  const char* cap = getenv("BP_CPU_ISA");
+  int want = 2;
+  if (cap && *cap) {
+    want = strcmp(cap, "base") == 0 ? 0 : strcmp(cap, "avx2") == 0 ? 1 : strcmp(cap, "avx512") == 0 ? 2 : -1;
+    if (want < 0) {
+      bp_plugin_log(bp_kit_host(), BP_LOG_WARN, "BP_CPU_ISA='%.40s' is not base, avx2 or avx512; using the CPU's best",
+                    cap);
+      want = 2;
+    }
+  }
+  g_isa_cap = want;
+}
+
+int cpu_isa_cap(void) {
+  pthread_once(&g_isa_cap_once, isa_cap_init);
+  return g_isa_cap;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #undef exp
 #undef tanh
@@ -844,16 +865,7 @@ static void isa_init(void) {
                  ? 2
              : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
                                                                                : 0;
-  const char* cap = getenv("BP_CPU_ISA");
-  int want = 2;
-  if (cap && *cap) {
-    want = strcmp(cap, "base") == 0 ? 0 : strcmp(cap, "avx2") == 0 ? 1 : strcmp(cap, "avx512") == 0 ? 2 : -1;
-    if (want < 0) {
-      bp_plugin_log(bp_kit_host(), BP_LOG_WARN, "BP_CPU_ISA='%.40s' is not base, avx2 or avx512; using the CPU's best",
-                    cap);
-      want = 2;
-    }
-  }
+  int want = cpu_isa_cap();
   g_isa = want < best ? want : best;
 }
 

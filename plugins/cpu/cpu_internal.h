@@ -52,6 +52,10 @@ CPU_HIDDEN uint32_t cpu_pool_threads(void); /* participants incl. the caller */
  * pool and the calling thread; returns when all chunks are done. Runs inline
  * when the range is small or the pool is busy with another caller. */
 CPU_HIDDEN void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void* ctx);
+/* The ISA cap of BP_CPU_ISA=base|avx2|avx512 (0, 1, 2; 2 when unset or
+ * unknown): kernels chosen at run time by CPUID take no variant above it
+ * (cpu_ew.c reads it once per process). */
+CPU_HIDDEN int cpu_isa_cap(void);
 CPU_HIDDEN uint32_t cpu_online_cores(void);
 /* OpenBLAS's kernels re-chosen when it fell back to Prescott (cpu_blas_core.c). */
 CPU_HIDDEN void cpu_blas_core_init(void);

@@ -11,10 +11,18 @@
  * chunk holds 8 consecutive codes, so x is permuted per 128 elements into
  * 8 vectors (lane d of vector j = x[8d + j]); a code becomes a float by
  * vpermps over a 16-entry table indexed by its nibble (the low 4 bits of
- * a lane shifted by 4j). Scales apply per lane (groups of a multiple of 32
- * hold whole lanes); zero points through per-group sums of x. Four rows of
- * w share the x loads; rows run in parallel on the pool. 8-bit codes widen
- * 16 at a time (vpmovsxbd / vpmovzxbd) against x as given.
+ * a lane shifted by 4j). Groups of a multiple of 128 (GPTQ / AWQ's 128,
+ * a chunk inside one group): the table holds the group's dequantized
+ * weights (code - z) * s, so the scale and zero point cost one table per
+ * row and group and nothing per element (one shift, one vpermps, one FMA
+ * per 16 codes). Groups of 32 or 64: the table holds the codes, scales apply
+ * per lane, zero points through per-group sums of x. Four rows of w share
+ * the x loads; rows run in parallel on the pool. 8-bit codes widen 16 at a
+ * time (vpmovsxbd / vpmovzxbd) against x as given.
+ * The int8-activation path (BP_QUANTIZE_INT8_ACTIVATIONS) quantizes x once
+ * per call in AVX-512 (vpermt2b puts each chunk's even codes before its odd
+ * ones) and dots the nibbles by vpdpbusd; with groups of a multiple of 128
+ * the group scale applies once per group and row.
  */
 #include <float.h>
 #include <math.h>
@@ -37,15 +45,18 @@ int cpu_qmm_wq_fits(int bits, int64_t k, int64_t g, uint32_t s_dtype, uint32_t z
 #include <immintrin.h>
 
 #define QMM_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+/* the activation quantizer of the int8 path (vpermt2b) */
+#define QMM_TARGET_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,f16c")))
 
+/* Both honour the BP_CPU_ISA cap (base and avx2: the portable paths). */
 int cpu_qmm_vnni_available(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  return cpu_isa_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vnni");
 }
 int cpu_qmm_avx512_available(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  return cpu_isa_cap() >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
 }
 
@@ -191,6 +202,7 @@ typedef struct w4_job {
   const double* bias;
   int64_t m, n, k, g, groups;
   int w_signed, bits;
+  int ztab; /* the dot products include the zero points (w4t_dot_*): no zero-point term */
   float* y;
 } w4_job_t;
 
@@ -235,14 +247,32 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
     tot[r] = _mm512_setzero_ps();                                                               \
   }
 
+/* The 16 values of a 4-bit code (signed: two's complement nibbles). */
+#define W4_CODES(sgn)                                                            \
+  ((sgn) ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1) \
+         : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+
+/* acc0/acc1[r] += the 128 codes v[r] of a chunk, through table TBL(r),
+ * times the chunk's permuted x (xc). */
+#define W4_CHUNK(R, TBL)                                                                 \
+  for (int q = 0; q < 8; q += 2) {                                                       \
+    __m512 x0 = _mm512_loadu_ps(xc + q * 16), x1 = _mm512_loadu_ps(xc + q * 16 + 16);     \
+    for (int r = 0; r < R; r++) {                                                        \
+      __m512 f0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q), TBL(r));         \
+      __m512 f1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q + 4), TBL(r));     \
+      acc0[r] = _mm512_fmadd_ps(f0, x0, acc0[r]);                                        \
+      acc1[r] = _mm512_fmadd_ps(f1, x1, acc1[r]);                                        \
+    }                                                                                    \
+  }
+#define W4_SHARED_TBL(r) tbl
+#define W4_ROW_TBL(r) tbl[r]
+
 /* Dot products of one permuted x row with R rows of w (codes times their
  * group scales; the zero-point term is the caller's). */
 #define W4_ROWS(R)                                                                              \
   QMM_TARGET static void w4_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) {  \
     const float* xp = j->xp + mm * j->k;                                                         \
-    const __m512 tbl = j->w_signed                                                               \
-                           ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1) \
-                           : _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
+    const __m512 tbl = W4_CODES(j->w_signed);                                                    \
     W4_SETUP(R)                                                                                  \
     for (int64_t c = 0; c < j->k / 128; c++) {                                                   \
       const float* xc = xp + c * 128;                                                            \
@@ -253,15 +283,7 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
         acc0[r] = _mm512_setzero_ps();                                                           \
         acc1[r] = _mm512_setzero_ps();                                                           \
       }                                                                                          \
-      for (int q = 0; q < 8; q += 2) {                                                           \
-        __m512 x0 = _mm512_loadu_ps(xc + q * 16), x1 = _mm512_loadu_ps(xc + q * 16 + 16);         \
-        for (int r = 0; r < R; r++) {                                                            \
-          __m512 f0 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q), tbl);               \
-          __m512 f1 = _mm512_permutexvar_ps(_mm512_srli_epi32(v[r], 4 * q + 4), tbl);           \
-          acc0[r] = _mm512_fmadd_ps(f0, x0, acc0[r]);                                            \
-          acc1[r] = _mm512_fmadd_ps(f1, x1, acc1[r]);                                            \
-        }                                                                                        \
-      }                                                                                          \
+      W4_CHUNK(R, W4_SHARED_TBL)                                                                 \
       int64_t g0 = c * 128 / j->g;                                                               \
       for (int r = 0; r < R; r++) {                                                              \
         __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
@@ -272,6 +294,46 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
   }
 W4_ROWS(4)
 W4_ROWS(1)
+
+/* The same dot for groups of a multiple of 128 codes (a chunk never spans
+ * two groups): per row and group a 16-entry table holds the dequantized
+ * weights (code - z) * s of the 16 codes, so vpermps turns a nibble into
+ * its weight and the scale and zero point cost nothing per element: per
+ * 16 codes one shift, one vpermps and one FMA, accumulated over the whole
+ * row (two accumulators per row). The result includes the zero points. */
+#define W4T_ROWS(R)                                                                              \
+  QMM_TARGET static void w4t_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) {  \
+    const float* xp = j->xp + mm * j->k;                                                          \
+    const __m512 codes = W4_CODES(j->w_signed);                                                   \
+    const int64_t cpg = j->g / 128; /* chunks per group */                                        \
+    const uint8_t* wr[R];                                                                         \
+    __m512 acc0[R], acc1[R];                                                                      \
+    for (int r = 0; r < R; r++) {                                                                 \
+      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                     \
+      acc0[r] = _mm512_setzero_ps();                                                              \
+      acc1[r] = _mm512_setzero_ps();                                                              \
+    }                                                                                             \
+    for (int64_t gi = 0; gi < j->groups; gi++) {                                                  \
+      __m512 tbl[R];                                                                              \
+      for (int r = 0; r < R; r++) {                                                               \
+        int64_t at = (row0 + r) * j->groups + gi;                                                 \
+        __m512 sc = _mm512_broadcastss_ps(w4_scales(j->s, j->s_dtype, at, 1));                    \
+        __m512 zp = !j->z                          ? _mm512_setzero_ps()                          \
+                    : j->z_dtype == j->s_dtype     ? _mm512_broadcastss_ps(w4_scales(j->z, j->z_dtype, at, 1)) \
+                                                   : _mm512_set1_ps((float)w4_elem(j->z, j->z_dtype, at)); \
+        tbl[r] = _mm512_mul_ps(_mm512_sub_ps(codes, zp), sc);                                     \
+      }                                                                                           \
+      for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                       \
+        const float* xc = xp + c * 128;                                                           \
+        __m512i v[R];                                                                             \
+        for (int r = 0; r < R; r++) v[r] = _mm512_loadu_si512((const void*)(wr[r] + c * 64));     \
+        W4_CHUNK(R, W4_ROW_TBL)                                                                   \
+      }                                                                                           \
+    }                                                                                             \
+    for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[r], acc1[r]));  \
+  }
+W4T_ROWS(4)
+W4T_ROWS(1)
 
 /* 8-bit codes: 16 consecutive codes per vector against x as given; one
  * scale per group of a multiple of 16. */
@@ -305,6 +367,26 @@ W4_ROWS(1)
 W8_ROWS(4)
 W8_ROWS(1)
 
+/* The lane sums of one 64-byte chunk of w (at wc) against the chunk's x
+ * codes (xe: even elements, xodd: odd ones), starting from a0. */
+QMM_TARGET static inline __m512i q4q8_lanes(const uint8_t* wc, int w_signed, __m512i a0, __m512i xe,
+                                            __m512i xodd) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512i v = _mm512_loadu_si512((const void*)wc);
+  if (w_signed) v = _mm512_xor_si512(v, _mm512_set1_epi8((char)0x88));
+  __m512i lo = _mm512_and_si512(v, low4);
+  __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a0, lo, xe), hi, xodd);
+}
+
+/* The x side of chunk c: its even and odd codes, the lanes' start values
+ * (xoff) and each lane's x block scale. */
+#define Q4Q8_XCHUNK(c)                                                                           \
+  const __m512i xe = _mm512_load_si512((const void*)(xq + (c) * 128));                           \
+  const __m512i xodd = _mm512_load_si512((const void*)(xq + (c) * 128 + 64));                    \
+  const __m512i a0 = xo ? _mm512_loadu_si512((const void*)(xo + (c) * 16)) : _mm512_setzero_si512(); \
+  const __m512 dx = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_loadu_ps(xd + (c) * 4)));
+
 /* 4-bit codes against int8 activations (llama.cpp's Q4 x Q8 dot): a 64-byte
  * chunk of w holds 128 codes; its low nibbles are the chunk's even
  * elements, its high nibbles the odd ones, each 64 bytes against 64 int8
@@ -316,7 +398,6 @@ W8_ROWS(1)
  * each nibble (c + 8); the lanes start at -8 * their x sum (xoff). */
 #define Q4Q8_ROWS(R)                                                                            \
   QMM_TARGET static void q4q8_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) { \
-    const __m512i low4 = _mm512_set1_epi8(0x0F), flip = _mm512_set1_epi8((char)0x88);           \
     const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); \
     const __m512i bidx = _mm512_srli_epi32(iota, 2); /* lane -> x block of the chunk */           \
     const int8_t* xq = j->xq + mm * j->k;                                                        \
@@ -324,17 +405,10 @@ W8_ROWS(1)
     const float* xd = j->xd + mm * (j->k / 32);                                                  \
     W4_SETUP(R)                                                                                  \
     for (int64_t c = 0; c < j->k / 128; c++) {                                                   \
-      const __m512i xe = _mm512_load_si512((const void*)(xq + c * 128));                         \
-      const __m512i xodd = _mm512_load_si512((const void*)(xq + c * 128 + 64));                  \
-      const __m512i a0 = xo ? _mm512_loadu_si512((const void*)(xo + c * 16)) : _mm512_setzero_si512(); \
-      const __m512 dx = _mm512_permutexvar_ps(bidx, _mm512_castps128_ps512(_mm_loadu_ps(xd + c * 4))); \
+      Q4Q8_XCHUNK(c)                                                                             \
       int64_t g0 = c * 128 / j->g;                                                               \
       for (int r = 0; r < R; r++) {                                                              \
-        __m512i v = _mm512_loadu_si512((const void*)(wr[r] + c * 64));                           \
-        if (j->w_signed) v = _mm512_xor_si512(v, flip);                                          \
-        __m512i lo = _mm512_and_si512(v, low4);                                                  \
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);                            \
-        __m512i acc = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(a0, lo, xe), hi, xodd);            \
+        __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                     \
         __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
         tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, dx), tot[r]);        \
       }                                                                                          \
@@ -344,12 +418,55 @@ W8_ROWS(1)
 Q4Q8_ROWS(4)
 Q4Q8_ROWS(1)
 
+/* The same for groups of a multiple of 128 codes: the group's scale is one
+ * number for whole chunks, so a chunk's lane sums meet only the x blocks'
+ * scales (one FMA) and the group scale applies once per group and row. */
+#define Q4Q8G_ROWS(R)                                                                           \
+  QMM_TARGET static void q4q8g_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) { \
+    const __m512i bidx = _mm512_srli_epi32(                                                      \
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 2);             \
+    const int8_t* xq = j->xq + mm * j->k;                                                        \
+    const int32_t* xo = j->xoff ? j->xoff + mm * (j->k / 8) : NULL;                              \
+    const float* xd = j->xd + mm * (j->k / 32);                                                  \
+    const int64_t cpg = j->g / 128;                                                              \
+    const uint8_t* wr[R];                                                                        \
+    __m512 tot[R];                                                                               \
+    for (int r = 0; r < R; r++) {                                                                \
+      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                    \
+      tot[r] = _mm512_setzero_ps();                                                              \
+    }                                                                                            \
+    for (int64_t gi = 0; gi < j->groups; gi++) {                                                 \
+      __m512 gacc[R];                                                                            \
+      for (int r = 0; r < R; r++) gacc[r] = _mm512_setzero_ps();                                 \
+      for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                      \
+        Q4Q8_XCHUNK(c)                                                                           \
+        for (int r = 0; r < R; r++) {                                                            \
+          __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                   \
+          gacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dx, gacc[r]);                       \
+        }                                                                                        \
+      }                                                                                          \
+      for (int r = 0; r < R; r++)                                                                \
+        tot[r] = _mm512_fmadd_ps(                                                                \
+            gacc[r], _mm512_broadcastss_ps(w4_scales(j->s, j->s_dtype, (row0 + r) * j->groups + gi, 1)), \
+            tot[r]);                                                                             \
+    }                                                                                            \
+    for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                           \
+  }
+Q4Q8G_ROWS(4)
+Q4Q8G_ROWS(1)
+
 typedef void (*wq_dot_fn)(const w4_job_t* j, int64_t row0, int64_t mm, float* dot);
 
 QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
   const w4_job_t* j = ctx;
-  wq_dot_fn dot4 = j->bits == 8 ? w8_dot_4 : j->xq ? q4q8_dot_4 : w4_dot_4;
-  wq_dot_fn dot1 = j->bits == 8 ? w8_dot_1 : j->xq ? q4q8_dot_1 : w4_dot_1;
+  /* groups of a multiple of 128 codes: the per-group kernels */
+  int whole = j->g % 128 == 0;
+  wq_dot_fn dot4 = j->bits == 8 ? w8_dot_4
+                   : j->xq      ? (whole ? q4q8g_dot_4 : q4q8_dot_4)
+                                : (j->ztab ? w4t_dot_4 : w4_dot_4);
+  wq_dot_fn dot1 = j->bits == 8 ? w8_dot_1
+                   : j->xq      ? (whole ? q4q8g_dot_1 : q4q8_dot_1)
+                                : (j->ztab ? w4t_dot_1 : w4_dot_1);
   for (int64_t blk = begin; blk < end; blk++) {
     int64_t n0 = blk * 4, rows = j->n - n0 < 4 ? j->n - n0 : 4;
     for (int64_t mm = 0; mm < j->m; mm++) {
@@ -359,7 +476,7 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
         for (int64_t r = 0; r < rows; r++) dot1(j, n0 + r, mm, dot + r);
       for (int64_t r = 0; r < rows; r++) {
         double zterm = 0.0;
-        if (j->z) {
+        if (j->z && !j->ztab) {
           int64_t base = (n0 + r) * j->groups;
           const float* xs = j->xsum + mm * j->groups;
           for (int64_t gi = 0; gi < j->groups; gi++)
@@ -406,7 +523,8 @@ bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, con
         for (int jv = 0; jv < 8; jv++)
           for (int d = 0; d < 16; d++) pr[c * 128 + jv * 16 + d] = xr[c * 128 + 8 * d + jv];
   }
-  group_sums(x, m, k, g, xsum);
+  j.ztab = bits == 4 && g % 128 == 0; /* the table kernels (w4t_dot_*) */
+  if (z && !j.ztab) group_sums(x, m, k, g, xsum);
   j.w = w, j.xp = xp, j.xsum = xsum, j.s = s, j.z = z, j.s_dtype = s_dtype, j.z_dtype = z_dtype;
   j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.bits = bits, j.y = y;
   cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
@@ -415,50 +533,69 @@ bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, con
 }
 
 /* One row of x as int8 codes per block of 32 (scale amax / 127, codes
- * round-to-nearest-even), in the chunk layout of w4_job_t.xq, with the
- * lanes' offsets for signed weights and the blocks' sums of the quantized
- * values (bsum, for the zero-point term). 0 when the row holds a NaN or an
- * infinity (the caller then takes the f32 path, which propagates them). */
-static int q8_row(const float* x, int64_t k, int w_signed, int8_t* xq, int32_t* xoff, float* xd,
-                  double* bsum) {
-  for (int64_t b = 0; b < k / 32; b++) {
-    const float* xb = x + b * 32;
-    float amax = 0.0f;
-    int finite = 1;
-    for (int t = 0; t < 32; t++) {
-      finite &= fabsf(xb[t]) <= FLT_MAX; /* false for NaN too */
-      amax = fabsf(xb[t]) > amax ? fabsf(xb[t]) : amax;
-    }
-    if (!finite) return 0;
-    float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-    xd[b] = d;
-    int64_t c = b / 4, e0 = (b % 4) * 32; /* the block's first element in its chunk */
-    int32_t sum = 0;
-    for (int t = 0; t < 32; t++) {
-      float q = nearbyintf(xb[t] * inv);
-      int8_t code = (int8_t)(q > 127.0f ? 127 : q < -127.0f ? -127 : q);
-      int64_t e = e0 + t;
-      xq[c * 128 + (e & 1) * 64 + e / 2] = code;
-      sum += code;
-    }
-    bsum[b] = (double)sum * d;
-  }
-  if (w_signed)
-    for (int64_t l = 0; l < k / 8; l++) {
-      int32_t sum = 0;
-      for (int t = 0; t < 8; t++) {
-        int64_t e = l * 8 + t, c = e / 128, ec = e % 128;
-        sum += xq[c * 128 + (ec & 1) * 64 + ec / 2];
+ * round-to-nearest-even: vcvtps2dq under the default rounding mode, as
+ * nearbyintf), in the chunk layout of w4_job_t.xq, with the lanes' offsets
+ * for signed weights and the blocks' sums of the quantized values (bsum,
+ * for the zero-point term). 0 when the row holds a NaN or an infinity (the
+ * caller then takes the f32 path, which propagates them). k is a multiple
+ * of 128 (cpu_qmm_wq_fits). */
+QMM_TARGET_VBMI static int q8_row(const float* x, int64_t k, int w_signed, int8_t* xq, int32_t* xoff,
+                             float* xd, double* bsum) {
+  const __m512 big = _mm512_set1_ps(FLT_MAX);
+  const __m512i lim = _mm512_set1_epi32(127), nlim = _mm512_set1_epi32(-127);
+  /* byte i of the chunk's 128 codes: evens (0, 2, ..., 126) then odds */
+  _Alignas(64) uint8_t ev[64], od[64];
+  for (int i = 0; i < 64; i++) ev[i] = (uint8_t)(2 * i), od[i] = (uint8_t)(2 * i + 1);
+  const __m512i iev = _mm512_load_si512((const void*)ev), iod = _mm512_load_si512((const void*)od);
+  for (int64_t c = 0; c < k / 128; c++) {
+    __m128i b8[8];
+    for (int blk = 0; blk < 4; blk++) {
+      const float* xb = x + c * 128 + blk * 32;
+      __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+      __m512 a0 = _mm512_abs_ps(v0), a1 = _mm512_abs_ps(v1);
+      /* false for NaN too */
+      if ((__mmask16)(_mm512_cmp_ps_mask(a0, big, _CMP_LE_OQ) & _mm512_cmp_ps_mask(a1, big, _CMP_LE_OQ)) !=
+          (__mmask16)0xFFFF)
+        return 0;
+      float amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
+      float d = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      __m512 vi = _mm512_set1_ps(inv);
+      __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vi));
+      __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vi));
+      q0 = _mm512_max_epi32(_mm512_min_epi32(q0, lim), nlim);
+      q1 = _mm512_max_epi32(_mm512_min_epi32(q1, lim), nlim);
+      int64_t b = c * 4 + blk;
+      xd[b] = d;
+      bsum[b] = (double)_mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1)) * d;
+      if (w_signed) { /* -8 * the sum of each 8 consecutive codes (a lane of w) */
+        _Alignas(64) int32_t t[32];
+        _mm512_store_si512((void*)t, q0);
+        _mm512_store_si512((void*)(t + 16), q1);
+        for (int l = 0; l < 4; l++) {
+          int32_t sum = 0;
+          for (int e = 0; e < 8; e++) sum += t[l * 8 + e];
+          xoff[b * 4 + l] = -8 * sum;
+        }
       }
-      xoff[l] = -8 * sum;
+      b8[blk * 2] = _mm512_cvtepi32_epi8(q0);
+      b8[blk * 2 + 1] = _mm512_cvtepi32_epi8(q1);
     }
+    __m512i lo = _mm512_inserti32x4(_mm512_castsi128_si512(b8[0]), b8[1], 1);
+    lo = _mm512_inserti32x4(_mm512_inserti32x4(lo, b8[2], 2), b8[3], 3);
+    __m512i hi = _mm512_inserti32x4(_mm512_castsi128_si512(b8[4]), b8[5], 1);
+    hi = _mm512_inserti32x4(_mm512_inserti32x4(hi, b8[6], 2), b8[7], 3);
+    _mm512_store_si512((void*)(xq + c * 128), _mm512_permutex2var_epi8(lo, iev, hi));
+    _mm512_store_si512((void*)(xq + c * 128 + 64), _mm512_permutex2var_epi8(lo, iod, hi));
+  }
   return 1;
 }
 
 bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const float* x, int64_t m, int64_t n,
                                int64_t k, int64_t g, const void* s, uint32_t s_dtype, const void* z,
                                uint32_t z_dtype, const double* bias, float* y) {
-  if (!cpu_qmm_vnni_available() || !cpu_qmm_wq_fits(4, k, g, s_dtype, z_dtype))
+  __builtin_cpu_init();
+  if (!cpu_qmm_vnni_available() || !__builtin_cpu_supports("avx512vbmi") ||
+      !cpu_qmm_wq_fits(4, k, g, s_dtype, z_dtype))
     return cpu_qmm_wq_gemv_avx512(w, 4, w_signed, x, m, n, k, g, s, s_dtype, z, z_dtype, bias, y);
   w4_job_t j;
   memset(&j, 0, sizeof j);

@@ -25,6 +25,15 @@ bp_tensor_t* ops_tensor(bp_device_t* dev, uint32_t dtype, uint32_t rank, const i
   return ops_track(t);
 }
 
+bp_tensor_t* ops_cpu_tensor(bp_stream_t* stream, uint32_t dtype, uint32_t rank, const int64_t* sizes,
+                            const void* data) {
+  bp_tensor_t* t = ops_tensor(g_cpu, dtype, rank, sizes);
+  uint64_t n = bp_dtype_size(dtype);
+  for (uint32_t d = 0; d < rank; d++) n *= (uint64_t)sizes[d];
+  if (data) assert_ok(bp_tensor_write(stream, t, data, n));
+  return t;
+}
+
 int ops_release_all(void** state) {
   (void)state;
   for (int i = 0; i < g_num_tracked; ++i) bp_tensor_release(g_tracked[i]);

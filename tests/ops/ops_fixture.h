@@ -20,6 +20,10 @@ extern bp_device_t* g_cpu;   /* cpu:0 */
 
 /* A dense tensor on `dev`, released by ops_release_all (per-test teardown). */
 bp_tensor_t* ops_tensor(bp_device_t* dev, uint32_t dtype, uint32_t rank, const int64_t* sizes);
+/* The same on cpu:0 holding `data` (the tensor's bytes, dense; NULL:
+ * uninitialized), written through `stream` (ordered before later work on it). */
+bp_tensor_t* ops_cpu_tensor(bp_stream_t* stream, uint32_t dtype, uint32_t rank, const int64_t* sizes,
+                            const void* data);
 /* Tracks a tensor for release at teardown; returns it. */
 bp_tensor_t* ops_track(bp_tensor_t* t);
 int ops_release_all(void** state);

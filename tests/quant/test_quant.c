@@ -10,11 +10,7 @@
 static bp_stream_t* g_stream;
 
 static bp_tensor_t* cpu_tensor(uint32_t dtype, uint32_t rank, const int64_t* sizes, const void* data) {
-  bp_tensor_t* t = ops_tensor(g_cpu, dtype, rank, sizes);
-  uint64_t n = bp_dtype_size(dtype);
-  for (uint32_t d = 0; d < rank; d++) n *= (uint64_t)sizes[d];
-  if (data) assert_ok(bp_tensor_write(g_stream, t, data, n));
-  return t;
+  return ops_cpu_tensor(g_stream, dtype, rank, sizes, data);
 }
 
 static void read_bytes(const bp_tensor_t* t, void* out, uint64_t n) {
@@ -151,8 +147,10 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int n
   ops_track(out);
   read_bytes(out, y, sizeof(float) * (uint64_t)(m * n));
   __builtin_cpu_init();
+  const char* cap = getenv("BP_CPU_ISA"); /* base / avx2: the plugin's portable paths */
   int vnni = __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c");
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") &&
+             __builtin_cpu_supports("avx512vbmi") && !(cap && *cap && strcmp(cap, "avx512") != 0);
   for (int64_t i = 0; i < m; i++) {
     q8_reference_x(x + i * k, k, xq);
     for (int64_t j = 0; j < n; j++) {

@@ -14,7 +14,8 @@
  * fp8 e4m3fn and e5m2 pairs.
  * weight_only_mm: i4 / u4 packed and i8 / u8 weights, groups 32, 64, 128,
  * an odd group with a tail, per channel, integer and float zero points,
- * batch 1 (decode) and a few rows, f32 / f16 / bf16 activations, bias.
+ * batch 1 (decode) and a few rows, f32 / f16 / bf16 activations, bias,
+ * and each activation epilogue (ABI 1.4) after the bias.
  */
 #include <string.h>
 
@@ -215,12 +216,13 @@ static void gen_scaled_mm(bpc_gen_t* g) {
   mm_case(g, "e5m2", "unscaled", E5, E5, 4, 16, 4, 0, 0, 0, 0, 0, 0, 0);
 }
 
-static void wo_case(bpc_gen_t* g, uint32_t q, const char* axis, uint32_t xd, int64_t m, int64_t k,
-                    int64_t n, int64_t gs, int zp, int bias) {
+static void wo_case_act(bpc_gen_t* g, uint32_t q, const char* axis, uint32_t xd, int64_t m, int64_t k,
+                        int64_t n, int64_t gs, int zp, int bias, uint32_t act) {
   bpc_case_t* c = qcase(g, q, axis, 0);
   if (!c) return;
   c->num_inputs = 5;
   c->attrs.quantize.block_size = gs;
+  c->attrs.quantize.activation = act;
   int64_t groups = gs ? (k + gs - 1) / gs : 1;
   bpc_operand_set(&c->in[0], xd, m == 1 ? S1(k) : S2(m, k), 0, BPC_V_RANDOM, -2, 2);
   uint32_t wd = is4(q) ? BP_DTYPE_U8 : q;
@@ -242,6 +244,11 @@ static void wo_case(bpc_gen_t* g, uint32_t q, const char* axis, uint32_t xd, int
   else bpc_operand_set(&c->in[4], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
 }
 
+static void wo_case(bpc_gen_t* g, uint32_t q, const char* axis, uint32_t xd, int64_t m, int64_t k,
+                    int64_t n, int64_t gs, int zp, int bias) {
+  wo_case_act(g, q, axis, xd, m, k, n, gs, zp, bias, BP_ACTIVATION_NONE);
+}
+
 static void gen_weight_only(bpc_gen_t* g) {
   const uint32_t I4 = BP_DTYPE_I4, U4 = BP_DTYPE_U4, I8 = BP_DTYPE_I8, U8 = BP_DTYPE_U8;
   const uint32_t F32 = BP_DTYPE_F32, F16 = BP_DTYPE_F16, BF16 = BP_DTYPE_BF16;
@@ -256,6 +263,13 @@ static void gen_weight_only(bpc_gen_t* g) {
   wo_case(g, I8, "int8_decode_g128_zp", F32, 1, 512, 13, 128, 1, 1);
   wo_case(g, I8, "int8_per_channel_256", F32, 2, 256, 6, 0, 0, 0);
   if (!g->quick) wo_case(g, U4, "decode_g32_large", F32, 1, 2048, 64, 32, 1, 1);
+  /* the activation epilogue (ABI 1.4), after the bias */
+  wo_case_act(g, U4, "decode_g128_zp_bias_gelu", F32, 1, 512, 13, 128, 1, 1, BP_ACTIVATION_GELU_TANH);
+  wo_case_act(g, I4, "rows_g64_silu_bf16", BF16, 3, 128, 9, 64, 2, 1, BP_ACTIVATION_SILU);
+  wo_case_act(g, I4, "g5_odd_tail_gelu_erf", F16, 2, 42, 6, 5, 0, 1, BP_ACTIVATION_GELU_ERF);
+  wo_case_act(g, I8, "int8_per_channel_relu", F32, 2, 96, 7, 0, 1, 1, BP_ACTIVATION_RELU);
+  wo_case_act(g, U8, "int8_g32_sigmoid", F32, 1, 64, 5, 32, 0, 0, BP_ACTIVATION_SIGMOID);
+  wo_case_act(g, U4, "rows_g128_tanh", F32, 4, 256, 6, 128, 0, 1, BP_ACTIVATION_TANH);
 }
 
 void bpc_gen_quant(bpc_gen_t* g) {

@@ -436,7 +436,7 @@ static bp_status_t ref_weight_only_mm(const bpc_case_t* c, const bpc_host_tensor
         mag += fabs(p);
       }
       double b = vec_at(bias, j, 0.0);
-      e->f[i * n + j] = acc + b;
+      e->f[i * n + j] = act(a->activation, acc + b);
       e->mag[i * n + j] = mag + fabs(b);
       e->nterms[i * n + j] = (double)k + 2.0;
     }

@@ -9,6 +9,7 @@
  */
 #include "ops/abi_history.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -45,7 +46,9 @@
  * MOE), per_token_group_quant (175, family QUANT), concat_and_cache_mla,
  * gather_cache, compute_slot_mapping (176..178, family PAGED_ATTENTION),
  * gather_logprobs (179, family SAMPLE), swiglu_oai (180, family GLU),
- * rms_norm_group_quant, swiglu_group_quant (181, 182, family QUANT). */
+ * rms_norm_group_quant, swiglu_group_quant (181, 182, family QUANT);
+ * bp_quantize_attrs_t.activation (weight_only_mm's epilogue), in the
+ * bytes that were reserved0 (k_attr_fields). */
 #define BP__OP_COUNT_1_4 183u
 #define BP__DTYPE_COUNT_1_4 27u
 _Static_assert(BP__OP_COUNT_1_4 == BP_OP_COUNT, "ops.def grew: add its minor to abi_history.c");
@@ -60,10 +63,15 @@ static const uint32_t k_dtype_count[BP_ABI_VERSION_MINOR + 1] = {
 /* No attribute struct has grown since 1.0 (the sentinel entry matches no
  * kind). */
 static const bp__attr_growth_t k_attr_growth[] = {{UINT32_MAX, 0, 0, ""}};
+/* Fields defined in once-reserved bytes. */
+static const bp__attr_field_t k_attr_fields[] = {
+    {BP__ATTRS_bp_quantize_attrs_t, 4, (uint32_t)offsetof(bp_quantize_attrs_t, activation),
+     (uint32_t)sizeof(((bp_quantize_attrs_t*)0)->activation), "activation"}};
 
 static const bp__abi_history_t k_history = {
     BP_ABI_VERSION_MINOR + 1, k_op_count, k_dtype_count,
-    (uint32_t)(sizeof(k_attr_growth) / sizeof(k_attr_growth[0])), k_attr_growth};
+    (uint32_t)(sizeof(k_attr_growth) / sizeof(k_attr_growth[0])), k_attr_growth,
+    (uint32_t)(sizeof(k_attr_fields) / sizeof(k_attr_fields[0])), k_attr_fields};
 
 const bp__abi_history_t* bp__abi_history(void) { return &k_history; }
 
@@ -123,11 +131,25 @@ int bp__abi_gate(const bp__abi_history_t* h, uint32_t plugin_minor, uint32_t att
       return 1;
     }
   }
-  uint32_t old_size = bp__attrs_size_at(h, attrs_kind, plugin_minor);
-  if (old_size == 0 || call->attrs == NULL) return 0;
+  if (call->attrs == NULL) return 0;
   uint32_t size;
   memcpy(&size, call->attrs, sizeof(size));
   const unsigned char* bytes = (const unsigned char*)call->attrs;
+  for (uint32_t i = 0; i < h->num_attr_fields; ++i) {
+    const bp__attr_field_t* f = &h->attr_fields[i];
+    if (f->attrs_kind != attrs_kind || f->minor <= plugin_minor || f->offset + f->size > size) continue;
+    for (uint32_t b = f->offset; b < f->offset + f->size; ++b) {
+      if (bytes[b] == 0) continue;
+      *out_reason = BP_SUPPORT_ATTRIBUTE;
+      snprintf(msg, cap,
+               "op '%s': attribute field '%s' (defined in ABI 1.%u in bytes reserved before) has "
+               "a non-default value; the backend negotiated ABI 1.%u (the host speaks 1.%u)",
+               op_name, f->name, f->minor, plugin_minor, host_minor);
+      return 1;
+    }
+  }
+  uint32_t old_size = bp__attrs_size_at(h, attrs_kind, plugin_minor);
+  if (old_size == 0) return 0;
   for (uint32_t b = old_size; b < size; ++b) {
     if (bytes[b] == 0) continue;
     /* The minor that appended byte b: the first growth past plugin_minor

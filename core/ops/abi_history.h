@@ -23,12 +23,24 @@ typedef struct bp__attr_growth {
   const char* fields; /* names of the fields `minor` appended ("" for the first release) */
 } bp__attr_growth_t;
 
+/* A field that `minor` gave a meaning inside bytes an attribute struct
+ * already had as reserved (which callers must zero): bytes [offset, offset
+ * + size). Zero keeps the old meaning. */
+typedef struct bp__attr_field {
+  uint32_t attrs_kind; /* enum bp__attrs_kind */
+  uint32_t minor;
+  uint32_t offset, size;
+  const char* name;
+} bp__attr_field_t;
+
 typedef struct bp__abi_history {
   uint32_t num_minors;         /* minors 0 .. num_minors - 1; the last is the host's */
   const uint32_t* op_count;    /* op ids below op_count[m] exist at minor m */
   const uint32_t* dtype_count; /* dtype values below dtype_count[m] exist at minor m */
   uint32_t num_attr_growth;
   const bp__attr_growth_t* attr_growth;
+  uint32_t num_attr_fields;
+  const bp__attr_field_t* attr_fields;
 } bp__abi_history_t;
 
 /* This library's history (host minor = BP_ABI_VERSION_MINOR). */
@@ -39,7 +51,8 @@ __attribute__((visibility("hidden"))) const bp__abi_history_t* bp__abi_history(v
  * the op, dtype or attribute field and both minors. A call is refused when
  * its op id or an operand's dtype is newer than plugin_minor, or when its
  * attribute struct has a nonzero byte past the size it had at
- * plugin_minor (appended fields default to zero, so zero is "not used"). */
+ * plugin_minor (appended fields default to zero, so zero is "not used"),
+ * or a nonzero field that a later minor defined in once-reserved bytes. */
 __attribute__((visibility("hidden"))) int bp__abi_gate(const bp__abi_history_t* h,
                                                        uint32_t plugin_minor,
                                                        uint32_t attrs_kind,

@@ -135,6 +135,18 @@ static bp_status_t quant_check_flags(const bp__infer_t* x, const bp_quantize_att
   return BP_OK;
 }
 
+/* attrs.activation: an epilogue of weight_only_mm only (ABI 1.4), 0 elsewhere. */
+static bp_status_t quant_check_activation(const bp__infer_t* x, const bp_quantize_attrs_t* a, int takes_it) {
+  if (!takes_it && a->activation != BP_ACTIVATION_NONE) {
+    return bp__infer_fail(x, "attrs.activation = %u: only weight_only_mm takes an activation; set it to 0",
+                          a->activation);
+  }
+  if (a->activation > BP_ACTIVATION_TANH) {
+    return bp__infer_fail(x, "attrs.activation = %u is not an enum bp_activation value", a->activation);
+  }
+  return BP_OK;
+}
+
 static bp_status_t quant_check_float_input(const bp__infer_t* x, uint32_t i) {
   if (!quant_is_scale_float(x->in[i].dtype)) {
     char nb[64];
@@ -158,6 +170,7 @@ bp_status_t bp__infer_quantize(bp__infer_t* x) {
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
   QUANT_TRY(quant_check_flags(x, a, 0));
+  QUANT_TRY(quant_check_activation(x, a, 0));
   if (a->dtype != BP_DTYPE_INVALID) return bp__infer_fail(x, "attrs.dtype is unused by quantize; set it to 0");
   QUANT_TRY(quant_check_float_input(x, 0));
   QUANT_TRY(quant_check_params(x, in->rank, in->sizes, a));
@@ -173,6 +186,7 @@ bp_status_t bp__infer_dequantize(bp__infer_t* x) {
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
   QUANT_TRY(quant_check_flags(x, a, 0));
+  QUANT_TRY(quant_check_activation(x, a, 0));
   int64_t sizes[BP_MAX_RANK];
   memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
   uint32_t want = quant_is_4bit(a->qdtype) ? BP_DTYPE_U8 : a->qdtype;
@@ -201,6 +215,7 @@ bp_status_t bp__infer_quantize_dynamic(bp__infer_t* x) {
   const bp_tensor_desc_t* in = &x->in[0];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 0));
   QUANT_TRY(quant_check_flags(x, a, 0));
+  QUANT_TRY(quant_check_activation(x, a, 0));
   QUANT_TRY(quant_check_float_input(x, 0));
   if (in->rank == 0) return bp__infer_fail(x, "input 'self' is 0-d; scales run over its last dim");
   uint32_t axis;
@@ -331,6 +346,7 @@ bp_status_t bp__infer_weight_only_mm(bp__infer_t* x) {
   char s0[192], s1[192];
   QUANT_TRY(quant_check_qdtype(x, a->qdtype, 1));
   QUANT_TRY(quant_check_flags(x, a, BP_QUANTIZE_INT8_ACTIVATIONS));
+  QUANT_TRY(quant_check_activation(x, a, 1));
   if (a->dtype != BP_DTYPE_INVALID) return bp__infer_fail(x, "attrs.dtype is unused by weight_only_mm; set it to 0");
   if (!(X->dtype == BP_DTYPE_F32 || X->dtype == BP_DTYPE_F16 || X->dtype == BP_DTYPE_BF16)) {
     return bp__infer_fail(x, "input 'self' has dtype %s; f32, f16 or bf16", bp_dtype_name(X->dtype));

@@ -397,6 +397,10 @@ static bp_status_t srv_grouped_quant(bp__infer_t* x, int64_t K, int64_t* out_n) 
   if (a->block_size < 0) {
     return bp__infer_fail(x, "attrs.block_size = %lld is negative", (long long)a->block_size);
   }
+  if (a->activation != BP_ACTIVATION_NONE) {
+    return bp__infer_fail(x, "attrs.activation = %u: grouped_mm takes no activation; set it to 0",
+                          a->activation);
+  }
   int64_t groups = a->block_size > 0 ? (K + a->block_size - 1) / a->block_size : 1;
   int64_t want[3] = {w->sizes[0], w->sizes[1], groups > 0 ? groups : 1};
   if (!(s->dtype == BP_DTYPE_F32 || s->dtype == BP_DTYPE_F16 || s->dtype == BP_DTYPE_BF16) ||

@@ -493,7 +493,9 @@ typedef struct bp_quantize_attrs {
   int32_t axis;        /* per-channel / per-block axis; -1 (default): last */
   int64_t block_size;  /* 0: per tensor or per channel; > 0: elements per scale */
   uint32_t flags;      /* enum bp_quantize_flags */
-  uint32_t reserved0;
+  /* weight_only_mm (ABI 1.4, once reserved0): enum bp_activation applied to
+   * x @ w^T + bias before the output is stored; NONE. Other ops: 0 */
+  uint32_t activation;
 } bp_quantize_attrs_t;
 
 /* scaled_mm: out = act(scale_a[m] * scale_b[n] * sum_k (a[m,k] - a_zero_point)

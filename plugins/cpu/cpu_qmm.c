@@ -7,7 +7,9 @@
  *   f32 GEMM (f32 accumulation, as torch._scaled_mm on CPU).
  *   The epilogue out = act(scale_a[m] * scale_b[n] * acc + bias[n]) runs in
  *   double and rounds once to the output dtype.
- * weight_only_mm (GPTQ / AWQ / MatMulNBits): out = x @ dequant(w)^T + bias,
+ * weight_only_mm (GPTQ / AWQ / MatMulNBits): out = act(x @ dequant(w)^T + bias)
+ *   (act: attrs.activation, ABI 1.4, in double on the f32 rows as they are
+ *   stored),
  *   w [n, k] codes with per-group scale and zero point. Rows of w are
  *   decoded into a k-element row buffer per thread (never a full-size
  *   temporary) and dotted with every row of x in f32; shapes and dtypes
@@ -28,7 +30,8 @@
 
 /* ---- epilogue ------------------------------------------------------------------- */
 
-static double act_apply(uint32_t act, double v) {
+/* enum bp_activation of v, in double (scaled_mm's and weight_only_mm's epilogue). */
+double cpu_qmm_act(uint32_t act, double v) {
   switch (act) {
     case BP_ACTIVATION_RELU: return v > 0 ? v : 0.0;
     case BP_ACTIVATION_GELU_ERF: return CPU_ACT_GELU(double, v);
@@ -77,11 +80,19 @@ static void epilogue_rows(void* ctx, int64_t begin, int64_t end) {
   for (int64_t m = begin; m < end; m++) {
     for (int64_t c = 0; c < j->n; c++) {
       double acc = j->ci ? (double)j->ci[m * j->n + c] : (double)j->cf[m * j->n + c];
-      row[c] = act_apply(j->act, j->sa[m] * j->sb[c] * acc + j->bias[c]);
+      row[c] = cpu_qmm_act(j->act, j->sa[m] * j->sb[c] * acc + j->bias[c]);
     }
     cpu_store[CPU_KT_F64](cpu_desc_ptr(out) + (size_t)(m * j->n) * oes, 1, row, j->n, out->dtype);
   }
   free(row);
+}
+
+/* weight_only_mm's activation over rows [begin, end) of its f32 result
+ * (cf, written in place; the kernels added the bias). */
+static void act_rows(void* ctx, int64_t begin, int64_t end) {
+  epi_job_t* j = ctx;
+  float* y = (float*)j->cf;
+  for (int64_t i = begin * j->n; i < end * j->n; i++) y[i] = (float)cpu_qmm_act(j->act, y[i]);
 }
 
 /* ---- scaled_mm -------------------------------------------------------------------- */
@@ -228,6 +239,11 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
     int64_t grain = 65536 / (j.k * (j.m < 8 ? j.m : 8) + 1);
     cpu_parallel_for(j.n, grain < 1 ? 1 : grain, wo_rows, &j);
     if (atomic_load(&j.failed)) st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
+  }
+  if (st == BP_OK && a->activation != BP_ACTIVATION_NONE) { /* the epilogue, on rows still in cache */
+    epi_job_t ej = {.act = a->activation, .n = j.n};
+    ej.cf = y;
+    cpu_parallel_for(j.m, 1 + 16384 / (j.n > 0 ? j.n : 1), act_rows, &ej);
   }
   if (st == BP_OK && out->dtype != BP_DTYPE_F32)
     cpu_store[CPU_KT_F32](cpu_desc_ptr(out), 1, y, j.m * j.n, out->dtype);

@@ -51,6 +51,9 @@ CPU_HIDDEN bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const 
                                           const void* s, uint32_t s_dtype, const void* z,
                                           uint32_t z_dtype, const double* bias, float* y);
 
+/* enum bp_activation `act` of v (NONE: v), in double. */
+CPU_HIDDEN double cpu_qmm_act(uint32_t act, double v);
+
 /* weight_only_mm on a validated, dense call (cpu_qmm.c); grouped_mm runs it
  * once per expert on descriptors of the expert's slices. */
 CPU_HIDDEN bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call);

@@ -21,7 +21,9 @@
 static const uint32_t k_ops[2] = {10, 11};
 static const uint32_t k_dtypes[2] = {6, 7};
 static const bp__attr_growth_t k_growth[2] = {{3, 0, 16, ""}, {3, 1, 24, "antialias"}};
-static const bp__abi_history_t k_hist = {2, k_ops, k_dtypes, 2, k_growth};
+/* ... and gave bytes 4..7 of kind 5 (reserved in 1.0) the meaning "mode". */
+static const bp__attr_field_t k_fields[1] = {{5, 1, 4, 4, "mode"}};
+static const bp__abi_history_t k_hist = {2, k_ops, k_dtypes, 2, k_growth, 1, k_fields};
 
 typedef struct fake_attrs {
   uint32_t struct_size;
@@ -79,6 +81,45 @@ static void test_gate(void** state) {
   /* A caller's struct that stops before the appended field passes. */
   a.struct_size = 16;
   assert_int_equal(bp__abi_gate(&k_hist, 0, 3, "five", &c, &reason, msg, sizeof(msg)), 0);
+  /* A field defined in once-reserved bytes (kind 5, "mode"): nonzero is
+   * refused for the 1.0 plugin and named, zero passes, the 1.1 plugin
+   * takes it, and a struct that stops before it passes. */
+  a.struct_size = sizeof(a);
+  assert_int_equal(bp__abi_gate(&k_hist, 0, 5, "five", &c, &reason, msg, sizeof(msg)), 1);
+  assert_int_equal(reason, BP_SUPPORT_ATTRIBUTE);
+  assert_non_null(strstr(msg, "attribute field 'mode' (defined in ABI 1.1"));
+  assert_int_equal(bp__abi_gate(&k_hist, 1, 5, "five", &c, &reason, msg, sizeof(msg)), 0);
+  a.mode = 0;
+  assert_int_equal(bp__abi_gate(&k_hist, 0, 5, "five", &c, &reason, msg, sizeof(msg)), 0);
+  a.mode = 1;
+  a.struct_size = 4;
+  assert_int_equal(bp__abi_gate(&k_hist, 0, 5, "five", &c, &reason, msg, sizeof(msg)), 0);
+}
+
+/* This library's history: weight_only_mm's activation (ABI 1.4, in the
+ * bytes of bp_quantize_attrs_t that were reserved0) reaches no plugin of
+ * minor 3 or older, which would ignore it; NONE does. */
+static void test_gate_quantize_activation(void** state) {
+  (void)state;
+  const bp__abi_history_t* h = bp__abi_history();
+  uint32_t kind = UINT32_MAX;
+  for (uint32_t i = 0; i < h->num_attr_fields; i++)
+    if (strcmp(h->attr_fields[i].name, "activation") == 0) kind = h->attr_fields[i].attrs_kind;
+  assert_int_not_equal(kind, UINT32_MAX);
+  bp_tensor_desc_t d = {.struct_size = sizeof(d), .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {4}, .strides = {1}};
+  const bp_tensor_desc_t* in[1] = {&d};
+  const bp_tensor_desc_t* out[1] = {&d};
+  bp_quantize_attrs_t a = {.struct_size = sizeof(a), .qdtype = BP_DTYPE_I4, .axis = -1,
+                           .activation = BP_ACTIVATION_SILU};
+  bp_op_call_t c = make_call(BP_OP_weight_only_mm, in, out, &a);
+  char msg[256];
+  uint32_t reason = 0;
+  assert_int_equal(bp__abi_gate(h, 3, kind, "weight_only_mm", &c, &reason, msg, sizeof(msg)), 1);
+  assert_int_equal(reason, BP_SUPPORT_ATTRIBUTE);
+  assert_non_null(strstr(msg, "'activation' (defined in ABI 1.4"));
+  assert_int_equal(bp__abi_gate(h, 4, kind, "weight_only_mm", &c, &reason, msg, sizeof(msg)), 0);
+  a.activation = BP_ACTIVATION_NONE;
+  assert_int_equal(bp__abi_gate(h, 3, kind, "weight_only_mm", &c, &reason, msg, sizeof(msg)), 0);
 }
 
 /* This library's own history matches its headers. */
@@ -211,6 +252,7 @@ static void test_undeclared_layout_refused(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gate),
+      cmocka_unit_test(test_gate_quantize_activation),
       cmocka_unit_test(test_history_is_current),
       cmocka_unit_test(test_trace_hooks),
       cmocka_unit_test(test_undeclared_layout_refused),

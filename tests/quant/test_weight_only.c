@@ -1,7 +1,8 @@
 /* weight_only_mm on cpu:0 through the public API: the 4-bit kernels for
  * groups of a multiple of 128 (the dequantized-weight tables of the
  * AVX-512 path), every scale dtype and zero-point form, signed and unsigned
- * codes, a tail of rows, against a double computation. ctest also runs it
+ * codes, a tail of rows, and the activation epilogue (ABI 1.4), against a
+ * double computation. ctest also runs it
  * with BP_CPU_ISA=base (the portable path) and under valgrind (which hides
  * AVX-512), so both paths must agree with the same reference. */
 #include <math.h>
@@ -40,10 +41,20 @@ static void store_exact(void* p, uint32_t dtype, int64_t i, float v) {
 
 enum { ZP_NONE, ZP_INT, ZP_FLOAT };
 
+/* enum bp_activation in double (docs/semantics.md). */
+static double act_ref(uint32_t act, double v) {
+  switch (act) {
+    case BP_ACTIVATION_RELU: return v > 0 ? v : 0.0;
+    case BP_ACTIVATION_GELU_ERF: return 0.5 * v * (1.0 + erf(v / sqrt(2.0)));
+    case BP_ACTIVATION_SILU: return v / (1.0 + exp(-v));
+    default: return v;
+  }
+}
+
 /* y = x @ ((w - z) * s)^T for 4-bit codes q (i4 / u4) in groups of g
  * along k, scales of sdt, zero points absent, i8 / u8 codes or floats of
  * sdt; m = 2 rows of x, n = 13 rows of w (blocks of 4 and a tail). */
-static void check_w4(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zmode) {
+static void check_w4_act(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zmode, uint32_t act) {
   const int64_t m = 2, n = 13, groups = k / g;
   const int sgn = q == BP_DTYPE_I4;
   float* x = malloc(sizeof(float) * (size_t)(m * k));
@@ -66,7 +77,8 @@ static void check_w4(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zmode) 
     if (zmode == ZP_FLOAT) store_exact(zraw, sdt, i, (float)zc);
   }
   int64_t xs[2] = {m, k}, ws[2] = {n, k / 2}, ss[2] = {n, groups};
-  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = q, .axis = -1, .block_size = g};
+  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = q, .axis = -1, .block_size = g,
+                            .activation = act};
   bp_tensor_t* zt = NULL;
   if (zmode == ZP_INT) zt = cpu_tensor(sgn ? BP_DTYPE_I8 : BP_DTYPE_U8, 2, ss, zraw);
   if (zmode == ZP_FLOAT) zt = cpu_tensor(sdt, 2, ss, zraw);
@@ -87,12 +99,17 @@ static void check_w4(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zmode) 
         double p = x[i * k + t] * (code - (double)zf[gi]) * (double)sc[gi];
         want += p, mag += fabs(p);
       }
+      want = act_ref(act, want); /* every activation here has a slope of at most 1.2 */
       double got = y[i * n + j];
-      if (!(fabs(got - want) <= 1e-5 * mag + 1e-6))
+      if (!(fabs(got - want) <= 1.2e-5 * mag + 1e-6))
         fail_msg("q %u k %lld g %lld scale %u zero points %d: y[%lld, %lld] = %.9g, want %.9g",
                  q, (long long)k, (long long)g, sdt, zmode, (long long)i, (long long)j, got, want);
     }
   free(x), free(w), free(sc), free(zf), free(sraw), free(zraw), free(y);
+}
+
+static void check_w4(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zmode) {
+  check_w4_act(q, k, g, sdt, zmode, BP_ACTIVATION_NONE);
 }
 
 static void test_w4_groups_of_128(void** state) {
@@ -108,11 +125,36 @@ static void test_w4_groups_of_128(void** state) {
   check_w4(BP_DTYPE_I4, 256, 64, BP_DTYPE_F16, ZP_FLOAT);  /* groups of 64: the lane-scale kernel */
 }
 
+/* attrs.activation (ABI 1.4) after x @ w^T: on the groups-of-128 kernel
+ * and the lane-scale one; refused values and ops. */
+static void test_activation_epilogue(void** state) {
+  (void)state;
+  check_w4_act(BP_DTYPE_U4, 512, 128, BP_DTYPE_F16, ZP_INT, BP_ACTIVATION_SILU);
+  check_w4_act(BP_DTYPE_I4, 256, 32, BP_DTYPE_F32, ZP_NONE, BP_ACTIVATION_GELU_ERF);
+  check_w4_act(BP_DTYPE_I4, 384, 128, BP_DTYPE_BF16, ZP_FLOAT, BP_ACTIVATION_RELU);
+  int64_t xs[2] = {1, 128}, ws[2] = {4, 64}, ss[2] = {4, 1}, one = 1;
+  bp_tensor_t* x = cpu_tensor(BP_DTYPE_F32, 2, xs, NULL);
+  bp_tensor_t* w = cpu_tensor(BP_DTYPE_U8, 2, ws, NULL);
+  bp_tensor_t* s = cpu_tensor(BP_DTYPE_F32, 2, ss, NULL);
+  bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = BP_DTYPE_U4, .axis = -1,
+                            .block_size = 128, .activation = BP_ACTIVATION_TANH + 1};
+  bp_tensor_t* out = NULL;
+  assert_int_equal(bp_op_weight_only_mm(g_stream, x, w, s, NULL, NULL, &at, &out), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(bp_status_message(), "attrs.activation"));
+  bp_quantize_attrs_t qa = {.struct_size = sizeof qa, .qdtype = BP_DTYPE_I8, .axis = -1,
+                            .activation = BP_ACTIVATION_RELU};
+  bp_tensor_t* sc = cpu_tensor(BP_DTYPE_F32, 1, &one, NULL);
+  assert_int_equal(bp_op_quantize(g_stream, x, sc, NULL, &qa, &out), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(bp_status_message(), "only weight_only_mm takes an activation"));
+  assert_null(out);
+}
+
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
   if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_w4_groups_of_128, ops_release_all),
+      cmocka_unit_test_teardown(test_activation_epilogue, ops_release_all),
   };
   int failed = cmocka_run_group_tests_name("weight_only", tests, NULL, NULL);
   bp_stream_release(g_stream);

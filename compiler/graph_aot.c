@@ -14,6 +14,8 @@
  *     size and node count, buffers with value, device, offset and lifetime,
  *     compiled regions (device, kind, nodes, arguments and the plugin's
  *     bytes of bp_region_serialize, or none), steps with their stream and buffers,
+ *     (format 5: view nodes, op BP_GRAPH_VIEW_OP, and per buffer the
+ *     buffer a view's output views),
  *     fusions, counters).
  *   (str: u32 length and the bytes.)
  * Loading checks everything before trusting anything: magic and size
@@ -41,7 +43,7 @@
 #include "graph_exec.h"
 
 #define BPG_AOT_MAGIC "BPGRAPHX"
-#define BPG_AOT_VERSION 4u
+#define BPG_AOT_VERSION 5u /* 5: view nodes, buffers that view another */
 #define BPG_AOT_HEADER 40u
 #define BPG_AOT_MAX_FILE ((uint64_t)1 << 31)
 
@@ -165,6 +167,7 @@ static bp_status_t bpg_serialize(const bp_graph_exec_t* x, bpg_wbuf_t* w) {
     bpg_put64(w, sl->offset);
     bpg_put32(w, sl->inplace_of);
     bpg_put32(w, sl->is_output | sl->whole_run << 1);
+    bpg_put32(w, sl->alias_of);
   }
   bpg_put32(w, x->num_refs);
   for (uint32_t i = 0; i < x->num_refs; ++i) bpg_put32(w, x->slot_refs[i]);
@@ -417,8 +420,9 @@ static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     node->num_in = bpg_get32(r);
     node->num_out = bpg_get32(r);
     const bp_op_info_t* info = bpg_op_info(node->op);
-    if (r->bad || info == NULL || node->num_out != info->num_outputs || node->num_in > 64 ||
-        node->num_out > 4) {
+    int view = bpg_is_view(node->op);
+    if (r->bad || (info == NULL && !view) || node->num_out != (view ? 1 : info->num_outputs) ||
+        node->num_in > (view ? 1 : 64) || node->num_out > 4) {
       return BPG_BAD("node %u: op %u with %u inputs and %u outputs", n, node->op, node->num_in, node->num_out);
     }
     node->in = malloc(sizeof(uint32_t) * (node->num_in + node->num_out + 1));
@@ -481,7 +485,10 @@ static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     if (g->outputs[i] >= nv || g->values[g->outputs[i]].dtype == BP_DTYPE_INVALID) return BPG_BAD("output %u is value %u", i, g->outputs[i]);
   }
   g->name_stale = 1;
-  return BPG_TRUNC(r, "graph");
+  if (r->bad) return BPG_TRUNC(r, "graph");
+  char why[400];
+  if (bpg_views_check(g, x->syms, why, sizeof(why)) != 0) return BPG_BAD("%s", why);
+  return BP_OK;
 }
 
 /* The plan: buffers and steps, checked against the graph and each other. */
@@ -633,8 +640,11 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
     uint32_t flags = bpg_get32(r);
     sl->is_output = flags & 1;
     sl->whole_run = (flags >> 1) & 1;
+    sl->alias_of = bpg_get32(r);
+    int alias = sl->alias_of != UINT32_MAX;
+    if (alias && (sl->alias_of >= i || sl->offset != BPG_NO_OFFSET)) return BPG_BAD("buffer %u views buffer %u", i, sl->alias_of);
     if (r->bad || sl->value >= g->num_values || sl->dev >= x->num_devs || g->values[sl->value].dtype == BP_DTYPE_INVALID ||
-        sl->bytes != bpg_value_bytes(&g->values[sl->value]) ||
+        sl->bytes != (alias ? 0 : bpg_value_bytes(&g->values[sl->value])) ||
         (sl->offset != BPG_NO_OFFSET && (sl->offset > x->devs[sl->dev].arena_bytes ||
                                          sl->bytes > x->devs[sl->dev].arena_bytes - sl->offset)) ||
         (sl->inplace_of != UINT32_MAX && sl->inplace_of >= ns)) {
@@ -702,6 +712,9 @@ static bp_status_t bpg_read_plan(bpg_rbuf_t* r, bp_graph_exec_t* x) {
         return BPG_BAD("step %u: operand %u's buffer", i, k);
       }
     }
+    /* A view's output views its input's buffer; nothing else views one. */
+    uint32_t want = bpg_is_alias_view(node->op) ? st->in_slots[0] : UINT32_MAX;
+    if (x->slots[st->out_slots[0]].alias_of != want) return BPG_BAD("step %u: output buffer's view", i);
     for (uint32_t k = 0; k < node->num_out; ++k) x->home_slot[node->out[k]] = st->out_slots[k];
   }
   for (uint32_t i = 0; i < g->num_outputs; ++i) {

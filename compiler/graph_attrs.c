@@ -263,6 +263,10 @@ static void bpg_elem_print(bpg_sbuf_t* s, const bpg_field_t* f, const char* p) {
 }
 
 void bpg_attrs_print(bpg_sbuf_t* s, uint32_t op, const void* attrs) {
+  if (bpg_is_view(op)) {
+    bpg_view_params_print(s, op, attrs);
+    return;
+  }
   const bpg_field_t* fields = bpg_fields(op);
   if (attrs == NULL || fields == NULL) return;
   bpg_sbuf_printf(s, " {");
@@ -360,6 +364,7 @@ static int bpg_elem_parse(const bpg_field_t* f, char* dst, const char* tok, char
 
 int bpg_attrs_set(uint32_t op, void* attrs, const char* key, const char* val, char* err,
                   size_t err_cap) {
+  if (bpg_is_view(op)) return bpg_view_params_set(op, attrs, key, val, err, err_cap);
   const bpg_field_t* fields = bpg_fields(op);
   const bpg_field_t* f = NULL;
   for (const bpg_field_t* it = fields; it != NULL && it->name != NULL; ++it) {

@@ -41,6 +41,7 @@ bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uint32_t dev, 
   s->bytes = bpg_value_bytes(&x->g->values[value]);
   s->offset = BPG_NO_OFFSET;
   s->inplace_of = UINT32_MAX;
+  s->alias_of = UINT32_MAX;
   *out = x->num_slots++;
   return BP_OK;
 }
@@ -245,6 +246,23 @@ static bp_status_t bpg_exec_reset(bp_graph_exec_t* x, const int64_t* syms, uint3
   return st;
 }
 
+/* A view runs where its input is (it is a new descriptor of that buffer). */
+static void bpg_views_follow_inputs(bp_graph_exec_t* x) {
+  const bp_graph_t* g = x->g;
+  for (uint32_t n = 0; n < g->num_nodes; ++n) {
+    const bpg_node_t* node = &g->nodes[n];
+    if (node->dead || !bpg_is_alias_view(node->op)) continue;
+    const bpg_value_t* in = &g->values[node->in[0]];
+    if (in->kind != BP_GRAPH_VALUE_NODE || g->nodes[in->producer].dead) continue;
+    uint32_t d = x->node_dev[in->producer];
+    if (d == x->node_dev[n]) continue;
+    x->devs[x->node_dev[n]].num_nodes--;
+    x->devs[d].num_nodes++;
+    x->node_dev[n] = d;
+    snprintf(x->node_reason[n], sizeof(x->node_reason[n]), "a view: on its input's device");
+  }
+}
+
 bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int64_t* syms, uint32_t num_syms,
                            const bp_graph_compile_options_t* o, const bp_graph_exec_t* placed,
                            bp_graph_exec_t** out) {
@@ -290,6 +308,7 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
       x->islands_moved = placed->islands_moved;
     } else {
       st = bpg_pass_place(x, o);
+      if (st == BP_OK) bpg_views_follow_inputs(x);
     }
     if (st == BP_OK && !(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_fuse(x);
     if (st == BP_OK && !(x->flags & BP_GRAPH_NO_REGIONS)) st = bpg_pass_regions(x);
@@ -323,6 +342,7 @@ bp_status_t bpg_compile_front(bp_context_t* ctx, const bp_graph_t* graph, uint32
   if (st == BP_OK) st = bpg_infer(g, NULL); /* verify before anything runs */
   if (st == BP_OK && !(flags & BP_GRAPH_NO_FOLD)) st = bpg_pass_const_fold(g, ctx, &counters[0]);
   if (st == BP_OK && !(flags & BP_GRAPH_NO_CANONICALIZE)) st = bpg_pass_canonicalize(g, &counters[3]);
+  if (st == BP_OK) bpg_lower_contiguous(g);
   if (st == BP_OK && !(flags & BP_GRAPH_NO_CSE)) st = bpg_pass_cse(g, &counters[1]);
   if (st == BP_OK && !(flags & BP_GRAPH_NO_DCE)) st = bpg_pass_dce(g, &counters[2]);
   if (st != BP_OK) {

@@ -46,7 +46,8 @@ bp_status_t bp_graph_run_eager(bp_stream_t* stream, const bp_graph_t* g, const b
       break;
     }
     for (uint32_t i = 0; i < node->num_in; ++i) in[i] = node->in[i] == BP_GRAPH_NO_VALUE ? NULL : t[node->in[i]];
-    st = bp_op_run(stream, node->op, in, node->num_in, node->attrs, out, node->num_out);
+    st = bpg_is_view(node->op) ? bpg_view_apply(stream, node->op, node->attrs, in[0], &out[0])
+                               : bp_op_run(stream, node->op, in, node->num_in, node->attrs, out, node->num_out);
     if (st != BP_OK) {
       char label[200], msg[800];
       snprintf(msg, sizeof(msg), "%s", bp_status_message());

@@ -41,6 +41,7 @@ typedef struct bpg_slot {
   uint64_t bytes;
   uint64_t offset;     /* in the device's arena; BPG_NO_OFFSET: allocated per run */
   uint32_t inplace_of; /* slot whose memory it reuses (UINT32_MAX: none) */
+  uint32_t alias_of;   /* a view node's output: the slot whose buffer it views (UINT32_MAX: none) */
   uint32_t is_output;  /* a graph output: a fresh tensor per run (the caller keeps it) */
   uint32_t whole_run;  /* a step on an extra stream touches it: planned alive for the whole run */
   bp_tensor_t* planned; /* view of the arena at offset (made on the first run) */

@@ -29,9 +29,19 @@ void bpg_value_desc(const bp_graph_t* g, const bpg_value_t* v, const int64_t* sy
       dim = syms != NULL ? syms[k] : bpg_probe(k);
     }
     d->sizes[i] = dim;
-    d->strides[i] = stride;
+    d->strides[i] = v->strided ? v->strides[i] : stride;
     stride *= dim > 0 ? dim : 1;
   }
+}
+
+int bpg_value_dense(const bpg_value_t* v) {
+  if (!v->strided) return 1;
+  int64_t want = 1;
+  for (uint32_t i = v->rank; i-- > 0;) {
+    if (v->dims[i] != 1 && v->strides[i] != want) return 0;
+    want *= v->dims[i] > 0 ? v->dims[i] : 1;
+  }
+  return 1;
 }
 
 static bp_status_t bpg_node_error(const bp_graph_t* g, uint32_t n, bp_status_t st, const char* what) {
@@ -55,7 +65,13 @@ bp_status_t bpg_infer(bp_graph_t* g, const int64_t* syms) {
     bp_tensor_desc_t* out[4];
     char msg[300];
     bp_op_info_t info = {.struct_size = sizeof(info)};
-    bp_op_get_info(node->op, &info);
+    if (bpg_is_view(node->op)) {
+      static const char* const self_name[] = {"self"};
+      info.num_fixed_inputs_before = 1;
+      info.input_names = self_name;
+    } else {
+      bp_op_get_info(node->op, &info);
+    }
     if (node->num_in > MAXI || node->num_out > 4) {
       return bpg_node_error(g, n, BP_INVALID_ARGUMENT, "too many operands (at most 64 inputs, 4 outputs)");
     }
@@ -82,7 +98,11 @@ bp_status_t bpg_infer(bp_graph_t* g, const int64_t* syms) {
       out_store[k].struct_size = sizeof(out_store[k]);
       out[k] = &out_store[k];
     }
-    bp_status_t st = bp_op_infer_desc(node->op, in, node->num_in, node->attrs, out, node->num_out);
+    int view = bpg_is_view(node->op);
+    bp_status_t st = view ? (node->num_in == 1 && node->num_out == 1 && in[0] != NULL
+                                 ? bpg_view_infer(node->op, node->attrs, in[0], out[0])
+                                 : bpg_error(BP_INVALID_ARGUMENT, "a view takes one input and has one output"))
+                          : bp_op_infer_desc(node->op, in, node->num_in, node->attrs, out, node->num_out);
     if (st != BP_OK) {
       snprintf(msg, sizeof(msg), "%s", bp_status_message());
       return bpg_node_error(g, n, st, msg);
@@ -91,6 +111,9 @@ bp_status_t bpg_infer(bp_graph_t* g, const int64_t* syms) {
       bpg_value_t* v = &g->values[node->out[k]];
       v->dtype = out_store[k].dtype;
       v->rank = out_store[k].rank;
+      v->strided = view && !bpg_view_desc_dense(&out_store[k]);
+      memset(v->strides, 0, sizeof(v->strides));
+      if (v->strided) memcpy(v->strides, out_store[k].strides, sizeof(int64_t) * v->rank);
       for (uint32_t d = 0; d < v->rank; ++d) {
         int64_t dim = out_store[k].sizes[d];
         if (syms == NULL) {

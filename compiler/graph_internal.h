@@ -33,6 +33,10 @@ typedef struct bpg_value {
   uint32_t producer;
   uint32_t out_index;
   bpg_const_t* cst; /* CONSTANT */
+  /* A view node's output: its strides in elements (set by inference; the
+   * probe sizes' strides while symbols are unbound). Else dense. */
+  uint32_t strided;
+  int64_t strides[BP_MAX_RANK];
 } bpg_value_t;
 
 typedef struct bpg_node {
@@ -97,6 +101,12 @@ BPG_HIDDEN bp_status_t bpg_use_counts(const bp_graph_t* g, uint32_t** out_counts
 BPG_HIDDEN void bpg_value_desc(const bp_graph_t* g, const bpg_value_t* v, const int64_t* syms,
                                bp_tensor_desc_t* d);
 
+/* bp_graph_add_node without the check that op_id is not a view (views
+ * come through bp_graph_add_view); `api` prefixes messages. */
+BPG_HIDDEN bp_status_t bpg_add_node(bp_graph_t* g, uint32_t op_id, const uint32_t* inputs, uint32_t num_inputs,
+                                    const void* attrs, const char* name, uint32_t* out_values,
+                                    uint32_t num_outputs, const char* api);
+
 /* ---- attributes (graph_attrs.c) ---- */
 typedef struct bpg_sbuf {
   char* p;
@@ -113,6 +123,36 @@ BPG_HIDDEN void bpg_attrs_print(bpg_sbuf_t* s, uint32_t op, const void* attrs);
  * value) or -2 (no such attribute) with a message in err. */
 BPG_HIDDEN int bpg_attrs_set(uint32_t op, void* attrs, const char* key, const char* val,
                              char* err, size_t err_cap);
+
+/* ---- view nodes (graph_view.c) ---- */
+/* 1 for BP_GRAPH_VIEW_OP of a graph view (contiguous included). */
+BPG_HIDDEN int bpg_is_view(uint32_t op);
+/* 1 for a view whose output aliases its input (every view but contiguous). */
+BPG_HIDDEN int bpg_is_alias_view(uint32_t op);
+/* BP_GRAPH_VIEW_OP(kind) of a text name ("permute"), else BP_OP_INVALID. */
+BPG_HIDDEN uint32_t bpg_view_from_name(const char* name);
+/* The text name of a node's op (an op or a view); "?" when unknown. Static. */
+BPG_HIDDEN const char* bpg_node_op_name(uint32_t op);
+/* The view's output descriptor from its input's (the core's rules). */
+BPG_HIDDEN bp_status_t bpg_view_infer(uint32_t op, const void* params, const bp_tensor_desc_t* in,
+                                      bp_tensor_desc_t* out);
+/* 1 when the descriptor is row-major dense. */
+BPG_HIDDEN int bpg_view_desc_dense(const bp_tensor_desc_t* d);
+/* Runs the view on a tensor: a new tensor over in's buffer (contiguous: in
+ * itself when dense, else a dense clone on `stream`). */
+BPG_HIDDEN bp_status_t bpg_view_apply(bp_stream_t* stream, uint32_t op, const void* params, const bp_tensor_t* in,
+                                      bp_tensor_t** out);
+BPG_HIDDEN void bpg_view_params_print(bpg_sbuf_t* s, uint32_t op, const void* params);
+BPG_HIDDEN int bpg_view_params_set(uint32_t op, void* params, const char* key, const char* val, char* err,
+                                   size_t cap);
+/* Loading: every live view node's params checked against its input (the
+ * stored shapes must be what inference gives; strides set). 0, or -1 with
+ * the reason in why. */
+BPG_HIDDEN int bpg_views_check(bp_graph_t* g, const int64_t* syms, char* why, size_t cap);
+/* `contiguous` nodes become clone (a strided input) or go (a dense one). */
+BPG_HIDDEN void bpg_lower_contiguous(bp_graph_t* g);
+/* 1 when value v is laid out dense (not a strided view). */
+BPG_HIDDEN int bpg_value_dense(const bpg_value_t* v);
 
 /* ---- inference (graph_infer.c) ---- */
 /* Infers node outputs with symbols bound to `syms` (NULL: symbolic). */

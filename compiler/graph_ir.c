@@ -120,8 +120,7 @@ const char* bpg_value_name(const bp_graph_t* g, uint32_t v, char* buf, size_t ca
 
 const char* bpg_node_label(const bp_graph_t* g, uint32_t n, char* buf, size_t cap) {
   const bpg_node_t* node = &g->nodes[n];
-  bp_op_info_t info = {.struct_size = sizeof(info)};
-  const char* op = bp_op_get_info(node->op, &info) == BP_OK ? info.name : "?";
+  const char* op = bpg_node_op_name(node->op);
   if (node->name != NULL) {
     snprintf(buf, cap, "node '%s' (#%u, %s)", node->name, n, op);
   } else {
@@ -359,6 +358,7 @@ const bp_op_info_t* bpg_op_info(uint32_t op) {
 }
 
 uint32_t bpg_op_attrs_size(uint32_t op) {
+  if (bpg_is_view(op)) return sizeof(bp_graph_view_params_t);
   const bp_op_info_t* info = bpg_op_info(op);
   if (info == NULL) return 0;
   return info->attrs_size > sizeof(bp_no_attrs_t) ? info->attrs_size : 0;
@@ -367,12 +367,24 @@ uint32_t bpg_op_attrs_size(uint32_t op) {
 bp_status_t bp_graph_add_node(bp_graph_t* g, uint32_t op_id, const uint32_t* inputs,
                               uint32_t num_inputs, const void* attrs, const char* name,
                               uint32_t* out_values, uint32_t num_outputs) {
-  const char* api = "bp_graph_add_node";
+  if (bpg_is_view(op_id)) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_add_node: op id %u is a view; use bp_graph_add_view", op_id);
+  }
+  return bpg_add_node(g, op_id, inputs, num_inputs, attrs, name, out_values, num_outputs, "bp_graph_add_node");
+}
+
+bp_status_t bpg_add_node(bp_graph_t* g, uint32_t op_id, const uint32_t* inputs, uint32_t num_inputs,
+                         const void* attrs, const char* name, uint32_t* out_values, uint32_t num_outputs,
+                         const char* api) {
   if (g == NULL || (inputs == NULL && num_inputs > 0) || out_values == NULL) {
     return bpg_error(BP_INVALID_ARGUMENT, "%s: NULL argument", api);
   }
   bp_op_info_t info = {.struct_size = sizeof(info)};
-  if (bp_op_get_info(op_id, &info) != BP_OK) {
+  if (bpg_is_view(op_id)) {
+    info.name = bpg_node_op_name(op_id);
+    info.num_outputs = 1;
+    if (num_inputs != 1) return bpg_error(BP_INVALID_ARGUMENT, "%s: view '%s' takes one input, got %u", api, info.name, num_inputs);
+  } else if (bp_op_get_info(op_id, &info) != BP_OK) {
     return bpg_error(BP_INVALID_ARGUMENT, "%s: unknown op id %u", api, op_id);
   }
   if (num_outputs != info.num_outputs) {

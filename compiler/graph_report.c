@@ -11,10 +11,7 @@
 /* A requested device that runs under this share of the nodes is warned about. */
 #define BPG_FEW_NODES_SHARE 0.10
 
-static const char* bpg_op_name(uint32_t op) {
-  bp_op_info_t info = {.struct_size = sizeof(info)};
-  return bp_op_get_info(op, &info) == BP_OK ? info.name : "?";
-}
+static const char* bpg_op_name(uint32_t op) { return bpg_node_op_name(op); }
 
 static const char* bpg_region_kind_name(uint32_t kind) {
   switch (kind) {

@@ -143,9 +143,20 @@ static bp_status_t bpg_run_copy(bp_graph_exec_t* x, bpg_step_t* step) {
   /* The destination's earlier readers of this memory first. */
   st = bp_event_record(step->ev_dst, dd->stream);
   if (st == BP_OK) st = bp_stream_wait_event(sd->stream, step->ev_dst);
+  /* A strided view is made dense on its own device first. */
+  bp_tensor_t* dense = NULL;
+  const bp_tensor_t* from = src->t;
+  if (st == BP_OK && !bp_tensor_is_contiguous(from)) {
+    st = bp_op_run(sd->stream, BP_OP_clone, &from, 1, NULL, &dense, 1);
+    from = dense;
+  }
   if (st == BP_OK && dst->bytes > 0) {
-    st = bp_copy_buffer(sd->stream, bp_tensor_buffer(src->t), bp_tensor_byte_offset(src->t),
-                        bp_tensor_buffer(dst->t), bp_tensor_byte_offset(dst->t), dst->bytes);
+    st = bp_copy_buffer(sd->stream, bp_tensor_buffer(from), bp_tensor_byte_offset(from), bp_tensor_buffer(dst->t),
+                        bp_tensor_byte_offset(dst->t), dst->bytes);
+  }
+  if (dense != NULL) {
+    if (st == BP_OK) st = bp_stream_synchronize(sd->stream); /* the copy read it */
+    bp_tensor_release(dense);
   }
   if (st == BP_OK) st = bp_event_record(step->ev_src, sd->stream);
   if (st == BP_OK) st = bp_stream_wait_event(dd->stream, step->ev_src);
@@ -175,8 +186,11 @@ static bp_status_t bpg_run_node(bp_graph_exec_t* x, bpg_step_t* step) {
     in[i] = step->in_slots[i] == UINT32_MAX ? NULL : x->slots[step->in_slots[i]].t;
   }
   for (uint32_t k = 0; k < node->num_out; ++k) out[k] = x->slots[step->out_slots[k]].planned;
-  bp_status_t st = bp_op_run(bpg_stream(x, step->dev, step->stream), node->op, in, node->num_in, node->attrs, out,
-                             node->num_out);
+  /* A view: a new tensor over its input's (no stream work, no memory). */
+  bp_status_t st = bpg_is_view(node->op)
+                       ? bpg_view_apply(bpg_stream(x, step->dev, step->stream), node->op, node->attrs, in[0], &out[0])
+                       : bp_op_run(bpg_stream(x, step->dev, step->stream), node->op, in, node->num_in, node->attrs,
+                                   out, node->num_out);
   if (st != BP_OK) {
     char label[200], msg[800];
     snprintf(msg, sizeof(msg), "%s", bp_status_message());

@@ -300,7 +300,8 @@ static int bpg_stmt_node(bpg_lex_t* lx, bp_graph_t* g, const char* first) {
   bpg_skip_ws(lx);
   const char* opat = lx->p;
   if (bpg_name(lx, tok, "an op name") != 0) return -1;
-  uint32_t op = bp_op_from_name(tok);
+  uint32_t op = bpg_view_from_name(tok);
+  if (op == BP_OP_INVALID) op = bp_op_from_name(tok);
   if (op == BP_OP_INVALID) return bpg_fail(lx, opat, "unknown op '%s'", tok);
   if (bpg_expect(lx, '(') != 0) return -1;
   uint32_t* ins = NULL;
@@ -389,7 +390,12 @@ static int bpg_stmt_node(bpg_lex_t* lx, bp_graph_t* g, const char* first) {
       else if (bp_graph_find_value(g, outs[k], &dup) == BP_OK) rc = bpg_fail(lx, opat, "value '%s' is already defined", outs[k]);
     }
   }
-  if (rc == 0 && bp_graph_add_node(g, op, ins, nin, attrs, named ? nname : NULL, vals, nout) != BP_OK) {
+  if (rc == 0 && bpg_is_view(op) && attrs == NULL) {
+    attrs = calloc(1, sizeof(bp_graph_view_params_t));
+    if (attrs == NULL) rc = bpg_fail(lx, opat, "out of memory");
+    else *(uint32_t*)attrs = sizeof(bp_graph_view_params_t);
+  }
+  if (rc == 0 && bpg_add_node(g, op, ins, nin, attrs, named ? nname : NULL, vals, nout, "bp_graph_add_node") != BP_OK) {
     rc = bpg_status_fail(lx, opat);
   }
   if (rc == 0) {

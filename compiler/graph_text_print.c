@@ -76,12 +76,10 @@ static void bpg_print_values(bpg_sbuf_t* s, const bpg_value_t* v) {
 
 static void bpg_print_node(bpg_sbuf_t* s, const bp_graph_t* g, const bpg_node_t* n) {
   char buf[32];
-  bp_op_info_t info = {.struct_size = sizeof(info)};
-  bp_op_get_info(n->op, &info);
   for (uint32_t k = 0; k < n->num_out; ++k) {
     bpg_sbuf_printf(s, "%s%s", k ? ", " : "", bpg_value_name(g, n->out[k], buf, sizeof(buf)));
   }
-  bpg_sbuf_printf(s, " = %s(", info.name);
+  bpg_sbuf_printf(s, " = %s(", bpg_node_op_name(n->op));
   for (uint32_t i = 0; i < n->num_in; ++i) {
     bpg_sbuf_printf(s, "%s%s", i ? ", " : "", bpg_value_name(g, n->in[i], buf, sizeof(buf)));
   }

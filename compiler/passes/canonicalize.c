@@ -46,7 +46,7 @@ static uint32_t bpg_identity_of(const bp_graph_t* g, const bpg_node_t* n) {
   if (in->dtype != out->dtype || in->rank != out->rank || memcmp(in->dims, out->dims, sizeof(int64_t) * in->rank) != 0) {
     return BP_GRAPH_NO_VALUE;
   }
-  if (n->op == BP_OP_clone && n->num_in == 1) return n->in[0];
+  if (n->op == BP_OP_clone && n->num_in == 1 && bpg_value_dense(in)) return n->in[0];
   if (n->op == BP_OP_to_copy && n->num_in == 1) {
     const bp_cast_attrs_t* c = n->attrs;
     return c == NULL || c->dtype == in->dtype || c->dtype == BP_DTYPE_INVALID ? n->in[0] : BP_GRAPH_NO_VALUE;

@@ -85,7 +85,8 @@ bp_status_t bpg_pass_const_fold(bp_graph_t* g, bp_context_t* ctx, uint32_t* out_
       uint32_t v = node->in[i];
       if (v != BP_GRAPH_NO_VALUE && g->values[v].kind != BP_GRAPH_VALUE_CONSTANT) all_const = 0;
     }
-    if (!all_const) continue;
+    /* A view of a constant stays a view (it costs nothing at run time). */
+    if (!all_const || bpg_is_view(node->op)) continue;
     if (stream == NULL) {
       if (ctx == NULL || bp_context_find_device(ctx, "cpu", &cpu) != BP_OK ||
           bp_stream_create(cpu, NULL, &stream) != BP_OK) {

@@ -86,6 +86,11 @@ static bp_status_t bpg_unit_step(bp_graph_exec_t* x, uint32_t* vslot, uint32_t n
     x->home_slot[v] = out_slots[k];
     x->slots[out_slots[k]].def_step = s;
     x->slots[out_slots[k]].last_step = s;
+    if (reg == NULL && bpg_is_alias_view(node->op)) {
+      /* A view: no memory of its own; memplan keeps its input alive. */
+      x->slots[out_slots[k]].alias_of = in_slots[0];
+      x->slots[out_slots[k]].bytes = 0;
+    }
   }
   return st;
 }

@@ -208,7 +208,8 @@ bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count) {
       st = bpg_expand(&rb, node, in, &rb.map[node->out[0]]);
     } else {
       uint32_t outs[4];
-      st = bp_graph_add_node(rb.g, node->op, in, node->num_in, node->attrs, node->name, outs, node->num_out);
+      st = bpg_add_node(rb.g, node->op, in, node->num_in, node->attrs, node->name, outs, node->num_out,
+                        "decompose");
       for (uint32_t k = 0; st == BP_OK && k < node->num_out; ++k) rb.map[node->out[k]] = outs[k];
     }
     /* Keep the values' names (the graph's outputs are named, readers too). */

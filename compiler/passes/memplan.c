@@ -21,7 +21,23 @@
 static uint64_t bpg_align(uint64_t b) { return (b + BPG_ALIGN - 1) / BPG_ALIGN * BPG_ALIGN; }
 
 static int bpg_planned(const bp_graph_exec_t* x, const bpg_slot_t* s) {
-  return x->g->values[s->value].kind == BP_GRAPH_VALUE_NODE && !s->is_output;
+  return x->g->values[s->value].kind == BP_GRAPH_VALUE_NODE && !s->is_output && s->alias_of == UINT32_MAX;
+}
+
+/* A view's buffer is its input's: the input lives until the view's last
+ * reader, is a fresh buffer per run when the view is a graph output, and
+ * lives for the whole run when the view is touched on an extra stream.
+ * Slots are made in step order, so walking them backwards carries a chain
+ * of views to its root. */
+static void bpg_alias_lifetimes(bp_graph_exec_t* x) {
+  for (uint32_t s = x->num_slots; s-- > 0;) {
+    const bpg_slot_t* v = &x->slots[s];
+    if (v->alias_of == UINT32_MAX) continue;
+    bpg_slot_t* in = &x->slots[v->alias_of];
+    if (in->last_step < v->last_step) in->last_step = v->last_step;
+    in->is_output |= v->is_output;
+    in->whole_run |= v->whole_run;
+  }
 }
 
 /* A buffer's planned lifetime (steps): whole-run buffers overlap everything. */
@@ -69,9 +85,14 @@ static void bpg_inplace(bp_graph_exec_t* x) {
             memcmp(iv->dims, ov->dims, sizeof(int64_t) * iv->rank) != 0) {
           continue;
         }
-        /* The same input may feed two operands (x * x): alias only once. */
+        /* The same input may feed two operands (x * x), also through a
+         * view (x + permute(x)): alias only once, never under a view. */
         int twice = 0;
-        for (uint32_t j = 0; j < nin; ++j) twice += st->in_slots[j] == is;
+        for (uint32_t j = 0; j < nin; ++j) {
+          uint32_t r = st->in_slots[j];
+          while (r != UINT32_MAX && r != is && x->slots[r].alias_of != UINT32_MAX) r = x->slots[r].alias_of;
+          twice += r == is;
+        }
         if (twice > 1) continue;
         taken[is] = 1;
         o->inplace_of = is;
@@ -108,6 +129,7 @@ bp_status_t bpg_pass_memplan(bp_graph_exec_t* x) {
   int plan = !(x->flags & BP_GRAPH_NO_MEMPLAN);
   /* Lifetimes: a chain of in-place slots lives until its last reader. */
   for (uint32_t s = 0; s < x->num_slots; ++s) x->slots[s].inplace_of = UINT32_MAX;
+  bpg_alias_lifetimes(x);
   if (plan) bpg_inplace(x);
   for (uint32_t s = 0; s < x->num_slots; ++s) {
     if (bpg_planned(x, &x->slots[s])) x->unplanned_bytes += bpg_align(x->slots[s].bytes);

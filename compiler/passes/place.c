@@ -81,6 +81,7 @@ double bpg_node_cost(const bp_graph_exec_t* x, uint32_t n, uint32_t d) {
     double e = x->est_cost[(size_t)n * x->num_devs + d];
     if (e > 0) return e; /* the plugin's estimate */
   }
+  if (bpg_is_view(x->g->nodes[n].op)) return 0; /* a new descriptor, no work */
   const bpg_dev_t* dev = &x->devs[d];
   double flops;
   uint64_t bytes = bpg_node_io_bytes(x->g, &x->g->nodes[n], &flops);
@@ -106,6 +107,13 @@ static bp_status_t bpg_ask(const bp_graph_exec_t* x, uint32_t n, uint32_t d, bp_
   const bp_tensor_desc_t* in[MAXI];
   const bp_tensor_desc_t* outs[4];
   if (node->num_in > MAXI || node->num_out > 4) return bpg_error(BP_INVALID_ARGUMENT, "too many operands");
+  if (bpg_is_view(node->op)) { /* views run in the core, on any device */
+    if (est != NULL) return bpg_error(BP_UNIMPLEMENTED, "a view has no cost");
+    memset(out, 0, sizeof(*out));
+    out->struct_size = sizeof(*out);
+    out->supported = 1;
+    return BP_OK;
+  }
   for (uint32_t i = 0; i < node->num_in; ++i) {
     if (node->in[i] == BP_GRAPH_NO_VALUE) {
       memset(&in_store[i], 0, sizeof(in_store[i]));

@@ -315,6 +315,18 @@ static bp_status_t bpg_order(bp_graph_exec_t* x) {
   return BP_OK;
 }
 
+/* Regions take ops over dense values: a view node runs in the core, and a
+ * node that reads a strided view runs alone (bp_op_run packs what the
+ * plugin cannot take strided). */
+static int bpg_region_candidate(const bp_graph_t* g, uint32_t n) {
+  const bpg_node_t* node = &g->nodes[n];
+  if (node->dead || bpg_is_view(node->op)) return 0;
+  for (uint32_t i = 0; i < node->num_in; ++i) {
+    if (node->in[i] != BP_GRAPH_NO_VALUE && !bpg_value_dense(&g->values[node->in[i]])) return 0;
+  }
+  return 1;
+}
+
 bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
   bp_graph_t* g = x->g;
   uint32_t nn = g->num_nodes;
@@ -334,7 +346,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
   for (uint32_t d = 0; d < x->num_devs && st == BP_OK; ++d) {
     uint32_t n = 0;
     for (uint32_t k = 0; k < nn; ++k) {
-      if (!g->nodes[k].dead && x->node_dev[k] == d) nodes[n++] = k;
+      if (bpg_region_candidate(g, k) && x->node_dev[k] == d) nodes[n++] = k;
     }
     if (n < 2) continue;
     st = bpg_claim_device(x, d, nodes, n, groups);

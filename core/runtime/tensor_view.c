@@ -28,9 +28,18 @@ static void desc_of(const bp_tensor_t* t, view_desc_t* v) {
  * valid, the byte size numel * element size fits in int64, and every element
  * lies inside the buffer. So a view can never describe more bytes than
  * later size computations (bp_tensor_read/write, ops) can hold. */
+/* Set while bp_view_infer_desc runs a view function over a descriptor
+ * (the calling thread only): make_view writes the view here, checked as a
+ * view of a buffer of unknown size, instead of making a tensor. */
+static _Thread_local view_desc_t* view_capture;
+
 static bp_status_t make_view(const char* fn, bp_tensor_t* t, const view_desc_t* v,
                              bp_tensor_t** out) {
   bp_status_t status = bp__tensor_check_shape(fn, t->dtype, v->rank, v->sizes, v->strides);
+  if (view_capture != NULL) {
+    if (status == BP_OK) *view_capture = *v;
+    return status;
+  }
   if (status == BP_OK)
     status = bp__tensor_check_span(fn, t->buffer, t->dtype, v->rank, v->sizes, v->strides,
                                    v->byte_offset);
@@ -475,4 +484,69 @@ bp_status_t bp_tensor_diagonal(bp_tensor_t* t, int64_t offset, int64_t dim1, int
   v.rank = r + 1;
   for (uint32_t k = v.rank; k < BP_MAX_RANK; ++k) v.sizes[k] = v.strides[k] = 0;
   return make_view(fn, t, &v, out);
+}
+
+/* The view functions themselves run over a tensor without a buffer whose
+ * descriptor is `input`; make_view captures the result. */
+bp_status_t bp_view_infer_desc(uint32_t view, const bp_tensor_desc_t* input, const int64_t* args,
+                               uint32_t num_args, bp_tensor_desc_t* out_desc) {
+  static const char fn[] = "bp_view_infer_desc";
+  bp__clear_error();
+  BP__REQUIRE_ARG(fn, input);
+  BP__REQUIRE_ARG(fn, out_desc);
+  if (num_args > 0) BP__REQUIRE_ARG(fn, args);
+  if (input->struct_size < BP_TENSOR_DESC_V1_SIZE || out_desc->struct_size < BP_TENSOR_DESC_V1_SIZE)
+    return bp__error(BP_INVALID_ARGUMENT, "%s: a descriptor's struct_size is below %u", fn,
+                     BP_TENSOR_DESC_V1_SIZE);
+  bp_status_t status =
+      bp__tensor_check_shape(fn, input->dtype, input->rank, input->sizes, input->strides);
+  if (status != BP_OK) return status;
+  bp_tensor_t t;
+  memset(&t, 0, sizeof(t));
+  atomic_init(&t.refcount, 1);
+  t.dtype = input->dtype;
+  t.rank = input->rank;
+  memcpy(t.sizes, input->sizes, sizeof(int64_t) * input->rank);
+  memcpy(t.strides, input->strides, sizeof(int64_t) * input->rank);
+  t.byte_offset = input->byte_offset;
+  bp_tensor_t* unused = NULL;
+  view_desc_t v;
+  memset(&v, 0, sizeof(v));
+  const uint32_t want[] = {
+      [BP_VIEW_alias] = 0,  [BP_VIEW_permute] = t.rank, [BP_VIEW_slice] = 4,
+      [BP_VIEW_select] = 2, [BP_VIEW_squeeze] = 1,      [BP_VIEW_unsqueeze] = 1,
+  };
+  int by_count = view == BP_VIEW_view || view == BP_VIEW_expand || view == BP_VIEW_squeeze_dims;
+  int fixed = view < sizeof(want) / sizeof(want[0]) &&
+              (view == BP_VIEW_alias || view == BP_VIEW_permute || view == BP_VIEW_slice ||
+               view == BP_VIEW_select || view == BP_VIEW_squeeze || view == BP_VIEW_unsqueeze);
+  if (!by_count && !fixed)
+    return bp__error(BP_UNIMPLEMENTED, "%s: view %u has no descriptor form", fn, view);
+  if (fixed && num_args != want[view])
+    return bp__error(BP_INVALID_ARGUMENT, "%s: view %u takes %u arguments, got %u", fn, view,
+                     want[view], num_args);
+  view_capture = &v;
+  switch (view) {
+    case BP_VIEW_alias: status = bp_tensor_alias(&t, &unused); break;
+    case BP_VIEW_permute: status = bp_tensor_permute(&t, args, &unused); break;
+    case BP_VIEW_slice: status = bp_tensor_slice(&t, args[0], args[1], args[2], args[3], &unused); break;
+    case BP_VIEW_select: status = bp_tensor_select(&t, args[0], args[1], &unused); break;
+    case BP_VIEW_squeeze: status = bp_tensor_squeeze(&t, args[0], &unused); break;
+    case BP_VIEW_unsqueeze: status = bp_tensor_unsqueeze(&t, args[0], &unused); break;
+    case BP_VIEW_view: status = bp_tensor_view(&t, num_args, args, &unused); break;
+    case BP_VIEW_expand: status = bp_tensor_expand(&t, num_args, args, &unused); break;
+    default: status = bp_tensor_squeeze_dims(&t, num_args, args, &unused); break;
+  }
+  view_capture = NULL;
+  if (status != BP_OK) return status;
+  out_desc->dtype = input->dtype;
+  out_desc->rank = v.rank;
+  memset(out_desc->sizes, 0, sizeof(out_desc->sizes));
+  memset(out_desc->strides, 0, sizeof(out_desc->strides));
+  memcpy(out_desc->sizes, v.sizes, sizeof(int64_t) * v.rank);
+  memcpy(out_desc->strides, v.strides, sizeof(int64_t) * v.rank);
+  out_desc->byte_offset = v.byte_offset;
+  out_desc->buffer = input->buffer;
+  out_desc->layout = input->layout;
+  return BP_OK;
 }

@@ -475,6 +475,27 @@ typedef struct bp_view_info {
 } bp_view_info_t;
 /* First released size of bp_view_info_t (growth rule: see bp_plugin_info_t). */
 #define BP_VIEW_INFO_V1_SIZE (offsetof(bp_view_info_t, note) + sizeof(const char*))
+/* Indices of the view table (bp_view_get_info), in ops.def's order. */
+enum bp_view_id {
+#define BP_OP(...)
+#define BP_VIEW(name, aten, function, note) BP_VIEW_##name,
+#include "backplane/ops.def"
+#undef BP_VIEW
+#undef BP_OP
+  BP_VIEW_COUNT_
+};
+/* The descriptor view `view` (BP_VIEW_alias, permute, slice, select,
+ * squeeze, squeeze_dims, unsqueeze, view, expand) gives over a tensor
+ * described by `input`, by the view function's own rules, without a
+ * tensor (a graph compiler's inference). args are the function's integer
+ * arguments in order: permute: the dims (input rank entries); slice: dim,
+ * start, end, step; select: dim, index; squeeze, unsqueeze: dim; view,
+ * expand: the sizes, squeeze_dims: the dims (num_args entries each).
+ * out_desc->struct_size is set by the caller; its sizes, strides and
+ * byte_offset are written. UNIMPLEMENTED for another view. */
+BP_API bp_status_t bp_view_infer_desc(uint32_t view, const bp_tensor_desc_t* input,
+                                      const int64_t* args, uint32_t num_args,
+                                      bp_tensor_desc_t* out_desc);
 BP_API uint32_t bp_view_count(void);
 /* OUT_OF_RANGE for index >= bp_view_count(). Strings are static. */
 BP_API bp_status_t bp_view_get_info(uint32_t index, bp_view_info_t* out_info);

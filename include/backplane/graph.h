@@ -98,6 +98,31 @@ BP_API bp_status_t bp_graph_add_constant_uniform(bp_graph_t* graph, const char* 
 BP_API bp_status_t bp_graph_add_node(bp_graph_t* graph, uint32_t op_id, const uint32_t* inputs,
                                      uint32_t num_inputs, const void* attrs, const char* name,
                                      uint32_t* out_values, uint32_t num_outputs);
+/* View nodes: a node whose output shares its input's buffer (no copy, no
+ * allocation), as the tensor functions bp_tensor_view, permute, expand,
+ * slice, select, squeeze and unsqueeze give it; `contiguous` materializes
+ * (a dense copy, or the value itself when it is dense). A view node's op
+ * id (bp_graph_node_info) is BP_GRAPH_VIEW_OP(view) and its attrs a
+ * bp_graph_view_params_t. */
+#define BP_GRAPH_VIEW_CONTIGUOUS 0xFFFFu
+#define BP_GRAPH_VIEW_OP(view) (0x40000000u + (uint32_t)(view))
+typedef struct bp_graph_view_params {
+  uint32_t struct_size;
+  uint32_t rank;               /* entries of sizes (view, expand) or dims (permute) */
+  int64_t sizes[BP_MAX_RANK];  /* view, expand: the shape (one -1 inferred for view, -1 keeps a
+                                  size for expand); permute: the input dim of each output dim */
+  int64_t dim;                 /* slice, select, squeeze, unsqueeze (negative wraps) */
+  int64_t start, end, step;    /* slice (Python rules); select: start is the index */
+} bp_graph_view_params_t;
+#define BP_GRAPH_VIEW_PARAMS_V1_SIZE (offsetof(bp_graph_view_params_t, step) + sizeof(int64_t))
+/* A view node over `input`. view: BP_VIEW_view, BP_VIEW_permute,
+ * BP_VIEW_expand, BP_VIEW_slice, BP_VIEW_select, BP_VIEW_squeeze,
+ * BP_VIEW_unsqueeze (backplane.h's view table) or BP_GRAPH_VIEW_CONTIGUOUS
+ * (params may be NULL). params is copied. Its shape comes from
+ * bp_graph_infer, by the tensor function's rules. */
+BP_API bp_status_t bp_graph_add_view(bp_graph_t* graph, uint32_t view, uint32_t input,
+                                     const bp_graph_view_params_t* params, const char* name,
+                                     uint32_t* out_value);
 /* Marks a value as a graph output (in call order). */
 BP_API bp_status_t bp_graph_add_output(bp_graph_t* graph, uint32_t value);
 /* Names a value (unique among values). */

@@ -271,6 +271,61 @@ static void test_squeeze_dims(void** state) {
   assert_null(v);
 }
 
+/* bp_view_infer_desc gives what the tensor function gives, without a
+ * tensor, for every view it serves; errors are the function's. */
+static void test_view_infer_desc(void** state) {
+  (void)state;
+  bp_tensor_t* t = T(F32, 2, 3, 4);
+  bp_tensor_t* p = NULL;
+  assert_ok(bp_tensor_permute(t, (int64_t[]){2, 0, 1}, &p));
+  ops_track(p);
+  bp_tensor_desc_t in = {.struct_size = sizeof(in)};
+  assert_ok(bp_tensor_get_desc(p, &in));
+  static const struct {
+    uint32_t view, n;
+    int64_t args[4];
+  } cases[] = {
+      {BP_VIEW_alias, 0, {0}},          {BP_VIEW_permute, 3, {1, 2, 0}},
+      {BP_VIEW_slice, 4, {1, 1, 2, 1}}, {BP_VIEW_select, 2, {-1, 2}},
+      {BP_VIEW_squeeze, 1, {0}},        {BP_VIEW_unsqueeze, 1, {3}},
+      {BP_VIEW_expand, 4, {5, -1, 2, 3}}, {BP_VIEW_squeeze_dims, 1, {1}},
+      {BP_VIEW_view, 3, {4, 2, 3}},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+    bp_tensor_desc_t out = {.struct_size = sizeof(out)};
+    assert_ok(bp_view_infer_desc(cases[i].view, &in, cases[i].args, cases[i].n, &out));
+    bp_tensor_t* v = NULL;
+    const int64_t* a = cases[i].args;
+    switch (cases[i].view) {
+      case BP_VIEW_alias: assert_ok(bp_tensor_alias(p, &v)); break;
+      case BP_VIEW_permute: assert_ok(bp_tensor_permute(p, a, &v)); break;
+      case BP_VIEW_slice: assert_ok(bp_tensor_slice(p, a[0], a[1], a[2], a[3], &v)); break;
+      case BP_VIEW_select: assert_ok(bp_tensor_select(p, a[0], a[1], &v)); break;
+      case BP_VIEW_squeeze: assert_ok(bp_tensor_squeeze(p, a[0], &v)); break;
+      case BP_VIEW_unsqueeze: assert_ok(bp_tensor_unsqueeze(p, a[0], &v)); break;
+      case BP_VIEW_expand: assert_ok(bp_tensor_expand(p, cases[i].n, a, &v)); break;
+      case BP_VIEW_squeeze_dims: assert_ok(bp_tensor_squeeze_dims(p, cases[i].n, a, &v)); break;
+      default: assert_ok(bp_tensor_view(p, cases[i].n, a, &v)); break;
+    }
+    ops_track(v);
+    expect_shape(v, out.rank, out.sizes, out.strides);
+    assert_int_equal(bp_tensor_byte_offset(v), out.byte_offset);
+  }
+  bp_tensor_desc_t out = {.struct_size = sizeof(out)};
+  /* [4, 2, 3] permuted from [2, 3, 4] cannot be viewed as [24]. */
+  assert_status(bp_view_infer_desc(BP_VIEW_view, &in, (int64_t[]){24}, 1, &out), BP_INVALID_ARGUMENT,
+                "bp_tensor_view: the tensor's strides are incompatible");
+  assert_status(bp_view_infer_desc(BP_VIEW_permute, &in, (int64_t[]){0, 1}, 2, &out), BP_INVALID_ARGUMENT,
+                "takes 3 arguments");
+  assert_status(bp_view_infer_desc(BP_VIEW_diagonal, &in, NULL, 0, &out), BP_UNIMPLEMENTED, "no descriptor form");
+  assert_status(bp_view_infer_desc(BP_VIEW_view, NULL, NULL, 0, &out), BP_INVALID_ARGUMENT, "input");
+  /* The capture ends with the call: the functions make tensors again. */
+  bp_tensor_t* v = NULL;
+  assert_ok(bp_tensor_permute(t, (int64_t[]){1, 0, 2}, &v));
+  ops_track(v);
+  assert_non_null(v);
+}
+
 int run_view_tests(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_view_table, ops_release_all),
@@ -279,6 +334,7 @@ int run_view_tests(void) {
       cmocka_unit_test_teardown(test_item, ops_release_all),
       cmocka_unit_test_teardown(test_resize, ops_release_all),
       cmocka_unit_test_teardown(test_squeeze_dims, ops_release_all),
+      cmocka_unit_test_teardown(test_view_infer_desc, ops_release_all),
   };
   return cmocka_run_group_tests_name("views", tests, appapi_stream_setup,
                                      appapi_stream_teardown);

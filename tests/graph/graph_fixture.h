@@ -5,6 +5,8 @@
 #ifndef BP_TESTS_GRAPH_FIXTURE_H_
 #define BP_TESTS_GRAPH_FIXTURE_H_
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +67,20 @@ static inline double* fx_host(const bp_tensor_t* t) {
   free(raw);
   bp_stream_release(s);
   return d;
+}
+
+/* A whole file in a malloc'd buffer (free it). */
+static inline uint8_t* fx_read_file(const char* path, size_t* out_n) {
+  FILE* f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  uint8_t* p = malloc((size_t)n + 1);
+  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  *out_n = (size_t)n;
+  return p;
 }
 
 #endif /* BP_TESTS_GRAPH_FIXTURE_H_ */

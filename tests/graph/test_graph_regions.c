@@ -260,19 +260,6 @@ static void test_two_streams(void** state) {
   bp_graph_release(g);
 }
 
-static uint8_t* read_all(const char* path, size_t* out_n) {
-  FILE* f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  uint8_t* p = malloc((size_t)n + 1);
-  assert_int_equal(fread(p, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  *out_n = (size_t)n;
-  return p;
-}
-
 /* Saved with its regions' bytes, loaded without compiling them; a region
  * blob with a flipped byte (the file's own checksum made right again) is
  * rejected by the region loader and the region compiled again. */
@@ -302,7 +289,7 @@ static void test_aot_regions(void** state) {
   bp_graph_exec_release(l);
   /* Corrupt the second region's blob past the core's header. */
   size_t n = 0;
-  uint8_t* file = read_all(path, &n);
+  uint8_t* file = fx_read_file(path, &n);
   uint8_t* last = NULL;
   for (size_t i = 0; i + 8 <= n; ++i) {
     if (memcmp(file + i, "BPREGN01", 8) == 0) last = file + i;

@@ -163,5 +163,7 @@ BPG_HIDDEN bp_status_t bpg_pass_dce(bp_graph_t* g, uint32_t* out_removed);
 BPG_HIDDEN bp_status_t bpg_pass_cse(bp_graph_t* g, uint32_t* out_merged);
 BPG_HIDDEN bp_status_t bpg_pass_const_fold(bp_graph_t* g, bp_context_t* ctx, uint32_t* out_folded);
 BPG_HIDDEN bp_status_t bpg_pass_canonicalize(bp_graph_t* g, uint32_t* out_changed);
+/* The view and layout rewrites of canonicalize (passes/canonicalize_views.c); adds to *changed. */
+BPG_HIDDEN bp_status_t bpg_canon_views(bp_graph_t* g, uint32_t* changed);
 
 #endif /* BP_COMPILER_GRAPH_INTERNAL_H_ */

@@ -9,9 +9,8 @@
  *  - commutative ops (add and mul without alpha, maximum, minimum, eq, ne,
  *    the bitwise and logical and / or / xor) take their two operands in
  *    value order, so add(a, b) and add(b, a) meet in CSE.
- * View and layout rewrites (reshape and permute chains, a transpose into a
- * matmul) have nothing to act on: views are tensor functions in this API
- * (ops.def BP_VIEW), not ops, so the IR has no view nodes.
+ * View and layout rewrites (chains of views, identity views, contiguous of
+ * dense values, a transpose into a GEMM) are in canonicalize_views.c.
  * A removed node is marked dead; its uses move to its input.
  */
 #include <stdlib.h>
@@ -63,6 +62,8 @@ static uint32_t bpg_identity_of(const bp_graph_t* g, const bpg_node_t* n) {
 
 bp_status_t bpg_pass_canonicalize(bp_graph_t* g, uint32_t* out_changed) {
   uint32_t changed = 0;
+  bp_status_t st = bpg_canon_views(g, &changed);
+  if (st != BP_OK) return st;
   for (uint32_t n = 0; n < g->num_nodes; ++n) {
     bpg_node_t* node = &g->nodes[n];
     if (node->dead) continue;

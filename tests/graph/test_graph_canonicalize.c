@@ -147,11 +147,134 @@ static void test_commutative_order_for_cse(void** state) {
   bp_graph_release(g);
 }
 
+/* Compiles `text` with and without the pass: its live node counts, and
+ * the compiled graph's text holds `has` (NULL: not checked). */
+static void views_case(const char* text, uint32_t live, uint32_t live_without, const char* has) {
+  bp_graph_t* g = fx_parse(text);
+  bp_graph_exec_t* x = compile_check(g, 0);
+  char* t = NULL;
+  assert_int_equal(bp_graph_print(bp_graph_exec_graph(x), &t, NULL), BP_OK);
+  if (live_nodes(x) != live) fail_msg("%u live nodes, want %u:\n%s", live_nodes(x), live, t);
+  if (has != NULL && strstr(t, has) == NULL) fail_msg("no '%s' in:\n%s", has, t);
+  bp_graph_text_free(t);
+  bp_graph_exec_release(x);
+  x = compile_check(g, BP_GRAPH_NO_CANONICALIZE);
+  assert_int_equal(live_nodes(x), live_without);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
+/* permute(permute(x)) is one permute with the dims composed; a permute
+ * and its inverse are nothing. */
+static void test_permute_chains(void** state) {
+  (void)state;
+  views_case(
+      "input x : f32[8, 16]\n"
+      "a = view(x) {sizes=[2, 4, 16]}\n"
+      "p1 = permute(a) {dims=[2, 0, 1]}\n"
+      "p2 = permute(p1) {dims=[0, 2, 1]}\n"
+      "y = relu(p2)\n"
+      "output y\n",
+      3, 4, "permute(a) {dims=[2, 1, 0]}");
+  views_case(
+      "input x : f32[8, 16]\n"
+      "p1 = permute(x) {dims=[1, 0]}\n"
+      "p2 = permute(p1) {dims=[-1, 0]}\n"
+      "y = relu(p2)\n"
+      "output y\n",
+      1, 3, NULL);
+}
+
+/* view(view(x)) of a dense x is one view; a view of a strided value keeps
+ * its chain (the layout may not allow it). */
+static void test_view_chains(void** state) {
+  (void)state;
+  views_case(
+      "input x : f32[8, 16]\n"
+      "a = view(x) {sizes=[128]}\n"
+      "b = view(a) {sizes=[4, -1]}\n"
+      "y = relu(b)\n"
+      "output y\n",
+      2, 3, "b = view(x) {sizes=[4, -1]}");
+  views_case(
+      "input x : f32[8, 16]\n"
+      "t = permute(x) {dims=[1, 0]}\n"
+      "a = view(t) {sizes=[4, 4, 8]}\n"
+      "b = view(a) {sizes=[16, 8]}\n"
+      "y = relu(b)\n"
+      "output y\n",
+      4, 4, "b = view(a) {sizes=[16, 8]}");
+}
+
+/* squeeze(unsqueeze(x, d), d) is x; views that change nothing go. */
+static void test_identity_views(void** state) {
+  (void)state;
+  views_case(
+      "input x : f32[8, 16]\n"
+      "u = unsqueeze(x) {dim=1}\n"
+      "s = squeeze(u) {dim=-2}\n"
+      "y = relu(s)\n"
+      "output y\n",
+      1, 3, NULL);
+  views_case(
+      "input x : f32[8, 16]\n"
+      "a = view(x) {sizes=[8, 16]}\n"
+      "b = slice(a) {dim=1, start=0, end=16, step=1}\n"
+      "c = expand(b) {sizes=[8, -1]}\n"
+      "d = squeeze(c) {dim=0}\n"
+      "e = permute(d) {dims=[0, 1]}\n"
+      "y = relu(e)\n"
+      "output y\n",
+      1, 6, NULL);
+  /* A slice that drops elements, an unsqueeze: not identities. */
+  views_case(
+      "input x : f32[8, 16]\n"
+      "b = slice(x) {dim=1, start=1, end=16, step=1}\n"
+      "c = unsqueeze(b) {dim=0}\n"
+      "y = relu(c)\n"
+      "output y\n",
+      3, 3, NULL);
+}
+
+/* contiguous of a dense value goes; of a transpose read only by GEMMs it
+ * goes (the GEMM takes the transposed operand); else it is a copy. */
+static void test_contiguous(void** state) {
+  (void)state;
+  views_case(
+      "input x : f32[8, 16]\n"
+      "a = view(x) {sizes=[16, 8]}\n"
+      "c = contiguous(a)\n"
+      "y = relu(c)\n"
+      "output y\n",
+      2, 2, NULL); /* without the pass, the compile front still drops it */
+  views_case(
+      "input x : f32[8, 16]\n"
+      "t = permute(x) {dims=[1, 0]}\n"
+      "c = contiguous(t)\n"
+      "y = mm(x, c)\n"
+      "output y\n",
+      2, 3, "y = mm(x, t)");
+  views_case(
+      "input x : f32[8, 16]\n"
+      "t = permute(x) {dims=[1, 0]}\n"
+      "c = contiguous(t)\n"
+      "m = mm(x, c)\n"
+      "r = relu(c)\n"
+      "s = sum(r) {num_dims=1, dims=[0]}\n"
+      "y = add(m, s)\n"
+      "output y\n",
+      6, 6, "clone(t)");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identity_copies),
       cmocka_unit_test(test_real_copies_stay),
       cmocka_unit_test(test_commutative_order_for_cse),
+      cmocka_unit_test(test_permute_chains),
+      cmocka_unit_test(test_view_chains),
+      cmocka_unit_test(test_identity_views),
+      cmocka_unit_test(test_contiguous),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

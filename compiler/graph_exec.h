@@ -203,6 +203,15 @@ BPG_HIDDEN bp_status_t bpg_claim_nodes(const bp_graph_exec_t* x, uint32_t dev, c
                                        uint32_t* groups, bp_support_t* const* reasons);
 /* Fusion into the op set's fused forms after placement (passes/fuse.c). */
 BPG_HIDDEN bp_status_t bpg_pass_fuse(bp_graph_exec_t* x);
+/* fuse.c's helpers for its pattern files: the node's fused form asked of
+ * its device (*out_ok), a fusion recorded for the report, the only live
+ * reader of v from node `from` on (UINT32_MAX: none, several, or a graph output). */
+BPG_HIDDEN bp_status_t bpg_fuse_supported(bp_graph_exec_t* x, uint32_t n, int* out_ok);
+BPG_HIDDEN void bpg_fuse_note(bp_graph_exec_t* x, const char* kind, uint32_t a, uint32_t op_a, uint32_t b,
+                              uint32_t op_b, const char* as);
+BPG_HIDDEN uint32_t bpg_fuse_sole_reader(const bp_graph_t* g, const uint32_t* uses, uint32_t v, uint32_t from);
+/* The decomposed attention pattern ending at bmm node n (passes/fuse_attention.c). */
+BPG_HIDDEN bp_status_t bpg_fuse_attention(bp_graph_exec_t* x, uint32_t n, const uint32_t* uses, int* done);
 /* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */
 BPG_HIDDEN bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count);
 /* Named patterns (decomposed softmax, rms_norm, layer_norm, silu) into

@@ -9,7 +9,9 @@
  *  - residual + norm: add(a, b) read by layer_norm as its input (whose mean
  *    and rstd nobody reads) becomes add_layer_norm(a, b, w, bias), whose
  *    second output replaces the sum for its other readers (all after the
- *    norm, so the order stays topological).
+ *    norm, so the order stays topological);
+ *  - attention (fuse_attention.c): bmm(softmax(bmm(q, k^T) * scale [+ mask]), v)
+ *    becomes scaled_dot_product_attention.
  * The fused node takes the place of the later node, the earlier one dies,
  * and every fusion is recorded for the report. Regions compiled by the
  * plugins (elementwise programs and the exec table) come on top of this.
@@ -20,7 +22,7 @@
 
 #include "../graph_exec.h"
 
-static bp_status_t bpg_supported(bp_graph_exec_t* x, uint32_t n, int* out_ok) {
+bp_status_t bpg_fuse_supported(bp_graph_exec_t* x, uint32_t n, int* out_ok) {
   bp_support_t s;
   bp_status_t st = bpg_claim(x, n, x->node_dev[n], &s);
   *out_ok = st == BP_OK && s.supported;
@@ -41,7 +43,7 @@ static uint32_t bpg_activation_of(const bpg_node_t* act) {
   }
 }
 
-static void bpg_note(bp_graph_exec_t* x, const char* kind, uint32_t a, uint32_t op_a, uint32_t b, uint32_t op_b,
+void bpg_fuse_note(bp_graph_exec_t* x, const char* kind, uint32_t a, uint32_t op_a, uint32_t b, uint32_t op_b,
                      const char* as) {
   if (x->num_fusions >= BPG_MAX_FUSIONS) return;
   bpg_fusion_t* f = &x->fusions[x->num_fusions++];
@@ -54,7 +56,7 @@ static void bpg_note(bp_graph_exec_t* x, const char* kind, uint32_t a, uint32_t 
 }
 
 /* The only live reader of value v (UINT32_MAX: none or several, or a graph output). */
-static uint32_t bpg_sole_reader(const bp_graph_t* g, const uint32_t* uses, uint32_t v, uint32_t from) {
+uint32_t bpg_fuse_sole_reader(const bp_graph_t* g, const uint32_t* uses, uint32_t v, uint32_t from) {
   if (uses[v] != 1) return UINT32_MAX;
   for (uint32_t m = from; m < g->num_nodes; ++m) {
     if (g->nodes[m].dead) continue;
@@ -71,7 +73,7 @@ static bp_status_t bpg_fuse_epilogue(bp_graph_exec_t* x, uint32_t n, const uint3
   const bp_linear_attrs_t* la = lin->attrs;
   *done = 0;
   if (la != NULL && la->activation != BP_ACTIVATION_NONE) return BP_OK;
-  uint32_t m = bpg_sole_reader(g, uses, lin->out[0], n + 1);
+  uint32_t m = bpg_fuse_sole_reader(g, uses, lin->out[0], n + 1);
   if (m == UINT32_MAX || x->node_dev[m] != x->node_dev[n]) return BP_OK;
   bpg_node_t* act = &g->nodes[m];
   uint32_t kind = bpg_activation_of(act);
@@ -86,7 +88,7 @@ static bp_status_t bpg_fuse_epilogue(bp_graph_exec_t* x, uint32_t n, const uint3
   lin->attrs = na;
   lin->attrs_size = sizeof(*na);
   int ok = 0;
-  bp_status_t st = bpg_supported(x, n, &ok);
+  bp_status_t st = bpg_fuse_supported(x, n, &ok);
   if (st != BP_OK || !ok) {
     free(na);
     lin->attrs = old;
@@ -105,7 +107,7 @@ static bp_status_t bpg_fuse_epilogue(bp_graph_exec_t* x, uint32_t n, const uint3
   g->values[lin_out].dtype = BP_DTYPE_INVALID;
   char as[64];
   snprintf(as, sizeof(as), "linear {activation=%u}", kind);
-  bpg_note(x, "epilogue", n, BP_OP_linear, m, act->op, as);
+  bpg_fuse_note(x, "epilogue", n, BP_OP_linear, m, act->op, as);
   *done = 1;
   return BP_OK;
 }
@@ -156,7 +158,7 @@ static bp_status_t bpg_fuse_add_norm(bp_graph_exec_t* x, uint32_t n, const uint3
   ln->out = blk + 4;
   ln->num_out = 2;
   int ok = 0;
-  bp_status_t st = bpg_supported(x, m, &ok);
+  bp_status_t st = bpg_fuse_supported(x, m, &ok);
   if (st != BP_OK || !ok) {
     ln->op = old_op;
     ln->in = old_in;
@@ -174,7 +176,7 @@ static bp_status_t bpg_fuse_add_norm(bp_graph_exec_t* x, uint32_t n, const uint3
   add->dead = 1;
   g->values[s].producer = m;
   g->values[s].out_index = 1;
-  bpg_note(x, "pattern", n, BP_OP_add, m, BP_OP_layer_norm, "add_layer_norm");
+  bpg_fuse_note(x, "pattern", n, BP_OP_add, m, BP_OP_layer_norm, "add_layer_norm");
   *done = 1;
   return BP_OK;
 }
@@ -185,9 +187,11 @@ bp_status_t bpg_pass_fuse(bp_graph_exec_t* x) {
   bp_status_t st = bpg_use_counts(g, &uses);
   for (uint32_t n = 0; n < g->num_nodes && st == BP_OK; ++n) {
     bpg_node_t* node = &g->nodes[n];
-    if (node->dead || (node->op != BP_OP_linear && node->op != BP_OP_add)) continue;
+    if (node->dead || (node->op != BP_OP_linear && node->op != BP_OP_add && node->op != BP_OP_bmm)) continue;
     int done = 0;
-    st = node->op == BP_OP_linear ? bpg_fuse_epilogue(x, n, uses, &done) : bpg_fuse_add_norm(x, n, uses, &done);
+    st = node->op == BP_OP_linear ? bpg_fuse_epilogue(x, n, uses, &done)
+         : node->op == BP_OP_bmm  ? bpg_fuse_attention(x, n, uses, &done)
+                                  : bpg_fuse_add_norm(x, n, uses, &done);
     if (st == BP_OK && done) {
       /* Uses changed: count again (fusions are few). */
       free(uses);

@@ -162,12 +162,113 @@ static void test_data_dependent_shape(void** state) {
   bp_graph_release(g);
 }
 
+static int report_has(const bp_graph_t* g, bp_graph_compile_options_t* o, const int64_t* syms, const char* what) {
+  o->symbol_values = syms;
+  o->num_symbol_values = bp_graph_symbol_count(g);
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  int has = strstr(json, what) != NULL;
+  bp_graph_text_free(json);
+  bp_graph_exec_release(x);
+  return has;
+}
+
+/* Decomposed attention (the key's transpose is a view node): fused into
+ * scaled_dot_product_attention, equal to the unfused graph run eagerly;
+ * with an additive mask, and with a constant causal mask (is_causal). */
+static void test_decomposed_attention(void** state) {
+  (void)state;
+  static const char* const texts[] = {
+      "input q : f32[4, 24, 16]\n"
+      "input k : f32[4, 24, 16]\n"
+      "input v : f32[4, 24, 16]\n"
+      "kt = permute(k) {dims=[0, 2, 1]}\n"
+      "s = bmm(q, kt)\n"
+      "s2 = mul(s, _) {flags=1, scalar=0.25}\n"
+      "p = softmax(s2) {dim=-1}\n"
+      "o = bmm(p, v)\n"
+      "output o\n",
+      "input q : f32[4, 24, 16]\n"
+      "input k : f32[4, 24, 16]\n"
+      "input v : f32[4, 24, 16]\n"
+      "input m : f32[24, 24]\n"
+      "kt = permute(k) {dims=[0, 2, 1]}\n"
+      "s = bmm(q, kt)\n"
+      "s2 = div(s, _) {flags=1, scalar=4.0}\n"
+      "s3 = add(s2, m)\n"
+      "p = softmax(s3) {dim=-1}\n"
+      "o = bmm(p, v)\n"
+      "output o\n",
+  };
+  for (int i = 0; i < 2; ++i) {
+    bp_graph_t* g = fx_parse(texts[i]);
+    bp_graph_compile_options_t o = one();
+    check(g, &o, NULL);
+    assert_true(report_has(g, &o, NULL, "scaled_dot_product_attention"));
+    o.flags = BP_GRAPH_NO_FUSE;
+    assert_false(report_has(g, &o, NULL, "scaled_dot_product_attention"));
+    bp_graph_release(g);
+  }
+  /* A constant causal mask: is_causal, no mask operand. */
+  enum { L = 6 };
+  float mask[L * L];
+  for (int i = 0; i < L; ++i) {
+    for (int j = 0; j < L; ++j) mask[i * L + j] = j <= i ? 0.0f : -INFINITY;
+  }
+  bp_graph_t* g = NULL;
+  assert_int_equal(bp_graph_create("causal", &g), BP_OK);
+  uint32_t q, k, v, m, kt, s, s2, s3, p, out;
+  int64_t dims[3] = {2, L, 8};
+  assert_int_equal(bp_graph_add_input(g, "q", BP_DTYPE_F32, 3, dims, &q), BP_OK);
+  assert_int_equal(bp_graph_add_input(g, "k", BP_DTYPE_F32, 3, dims, &k), BP_OK);
+  assert_int_equal(bp_graph_add_input(g, "v", BP_DTYPE_F32, 3, dims, &v), BP_OK);
+  assert_int_equal(bp_graph_add_constant(g, "mask", BP_DTYPE_F32, 2, (const int64_t[]){L, L}, mask, sizeof(mask), &m), BP_OK);
+  bp_graph_view_params_t tp = {.struct_size = sizeof(tp), .rank = 3, .sizes = {0, 2, 1}};
+  assert_int_equal(bp_graph_add_view(g, BP_VIEW_permute, k, &tp, NULL, &kt), BP_OK);
+  assert_int_equal(bp_graph_add_node(g, BP_OP_bmm, (const uint32_t[]){q, kt}, 2, NULL, NULL, &s, 1), BP_OK);
+  bp_binary_attrs_t sc = {.struct_size = sizeof(sc), .flags = BP_BINARY_OTHER_IS_SCALAR};
+  sc.scalar.kind = BP_SCALAR_FLOAT;
+  sc.scalar.v.f = 0.35355339059327373;
+  assert_int_equal(bp_graph_add_node(g, BP_OP_mul, (const uint32_t[]){s, BP_GRAPH_NO_VALUE}, 2, &sc, NULL, &s2, 1), BP_OK);
+  assert_int_equal(bp_graph_add_node(g, BP_OP_add, (const uint32_t[]){s2, m}, 2, NULL, NULL, &s3, 1), BP_OK);
+  bp_softmax_attrs_t sa = {.struct_size = sizeof(sa), .dim = -1};
+  assert_int_equal(bp_graph_add_node(g, BP_OP_softmax, &s3, 1, &sa, NULL, &p, 1), BP_OK);
+  assert_int_equal(bp_graph_add_node(g, BP_OP_bmm, (const uint32_t[]){p, v}, 2, NULL, NULL, &out, 1), BP_OK);
+  assert_int_equal(bp_graph_add_output(g, out), BP_OK);
+  assert_int_equal(bp_graph_infer(g), BP_OK);
+  bp_graph_compile_options_t o = one();
+  check(g, &o, NULL);
+  assert_true(report_has(g, &o, NULL, "scaled_dot_product_attention {is_causal=1}"));
+  bp_graph_release(g);
+}
+
+/* The multi-head transformer block of examples/ (heads split and merged
+ * by view nodes) at a small sequence length, on one device and two. */
+static void test_multi_head_block(void** state) {
+  (void)state;
+  bp_graph_t* g = load("transformer_block.bpg");
+  int64_t s = 24;
+  bp_graph_compile_options_t o = one();
+  check(g, &o, &s);
+  o = two(0);
+  bp_graph_pin_t pin = {"attn", g_cpu1};
+  o.pins = &pin;
+  o.num_pins = 1;
+  bp_graph_exec_stats_t st = check(g, &o, &s);
+  assert_int_equal(st.num_devices, 2);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_mlp),
       cmocka_unit_test(test_transformer_block),
       cmocka_unit_test(test_resnet_block),
       cmocka_unit_test(test_data_dependent_shape),
+      cmocka_unit_test(test_decomposed_attention),
+      cmocka_unit_test(test_multi_head_block),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

@@ -46,6 +46,11 @@ bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uint32_t dev, 
   return BP_OK;
 }
 
+uint32_t bpg_slot_root(const bp_graph_exec_t* x, uint32_t s) {
+  while (x->slots[s].alias_of != UINT32_MAX) s = x->slots[s].alias_of;
+  return s;
+}
+
 bp_status_t bpg_exec_new_step(bp_graph_exec_t* x, uint32_t* out) {
   if (x->num_steps == x->cap_steps) {
     uint32_t cap = x->cap_steps ? x->cap_steps * 2 : 64;
@@ -293,8 +298,9 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
   for (int attempt = 0; st == BP_OK; ++attempt) {
     uint32_t patterns = 0;
     if (!(x->flags & BP_GRAPH_NO_FUSE)) st = bpg_pass_patterns(x, &patterns);
-    if (st == BP_OK) st = bpg_pass_decompose(x, &x->decomposed);
-    if (st == BP_OK && (x->decomposed > 0 || patterns > 0)) st = bpg_exec_tables(x);
+    uint32_t fusions = x->num_fusions;
+    if (st == BP_OK) st = bpg_pass_decompose(x, &x->decomposed); /* and the horizontal fusions (noted): both rebuild x->g */
+    if (st == BP_OK && (x->decomposed > 0 || patterns > 0 || x->num_fusions > fusions)) st = bpg_exec_tables(x);
     if (st != BP_OK) break;
     if (placed != NULL && placed->g->num_nodes != x->g->num_nodes) placed = NULL; /* another graph: place it */
     if (placed != NULL) {

@@ -212,6 +212,21 @@ BPG_HIDDEN void bpg_fuse_note(bp_graph_exec_t* x, const char* kind, uint32_t a, 
 BPG_HIDDEN uint32_t bpg_fuse_sole_reader(const bp_graph_t* g, const uint32_t* uses, uint32_t v, uint32_t from);
 /* The decomposed attention pattern ending at bmm node n (passes/fuse_attention.c). */
 BPG_HIDDEN bp_status_t bpg_fuse_attention(bp_graph_exec_t* x, uint32_t n, const uint32_t* uses, int* done);
+/* A rebuild of x->g through the builder (passes/decompose.c): the new
+ * graph and the old -> new value map. */
+typedef struct bpg_rebuild {
+  bp_graph_t* g;
+  uint32_t* map;
+  const char* base; /* the decomposed node's name (NULL: unnamed) */
+  uint32_t part;
+} bpg_rebuild_t;
+/* Horizontal fusion (passes/fuse_qkv.c): leader[n] is the first linear of
+ * n's group (UINT32_MAX: none); returns the number of groups. */
+BPG_HIDDEN uint32_t bpg_qkv_pick(const bp_graph_exec_t* x, uint32_t* leader);
+/* Emits group n's fused linear and one slice per member into rb (member
+ * outputs mapped), and notes the fusion. */
+BPG_HIDDEN bp_status_t bpg_qkv_emit(bp_graph_exec_t* x, bpg_rebuild_t* rb, bp_graph_t* old, const uint32_t* leader,
+                                    uint32_t n);
 /* Decomposition of nodes no device runs (passes/decompose.c): rebuilds x->g. */
 BPG_HIDDEN bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count);
 /* Named patterns (decomposed softmax, rms_norm, layer_norm, silu) into
@@ -250,6 +265,8 @@ BPG_HIDDEN bp_status_t bpg_pass_memplan(bp_graph_exec_t* x);
 BPG_HIDDEN bp_status_t bpg_exec_new_slot(bp_graph_exec_t* x, uint32_t value, uint32_t dev,
                                          uint32_t* out);
 BPG_HIDDEN bp_status_t bpg_exec_new_step(bp_graph_exec_t* x, uint32_t* out);
+/* The slot whose buffer slot s views (s itself when it is not a view's). */
+BPG_HIDDEN uint32_t bpg_slot_root(const bp_graph_exec_t* x, uint32_t s);
 BPG_HIDDEN int bpg_device_index(const bp_graph_exec_t* x, const bp_device_t* d);
 /* Fills device figures and limits for devices[0..n) (streams come with the first run). */
 BPG_HIDDEN bp_status_t bpg_exec_init_devices(bp_graph_exec_t* x, bp_device_t* const* devices,

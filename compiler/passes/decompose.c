@@ -6,6 +6,8 @@
  *
  * The graph is rebuilt in node order through the builder, so the order
  * stays topological; a decomposed node named N gives nodes N.1, N.2, ...
+ * The same rebuild does the horizontal fusion of linears sharing their
+ * input (passes/fuse_qkv.c).
  * Registry (PyTorch's decompositions):
  *   silu(x)        = x * sigmoid(x)
  *   mish(x)        = x * tanh(softplus(x))
@@ -20,13 +22,6 @@
 
 #include "../graph_exec.h"
 
-/* Builder state: the new graph and the old -> new value map. */
-typedef struct bpg_rebuild {
-  bp_graph_t* g;
-  uint32_t* map;
-  const char* base; /* the decomposed node's name (NULL: unnamed) */
-  uint32_t part;
-} bpg_rebuild_t;
 
 static bp_status_t bpg_emit(bpg_rebuild_t* rb, uint32_t op, const uint32_t* in, uint32_t n, const void* attrs,
                             uint32_t* out) {
@@ -167,18 +162,25 @@ bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count) {
   *out_count = 0;
   /* Which nodes: decide first, rebuild only when there is one. */
   uint8_t* pick = calloc(old->num_nodes + 1, 1);
-  if (pick == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "decompose: out of memory");
+  uint32_t* leader = malloc(sizeof(uint32_t) * (old->num_nodes + 1));
+  if (pick == NULL || leader == NULL) {
+    free(pick);
+    free(leader);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "decompose: out of memory");
+  }
+  uint32_t groups = bpg_qkv_pick(x, leader);
   uint32_t count = 0;
   for (uint32_t n = 0; n < old->num_nodes; ++n) {
     const bpg_node_t* node = &old->nodes[n];
-    if (node->dead || !bpg_decomposable(node) || node->num_out != 1) continue;
+    if (node->dead || !bpg_decomposable(node) || node->num_out != 1 || leader[n] != UINT32_MAX) continue;
     if (all || !bpg_someone_runs(x, n)) {
       pick[n] = 1;
       count++;
     }
   }
-  if (count == 0) {
+  if (count == 0 && groups == 0) {
     free(pick);
+    free(leader);
     return BP_OK;
   }
   bpg_rebuild_t rb = {0};
@@ -198,6 +200,11 @@ bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count) {
     }
     if (val->out_index != 0 || val->producer >= old->num_nodes || old->nodes[val->producer].dead) continue;
     const bpg_node_t* node = &old->nodes[val->producer];
+    if (leader[val->producer] != UINT32_MAX) {
+      /* A group of linears: emitted (with the others' slices) at its first one. */
+      if (leader[val->producer] == val->producer) st = bpg_qkv_emit(x, &rb, old, leader, val->producer);
+      continue;
+    }
     uint32_t in[64];
     for (uint32_t i = 0; i < node->num_in && i < 64; ++i) {
       in[i] = node->in[i] == BP_GRAPH_NO_VALUE ? BP_GRAPH_NO_VALUE : rb.map[node->in[i]];
@@ -221,6 +228,7 @@ bp_status_t bpg_pass_decompose(bp_graph_exec_t* x, uint32_t* out_count) {
   for (uint32_t i = 0; st == BP_OK && i < old->num_outputs; ++i) st = bp_graph_add_output(rb.g, rb.map[old->outputs[i]]);
   if (st == BP_OK) st = bpg_infer(rb.g, x->syms);
   free(pick);
+  free(leader);
   free(rb.map);
   if (st != BP_OK) {
     char msg[1024];

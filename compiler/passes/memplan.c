@@ -90,8 +90,7 @@ static void bpg_inplace(bp_graph_exec_t* x) {
         int twice = 0;
         for (uint32_t j = 0; j < nin; ++j) {
           uint32_t r = st->in_slots[j];
-          while (r != UINT32_MAX && r != is && x->slots[r].alias_of != UINT32_MAX) r = x->slots[r].alias_of;
-          twice += r == is;
+          twice += r != UINT32_MAX && (r == is || bpg_slot_root(x, r) == is);
         }
         if (twice > 1) continue;
         taken[is] = 1;

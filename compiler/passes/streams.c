@@ -8,6 +8,8 @@
  * outputs a copy reads stay on stream 0 (copies are ordered against stream
  * 0 by their events). A step that reads a value produced on another stream
  * of its device waits for that step's event (recorded when `signals`);
+ * A view step runs on the stream that wrote the buffer it views, and its
+ * readers count as readers of that buffer's writer.
  * every extra stream waits at the start of a run for stream 0 (inputs and
  * constants staged). Memory planning then gives every buffer a step on an
  * extra stream touches a range of its own for the whole run (no reuse
@@ -61,8 +63,16 @@ bp_status_t bpg_pass_streams(bp_graph_exec_t* x) {
       tail[d][0] = i;
       continue;
     }
-    int pinned = 0;
     uint32_t nin = bpg_step_nin(x, s), nout = bpg_step_nout(x, s);
+    if (s->kind == BPG_STEP_NODE && bpg_is_alias_view(x->g->nodes[s->node].op)) {
+      /* A view does no work: it stays on its buffer's writer's stream and
+       * leaves the streams' tails alone (its readers follow that writer). */
+      uint32_t root = bpg_slot_root(x, s->in_slots[0]);
+      const bpg_slot_t* r = &x->slots[root];
+      s->stream = r->dev == d && x->g->values[r->value].kind == BP_GRAPH_VALUE_NODE ? x->steps[r->def_step].stream : 0;
+      continue;
+    }
+    int pinned = 0;
     for (uint32_t k = 0; k < nin; ++k) {
       if (s->in_slots[k] != UINT32_MAX && (copied[s->in_slots[k]] & 2)) pinned = 1;
     }
@@ -75,7 +85,7 @@ bp_status_t bpg_pass_streams(bp_graph_exec_t* x) {
       if (tail[d][q] == UINT32_MAX) continue;
       any_tail = 1;
       for (uint32_t k = 0; k < nin; ++k) {
-        uint32_t sl = s->in_slots[k];
+        uint32_t sl = s->in_slots[k] == UINT32_MAX ? UINT32_MAX : bpg_slot_root(x, s->in_slots[k]);
         if (sl != UINT32_MAX && x->slots[sl].def_step == tail[d][q] && x->slots[sl].dev == d &&
             x->g->values[x->slots[sl].value].kind == BP_GRAPH_VALUE_NODE) {
           chosen = q;

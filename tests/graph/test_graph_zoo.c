@@ -118,7 +118,8 @@ static void test_transformer_block(void** state) {
   int64_t s = 16;
   bp_graph_compile_options_t o = one();
   bp_graph_exec_stats_t st = check(g, &o, &s);
-  assert_int_equal(st.num_regions, 3); /* add + layer_norm, linear + gelu (fused ops), linear + add (an epilogue region) */
+  /* q/k/v (horizontal), add + layer_norm, linear + gelu (fused ops), linear + add (an epilogue region) */
+  assert_int_equal(st.num_regions, 4);
   assert_true(st.peak_bytes < st.unplanned_bytes);
   o = two(2560 * 1024); /* the attention weights and w1 (2 MiB) fit cpu:0, w2 (1 MiB more) does not */
   o.flags = BP_GRAPH_NO_ISLANDS;
@@ -244,6 +245,58 @@ static void test_decomposed_attention(void** state) {
   bp_graph_release(g);
 }
 
+/* Linears sharing their input with constant weights: one linear over the
+ * concatenated weights and slice views (one GEMM instead of three), equal
+ * to eager; groups only form where every member can join. */
+static void test_qkv_horizontal(void** state) {
+  (void)state;
+  const char* text =
+      "sym S\n"
+      "input x : f32[2, S, 32]\n"
+      "const wq : f32[32, 32] = uniform(seed=1, lo=-0.2, hi=0.2)\n"
+      "const bq : f32[32] = uniform(seed=2, lo=-0.1, hi=0.1)\n"
+      "const wk : f32[16, 32] = uniform(seed=3, lo=-0.2, hi=0.2)\n"
+      "const bk : f32[16] = uniform(seed=4, lo=-0.1, hi=0.1)\n"
+      "const wv : f32[24, 32] = uniform(seed=5, lo=-0.2, hi=0.2)\n"
+      "const bv : f32[24] = uniform(seed=6, lo=-0.1, hi=0.1)\n"
+      "input wo : f32[32, 32]\n"
+      "const bo : f32[32] = uniform(seed=7, lo=-0.1, hi=0.1)\n"
+      "q = linear(x, wq, bq) @q_proj\n"
+      "k = linear(x, wk, bk) @k_proj\n"
+      "v = linear(x, wv, bv) @v_proj\n"
+      "u = linear(x, wo, bo) @other\n"
+      "r = relu(k)\n"
+      "output q, r, v, u\n";
+  bp_graph_t* g = fx_parse(text);
+  int64_t s = 5;
+  bp_graph_compile_options_t o = one();
+  check(g, &o, &s);
+  o.symbol_values = &s;
+  o.num_symbol_values = 1;
+  bp_graph_exec_t* x = NULL;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
+  char* t = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &t), BP_OK);
+  if (strstr(t, "\"horizontal\"") == NULL || strstr(t, "linear over 3 linears: q_proj k_proj v_proj") == NULL) fail_msg("%s", t);
+  bp_graph_text_free(t);
+  assert_int_equal(bp_graph_print(bp_graph_exec_graph(x), &t, NULL), BP_OK);
+  /* One linear for q, k, v (and `other`, whose weight is an input, alone). */
+  int linears = 0;
+  for (const char* p = t; (p = strstr(p, "= linear(")) != NULL; ++p) linears++;
+  if (linears != 2 || strstr(t, "q = slice(%") == NULL || strstr(t, "{dim=-1, start=32, end=48, step=1} @k_proj") == NULL) {
+    fail_msg("%s", t);
+  }
+  bp_graph_text_free(t);
+  bp_graph_exec_release(x);
+  o.flags = BP_GRAPH_NO_FUSE;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
+  assert_int_equal(bp_graph_print(bp_graph_exec_graph(x), &t, NULL), BP_OK);
+  assert_null(strstr(t, "slice("));
+  bp_graph_text_free(t);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 /* The multi-head transformer block of examples/ (heads split and merged
  * by view nodes) at a small sequence length, on one device and two. */
 static void test_multi_head_block(void** state) {
@@ -269,6 +322,7 @@ int main(void) {
       cmocka_unit_test(test_data_dependent_shape),
       cmocka_unit_test(test_decomposed_attention),
       cmocka_unit_test(test_multi_head_block),
+      cmocka_unit_test(test_qkv_horizontal),
   };
   return cmocka_run_group_tests(tests, fx_setup, fx_teardown);
 }

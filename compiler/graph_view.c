@@ -326,3 +326,17 @@ int bpg_views_check(bp_graph_t* g, const int64_t* syms, char* why, size_t cap) {
   }
   return 0;
 }
+
+bp_status_t bp_graph_view_run(bp_stream_t* stream, uint32_t view, const bp_graph_view_params_t* params,
+                              const bp_tensor_t* input, bp_tensor_t** out) {
+  if (stream == NULL || input == NULL || out == NULL) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_view_run: NULL argument");
+  if (!bpg_is_view(BP_GRAPH_VIEW_OP(view))) return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_view_run: view %u is not a graph view", view);
+  bp_graph_view_params_t def;
+  memset(&def, 0, sizeof(def));
+  def.struct_size = sizeof(def);
+  if (params != NULL && params->struct_size < BP_GRAPH_VIEW_PARAMS_V1_SIZE) {
+    return bpg_error(BP_INVALID_ARGUMENT, "bp_graph_view_run: params->struct_size %u is below %u", params->struct_size,
+                     (unsigned)BP_GRAPH_VIEW_PARAMS_V1_SIZE);
+  }
+  return bpg_view_apply(stream, BP_GRAPH_VIEW_OP(view), params != NULL ? (const void*)params : &def, input, out);
+}

@@ -123,6 +123,12 @@ typedef struct bp_graph_view_params {
 BP_API bp_status_t bp_graph_add_view(bp_graph_t* graph, uint32_t view, uint32_t input,
                                      const bp_graph_view_params_t* params, const char* name,
                                      uint32_t* out_value);
+/* Runs view `view` (as for bp_graph_add_view) on a tensor, as a view node
+ * runs: a new tensor over input's buffer (contiguous: input itself when
+ * it is dense, else a dense copy enqueued on `stream`). For applications
+ * that run a graph's nodes themselves. */
+BP_API bp_status_t bp_graph_view_run(bp_stream_t* stream, uint32_t view, const bp_graph_view_params_t* params,
+                                     const bp_tensor_t* input, bp_tensor_t** out);
 /* Marks a value as a graph output (in call order). */
 BP_API bp_status_t bp_graph_add_output(bp_graph_t* graph, uint32_t value);
 /* Names a value (unique among values). */

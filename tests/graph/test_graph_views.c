@@ -162,6 +162,18 @@ static void test_builder(void** state) {
                    BP_INVALID_ARGUMENT);
   assert_int_equal(bp_graph_add_view(g, BP_VIEW_view, x, NULL, NULL, &bad), BP_INVALID_ARGUMENT);
   assert_non_null(strstr(bp_status_message(), "needs params"));
+  /* The same views on a tensor, as an application running nodes itself does. */
+  bp_tensor_t *t = NULL, *v1 = NULL, *v2 = NULL;
+  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, 3, (const int64_t[]){4, 8, 16}, &t), BP_OK);
+  assert_int_equal(bp_graph_view_run(g_s0, BP_VIEW_permute, &p, t, &v1), BP_OK);
+  assert_int_equal(bp_graph_view_run(g_s0, BP_VIEW_slice, &sl, v1, &v2), BP_OK);
+  assert_int_equal(bp_tensor_sizes(v2)[1], vi.dims[1]);
+  assert_int_equal(bp_tensor_strides(v2)[1], 1); /* a view of t's buffer: the permuted stride */
+  assert_ptr_equal(bp_tensor_buffer(v2), bp_tensor_buffer(t));
+  assert_int_equal(bp_graph_view_run(g_s0, BP_VIEW_diagonal, &p, t, &v1), BP_INVALID_ARGUMENT);
+  bp_tensor_release(v2);
+  bp_tensor_release(v1);
+  bp_tensor_release(t);
   bp_graph_release(g);
 }
 

@@ -5,9 +5,10 @@
  * the transformer block's peak memory with and without planning.
  *
  * The eager baseline runs the graph's nodes in order with bp_op_run on the
- * measured device, outputs allocated by the core and released after their
- * last use, weights uploaded once beforehand: what an application calling
- * the ops itself does. */
+ * measured device (view nodes with their tensor functions, through
+ * bp_graph_view_run), outputs allocated by the core and released after
+ * their last use, weights uploaded once beforehand: what an application
+ * calling the ops itself does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@
 #include "backplane/graph.h"
 #include "bench.h"
 
-/* A pre-norm transformer block (one head) as text, d and the FFN width 4d. */
+/* A pre-norm transformer block as text, d in d/64 heads of 64 (split and
+ * merged by view nodes), causal attention, the FFN width 4d. */
 static bp_graph_t* transformer_block(int64_t d) {
   char* text = malloc(8192);
   if (text == NULL) exit(1);
@@ -38,12 +40,17 @@ static bp_graph_t* transformer_block(int64_t d) {
                 "const w2 : f32[%lld, %lld] = uniform(seed=32, lo=-0.015, hi=0.015)\n"
                 "n1, m1, r1 = layer_norm(x, ln1_w, ln1_b) {normalized_rank=1, normalized_shape=[%lld], eps=1e-05}\n"
                 "q = linear(n1, wq, bq)\nk = linear(n1, wk, bk)\nv = linear(n1, wv, bv)\n"
-                "a = scaled_dot_product_attention(q, k, v, _) {is_causal=1}\n"
+                "q4 = view(q) {sizes=[1, -1, %lld, 64]}\nk4 = view(k) {sizes=[1, -1, %lld, 64]}\n"
+                "v4 = view(v) {sizes=[1, -1, %lld, 64]}\n"
+                "qh = permute(q4) {dims=[0, 2, 1, 3]}\nkh = permute(k4) {dims=[0, 2, 1, 3]}\n"
+                "vh = permute(v4) {dims=[0, 2, 1, 3]}\n"
+                "ah = scaled_dot_product_attention(qh, kh, vh, _) {is_causal=1}\n"
+                "at = permute(ah) {dims=[0, 2, 1, 3]}\nac = contiguous(at)\na = view(ac) {sizes=[1, -1, %lld]}\n"
                 "o = linear(a, wo, bo)\nx2 = add(x, o)\n"
                 "n2, m2, r2 = layer_norm(x2, ln2_w, ln2_b) {normalized_rank=1, normalized_shape=[%lld], eps=1e-05}\n"
                 "h = linear(n2, w1, b1)\ng = gelu(h)\nf = linear(g, w2, b2)\ny = add(x2, f)\noutput y\n",
                 (long long)(4 * d), (long long)d, (long long)(4 * d), (long long)d, (long long)(4 * d), (long long)d,
-                (long long)d);
+                (long long)(d / 64), (long long)(d / 64), (long long)(d / 64), (long long)d, (long long)d);
   bp_graph_t* g = NULL;
   BPB_CHECK(bp_graph_parse(text, (size_t)n, &g));
   free(text);
@@ -125,7 +132,9 @@ static bp_status_t eager_once(bpb_ctx_t* ctx, void* user) {
     const bp_tensor_t* in[16];
     bp_tensor_t* out[4] = {0};
     for (uint32_t i = 0; i < ni.num_inputs; ++i) in[i] = ni.inputs[i] == BP_GRAPH_NO_VALUE ? NULL : e->vals[ni.inputs[i]];
-    bp_status_t st = bp_op_run(ctx->stream, ni.op_id, in, ni.num_inputs, ni.attrs, out, ni.num_outputs);
+    bp_status_t st = ni.op_id >= BP_GRAPH_VIEW_OP(0)
+                         ? bp_graph_view_run(ctx->stream, ni.op_id - BP_GRAPH_VIEW_OP(0), ni.attrs, in[0], &out[0])
+                         : bp_op_run(ctx->stream, ni.op_id, in, ni.num_inputs, ni.attrs, out, ni.num_outputs);
     if (st != BP_OK) return st;
     for (uint32_t k = 0; k < ni.num_outputs; ++k) {
       if (e->uses[ni.outputs[k]] == 0) bp_tensor_release(out[k]); /* nobody reads it (mean, rstd) */

@@ -122,7 +122,9 @@ bp_status_t bpg_qkv_emit(bp_graph_exec_t* x, bpg_rebuild_t* rb, bp_graph_t* old,
     st = bpg_add_node(rb->g, BP_GRAPH_VIEW_OP(BP_VIEW_slice), &y, 1, &p, m->name, &rb->map[m->out[0]], 1, "fuse");
     const char* vn = old->values[m->out[0]].name;
     if (st == BP_OK && vn != NULL) st = bp_graph_set_value_name(rb->g, rb->map[m->out[0]], vn);
-    if (len < sizeof(as)) len += (size_t)snprintf(as + len, sizeof(as) - len, " %s", m->name ? m->name : "#");
+    char vb[32];
+    const char* who = m->name ? m->name : bpg_value_name(old, m->out[0], vb, sizeof(vb));
+    if (len < sizeof(as)) len += (size_t)snprintf(as + len, sizeof(as) - len, " %s", who);
   }
   if (st == BP_OK) bpg_fuse_note(x, "horizontal", fused, BP_OP_linear, fused, BP_OP_linear, as);
   free(members);

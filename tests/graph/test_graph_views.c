@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#define XXH_INLINE_ALL /* xxHash header only: nothing to link */
 #include <xxhash.h>
 
 #include "backplane/graph.h"

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "cpu_region_ew.h"
+#include "cpu_stream_store.h"
 
 /* Elements per tile: a register of f32 is 4 KiB, so a chain's live
  * registers stay in L1 while each instruction is one vectorized loop long
@@ -173,6 +174,8 @@ typedef struct ewp_job {
   uint32_t es[CPU_EWP_MAX_OPS];
   uint8_t direct[CPU_EWP_MAX_OPS]; /* inputs: readable in place (kernel dtype, no output overlap) */
   uint8_t staged[CPU_EWP_MAX_OPS]; /* inputs sharing memory with an output: read at each tile's start */
+  uint8_t stream[CPU_EWP_MAX_OUTPUTS]; /* outputs written with streaming stores (cpu_stream_store.h) */
+  uint8_t any_stream;
 } ewp_job_t;
 
 /* One tile of n elements; ptr/st per operand (st in elements). */
@@ -209,7 +212,8 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
       case EWP_STORE: {
         int k = e->index;
         if (rp[e->src[0]] == ptr[k]) break; /* written in place by its op */
-        if (st[k] == 1 && j->dtype[k] == kdt) memcpy(ptr[k], rp[e->src[0]], (size_t)n * p->esize);
+        if (j->stream[k]) cpu_stream_copy(ptr[k], rp[e->src[0]], (size_t)n * p->esize);
+        else if (st[k] == 1 && j->dtype[k] == kdt) memcpy(ptr[k], rp[e->src[0]], (size_t)n * p->esize);
         else cpu_store[p->kt](ptr[k], st[k], rp[e->src[0]], n, j->dtype[k]);
         break;
       }
@@ -222,7 +226,7 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
         const void* in[3] = {rp[e->src[0]], rp[e->src[1]], rp[e->src[2]]};
         if (e->direct_out) {
           int k = e->direct_out - 1;
-          if (st[k] == 1 && j->dtype[k] == kdt) dst = ptr[k];
+          if (st[k] == 1 && j->dtype[k] == kdt && !j->stream[k]) dst = ptr[k];
         }
         if (e->result_bool) {
           e->fn(tmp, in, n, &e->params);
@@ -281,6 +285,7 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
     }
     pos += n;
   }
+  if (j->any_stream) cpu_stream_fence(); /* before the pool reports this range done */
   free(heap);
 }
 
@@ -370,6 +375,17 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     for (int k = 0; k < j.nops; k++) j.strides[k][0] = 0;
   }
   j.ndim = nd;
+  /* Outputs over this core's share of the cache, dense in the kernel
+   * dtype after collapsing, are streamed: nothing re-reads them soon
+   * enough to profit from the read for ownership. */
+  size_t stream_min = cpu_stream_threshold();
+  for (uint32_t o = 0; o < p->nout; o++) {
+    uint64_t bytes = (uint64_t)numel * j.es[o];
+    int dense = j.dtype[o] == cpu_kt_dtype[p->kt] && j.strides[o][nd - 1] == 1;
+    for (int d = nd - 1; dense && d > 0; d--) dense = j.strides[o][d - 1] == j.strides[o][d] * j.sizes[d];
+    j.stream[o] = (uint8_t)(dense && bytes >= stream_min);
+    j.any_stream |= j.stream[o];
+  }
   if (numel < CPU_EWP_GRAIN) ewp_range(&j, 0, numel);
   else cpu_parallel_for(numel, CPU_EWP_GRAIN, ewp_range, &j);
   return BP_OK;

@@ -340,16 +340,16 @@ static int node_has(const char* json, const char* name, const char* what) {
   return w != NULL && (end == NULL || w < end);
 }
 
-/* A 1 MiB relu chain whose input lives on the first device. */
+/* A 256 KiB relu chain whose input lives on the first device. */
 static const char* k_chain =
-    "input x : f32[262144]\n"
+    "input x : f32[65536]\n"
     "a = relu(x) @g1\n"
     "b = relu(a) @g2\n"
     "c = relu(b) @g3\n"
     "output c\n";
 
-/* groupdev's roofline puts each relu at 2 ms, fastdev's at 4 us plus a
- * 110 us copy of the input: node by node fastdev wins, but groupdev's
+/* groupdev's roofline puts each relu at 0.5 ms, fastdev's at 2 us plus a
+ * 36 us copy of the input: node by node fastdev wins, but groupdev's
  * group of the three at 1 us wins whole. The run equals eager (groupdev
  * runs the chain as its compiled program). */
 static void test_claimed_group_wins_whole(void** state) {
@@ -373,14 +373,14 @@ static void test_claimed_group_wins_whole(void** state) {
   assert_non_null(strstr(json, "\"nodes\": [\"g1\", \"g2\", \"g3\"], \"ops\": [\"relu\", \"relu\", \"relu\"], "
                                "\"as\": \"compiled region\", \"device\": \"groupdev:0\""));
   bp_graph_text_free(json);
-  int64_t dims[1] = {262144};
-  expect_run_equals_eager(x, g, g_cpu0, g_s0, 1, dims, 262144);
+  int64_t dims[1] = {65536};
+  expect_run_equals_eager(x, g, g_cpu0, g_s0, 1, dims, 65536);
   bp_graph_exec_release(x);
   bp_graph_release(g);
 }
 
-/* The group needs its three 1 MiB outputs at once on groupdev; under a
- * 2.5 MiB limit it does not fit there and is not placed there: the nodes,
+/* The group needs its three 256 KiB outputs at once on groupdev; under a
+ * 640 KiB limit it does not fit there and is not placed there: the nodes,
  * offered one by one, go to fastdev (each fits, with the values that died
  * freed). With 64 MiB the group goes whole to groupdev. */
 static void test_claimed_group_over_memory(void** state) {
@@ -388,7 +388,7 @@ static void test_claimed_group_over_memory(void** state) {
   bp_graph_t* g = parse(k_chain);
   bp_device_t* devs[2] = {g_group, g_fast};
   bp_graph_compile_options_t o = opts(devs, 2);
-  o.memory_limit_bytes = 5u << 19; /* 2.5 MiB */
+  o.memory_limit_bytes = 5u << 17; /* 640 KiB */
   bp_graph_exec_t* x = NULL;
   if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
   char* json = report_json(x);

@@ -307,6 +307,10 @@ bp_status_t bpg_exec_build(bp_context_t* ctx, const bp_graph_t* g_sym, const int
       /* The same graph: the same nodes on the same devices. */
       memcpy(x->node_dev, placed->node_dev, sizeof(uint32_t) * x->g->num_nodes);
       memcpy(x->node_reason, placed->node_reason, sizeof(*x->node_reason) * x->g->num_nodes);
+      if (placed->claims != NULL && (x->claims = bpg_claims_clone(placed->claims)) == NULL) {
+        st = bpg_error(BP_RESOURCE_EXHAUSTED, "compile: out of memory");
+        break;
+      }
       for (uint32_t d = 0; d < n; ++d) x->devs[d].num_nodes = placed->devs[d].num_nodes;
       x->passes_folded = placed->passes_folded;
       x->passes_merged = placed->passes_merged;

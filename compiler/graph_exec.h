@@ -193,6 +193,8 @@ BPG_HIDDEN bp_status_t bpg_claims_gather(bp_graph_exec_t* x);
  * for the compiled region, else the sum of its nodes' costs (cached). */
 BPG_HIDDEN double bpg_claims_group_cost(bp_graph_exec_t* x, uint32_t gi);
 BPG_HIDDEN void bpg_claims_free(bpg_claims_t* c);
+/* A deep copy (a rebind keeps the placement and its claims); NULL when out of memory. */
+BPG_HIDDEN bpg_claims_t* bpg_claims_clone(const bpg_claims_t* c);
 /* 1 when the ascending node set is convex in g (passes/regions.c); mark:
  * num_nodes zeroed bytes, zeroed again on return. */
 BPG_HIDDEN int bpg_nodes_convex(const bp_graph_t* g, const uint32_t* nodes, uint32_t n, uint8_t* mark);

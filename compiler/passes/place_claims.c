@@ -39,6 +39,38 @@ void bpg_claims_free(bpg_claims_t* c) {
   free(c);
 }
 
+bpg_claims_t* bpg_claims_clone(const bpg_claims_t* c) {
+  bpg_claims_t* k = calloc(1, sizeof(*k));
+  if (k == NULL) return NULL;
+  *k = *c;
+  size_t cells = (size_t)c->num_nodes * c->num_devs + 1;
+  k->ok = malloc(cells);
+  k->why = malloc(cells * sizeof(*k->why));
+  k->grp = malloc(cells * sizeof(uint32_t));
+  k->node_group = malloc(sizeof(uint32_t) * (c->num_nodes + 1));
+  k->groups = calloc(c->num_groups + 1, sizeof(*k->groups));
+  if (k->ok == NULL || k->why == NULL || k->grp == NULL || k->node_group == NULL || k->groups == NULL) {
+    k->num_groups = 0;
+    bpg_claims_free(k);
+    return NULL;
+  }
+  memcpy(k->ok, c->ok, cells);
+  memcpy(k->why, c->why, cells * sizeof(*k->why));
+  memcpy(k->grp, c->grp, cells * sizeof(uint32_t));
+  memcpy(k->node_group, c->node_group, sizeof(uint32_t) * (c->num_nodes + 1));
+  for (uint32_t i = 0; i < c->num_groups; ++i) {
+    k->groups[i] = c->groups[i];
+    k->groups[i].nodes = malloc(sizeof(uint32_t) * c->groups[i].num_nodes);
+    if (k->groups[i].nodes == NULL) {
+      k->num_groups = i;
+      bpg_claims_free(k);
+      return NULL;
+    }
+    memcpy(k->groups[i].nodes, c->groups[i].nodes, sizeof(uint32_t) * c->groups[i].num_nodes);
+  }
+  return k;
+}
+
 static void bpg_why_set(bpg_claims_t* c, uint32_t n, uint32_t d, const bp_support_t* s) {
   snprintf(c->why[(size_t)n * c->num_devs + d], sizeof(c->why[0]), "%s: %.110s", bp_support_reason_name(s->reason),
            s->message[0] ? s->message : "not supported");

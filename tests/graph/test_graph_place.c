@@ -490,6 +490,41 @@ static void test_claims_deterministic(void** state) {
   bp_graph_release(g);
 }
 
+/* A new binding of the graph's symbols keeps the placement (a rebind, not
+ * a compile): the report of the rebound executable still says which
+ * claimed group each node was placed with. */
+static void test_rebind_keeps_claims(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "sym N\n"
+      "input x : f32[N]\n"
+      "a = relu(x) @g1\n"
+      "b = relu(a) @g2\n"
+      "output b\n");
+  bp_device_t* devs[2] = {g_group, g_fast};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  bp_graph_cache_t* cache = NULL;
+  assert_int_equal(bp_graph_cache_create(g_ctx, g, &o, &cache), BP_OK);
+  int64_t sizes[2] = {65536, 4096};
+  for (int k = 0; k < 2; ++k) {
+    bp_tensor_t* in = NULL;
+    assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, 1, &sizes[k], &in), BP_OK);
+    bp_graph_exec_t* x = NULL;
+    if (bp_graph_cache_lookup(cache, (const bp_tensor_t* const*)&in, 1, &x) != BP_OK) fail_msg("lookup: %s", bp_status_message());
+    char* json = report_json(x);
+    if (!node_has(json, "g1", "\"device\": \"groupdev:0\"") || !node_has(json, "g2", "\"claim\": \"group\", \"group\": 0"))
+      fail_msg("binding %d: %s", k, json);
+    bp_graph_text_free(json);
+    bp_tensor_release(in);
+  }
+  bp_graph_cache_stats_t st = {.struct_size = sizeof(st)};
+  assert_int_equal(bp_graph_cache_get_stats(cache, &st), BP_OK);
+  assert_int_equal(st.compiles, 1);
+  assert_int_equal(st.rebinds, 1);
+  bp_graph_cache_release(cache);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_query_fills_default_attrs),
@@ -502,6 +537,7 @@ int main(void) {
       cmocka_unit_test(test_claimed_group_over_memory),
       cmocka_unit_test(test_claim_refusal_reasons),
       cmocka_unit_test(test_claims_deterministic),
+      cmocka_unit_test(test_rebind_keeps_claims),
   };
   return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

@@ -105,6 +105,7 @@ typedef struct bpg_claims {
   char (*why)[128];     /* [n * num_devs + d]: why d does not ("" when it does) */
   uint32_t* grp;        /* [n * num_devs + d]: n's group on d of two or more nodes (UINT32_MAX: none) */
   uint32_t* node_group; /* per node: the group it was placed in whole (UINT32_MAX: none) */
+  uint8_t* queried;     /* per node: 1 when not offered in claims (a view, or it reads a strided view): the support query answered */
   bpg_cgroup_t* groups;
   uint32_t num_groups;
   uint8_t by_query[BPG_MAX_DEVICES]; /* 1: the device's claim failed; its per-node support answers were used */
@@ -198,6 +199,9 @@ BPG_HIDDEN bpg_claims_t* bpg_claims_clone(const bpg_claims_t* c);
 /* 1 when the ascending node set is convex in g (passes/regions.c); mark:
  * num_nodes zeroed bytes, zeroed again on return. */
 BPG_HIDDEN int bpg_nodes_convex(const bp_graph_t* g, const uint32_t* nodes, uint32_t n, uint8_t* mark);
+/* 1 when live node n can be in a region (passes/regions.c): an op (not a
+ * view) reading dense values only. */
+BPG_HIDDEN int bpg_region_candidate(const bp_graph_t* g, uint32_t n);
 /* Offers nodes[0..n) (ascending, live, of device dev) to dev's plugin as
  * one GRAPH region (bp_device_claim_region): a group per node in groups,
  * reasons as that call takes them (may be NULL) (passes/regions.c). */

@@ -55,7 +55,7 @@ static void bpg_report_claim_json(const bp_graph_exec_t* x, uint32_t idx, uint32
   const bpg_claims_t* c = x->claims;
   if (c == NULL || idx >= c->num_nodes) return;
   if (c->node_group[idx] != UINT32_MAX) bpg_sbuf_printf(s, ", \"claim\": \"group\", \"group\": %u", c->node_group[idx]);
-  else bpg_sbuf_printf(s, ", \"claim\": \"%s\"", c->by_query[dev] ? "query" : "node");
+  else bpg_sbuf_printf(s, ", \"claim\": \"%s\"", c->by_query[dev] || c->queried[idx] ? "query" : "node");
   int first = 1;
   for (uint32_t d = 0; d < c->num_devs; ++d) {
     const char* why = c->why[(size_t)idx * c->num_devs + d];

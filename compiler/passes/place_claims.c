@@ -36,6 +36,7 @@ void bpg_claims_free(bpg_claims_t* c) {
   free(c->why);
   free(c->grp);
   free(c->node_group);
+  free(c->queried);
   free(c);
 }
 
@@ -48,8 +49,10 @@ bpg_claims_t* bpg_claims_clone(const bpg_claims_t* c) {
   k->why = malloc(cells * sizeof(*k->why));
   k->grp = malloc(cells * sizeof(uint32_t));
   k->node_group = malloc(sizeof(uint32_t) * (c->num_nodes + 1));
+  k->queried = malloc(c->num_nodes + 1);
   k->groups = calloc(c->num_groups + 1, sizeof(*k->groups));
-  if (k->ok == NULL || k->why == NULL || k->grp == NULL || k->node_group == NULL || k->groups == NULL) {
+  if (k->ok == NULL || k->why == NULL || k->grp == NULL || k->node_group == NULL || k->queried == NULL ||
+      k->groups == NULL) {
     k->num_groups = 0;
     bpg_claims_free(k);
     return NULL;
@@ -58,6 +61,7 @@ bpg_claims_t* bpg_claims_clone(const bpg_claims_t* c) {
   memcpy(k->why, c->why, cells * sizeof(*k->why));
   memcpy(k->grp, c->grp, cells * sizeof(uint32_t));
   memcpy(k->node_group, c->node_group, sizeof(uint32_t) * (c->num_nodes + 1));
+  memcpy(k->queried, c->queried, c->num_nodes + 1);
   for (uint32_t i = 0; i < c->num_groups; ++i) {
     k->groups[i] = c->groups[i];
     k->groups[i].nodes = malloc(sizeof(uint32_t) * c->groups[i].num_nodes);
@@ -76,11 +80,11 @@ static void bpg_why_set(bpg_claims_t* c, uint32_t n, uint32_t d, const bp_suppor
            s->message[0] ? s->message : "not supported");
 }
 
-/* Device d node by node: the support query per live node. */
-static bp_status_t bpg_claims_by_query(bp_graph_exec_t* x, uint32_t d) {
+/* Device d node by node: the support query for nodes[0..nn). */
+static bp_status_t bpg_claims_by_query(bp_graph_exec_t* x, uint32_t d, const uint32_t* nodes, uint32_t nn) {
   bpg_claims_t* c = x->claims;
-  for (uint32_t n = 0; n < x->g->num_nodes; ++n) {
-    if (x->g->nodes[n].dead) continue;
+  for (uint32_t k = 0; k < nn; ++k) {
+    uint32_t n = nodes[k];
     bp_support_t s;
     bp_status_t st = bpg_claim(x, n, d, &s);
     if (st != BP_OK) return st;
@@ -194,29 +198,40 @@ bp_status_t bpg_claims_gather(bp_graph_exec_t* x) {
   c->why = calloc((size_t)nn * nd + 1, sizeof(*c->why));
   c->grp = malloc(sizeof(uint32_t) * ((size_t)nn * nd + 1));
   c->node_group = malloc(sizeof(uint32_t) * (nn + 1));
+  c->queried = calloc(nn + 1, 1);
   free(x->est_cost);
   x->est_cost = calloc((size_t)nn * nd + 1, sizeof(double));
   x->est_nodes = nn;
-  if (c->ok == NULL || c->why == NULL || c->grp == NULL || c->node_group == NULL || x->est_cost == NULL) {
+  if (c->ok == NULL || c->why == NULL || c->grp == NULL || c->node_group == NULL || c->queried == NULL ||
+      x->est_cost == NULL) {
     st = bpg_error(BP_RESOURCE_EXHAUSTED, "place: out of memory");
     goto done;
   }
   memset(c->grp, 0xFF, sizeof(uint32_t) * ((size_t)nn * nd + 1));
   memset(c->node_group, 0xFF, sizeof(uint32_t) * (nn + 1));
-  uint32_t live = 0;
+  /* Offered: the nodes a region can hold; the rest (views, readers of
+   * strided views) are asked node by node. live: offered first, then the rest. */
+  uint32_t live = 0, offered = 0;
   for (uint32_t n = 0; n < nn; ++n) {
-    if (!g->nodes[n].dead) nodes[live++] = n;
+    if (bpg_region_candidate(g, n)) nodes[offered++] = n;
+  }
+  live = offered;
+  for (uint32_t n = 0; n < nn; ++n) {
+    if (g->nodes[n].dead || bpg_region_candidate(g, n)) continue;
+    nodes[live++] = n;
+    c->queried[n] = 1;
   }
   for (uint32_t d = 0; d < nd && st == BP_OK; ++d) {
     int claimed = 0;
-    st = live > 0 ? bpg_claims_device(x, d, nodes, live, groups, reasons, rptr, &claimed) : BP_OK;
+    st = offered > 0 ? bpg_claims_device(x, d, nodes, offered, groups, reasons, rptr, &claimed) : BP_OK;
     if (st != BP_OK) break;
     if (claimed) {
-      st = bpg_claims_groups(x, d, nodes, live, groups, mark);
-    } else if (live > 0) {
+      st = bpg_claims_groups(x, d, nodes, offered, groups, mark);
+    } else if (offered > 0) {
       c->by_query[d] = 1;
-      st = bpg_claims_by_query(x, d);
+      st = bpg_claims_by_query(x, d, nodes, offered);
     }
+    if (st == BP_OK) st = bpg_claims_by_query(x, d, nodes + offered, live - offered);
     for (uint32_t k = 0; k < live && st == BP_OK; ++k) {
       uint32_t n = nodes[k];
       if (c->ok[(size_t)n * nd + d]) x->est_cost[(size_t)n * nd + d] = bpg_node_estimate(x, n, d);

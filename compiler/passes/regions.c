@@ -318,7 +318,7 @@ static bp_status_t bpg_order(bp_graph_exec_t* x) {
 /* Regions take ops over dense values: a view node runs in the core, and a
  * node that reads a strided view runs alone (bp_op_run packs what the
  * plugin cannot take strided). */
-static int bpg_region_candidate(const bp_graph_t* g, uint32_t n) {
+int bpg_region_candidate(const bp_graph_t* g, uint32_t n) {
   const bpg_node_t* node = &g->nodes[n];
   if (node->dead || bpg_is_view(node->op)) return 0;
   for (uint32_t i = 0; i < node->num_in; ++i) {

@@ -525,6 +525,36 @@ static void test_rebind_keeps_claims(void** state) {
   bp_graph_release(g);
 }
 
+/* View nodes run in the core and are not offered in claims (a region
+ * holds ops over dense values): the ops around one are still claimed, and
+ * the view is answered by the support query. */
+static void test_claims_around_views(void** state) {
+  (void)state;
+  bp_graph_t* g = parse(
+      "input x : f32[4, 8]\n"
+      "a = relu(x) @v1\n"
+      "r = view(a) {sizes=[8, 4]} @rs\n"
+      "b = relu(r) @v2\n"
+      "output b\n");
+  bp_device_t* devs[2] = {g_fast, g_cpu0};
+  bp_graph_compile_options_t o = opts(devs, 2);
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  char* json = report_json(x);
+  if (!node_has(json, "v1", "\"claim\": \"node\"") || !node_has(json, "v2", "\"claim\": \"node\"") ||
+      !node_has(json, "rs", "\"claim\": \"query\""))
+    fail_msg("%s", json);
+  bp_graph_text_free(json);
+  char* text = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_TEXT, &text), BP_OK);
+  assert_null(strstr(text, "claim of"));
+  bp_graph_text_free(text);
+  int64_t dims[2] = {4, 8};
+  expect_run_equals_eager(x, g, g_cpu0, g_s0, 2, dims, 32);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_query_fills_default_attrs),
@@ -538,6 +568,7 @@ int main(void) {
       cmocka_unit_test(test_claim_refusal_reasons),
       cmocka_unit_test(test_claims_deterministic),
       cmocka_unit_test(test_rebind_keeps_claims),
+      cmocka_unit_test(test_claims_around_views),
   };
   return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

@@ -84,12 +84,6 @@ static bp_status_t broken(struct bpp_comm_s* comm, const char* what, uint64_t se
 
 bp_status_t bp_mpi_wait(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n, bp_mpi_status_t* statuses,
                         uint64_t start_ns, const char* what, uint64_t seq) {
-  return bp_mpi_wait_since(comm, reqs, n, statuses, start_ns, start_ns, what, seq);
-}
-
-bp_status_t bp_mpi_wait_since(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n,
-                              bp_mpi_status_t* statuses, uint64_t start_ns, uint64_t spin_from_ns,
-                              const char* what, uint64_t seq) {
   uint64_t deadline = start_ns + comm->timeout_ns;
   for (uint64_t it = 0;; it++) {
     if (atomic_load_explicit(&comm->error, memory_order_acquire) != BP_OK)
@@ -114,8 +108,8 @@ bp_status_t bp_mpi_wait_since(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n,
       return bp_kit_error(BP_DEADLINE_EXCEEDED, "mpi: %s", msg);
     }
     /* Spin first (latency), then let oversubscribed ranks run. */
-    if (now - spin_from_ns > 50000000u) nanosleep(&(struct timespec){0, 20000}, NULL);
-    else if (now - spin_from_ns > 1000000u) sched_yield();
+    if (now - start_ns > 50000000u) nanosleep(&(struct timespec){0, 20000}, NULL);
+    else if (now - start_ns > 1000000u) sched_yield();
   }
 }
 

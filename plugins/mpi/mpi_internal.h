@@ -154,12 +154,6 @@ void bp_mpi_comm_break(struct bpp_comm_s* comm, bp_status_t status, const char* 
  * + timeout) or an abort. The what/seq name the call in messages. */
 bp_status_t bp_mpi_wait(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n, bp_mpi_status_t* statuses,
                         uint64_t start_ns, const char* what, uint64_t seq);
-/* The same, spinning (then yielding, then sleeping) as if the wait had
- * begun at `spin_from_ns` rather than `start_ns`: for a call that waits
- * many times (the compressed pipeline). */
-bp_status_t bp_mpi_wait_since(struct bpp_comm_s* comm, bp_mpi_h* reqs, int n,
-                              bp_mpi_status_t* statuses, uint64_t start_ns, uint64_t spin_from_ns,
-                              const char* what, uint64_t seq);
 uint64_t bp_mpi_now_ns(void);
 
 /* The comm table and the device's stream (mpi_comm.c, mpi_plugin.c). */

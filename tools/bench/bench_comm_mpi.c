@@ -152,6 +152,8 @@ static void compressed_moves(bpb_ctx_t* ctx, comm_env_t* e, float* src, float* d
     bp_tensor_desc_t sd = bp_mpi_host_desc(src, BP_DTYPE_F32, gather ? part : part * e->size);
     bp_tensor_desc_t rd = bp_mpi_host_desc(dst, BP_DTYPE_F32, gather ? part * e->size : part);
     double vp[BPB_MAX_REPS], vm[BPB_MAX_REPS];
+    const int64_t out = gather ? part * e->size : part;
+    float* exact = bpb_alloc((size_t)out * sizeof(float));
     for (int r = -1; r < ctx->reps; r++) { /* r = -1: a warm-up */
       const int k = r < 0 ? 0 : r;
       for (int c = 0; c < 2; ++c) {
@@ -163,8 +165,17 @@ static void compressed_moves(bpb_ctx_t* ctx, comm_env_t* e, float* src, float* d
         else
           BPB_CHECK(e->vt->comm->reduce_scatter(e->comm, NULL, &sd, &rd, BP_REDUCE_SUM, o));
         (c ? vp : vm)[k] = slowest(bpb_now() - t0);
+        if (r < 0 && c == 0) memcpy(exact, dst, (size_t)out * sizeof(float));
       }
     }
+    /* Rank 0's error of the last compressed call against the uncompressed. */
+    double err = 0, top = 0;
+    for (int64_t i = 0; i < out; i++) {
+      const double d = (double)dst[i] - exact[i], a = exact[i] < 0 ? -exact[i] : exact[i];
+      if (d > err || -d > err) err = d < 0 ? -d : d;
+      if (a > top) top = a;
+    }
+    free(exact);
     char name[128];
     snprintf(name, sizeof name, "%s f32 %lld MiB, %d processes, int8 blocks of 256 (bus "
              "bandwidth)", gather ? "all_gather" : "reduce_scatter",
@@ -175,6 +186,9 @@ static void compressed_moves(bpb_ctx_t* ctx, comm_env_t* e, float* src, float* d
                                      .baseline = bus / bpb_median(vm, ctx->reps) / 1e9,
                                      .baseline_name = "the plugin's call uncompressed",
                                      .target = 1.5});
+    if (e->rank == 0)
+      printf("  int8-compressed %s across processes: max abs error %.3g (%.2e of the largest "
+             "|value|)\n", gather ? "all_gather" : "reduce_scatter", err, top > 0 ? err / top : 0.0);
   }
 }
 

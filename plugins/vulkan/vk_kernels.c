@@ -751,10 +751,67 @@ bp_status_t vk_launch_glu(bpp_stream_t s, const bp_op_call_t* call) {
     aux = call->attrs ? ((const bp_gelu_attrs_t*)call->attrs)->approximate : 0;
   }
   vk_ew_t p;
-  vk_ew_init(&p, in->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32);
+  vk_ew_init(&p, BP_DTYPE_F64);
   uint8_t g = vk_ew_load_input(&p, vk_ew_input(&p, &gate));
   uint8_t u = vk_ew_load_input(&p, vk_ew_input(&p, &up));
   uint8_t y = vk_ew_op(&p, BP_OP_mul, vk_ew_op(&p, act, g, 0, 0, aux), u, 0, 0);
+  vk_ew_store(&p, vk_ew_output(&p, out), y);
+  return vk_ew_launch(s, &p);
+}
+
+/* ======================================================================== */
+/* swiglu_oai, logits_softcap: elementwise programs                          */
+/* ======================================================================== */
+/* swiglu_oai: gate = self[..., 0::2] and up = self[..., 1::2] (two strided
+ * views of one buffer); g = clamp(gate, -inf, limit), u = clamp(up, -limit,
+ * limit) (NaN propagates, as the CPU's), out = (u + 1) * (g * sigmoid(alpha
+ * * g)), computed in f64 for every dtype: an f32 alpha * g alone costs ~10
+ * ulps of exp at |g| ~ 7 (the CPU computes the sigmoid in f64 too). */
+bp_status_t vk_launch_swiglu_oai(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
+  const bp_swiglu_oai_attrs_t* a = call->attrs;
+  if (!a || in->rank == 0 || out->rank != in->rank || in->sizes[in->rank - 1] != 2 * out->sizes[out->rank - 1])
+    return vk_error(BP_INVALID_ARGUMENT, "vulkan: swiglu_oai: needs attrs and an input last dim twice the output's");
+  uint32_t last = in->rank - 1;
+  bp_tensor_desc_t gate = *in, up = *in;
+  gate.sizes[last] = up.sizes[last] = out->sizes[last];
+  gate.strides[last] = up.strides[last] = 2 * in->strides[last];
+  up.byte_offset += (uint64_t)in->strides[last] * bp_dtype_size(in->dtype);
+  double alpha = a->alpha != 0.0 ? a->alpha : 1.702, limit = a->limit != 0.0 ? a->limit : 7.0;
+  vk_ew_t p;
+  vk_ew_init(&p, BP_DTYPE_F64);
+  uint8_t g = vk_ew_load_input(&p, vk_ew_input(&p, &gate));
+  uint8_t u = vk_ew_load_input(&p, vk_ew_input(&p, &up));
+  uint8_t lim = vk_ew_load_const(&p, vk_ew_const_f(&p, limit));
+  uint8_t nlim = vk_ew_load_const(&p, vk_ew_const_f(&p, -limit));
+  uint8_t ninf = vk_ew_load_const(&p, vk_ew_const_f(&p, -INFINITY));
+  uint8_t one = vk_ew_load_const(&p, vk_ew_const_f(&p, 1.0));
+  g = vk_ew_op(&p, BP_OP_clamp, g, ninf, lim, 0);
+  u = vk_ew_op(&p, BP_OP_clamp, u, nlim, lim, 0);
+  uint8_t sg = vk_ew_op(&p, BP_OP_sigmoid, vk_ew_op(&p, BP_OP_mul, g, vk_ew_load_const(&p, vk_ew_const_f(&p, alpha)), 0, 0),
+                        0, 0, 0);
+  uint8_t y = vk_ew_op(&p, BP_OP_mul, vk_ew_op(&p, BP_OP_add, u, one, 0, 0), vk_ew_op(&p, BP_OP_mul, g, sg, 0, 0), 0, 0);
+  vk_ew_store(&p, vk_ew_output(&p, out), y);
+  return vk_ew_launch(s, &p);
+}
+
+/* logits_softcap: tanh(x / cap) * cap in f32 (f64 for f64). */
+bp_status_t vk_launch_softcap(bpp_stream_t s, const bp_op_call_t* call) {
+  const bp_tensor_desc_t *in = call->inputs[0], *out = call->outputs[0];
+  const bp_softcap_attrs_t* a = call->attrs;
+  if (!a || !(a->cap > 0.0)) return vk_error(BP_INVALID_ARGUMENT, "vulkan: logits_softcap: needs attrs.cap > 0");
+  uint32_t cd = in->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
+  vk_ew_t p;
+  vk_ew_init(&p, cd);
+  uint8_t x = vk_ew_load_input(&p, vk_ew_input(&p, in));
+  uint8_t cap = vk_ew_load_const(&p, vk_ew_const_f(&p, a->cap));
+  uint8_t t = vk_ew_op(&p, BP_OP_div, x, cap, 0, 0);
+  uint8_t y = vk_ew_op(&p, BP_OP_mul, vk_ew_op(&p, BP_OP_tanh, t, 0, 0, 0), cap, 0, 0);
+  /* |x / cap| below 2^-12 (2^-27 for f64): x itself, as the CPU's (tanh(y)
+   * = y (1 - y^2 / 3 ...), and a subnormal x / cap would lose bits) */
+  uint8_t thr = vk_ew_load_const(&p, vk_ew_const_f(&p, a->cap * (cd == BP_DTYPE_F64 ? 0x1p-27 : 0x1p-12)));
+  uint8_t tiny = vk_ew_op(&p, BP_OP_lt, vk_ew_op(&p, BP_OP_abs, x, 0, 0, 0), thr, 0, 0);
+  y = vk_ew_op(&p, BP_OP_where, tiny, x, y, 0);
   vk_ew_store(&p, vk_ew_output(&p, out), y);
   return vk_ew_launch(s, &p);
 }
@@ -948,6 +1005,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
     case BP_OP_quantize: case BP_OP_dequantize: case BP_OP_sample: case BP_OP_repetition_penalty:
+    case BP_OP_swiglu_oai: case BP_OP_logits_softcap:
       return 1;
     default:
       return 0;
@@ -964,7 +1022,7 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
     case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
       return matmul_supported(d, call, msg, cap);
     case BP_OP_softmax: case BP_OP_log_softmax: case BP_OP_layer_norm: case BP_OP_rms_norm:
-    case BP_OP_add_layer_norm: case BP_OP_add_rms_norm:
+    case BP_OP_add_layer_norm: case BP_OP_add_rms_norm: case BP_OP_swiglu_oai: case BP_OP_logits_softcap:
       return norm_supported(d, call, msg, cap);
     case BP_OP_swiglu: case BP_OP_geglu:
       return glu_supported(d, call, msg, cap);

@@ -130,6 +130,10 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_norm(s, call);
     case BP_OP_swiglu: case BP_OP_geglu:
       return vk_launch_glu(s, call);
+    case BP_OP_swiglu_oai:
+      return vk_launch_swiglu_oai(s, call);
+    case BP_OP_logits_softcap:
+      return vk_launch_softcap(s, call);
     case BP_OP_mm: case BP_OP_bmm: case BP_OP_addmm:
       return vk_launch_matmul(s, call);
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:

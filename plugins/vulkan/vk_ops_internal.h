@@ -48,6 +48,8 @@ VK_HIDDEN void vk_access_of(const bp_tensor_desc_t* d, int write, vk_access_t* a
 VK_HIDDEN bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call); /* and the add_ forms */
 VK_HIDDEN bp_status_t vk_launch_glu(bpp_stream_t s, const bp_op_call_t* call);   /* swiglu, geglu */
+VK_HIDDEN bp_status_t vk_launch_swiglu_oai(bpp_stream_t s, const bp_op_call_t* call);
+VK_HIDDEN bp_status_t vk_launch_softcap(bpp_stream_t s, const bp_op_call_t* call); /* logits_softcap */
 VK_HIDDEN bp_status_t vk_launch_matmul(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call);

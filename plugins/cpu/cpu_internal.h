@@ -145,6 +145,9 @@ CPU_HIDDEN bp_status_t cpu_exec_elementwise(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_exec_copy_like(const bp_op_call_t* call); /* to_copy copy clone cat fill arange */
 CPU_HIDDEN bp_status_t cpu_exec_reduce(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_exec_softmax(const bp_op_call_t* call);
+/* log_softmax of one dense f32 row of n > 0 into y (may be x), the
+ * vectorized kernel of log_softmax (the CPU's best ISA; cpu_reduce.c). */
+CPU_HIDDEN void cpu_log_softmax_row_f32(const float* x, float* y, int64_t n);
 CPU_HIDDEN bp_status_t cpu_exec_matmul(const bp_op_call_t* call);
 /* C[m,n] = alpha * A[m,k] @ B[k,n] (+ C when accumulate) on host memory,
  * all three of `dtype` (f32, f64, f16, bf16, integers), strides in elements

@@ -1,10 +1,11 @@
 /* backplane CPU plugin: gather_logprobs (family SAMPLE; docs/semantics.md,
  * "Logits processing"), vLLM's compute_logprobs + gather_logprobs:
  *
- *   lse          = m + log(sum_j exp(l_j - m)), m the row's largest logit
- *                  (the sum in double)
- *   logprobs[0]  = l[token] - lse, ids[0] = token
- *   logprobs[i]  = l[id_i] - lse for the num_logprobs largest logits, in
+ *   lp           = log_softmax(l) over the row: for f16/bf16/f32 logits
+ *                  log_softmax's own vectorized f32 row kernel (so the
+ *                  values are log_softmax's to the bit), for f64 in double
+ *   logprobs[0]  = lp[token], ids[0] = token
+ *   logprobs[i]  = lp[id_i] for the num_logprobs largest logits, in
  *                  descending order, ties to the lower id, NaN first (as
  *                  torch.topk ranks NaN above every number)
  *   rank         = #{j : l_j >= l[token]} (vLLM's batched_count_greater_than;
@@ -13,10 +14,10 @@
  *
  * The order comes from the logits as loaded (exact for every input dtype),
  * so the ids and ranks do not depend on rounding. Selection keeps a sorted
- * list of the best k (k <= 64: a few comparisons per logit) or sorts the
- * row's ids (larger k). Token ids outside [0, V) fail the call before any
- * write. Threading: rows spread over the pool, each task with its own
- * scratch.
+ * list of the best k (k <= 64: one comparison per logit past the first k)
+ * or sorts the row's ids (larger k). Token ids outside [0, V) fail the call
+ * before any write. Threading: rows spread over the pool, each task with
+ * its own scratch.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -65,46 +66,57 @@ static void lp_topk(const double* l, int64_t V, int64_t k, int64_t* top, int64_t
   }
 }
 
+/* The log-probabilities of row l[0..V) (double) into lp. */
+static void lp_row_f64(const double* l, double* lp, int64_t V) {
+  double m = -INFINITY, z = 0.0;
+  int nan = 0;
+  for (int64_t i = 0; i < V; i++) {
+    nan |= l[i] != l[i];
+    m = l[i] > m ? l[i] : m;
+  }
+  for (int64_t i = 0; i < V; i++) z += exp(l[i] - m);
+  double lse = nan ? NAN : m == -INFINITY || m == INFINITY ? m : m + log(z);
+  for (int64_t i = 0; i < V; i++) lp[i] = l[i] - lse;
+}
+
 static void lp_run(void* ctx, int64_t begin, int64_t end) {
   lp_job_t* j = ctx;
   const bp_op_call_t* call = j->call;
   const bp_tensor_desc_t *lg = call->inputs[0], *tok = call->inputs[1], *lo = call->outputs[0];
   int64_t V = j->V, k = j->k;
-  double* l = malloc(sizeof(double) * (size_t)V + sizeof(double) * (size_t)(k + 1));
+  int f64 = lg->dtype == BP_DTYPE_F64;
+  /* l: the row in double (the order), lp: its log-probabilities, f: f32 staging */
+  double* l = malloc(sizeof(double) * (size_t)(2 * V + k + 1));
+  float* f = f64 ? NULL : malloc(sizeof(float) * (size_t)V);
   int64_t* ids = malloc(sizeof(int64_t) * (size_t)(V + k + 1));
-  if (!l || !ids) {
-    free(l), free(ids);
+  if (!l || !ids || (!f64 && !f)) {
+    free(l), free(f), free(ids);
     atomic_store(&j->failed, 1);
     return;
   }
-  double* o = l + V;
+  double *lp = l + V, *o = lp + V;
   int64_t* top = ids + V;
   size_t es = bp_dtype_size(lg->dtype);
   for (int64_t r = begin; r < end; r++) {
-    cpu_load[CPU_KT_F64](l, cpu_desc_ptr(lg) + (size_t)(r * V) * es, 1, V, lg->dtype);
-    double m = -INFINITY, z = 0.0;
-    int nan = 0;
-    for (int64_t i = 0; i < V; i++) {
-      nan |= l[i] != l[i];
-      m = l[i] > m ? l[i] : m;
-    }
-    if (lg->dtype == BP_DTYPE_F64) {
-      for (int64_t i = 0; i < V; i++) z += exp(l[i] - m);
+    const unsigned char* src = cpu_desc_ptr(lg) + (size_t)(r * V) * es;
+    cpu_load[CPU_KT_F64](l, src, 1, V, lg->dtype);
+    if (f64) {
+      lp_row_f64(l, lp, V);
     } else {
-      for (int64_t i = 0; i < V; i++) z += (double)expf((float)(l[i] - m));
+      cpu_load[CPU_KT_F32](f, src, 1, V, lg->dtype);
+      cpu_log_softmax_row_f32(f, f, V);
     }
-    double lse = nan ? NAN : m == -INFINITY || m == INFINITY ? m : m + log(z);
     int64_t t = cpu_index_at(tok, r), rank = 0;
     for (int64_t i = 0; i < V; i++) rank += l[i] >= l[t];
     lp_topk(l, V, k, top + 1, ids);
     top[0] = t;
-    for (int64_t i = 0; i <= k; i++) o[i] = l[top[i]] - lse;
+    for (int64_t i = 0; i <= k; i++) o[i] = f64 ? lp[top[i]] : (double)f[top[i]];
     cpu_store[CPU_KT_F64](cpu_desc_ptr(lo) + (size_t)(r * (k + 1)) * bp_dtype_size(lo->dtype), 1, o, k + 1,
                           lo->dtype);
     memcpy((int64_t*)(void*)cpu_desc_ptr(call->outputs[1]) + r * (k + 1), top, sizeof(int64_t) * (size_t)(k + 1));
     ((int64_t*)(void*)cpu_desc_ptr(call->outputs[2]))[r] = rank;
   }
-  free(l), free(ids);
+  free(l), free(f), free(ids);
 }
 
 static bp_status_t exec_gather_logprobs(const bp_op_call_t* call) {

@@ -854,6 +854,8 @@ static void softmax_f32(const float* x, float* y, int64_t n, int log_out, const 
 #define softmax_f32 softmax_f32_base
 #endif
 
+void cpu_log_softmax_row_f32(const float* x, float* y, int64_t n) { softmax_f32(x, y, n, 1, NULL); }
+
 static void sm_rows(void* ctx, int64_t b, int64_t e) {
   sm_job_t* j = ctx;
   void* buf = malloc((size_t)j->len * 8);

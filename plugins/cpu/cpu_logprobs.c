@@ -13,9 +13,10 @@
  *                  exactly)
  *
  * The order comes from the logits as loaded (exact for every input dtype),
- * so the ids and ranks do not depend on rounding. Selection keeps a sorted
- * list of the best k (k <= 64: one comparison per logit past the first k)
- * or sorts the row's ids (larger k). Token ids outside [0, V) fail the call
+ * so the ids and ranks do not depend on rounding; f16 / bf16 / f32 rows
+ * are scanned as f32. Selection keeps a sorted list of the best k (k <=
+ * 64: one comparison with the k-th best per logit, most stop there) or
+ * sorts the row's ids (larger k). Token ids outside [0, V) fail the call
  * before any write. Threading: rows spread over the pool, each task with
  * its own scratch.
  */
@@ -47,23 +48,34 @@ static int lp_cmp(const void* x, const void* y) {
   return lp_before(lp_sort_row[i], i, lp_sort_row[j], j) ? -1 : 1;
 }
 
-/* The k best ids of l[0..V) into top[0..k); scratch holds V ids. */
-static void lp_topk(const double* l, int64_t V, int64_t k, int64_t* top, int64_t* scratch) {
-  if (k == 0) return;
-  if (k > LP_INSERT_MAX) {
-    for (int64_t i = 0; i < V; i++) scratch[i] = i;
-    lp_sort_row = l;
-    qsort(scratch, (size_t)V, sizeof(int64_t), lp_cmp);
-    memcpy(top, scratch, sizeof(int64_t) * (size_t)k);
-    return;
+/* The k best ids of l[0..V) (type T) into top[0..k): a sorted list, each
+ * logit first compared with the k-th best so far (most leave there), and
+ * the number of logits >= l[t] into *rank. k <= LP_INSERT_MAX. */
+#define CPU__LP_SCAN(T, SFX)                                                                    \
+  static void lp_scan_##SFX(const T* l, int64_t V, int64_t k, int64_t t, int64_t* top,           \
+                            int64_t* rank) {                                                    \
+    int64_t n = 0, r = 0;                                                                       \
+    T lt = l[t];                                                                                \
+    for (int64_t i = 0; i < V; i++) r += l[i] >= lt;                                            \
+    *rank = r;                                                                                  \
+    T thr = -INFINITY;                                                                          \
+    for (int64_t i = 0; i < V && k > 0; i++) {                                                  \
+      if (n == k && (l[i] < thr || !lp_before(l[i], i, thr, top[k - 1]))) continue;            \
+      int64_t p = n < k ? n++ : k - 1;                                                          \
+      while (p > 0 && lp_before(l[i], i, l[top[p - 1]], top[p - 1])) top[p] = top[p - 1], p--;  \
+      top[p] = i;                                                                               \
+      thr = l[top[n - 1]];                                                                      \
+    }                                                                                           \
   }
-  int64_t n = 0;
-  for (int64_t i = 0; i < V; i++) {
-    if (n == k && !lp_before(l[i], i, l[top[k - 1]], top[k - 1])) continue;
-    int64_t p = n < k ? n++ : k - 1;
-    while (p > 0 && lp_before(l[i], i, l[top[p - 1]], top[p - 1])) top[p] = top[p - 1], p--;
-    top[p] = i;
-  }
+CPU__LP_SCAN(float, f32)
+CPU__LP_SCAN(double, f64)
+
+/* k > LP_INSERT_MAX: the row's ids sorted (scratch holds V ids). */
+static void lp_sorted(const double* l, int64_t V, int64_t k, int64_t* top, int64_t* scratch) {
+  for (int64_t i = 0; i < V; i++) scratch[i] = i;
+  lp_sort_row = l;
+  qsort(scratch, (size_t)V, sizeof(int64_t), lp_cmp);
+  memcpy(top, scratch, sizeof(int64_t) * (size_t)k);
 }
 
 /* The log-probabilities of row l[0..V) (double) into lp. */
@@ -84,10 +96,11 @@ static void lp_run(void* ctx, int64_t begin, int64_t end) {
   const bp_op_call_t* call = j->call;
   const bp_tensor_desc_t *lg = call->inputs[0], *tok = call->inputs[1], *lo = call->outputs[0];
   int64_t V = j->V, k = j->k;
-  int f64 = lg->dtype == BP_DTYPE_F64;
-  /* l: the row in double (the order), lp: its log-probabilities, f: f32 staging */
+  int f64 = lg->dtype == BP_DTYPE_F64, sorted = k > LP_INSERT_MAX;
+  /* l: the row in double (f64 rows, or the order when sorting); lp: its
+   * log-probabilities; f, g: an f32 row and its log-probabilities */
   double* l = malloc(sizeof(double) * (size_t)(2 * V + k + 1));
-  float* f = f64 ? NULL : malloc(sizeof(float) * (size_t)V);
+  float* f = f64 ? NULL : malloc(sizeof(float) * (size_t)(2 * V));
   int64_t* ids = malloc(sizeof(int64_t) * (size_t)(V + k + 1));
   if (!l || !ids || (!f64 && !f)) {
     free(l), free(f), free(ids);
@@ -95,22 +108,29 @@ static void lp_run(void* ctx, int64_t begin, int64_t end) {
     return;
   }
   double *lp = l + V, *o = lp + V;
+  float* g = f ? f + V : NULL;
   int64_t* top = ids + V;
   size_t es = bp_dtype_size(lg->dtype);
   for (int64_t r = begin; r < end; r++) {
     const unsigned char* src = cpu_desc_ptr(lg) + (size_t)(r * V) * es;
-    cpu_load[CPU_KT_F64](l, src, 1, V, lg->dtype);
+    int64_t t = cpu_index_at(tok, r), rank = 0;
+    if (f64 || sorted) cpu_load[CPU_KT_F64](l, src, 1, V, lg->dtype);
     if (f64) {
       lp_row_f64(l, lp, V);
     } else {
-      cpu_load[CPU_KT_F32](f, src, 1, V, lg->dtype);
-      cpu_log_softmax_row_f32(f, f, V);
+      cpu_load[CPU_KT_F32](f, src, 1, V, lg->dtype); /* exact for f16, bf16, f32 */
+      cpu_log_softmax_row_f32(f, g, V);
     }
-    int64_t t = cpu_index_at(tok, r), rank = 0;
-    for (int64_t i = 0; i < V; i++) rank += l[i] >= l[t];
-    lp_topk(l, V, k, top + 1, ids);
+    if (sorted) {
+      lp_scan_f64(l, V, 0, t, top + 1, &rank);
+      lp_sorted(l, V, k, top + 1, ids);
+    } else if (f64) {
+      lp_scan_f64(l, V, k, t, top + 1, &rank);
+    } else {
+      lp_scan_f32(f, V, k, t, top + 1, &rank);
+    }
     top[0] = t;
-    for (int64_t i = 0; i <= k; i++) o[i] = f64 ? lp[top[i]] : (double)f[top[i]];
+    for (int64_t i = 0; i <= k; i++) o[i] = f64 ? lp[top[i]] : (double)g[top[i]];
     cpu_store[CPU_KT_F64](cpu_desc_ptr(lo) + (size_t)(r * (k + 1)) * bp_dtype_size(lo->dtype), 1, o, k + 1,
                           lo->dtype);
     memcpy((int64_t*)(void*)cpu_desc_ptr(call->outputs[1]) + r * (k + 1), top, sizeof(int64_t) * (size_t)(k + 1));

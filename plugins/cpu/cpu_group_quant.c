@@ -139,7 +139,10 @@ static float gq_scale(const gq_job_t* j, double amax) {
     for (int k = 0; k < 16; k++) ss += acc[k];                                                 \
     T r = (T)(1.0 / sqrt((double)(ss / (T)j->n) + j->norm_eps));                              \
     const T* w = j->w;                                                                         \
-    for (i = 0; i < j->n; i++) y[i] = w ? x[i] * r * w[i] : x[i] * r;                          \
+    if (w)                                                                                     \
+      for (i = 0; i < j->n; i++) y[i] = x[i] * r * w[i];                                       \
+    else                                                                                       \
+      for (i = 0; i < j->n; i++) y[i] = x[i] * r;                                              \
   }                                                                                            \
   static void gq_codes_##SFX(const gq_job_t* j, const T* restrict y, uint8_t* restrict c,      \
                              float* s_out, int64_t s_step) {                                   \

@@ -17,7 +17,8 @@
  * row and group and nothing per element (one shift, one vpermps, one FMA
  * per 16 codes). Groups of 32 or 64: the table holds the codes, scales apply
  * per lane, zero points through per-group sums of x. Four rows of w share
- * the x loads; rows run in parallel on the pool. 8-bit codes widen 16 at a
+ * the x loads; rows run in parallel on the pool, each chunk prefetching the
+ * same chunk of the next block's rows. 8-bit codes widen 16 at a
  * time (vpmovsxbd / vpmovzxbd) against x as given.
  * The int8-activation path (BP_QUANTIZE_INT8_ACTIVATIONS) quantizes x once
  * per call in AVX-512 (vpermt2b puts each chunk's even codes before its odd
@@ -247,6 +248,13 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
     tot[r] = _mm512_setzero_ps();                                                               \
   }
 
+/* Prefetches the chunk at the same place in the rows of the next block of 4
+ * (the rows a task reads next; a prefetch past the end never faults): a
+ * decode row is a few KiB, too short for the hardware prefetchers to ramp
+ * up on each row when the weights come from memory. */
+#define W4_PREFETCH(r, c) \
+  _mm_prefetch((const char*)(wr[r] + 4 * (j->k / 2) + (c) * 64), _MM_HINT_T0)
+
 /* The 16 values of a 4-bit code (signed: two's complement nibbles). */
 #define W4_CODES(sgn)                                                            \
   ((sgn) ? _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, -8, -7, -6, -5, -4, -3, -2, -1) \
@@ -280,6 +288,7 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
       __m512i v[R];                                                                              \
       for (int r = 0; r < R; r++) {                                                              \
         v[r] = _mm512_loadu_si512((const void*)(wr[r] + c * 64));                                \
+        W4_PREFETCH(r, c);                                                                       \
         acc0[r] = _mm512_setzero_ps();                                                           \
         acc1[r] = _mm512_setzero_ps();                                                           \
       }                                                                                          \
@@ -326,7 +335,10 @@ W4_ROWS(1)
       for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                       \
         const float* xc = xp + c * 128;                                                           \
         __m512i v[R];                                                                             \
-        for (int r = 0; r < R; r++) v[r] = _mm512_loadu_si512((const void*)(wr[r] + c * 64));     \
+        for (int r = 0; r < R; r++) {                                                             \
+          v[r] = _mm512_loadu_si512((const void*)(wr[r] + c * 64));                               \
+          W4_PREFETCH(r, c);                                                                      \
+        }                                                                                         \
         W4_CHUNK(R, W4_ROW_TBL)                                                                   \
       }                                                                                           \
     }                                                                                             \
@@ -408,6 +420,7 @@ QMM_TARGET static inline __m512i q4q8_lanes(const uint8_t* wc, int w_signed, __m
       Q4Q8_XCHUNK(c)                                                                             \
       int64_t g0 = c * 128 / j->g;                                                               \
       for (int r = 0; r < R; r++) {                                                              \
+        W4_PREFETCH(r, c);                                                                       \
         __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                     \
         __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
         tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, dx), tot[r]);        \
@@ -441,6 +454,7 @@ Q4Q8_ROWS(1)
       for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                      \
         Q4Q8_XCHUNK(c)                                                                           \
         for (int r = 0; r < R; r++) {                                                            \
+          W4_PREFETCH(r, c);                                                                     \
           __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                   \
           gacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dx, gacc[r]);                       \
         }                                                                                        \

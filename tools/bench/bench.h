@@ -48,6 +48,11 @@ extern const char* bpb_title;
 
 /* Monotonic seconds. */
 double bpb_now(void);
+/* Sleeps long enough (0.3 s) for the threads of a BLAS or OpenMP runtime
+ * that just ran, which spin for a while before sleeping, to go idle, so
+ * that the next timed call (another process's, another library's) gets the
+ * cores as it would alone. */
+void bpb_quiesce(void);
 /* Median of v[0..n) (sorts v). */
 double bpb_median(double* v, int n);
 /* Records a figure (name copied). */

@@ -96,7 +96,12 @@ static double bench_shape(bpb_ctx_t* ctx, const conv_shape_t* s, int64_t batch, 
 }
 
 /* One forward shape at `batch` against PyTorch's conv2d, interleaved;
- * target 1.0 on the first shape (the issue's), none on the others. */
+ * target 1.0 on the first shape (the issue's), none on the others. Each
+ * side's call starts after the other side's threads have gone to sleep
+ * (bpb_quiesce): otherwise OpenBLAS's threads, which spin for about 2^28
+ * cycles after a GEMM, and PyTorch's OpenMP team, which spins after a
+ * parallel region, take the cores from whichever side runs next (both
+ * ran several times slower in the same run than alone). */
 static void bench_vs_torch(bpb_ctx_t* ctx, const conv_shape_t* s, int64_t batch, double target) {
   static char base[128]; /* a figure keeps its baseline's text */
   char name[200], why[256];
@@ -119,10 +124,12 @@ static void bench_vs_torch(bpb_ctx_t* ctx, const conv_shape_t* s, int64_t batch,
   int ok = 1;
   for (int r = -1; r < ctx->reps && ok; r++) { /* r = -1: warm-up */
     double tt = bpb_torch_run(&t);
+    bpb_quiesce();
     double t0 = bpb_now();
     BPB_CHECK(bp_op_convolution(ctx->stream, x, w, NULL, &at, &y));
     BPB_CHECK(bp_stream_synchronize(ctx->stream));
     double tb = bpb_now() - t0;
+    bpb_quiesce();
     ok = tt > 0;
     if (r >= 0) t_ref[r] = tt, t_bp[r] = tb;
   }

@@ -60,6 +60,7 @@ typedef struct bp_gpu_launch {
     bp_gpu_pool_args_t pool;
     bp_gpu_random_args_t random;
     bp_gpu_penalty_args_t penalty;
+    bp_gpu_sdpa_args_t sdpa;
   } args;
 } bp_gpu_launch_t;
 
@@ -182,7 +183,7 @@ bp_status_t bp_gpu_ew_copy(const bp_gpu_device_caps_t* caps, const bp_tensor_des
                            const bp_tensor_desc_t* src, bp_gpu_launch_fn launch, void* ctx);
 
 /* Family lowerings (gpu_ew_ops.c, gpu_rows.c, gpu_matmul.c, gpu_index.c, gpu_sort.c,
- * gpu_scatter.c, gpu_pool.c, gpu_rotary.c, gpu_random.c, gpu_penalty.c):
+ * gpu_scatter.c, gpu_pool.c, gpu_rotary.c, gpu_random.c, gpu_penalty.c, gpu_attention.c):
  * *_supported return 0 or a reason; *_run lower and launch. */
 int bp__gpu_ew_supported(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call, char* msg, size_t cap);
 bp_status_t bp__gpu_ew_run(const bp_gpu_device_caps_t* caps, const bp_op_call_t* call,
@@ -205,6 +206,7 @@ BP__GPU_FAMILY(pool)
 BP__GPU_FAMILY(rotary)
 BP__GPU_FAMILY(random)
 BP__GPU_FAMILY(penalty)
+BP__GPU_FAMILY(attention)
 #undef BP__GPU_FAMILY
 
 /* A 1-d NDRange of `groups` groups of `local` work-items, at most

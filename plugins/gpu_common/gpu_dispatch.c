@@ -4,8 +4,9 @@
  * and creation become elementwise programs; reductions, softmax and norms
  * run on the row kernel; mm/bmm/addmm/linear on the tiled matmul; gathers
  * on the index kernel; sort/topk on the rank kernel; scatters and pooling
- * on theirs; swiglu/geglu and rotary_embedding are programs over views of
- * their input. k_families below is the routing table.
+ * on theirs; scaled_dot_product_attention on the attention kernel;
+ * swiglu/geglu and rotary_embedding are programs over views of their
+ * input. k_families below is the routing table.
  */
 #include <string.h>
 
@@ -73,6 +74,7 @@ static const gpu_family_t k_families[] = {
     {bp__gpu_rotary_implemented, bp__gpu_rotary_supported, bp__gpu_rotary_run},
     {bp__gpu_random_implemented, bp__gpu_random_supported, bp__gpu_random_run},
     {bp__gpu_penalty_implemented, bp__gpu_penalty_supported, bp__gpu_penalty_run},
+    {bp__gpu_attention_implemented, bp__gpu_attention_supported, bp__gpu_attention_run},
 };
 
 static const gpu_family_t* family_of(uint32_t op) {

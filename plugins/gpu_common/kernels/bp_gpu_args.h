@@ -228,4 +228,28 @@ typedef struct bp_gpu_penalty_args {
   bp_u32 row_rank;
 } bp_gpu_penalty_args_t;
 
+/* ---- scaled_dot_product_attention (attention.cl) ------------------------ */
+/* One work-item per (batch, query row, chunk of BP_GPU_SDPA_COLS value
+ * columns). Operands: query, key, value, mask, out (the mask slot unused
+ * when mask_kind is 0). Batch dims are the output's (all but the last
+ * two), with each operand's strides over them (0: broadcast); rows and
+ * columns: q [L, E], k [S, E], v [S, Ev], mask [L, S], out [L, Ev]. */
+#define BP_GPU_SDPA_COLS 32
+typedef struct bp_gpu_sdpa_args {
+  bp_i64 L, S, E, Ev;
+  bp_i64 nbatch; /* product of batch_sizes */
+  bp_i64 batch_sizes[BP_GPU_MAX_RANK];
+  bp_i64 batch_strides[5][BP_GPU_MAX_RANK];
+  bp_i64 row_stride[5], col_stride[5];
+  bp_i64 byte_offset[5];
+  bp_i64 gqa_group[2]; /* query heads per key head, per value head */
+  double scale;
+  bp_u32 dtypes[5];
+  bp_u32 batch_rank;
+  bp_u32 causal;    /* key j > query i dropped */
+  bp_u32 mask_kind; /* 0 none, 1 bool (false drops), 2 added to the scores */
+  bp_u32 gqa_dim;   /* the heads' batch dim (key/value coordinates / gqa_group), or BP_GPU_MAX_RANK */
+  bp_u32 reserved0;
+} bp_gpu_sdpa_args_t;
+
 #endif /* BP_GPU_ARGS_H_ */

@@ -6,6 +6,7 @@
 
 #include "cuda_blas.h"
 #include "cuda_kernels.h"
+#include "cuda_nvrtc.h"
 
 void cuda_error_set_symbols(const cuda_symbols_t* cu);
 
@@ -42,6 +43,7 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
                        getenv("BP_CUDA_HOSTFN_WAIT_VALUE"), 1, &wait_value);
   inst->hostfn_wait_value = wait_value && inst->cu.cuStreamWaitValue32_v2;
   cuda_blas_open(inst);
+  cuda_nvrtc_init(inst);
   bp_kit_log(BP_LOG_INFO, "cuda: driver %d.%d, %d device(s), host functions %s; %s",
              inst->driver_version / 1000, inst->driver_version % 1000 / 10, inst->device_count,
              inst->hostfn_wait_value ? "on a plugin thread (stream waits on a flag)"
@@ -54,6 +56,7 @@ static bp_status_t instance_create(const bpp_instance_create_info_t* info, bpp_i
 static void instance_destroy(bpp_instance_t inst) {
   if (!inst) return;
   cuda_blas_close(inst);
+  cuda_nvrtc_close(inst);
   cuda_error_set_symbols(NULL);
   bp_kit_library_close(inst->lib);
   free(inst);

@@ -37,6 +37,12 @@ struct bpp_instance_s {
   int hostfn_wait_value;
   struct cuda_blas* blas; /* cuda_blas.h; NULL: no cuBLASLt (matmul unsupported) */
   char blas_reason[320];  /* why blas is NULL */
+  /* NVRTC (cuda_nvrtc.h), opened at the first fused program under
+   * nvrtc_mu; NULL then: fused programs interpreted, nvrtc_reason says why. */
+  pthread_mutex_t nvrtc_mu;
+  int nvrtc_tried;
+  struct cuda_nvrtc* nvrtc;
+  char nvrtc_reason[320];
 };
 
 struct bpp_device_s {
@@ -65,6 +71,7 @@ struct bpp_device_s {
   pthread_mutex_t lost_mu;
   void* lt;      /* cublasLtHandle_t, NULL without cuBLASLt */
   void* kernels; /* cuda_kernels.c's module cache, NULL without the module API */
+  void* ewgen;   /* cuda_ewgen.c's generated kernels, NULL until the first */
 };
 
 struct bpp_buffer_s {

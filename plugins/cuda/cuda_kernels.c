@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_ewgen.h"
 #include "cuda_kernels.h"
 
 #if BP_CUDA_KERNELS
@@ -54,12 +55,13 @@ bp_status_t cuda_kernels_device_open(bpp_device_t d) {
   if (!m) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "cuda: out of host memory");
   pthread_mutex_init(&m->mu, NULL);
   d->kernels = m;
-  return BP_OK;
+  return cuda_ewgen_device_open(d);
 }
 
 void cuda_kernels_device_close(bpp_device_t d) {
   cuda_modules_t* m = d->kernels;
   if (!m) return;
+  cuda_ewgen_device_close(d);
   for (int i = 0; i < BP_GPU_PROGRAM_COUNT; ++i)
     if (m->mod[i]) d->cu->cuModuleUnload(m->mod[i]);
   pthread_mutex_destroy(&m->mu);
@@ -167,11 +169,9 @@ bp_status_t cuda_kernels_load(bpp_device_t d, const cuda_launch_rec_t* recs, uin
   return BP_OK;
 }
 
-bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
+/* cuLaunchKernel of `fn` with the record's operands and block. */
+static bp_status_t enqueue_fn(bpp_stream_t s, CUfunction fn, const cuda_launch_rec_t* rec, CUdeviceptr args) {
   bpp_device_t d = s->dev;
-  CUfunction fn = NULL;
-  bp_status_t st = function_of(d, rec->program, &fn);
-  if (st != BP_OK) return st;
   CUdeviceptr ptr[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
   void* params[BP_GPU_LAUNCH_MAX_OPERANDS + 1];
   CUdeviceptr fallback = args; /* an unbound slot takes the first bound buffer */
@@ -191,16 +191,20 @@ bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, C
   return r == CUDA_SUCCESS ? BP_OK : cuda_fail(d, r, "cuLaunchKernel");
 }
 
-/* bp_gpu_launch_fn, eager: the block into the stream's slot, then the
- * kernel (context pushed). */
-static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
-  bpp_stream_t s = ctx;
+bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
+  CUfunction fn = NULL;
+  bp_status_t st = function_of(s->dev, rec->program, &fn);
+  return st != BP_OK ? st : enqueue_fn(s, fn, rec, args);
+}
+
+/* The block into the stream's slot, then `fn` (NULL: the program's
+ * kernel) (context pushed). */
+static bp_status_t launch_with(bpp_stream_t s, const bp_gpu_launch_t* l, CUfunction fn) {
   bpp_device_t d = s->dev;
   cuda_launch_rec_t rec;
   bp_status_t st = record_of(l, &rec);
   if (st != BP_OK) return st;
-  CUfunction fn = NULL;
-  if ((st = function_of(d, l->program, &fn)) != BP_OK) return st;
+  if (!fn && (st = function_of(d, l->program, &fn)) != BP_OK) return st;
   if (!s->args_dev) {
     CUresult r = d->cu->cuMemAlloc_v2(&s->args_dev, sizeof rec.args);
     if (r != CUDA_SUCCESS) {
@@ -210,7 +214,22 @@ static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) {
   }
   CUresult r = d->cu->cuMemcpyHtoDAsync_v2(s->args_dev, rec.args, rec.args_size, s->s);
   if (r != CUDA_SUCCESS) return cuda_fail(d, r, "kernel arguments");
-  return cuda_kernels_enqueue(s, &rec, s->args_dev);
+  return enqueue_fn(s, fn, &rec, s->args_dev);
+}
+
+/* bp_gpu_launch_fn, eager. */
+static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) { return launch_with(ctx, l, NULL); }
+
+/* bp_gpu_launch_fn, eager fused programs: the program's generated kernel
+ * where NVRTC builds it, else the interpreter. */
+static bp_status_t launch_fused(void* ctx, const bp_gpu_launch_t* l) {
+  bpp_stream_t s = ctx;
+  CUfunction fn = NULL;
+  int ew = l->program == BP_GPU_PROGRAM_ew_f32 || l->program == BP_GPU_PROGRAM_ew_f64 ||
+           l->program == BP_GPU_PROGRAM_ew_i64;
+  if (ew && cuda_ewgen_enabled() && cuda_ewgen_function(s->dev, &l->args.ew, &fn) == BP_OK)
+    return launch_with(s, l, fn);
+  return launch_with(s, l, NULL);
 }
 
 /* bp_gpu_launch_fn, planning: appends the record, launches nothing. */
@@ -247,7 +266,7 @@ bp_status_t cuda_kernels_launch_ew(bpp_stream_t s, const bp_ew_program_t* prog, 
                                           "cuModuleLoadDataEx / cuLaunchKernel, or BP_CUDA_NO_KERNELS=1)");
   bp_status_t st = cuda_device_check_alive(d);
   if (st != BP_OK || (st = cuda_ctx_push(d)) != BP_OK) return st;
-  st = bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, launch_one, s);
+  st = bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, launch_fused, s);
   cuda_ctx_pop(d);
   return st;
 }

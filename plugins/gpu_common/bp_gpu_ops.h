@@ -162,17 +162,24 @@ bp_status_t bp_gpu_ew_launch(const bp_gpu_device_caps_t* caps, const bp_gpu_ew_t
                              bp_gpu_launch_fn launch, void* ctx);
 /* Generated elementwise kernels (gpu_ew_gen.c), for the plugins that
  * compile at run time (the OpenCL compiler, NVRTC): the source of one
- * straight-line kernel named BP_GPU_EW_GEN_KERNEL, with the interpreter's
- * signature and argument block, for the packed program `a`. The complete
- * program text is "#define BP_EW_GENERATED 1\n", then the embedded source
- * of kernels.def program bp_gpu_ew_variant(a->cdt) (the ew.cl helpers the
- * kernel calls), then this text. Writes at most cap bytes (NUL included)
- * and the length in *out_len; OUT_OF_RANGE when cap is too small (then
- * *out_len says what is needed), INVALID_ARGUMENT for a program naming a
- * register, operand or opcode that does not exist, UNIMPLEMENTED for a
- * compute dtype without a variant. Pure. */
-#define BP_GPU_EW_GEN_KERNEL "bp_ew_gen"
+ * straight-line kernel named bp_gpu_ew_gen_kernel(a->cdt), with the
+ * interpreter's signature and argument block, for the packed program `a`.
+ * The complete program text is BP_GPU_EW_GEN_PREFIX, then the embedded
+ * source of kernels.def program bp_gpu_ew_variant(a->cdt) (the ew.cl
+ * helpers the kernel calls), then this text; it compiles as OpenCL C and
+ * as CUDA C++ (bp_gpu_portability.h). Writes at most cap bytes (NUL
+ * included) and the length in *out_len; OUT_OF_RANGE when cap is too small
+ * (then *out_len says what is needed), INVALID_ARGUMENT for a program
+ * naming a register, operand or opcode that does not exist, UNIMPLEMENTED
+ * for a compute dtype without a variant. Pure. The kernel's name is
+ * "bp_ew_gen_" + the variant's dtype (bp_ew_gen_f32 runs what bp_ew_f32
+ * would), NULL for a compute dtype without a variant. */
 #define BP_GPU_EW_GEN_PREFIX "#define BP_EW_GENERATED 1\n"
+const char* bp_gpu_ew_gen_kernel(uint32_t cdt);
+/* The complete program text (malloc'd, NUL-terminated, *out_size bytes
+ * with the NUL) over `variant_source`, the embedded text of program
+ * bp_gpu_ew_variant(a->cdt); NULL with the error set. */
+char* bp_gpu_ew_gen_program(const bp_gpu_ew_args_t* a, const char* variant_source, size_t* out_size);
 int bp_gpu_ew_variant(uint32_t cdt);
 bp_status_t bp_gpu_ew_gen_source(const bp_gpu_ew_args_t* a, char* out, size_t cap, size_t* out_len);
 /* FNV-1a 64 of `data`, continuing from h (0 starts). Cache keys. */

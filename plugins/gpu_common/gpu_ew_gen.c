@@ -17,6 +17,7 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bp_gpu_ops.h"
@@ -47,6 +48,15 @@ int bp_gpu_ew_variant(uint32_t cdt) {
     case BP_DTYPE_BOOL:
       return BP_GPU_PROGRAM_ew_i64;
     default: return -1;
+  }
+}
+
+const char* bp_gpu_ew_gen_kernel(uint32_t cdt) {
+  switch (bp_gpu_ew_variant(cdt)) {
+    case BP_GPU_PROGRAM_ew_f32: return "bp_ew_gen_f32";
+    case BP_GPU_PROGRAM_ew_f64: return "bp_ew_gen_f64";
+    case BP_GPU_PROGRAM_ew_i64: return "bp_ew_gen_i64";
+    default: return NULL;
   }
 }
 
@@ -115,16 +125,24 @@ bp_status_t bp_gpu_ew_gen_source(const bp_gpu_ew_args_t* a, char* out, size_t ca
   const uint32_t nin = a->nin;
   put(&b, "\n/* generated: %u inputs, %u outputs, %u instructions, %s, rank %u */\n", a->nin, a->nout,
       a->ninstr, a->contiguous ? "contiguous" : "strided", a->rank);
-  put(&b, "BP_KERNEL void " BP_GPU_EW_GEN_KERNEL "(");
+  put(&b, "BP_KERNEL void %s(", bp_gpu_ew_gen_kernel(a->cdt));
   for (uint32_t k = 0; k < BP_GPU_EW_MAX_OPERANDS; k++) put(&b, "BP_GLOBAL bp_u8* o%u, ", k);
   put(&b, "BP_GLOBAL const bp_gpu_ew_args_t* A) {\n");
   put(&b, "  const bp_i64 numel = A->numel;\n");
   put(&b, "  for (bp_i64 i = BP_GLOBAL_ID(0); i < numel; i += BP_GLOBAL_SIZE(0)) {\n");
   gen_offsets(&b, a);
-  /* Registers start at 0 in every element, as in the interpreter. */
-  put(&b, "    CT");
-  for (uint32_t r = 0; r < BP_GPU_EW_MAX_REGS; r++) put(&b, "%s r%u = (CT)0", r ? "," : "", r);
-  put(&b, ";\n");
+  /* The registers the program names start at 0 in every element, as in
+   * the interpreter. */
+  uint32_t used = 0;
+  for (uint32_t j = 0; j < a->ninstr; j++) {
+    const uint32_t opc = a->instrs[j][0], args = a->instrs[j][1];
+    if (opc == BP_EW_STORE) used |= 1u << ((args >> 16) & 255u);
+    else if (opc == BP_EW_LOAD_INPUT || opc == BP_EW_LOAD_CONST || opc == BP_GPU_EW_INDEX) used |= 1u << (args & 255u);
+    else if (opc == BP_EW_CAST) used |= 1u << (args & 255u) | 1u << ((args >> 8) & 255u);
+    else used |= 1u << (args & 255u) | 1u << ((args >> 8) & 255u) | 1u << ((args >> 16) & 255u) | 1u << (args >> 24);
+  }
+  for (uint32_t r = 0; r < BP_GPU_EW_MAX_REGS; r++)
+    if (used & (1u << r)) put(&b, "    CT r%u = (CT)0;\n", r);
   for (uint32_t j = 0; j < a->ninstr; j++) {
     const uint32_t opc = a->instrs[j][0], args = a->instrs[j][1], aux = a->instrs[j][2];
     const uint32_t dst = args & 255u, x = (args >> 8) & 255u, y = (args >> 16) & 255u, z = args >> 24;
@@ -153,4 +171,25 @@ uint64_t bp_gpu_text_hash(uint64_t h, const void* data, size_t n) {
   if (!h) h = 1469598103934665603ull;
   for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+char* bp_gpu_ew_gen_program(const bp_gpu_ew_args_t* a, const char* variant_source, size_t* out_size) {
+  size_t need = 0;
+  bp_status_t st = bp_gpu_ew_gen_source(a, NULL, 0, &need);
+  if (st && st != BP_OUT_OF_RANGE) return NULL;
+  const size_t pre = strlen(BP_GPU_EW_GEN_PREFIX), blen = strlen(variant_source);
+  char* text = malloc(pre + blen + need + 1);
+  if (!text) {
+    BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "out of host memory for a generated kernel");
+    return NULL;
+  }
+  memcpy(text, BP_GPU_EW_GEN_PREFIX, pre);
+  memcpy(text + pre, variant_source, blen);
+  size_t len = 0;
+  if (bp_gpu_ew_gen_source(a, text + pre + blen, need + 1, &len)) {
+    free(text);
+    return NULL;
+  }
+  *out_size = pre + blen + len + 1;
+  return text;
 }

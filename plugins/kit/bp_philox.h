@@ -22,6 +22,12 @@ typedef uint uint32_t;
 typedef ulong uint64_t;
 typedef long int64_t;
 #define UINT64_C(x) x##UL
+#elif defined(__CUDACC_RTC__)
+/* NVRTC (no system headers): the generated kernels' prelude. */
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+typedef long long int64_t;
+#define UINT64_C(x) x##ULL
 #else
 #include <stdint.h>
 #endif

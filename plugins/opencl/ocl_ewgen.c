@@ -39,29 +39,6 @@ int ocl_ewgen_enabled(void) {
   return !(env && strcmp(env, "0") == 0);
 }
 
-/* The program text of `a`, malloc'd, or NULL with the error set. */
-static char* program_text(const bp_gpu_ew_args_t* a, size_t* out_size) {
-  size_t need = 0;
-  bp_status_t st = bp_gpu_ew_gen_source(a, NULL, 0, &need);
-  if (st && st != BP_OUT_OF_RANGE) return NULL;
-  const bp_gpu_blob_t* base = ocl_program_blob((uint32_t)bp_gpu_ew_variant(a->cdt));
-  const size_t pre = strlen(BP_GPU_EW_GEN_PREFIX), blen = strlen((const char*)base->data);
-  char* text = malloc(pre + blen + need + 1);
-  if (!text) {
-    BP_KIT_ERROR(BP_RESOURCE_EXHAUSTED, "out of host memory for a generated kernel");
-    return NULL;
-  }
-  memcpy(text, BP_GPU_EW_GEN_PREFIX, pre);
-  memcpy(text + pre, base->data, blen);
-  size_t len = 0;
-  if (bp_gpu_ew_gen_source(a, text + pre + blen, need + 1, &len)) {
-    free(text);
-    return NULL;
-  }
-  *out_size = pre + blen + len + 1;
-  return text;
-}
-
 static ocl_ewgen_entry_t* find(struct bpp_device_s* d, uint64_t hash, const char* text, size_t size) {
   for (uint32_t i = 0; i < d->ewgen_count; i++) {
     ocl_ewgen_entry_t* e = d->ewgen[i];
@@ -72,7 +49,8 @@ static ocl_ewgen_entry_t* find(struct bpp_device_s* d, uint64_t hash, const char
 
 bp_status_t ocl_ewgen_kernel(struct bpp_device_s* d, const bp_gpu_ew_args_t* a, ocl_kernel_t** out) {
   size_t size = 0;
-  char* text = program_text(a, &size);
+  const int v = bp_gpu_ew_variant(a->cdt);
+  char* text = v < 0 ? NULL : bp_gpu_ew_gen_program(a, (const char*)ocl_program_blob((uint32_t)v)->data, &size);
   if (!text) {
     pthread_mutex_lock(&d->ewgen_mu);
     d->ewgen_stats.failures++;
@@ -105,7 +83,7 @@ bp_status_t ocl_ewgen_kernel(struct bpp_device_s* d, const bp_gpu_ew_args_t* a, 
     char name[40];
     snprintf(name, sizeof name, "ewgen-%016llx", (unsigned long long)hash);
     int from_disk = 0;
-    st = ocl_program_build(d, name, text, size, BP_GPU_EW_GEN_KERNEL, &e->k, &from_disk);
+    st = ocl_program_build(d, name, text, size, bp_gpu_ew_gen_kernel(a->cdt), &e->k, &from_disk);
     e->k.state = st ? -1 : 1;
     e->k.err = st;
     if (st) {

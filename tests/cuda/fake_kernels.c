@@ -74,8 +74,14 @@ static void parse_entries(const char* ptx, fk_module_t* m) {
     const char* end = strchr(n, ')');
     for (const char* q = strstr(n, ".param"); q && end && q < end; q = strstr(q + 1, ".param"))
       f->nparams++;
+    /* A generated fused kernel (bp_ew_gen_<v>, NVRTC) has the signature
+     * of the interpreter bp_ew_<v> and computes what it does: the fake
+     * runs the interpreter with the same arguments. */
+    char host[64];
+    snprintf(host, sizeof host, "%s", f->name);
+    if (!strncmp(f->name, "bp_ew_gen_", 10)) snprintf(host, sizeof host, "bp_ew_%s", f->name + 10);
     for (int k = 0; k < fk_kernel_count; ++k)
-      if (!strcmp(fk_kernels[k].name, f->name)) f->host = &fk_kernels[k];
+      if (!strcmp(fk_kernels[k].name, host)) f->host = &fk_kernels[k];
     m->nfn++;
   }
 }

@@ -35,14 +35,21 @@ static const bp_plugin_vtable_t* V;
 static const bpp_exec_table_t* X;
 static const fake_cuda_control_t* F;
 static void* g_fake;
+static void* g_nvrtc;
+typedef void (*nvrtc_record_fn)(int* compiles, int* live, char* opts, size_t opts_cap, char* src, size_t src_cap);
+static nvrtc_record_fn nvrtc_record;
 
 static int group_setup(void** state) {
   (void)state;
   setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
   setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1);
+  setenv("BP_NVRTC_PATH", FAKE_NVRTC_PATH, 1); /* generated kernels through the fake NVRTC */
   g_fake = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
   if (!g_fake) return fprintf(stderr, "%s\n", dlerror()), -1;
   F = ((fake_cuda_control_fn)dlsym(g_fake, FAKE_CUDA_CONTROL_SYMBOL))();
+  g_nvrtc = dlopen(FAKE_NVRTC_PATH, RTLD_NOW | RTLD_LOCAL);
+  if (!g_nvrtc) return fprintf(stderr, "%s\n", dlerror()), -1;
+  nvrtc_record = (nvrtc_record_fn)dlsym(g_nvrtc, "fake_nvrtc_record");
   g_plugin = dlopen(CUDA_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
   if (!g_plugin) return fprintf(stderr, "%s\n", dlerror()), -1;
   bp_plugin_negotiate_fn nego = (bp_plugin_negotiate_fn)dlsym(g_plugin, BP_PLUGIN_ENTRY_NAME);
@@ -59,6 +66,7 @@ static int group_teardown(void** state) {
   (void)state;
   dlclose(g_plugin);
   dlclose(g_fake);
+  dlclose(g_nvrtc);
   return 0;
 }
 
@@ -90,6 +98,7 @@ static int teardown(void** state) {
   if (g_fx.dev) C->device_close(g_fx.dev);
   if (g_fx.inst) C->instance_destroy(g_fx.inst);
   setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
+  setenv("BP_NVRTC_PATH", FAKE_NVRTC_PATH, 1);
   const fake_cuda_control_t* f = g_fx.f ? g_fx.f : F;
   int bad = 0;
   if (f->misuse_count()) bad = fprintf(stderr, "fake saw misuse: %s\n", f->last_misuse());
@@ -467,9 +476,151 @@ static void test_claim_and_refusal(void** state) {
   assert_non_null(strstr(why.message, "node 1 (mm)"));
 }
 
+/* Inputs a, b (filled) and an output o for k_prog; in/out point at them. */
+typedef struct prog_io {
+  tensor_t a, b, o;
+  const bp_tensor_desc_t* in[2];
+  const bp_tensor_desc_t* out[1];
+} prog_io_t;
+static void prog_io_new(prog_io_t* io) {
+  io->a = tensor_new(0);
+  io->b = tensor_new(64);
+  io->o = tensor_new(0);
+  fill(&io->a, 0.5f, -3.0f);
+  fill(&io->b, -0.25f, 1.0f);
+  io->in[0] = &io->a.d;
+  io->in[1] = &io->b.d;
+  io->out[0] = &io->o.d;
+}
+static void prog_io_release(prog_io_t* io) {
+  C->buffer_release(io->a.b);
+  C->buffer_release(io->b.b);
+  C->buffer_release(io->o.b);
+}
+/* Launches k_prog eagerly over io, checks the result; the kernel launched. */
+static void run_prog(prog_io_t* io, fake_cuda_launch_t* last) {
+  uint64_t n;
+  memset(io->o.host, 0, N * sizeof(float));
+  assert_int_equal(V->caps->launch_ew_program(g_fx.s, &k_prog, 2, io->in, 1, io->out), BP_OK);
+  assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+  check(&io->a, &io->b, &io->o);
+  g_fx.f->last_launch(last, &n);
+}
+
+/* Fused programs launched eagerly run as generated kernels: NVRTC (the
+ * fake) compiles the generated text once per program and layout, for the
+ * device's compute capability and without fused multiply-add; the launch
+ * is of bp_ew_gen_f32 with the interpreter's arguments (the fake runs the
+ * interpreter for it, so packing is checked by the results); a second
+ * launch compiles nothing; a refused compile falls back to the interpreter
+ * once and for all; BP_CUDA_EW_GENERATE=0 turns it off. */
+static void test_generated_kernel_nvrtc(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  prog_io_t io;
+  prog_io_new(&io);
+  int c0, c1, live;
+  char opts[512], src[2048];
+  nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+  fake_cuda_launch_t last;
+  for (int rep = 0; rep < 2; ++rep) {
+    run_prog(&io, &last);
+    assert_string_equal(last.name, "bp_ew_gen_f32");
+    assert_int_equal(last.nparams, 9);
+    nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+    assert_int_equal(c1, c0 + 1); /* compiled once, found the second time */
+    assert_int_equal(live, 0);   /* every NVRTC program destroyed */
+  }
+  assert_non_null(strstr(opts, "--gpu-architecture=compute_90"));
+  assert_non_null(strstr(opts, "--fmad=false"));
+  char want[96];
+  snprintf(want, sizeof want, "r2 = wrapc(apply(%uu, r0, r1, r0, 0u, A), %uu);", BP_OP_add, BP_DTYPE_F32);
+  assert_non_null(strstr(src, want));
+  assert_non_null(strstr(src, "BP_KERNEL void bp_ew_gen_f32("));
+  /* Another layout (b broadcast): another kernel, refused by NVRTC: the
+   * interpreter runs it, and the refusal is kept. */
+  bp_tensor_desc_t one = io.b.d;
+  one.sizes[0] = 1;
+  const bp_tensor_desc_t* in_b[2] = {&io.a.d, &one};
+  setenv("FAKE_NVRTC_FAIL", "1", 1);
+  for (int rep = 0; rep < 2; ++rep) {
+    uint64_t n;
+    assert_int_equal(V->caps->launch_ew_program(g_fx.s, &k_prog, 2, in_b, 1, io.out), BP_OK);
+    assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+    for (int i = 0; i < N; ++i) assert_float_equal(io.o.host[i], expect(io.a.host[i], io.b.host[0]), 1e-5);
+    g_fx.f->last_launch(&last, &n);
+    assert_string_equal(last.name, "bp_ew_f32");
+    nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+    assert_int_equal(c0, c1 + 1);
+  }
+  unsetenv("FAKE_NVRTC_FAIL");
+  /* Off: the interpreter, nothing compiled. */
+  setenv("BP_CUDA_EW_GENERATE", "0", 1);
+  run_prog(&io, &last);
+  unsetenv("BP_CUDA_EW_GENERATE");
+  assert_string_equal(last.name, "bp_ew_f32");
+  nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+  assert_int_equal(c1, c0);
+  prog_io_release(&io);
+}
+
+/* Opens the fixture with BP_NVRTC_PATH = `nvrtc` (NULL: unset, the
+ * system's; NVRTC is opened at the first fused launch; teardown puts the
+ * fake back). */
+static void open_with_nvrtc(const char* nvrtc) {
+  if (nvrtc) setenv("BP_NVRTC_PATH", nvrtc, 1);
+  else unsetenv("BP_NVRTC_PATH");
+  open_with(FAKE_CUDA_PATH, F);
+}
+
+/* Without NVRTC (BP_NVRTC_PATH names nothing) fused programs run on the
+ * interpreter kernel. */
+static void test_generated_kernel_without_nvrtc(void** state) {
+  (void)state;
+  open_with_nvrtc("/nonexistent/libnvrtc.so.13");
+  prog_io_t io;
+  prog_io_new(&io);
+  int c0, c1, live;
+  char opts[64], src[64];
+  nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+  fake_cuda_launch_t last;
+  run_prog(&io, &last);
+  assert_string_equal(last.name, "bp_ew_f32");
+  nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+  assert_int_equal(c1, c0);
+  prog_io_release(&io);
+}
+
+/* The real NVRTC where this machine has one (the toolkit's libnvrtc.so.13
+ * or .12): the generated text, prelude included, compiles as CUDA C++ for
+ * compute 9.0 and its PTX entry point (bp_ew_gen_f32, 9 parameters) is
+ * what the fake driver runs. Without a loadable NVRTC (or under valgrind,
+ * where NVRTC's own code is not checked) the interpreter runs instead,
+ * which is asserted too. */
+static void test_generated_kernel_real_nvrtc(void** state) {
+  (void)state;
+  const char* vg = getenv("BP_UNDER_VALGRIND");
+  void* real = vg && *vg == '1' ? NULL : dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL);
+  if (!real && !(vg && *vg == '1')) real = dlopen("libnvrtc.so.12", RTLD_NOW | RTLD_LOCAL);
+  int use_real = real != NULL;
+  if (real) dlclose(real);
+  open_with_nvrtc(use_real ? NULL : "/nonexistent/libnvrtc.so.13");
+  prog_io_t io;
+  prog_io_new(&io);
+  fake_cuda_launch_t last;
+  run_prog(&io, &last);
+  if (!use_real) fprintf(stderr, "test_generated_kernel_real_nvrtc: no real NVRTC here; the interpreter ran\n");
+  assert_string_equal(last.name, use_real ? "bp_ew_gen_f32" : "bp_ew_f32");
+  assert_int_equal(last.nparams, 9);
+  prog_io_release(&io);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_program_replays_as_one_graph, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_generated_kernel_nvrtc, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_generated_kernel_without_nvrtc, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_generated_kernel_real_nvrtc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_graph_region_multi_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_driver_without_graphs, setup, teardown),

@@ -308,7 +308,9 @@ static void test_ew_generated_source(void** state) {
   assert_int_equal(strlen(text), n);
   assert_int_equal(bp_gpu_ew_variant(BP_DTYPE_F32), BP_GPU_PROGRAM_ew_f32);
   char want[160];
-  assert_non_null(strstr(text, "BP_KERNEL void " BP_GPU_EW_GEN_KERNEL "("));
+  assert_string_equal(bp_gpu_ew_gen_kernel(BP_DTYPE_F16), "bp_ew_gen_f32");
+  assert_null(bp_gpu_ew_gen_kernel(BP_DTYPE_C64));
+  assert_non_null(strstr(text, "BP_KERNEL void bp_ew_gen_f32("));
   snprintf(want, sizeof want, "r0 = ct_load(o0, f0, %uu);", BP_DTYPE_F16);
   assert_non_null(strstr(text, want));
   snprintf(want, sizeof want, "r2 = wrapc(apply(%uu, r0, r1, r0, 0u, A), %uu);", BP_OP_mul, BP_DTYPE_F32);

@@ -322,7 +322,12 @@ bp_status_t bp_graph_exec_run(bp_graph_exec_t* x, const bp_tensor_t* const* inpu
     uint32_t v = x->g->outputs[done];
     uint32_t h = x->home_slot[v];
     outputs[done] = NULL;
-    if (h != UINT32_MAX && x->g->values[v].kind == BP_GRAPH_VALUE_NODE) {
+    if (h != UINT32_MAX && x->g->values[v].kind == BP_GRAPH_VALUE_NODE &&
+        x->g->values[x->slots[bpg_slot_root(x, h)].value].kind == BP_GRAPH_VALUE_CONSTANT) {
+      /* A view of a constant: the caller gets a copy, never the executable's constant. */
+      const bp_tensor_t* src = x->slots[h].t;
+      st = bp_op_run(x->devs[x->slots[h].dev].stream, BP_OP_clone, &src, 1, NULL, &outputs[done], 1);
+    } else if (h != UINT32_MAX && x->g->values[v].kind == BP_GRAPH_VALUE_NODE) {
       bp_tensor_retain(x->slots[h].t);
       outputs[done] = x->slots[h].t;
     } else {

@@ -48,7 +48,9 @@ const cuda_nvrtc_t* cuda_nvrtc_get(bpp_instance_t inst) {
 
 void cuda_nvrtc_close(bpp_instance_t inst) {
   if (inst->nvrtc) {
-    bp_kit_library_close(inst->nvrtc->lib);
+    /* The library stays loaded (its handle is dropped, not closed): NVRTC's
+     * static C++ runtime keeps allocations that only process exit releases,
+     * so unloading it would leak them. */
     free(inst->nvrtc);
     inst->nvrtc = NULL;
   }

@@ -24,6 +24,7 @@
  * an integer by adding 2^23. Decoding e4m3fn puts the 7 code bits at
  * bit 20 of an f32 and multiplies by 2^120, which rebiases normal values
  * and turns f32 subnormals into e4m3fn's exactly; 0x7f and 0xff are NaN. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,10 +151,11 @@ static int codec_runs(const char* name) {
   return 0;
 }
 
-/* Index of the variant in use; -1 until chosen. Written once per process
- * (a benign race: every thread computes the same value) or by
- * bp_kit_comm_codec_force. */
-static volatile int g_variant = -1;
+/* Index of the variant in use; -1 until chosen. Chosen by the first caller
+ * (threads racing to choose all compute the same value) or set by
+ * bp_kit_comm_codec_force; relaxed atomics, since nothing else is published
+ * through it. */
+static _Atomic int g_variant = -1;
 
 static int codec_choose(void) {
   const char* want = getenv("BACKPLANE_COMM_CODEC_ISA");
@@ -164,20 +166,23 @@ static int codec_choose(void) {
 }
 
 const bp_kit_codec_kernels_t* bp_kit_comm_codec(void) {
-  int v = g_variant;
-  if (v < 0) g_variant = v = codec_choose();
+  int v = atomic_load_explicit(&g_variant, memory_order_relaxed);
+  if (v < 0) {
+    v = codec_choose();
+    atomic_store_explicit(&g_variant, v, memory_order_relaxed);
+  }
   return &k_variants[v];
 }
 
 int bp_kit_comm_codec_force(const char* name) {
   if (!name) {
-    g_variant = -1;
+    atomic_store_explicit(&g_variant, -1, memory_order_relaxed);
     return 1;
   }
   for (int i = 0; i < CODEC_NVARIANTS; ++i)
     if (!strcmp(name, k_variants[i].name)) {
       if (!codec_runs(name)) return 0;
-      g_variant = i;
+      atomic_store_explicit(&g_variant, i, memory_order_relaxed);
       return 1;
     }
   return 0;

@@ -8,8 +8,9 @@
  * the layer's result y stays in a row buffer in the compute type (f32; f64
  * for f64 inputs) and is never rounded to the input dtype; the codes of
  * y / scale and the row's scale are written. residual_out is stored first
- * and the norm runs over the values it stores (as add_rms_norm). Operands
- * are dense (the support answer asks the core to pack them). Threading:
+ * and the norm runs over the values it stores (as add_rms_norm). The row
+ * steps are shared with the group quantizations (cpu_quant_rows.h).
+ * Operands are dense (the core packs them: the family is dense). Threading:
  * runs on a stream worker; rows are spread over the pool.
  */
 #include <math.h>
@@ -19,10 +20,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_quant.h"
-
-/* Rows per parallel task: about this many input elements. */
-#define FQ_GRAIN 16384
-#define FQ_LANES 16
+#include "cpu_quant_rows.h"
 
 typedef struct fq_job {
   const bp_op_call_t* call;
@@ -38,62 +36,6 @@ typedef struct fq_job {
   const bp_tensor_desc_t *in, *res, *out, *res_out, *scale_out;
   _Atomic int failed;
 } fq_job_t;
-
-/* Row kernels in compute type T: the layer's result y[0..m) of the row x. */
-#define CPU__FQ_ROWS(T, SFX)                                                          \
-  static T fq_sumsq_##SFX(const T* restrict x, int64_t n) {                           \
-    T acc[FQ_LANES] = {0};                                                            \
-    int64_t i = 0;                                                                    \
-    for (; i + FQ_LANES <= n; i += FQ_LANES)                                          \
-      for (int k = 0; k < FQ_LANES; k++) acc[k] += x[i + k] * x[i + k];               \
-    for (; i < n; i++) acc[0] += x[i] * x[i];                                         \
-    T s = 0;                                                                          \
-    for (int k = 0; k < FQ_LANES; k++) s += acc[k];                                   \
-    return s;                                                                         \
-  }                                                                                   \
-  static void fq_rms_##SFX(const T* x, T* restrict y, int64_t n, const T* w, double eps) { \
-    T r = (T)(1.0 / sqrt((double)(fq_sumsq_##SFX(x, n) / (T)n) + eps));               \
-    if (w)                                                                            \
-      for (int64_t i = 0; i < n; i++) y[i] = x[i] * r * w[i];                         \
-    else                                                                              \
-      for (int64_t i = 0; i < n; i++) y[i] = x[i] * r;                                \
-  }                                                                                   \
-  static void fq_silu_mul_##SFX(const T* x, T* restrict y, int64_t h) {               \
-    for (int64_t i = 0; i < h; i++) {                                                 \
-      T g = x[i];                                                                     \
-      y[i] = CPU_ACT_SILU(T, g) * x[h + i];                                           \
-    }                                                                                 \
-  }                                                                                   \
-  /* max |y| with NaN winning (quantize_dynamic's rule) */                            \
-  static double fq_amax_##SFX(const T* y, int64_t m) {                                \
-    T a = 0;                                                                          \
-    for (int64_t i = 0; i < m; i++) {                                                 \
-      T v = fabs(y[i]);                                                               \
-      if (v != v) return NAN;                                                         \
-      a = v > a ? v : a;                                                              \
-    }                                                                                 \
-    return (double)a;                                                                 \
-  }                                                                                   \
-  static void fq_codes_##SFX(const T* y, uint8_t* restrict c, int64_t m, uint32_t q,  \
-                             double s, int sat) {                                     \
-    if (s == 0.0) {                                                                   \
-      memset(c, (int)cpu_q_encode(q, 0.0, 0, sat), (size_t)m);                        \
-      return;                                                                         \
-    }                                                                                 \
-    /* y / s in double, as quantize divides: the codes equal quantize's of y */    \
-    if (q == BP_DTYPE_I8) {                                                           \
-      for (int64_t i = 0; i < m; i++) {                                               \
-        double t = nearbyint((double)y[i] / s);                                       \
-        int v = t != t ? 0 : t < -128 ? -128 : t > 127 ? 127 : (int)t;                \
-        c[i] = (uint8_t)(int8_t)v;                                                    \
-      }                                                                               \
-      return;                                                                         \
-    }                                                                                 \
-    for (int64_t i = 0; i < m; i++) c[i] = (uint8_t)cpu_q_encode(q, (double)y[i] / s, 0, sat); \
-  }
-#include <tgmath.h> /* exp, fabs, nearbyint in the type of x */
-CPU__FQ_ROWS(float, f32)
-CPU__FQ_ROWS(double, f64)
 
 static void fq_run(void* ctx, int64_t begin, int64_t end) {
   fq_job_t* j = ctx;
@@ -122,17 +64,17 @@ static void fq_run(void* ctx, int64_t begin, int64_t end) {
       if (j->res_out->dtype != cpu_kt_dtype[j->kt]) cpu_load[j->kt](x, ro, 1, j->n, j->res_out->dtype);
     }
     if (j->glu) {
-      if (f64) fq_silu_mul_f64((const double*)x, (double*)y, j->m);
-      else fq_silu_mul_f32((const float*)x, (float*)y, j->m);
+      if (f64) cpu_qrow_silu_mul_f64((const double*)x, (double*)y, j->m);
+      else cpu_qrow_silu_mul_f32((const float*)x, (float*)y, j->m);
     } else if (f64) {
-      fq_rms_f64((const double*)x, (double*)y, j->n, j->w, j->eps);
+      cpu_qrow_rms_f64((const double*)x, (double*)y, j->n, j->w, j->eps);
     } else {
-      fq_rms_f32((const float*)x, (float*)y, j->n, j->w, j->eps);
+      cpu_qrow_rms_f32((const float*)x, (float*)y, j->n, j->w, j->eps);
     }
     double s = j->scale;
     float* so = (float*)(void*)cpu_desc_ptr(j->scale_out) + row;
     if (isnan(s)) {
-      double amax = f64 ? fq_amax_f64((const double*)y, j->m) : fq_amax_f32((const float*)y, j->m);
+      double amax = f64 ? cpu_qrow_amax_f64((const double*)y, j->m) : cpu_qrow_amax_f32((const float*)y, j->m);
       if (j->a->scale_ub > 0.0 && amax > j->a->scale_ub) amax = j->a->scale_ub;
       *so = (float)(amax / j->qmax);
       s = *so; /* codes use the scale dequantization reads */
@@ -140,14 +82,10 @@ static void fq_run(void* ctx, int64_t begin, int64_t end) {
       *so = (float)s;
     }
     uint8_t* c = cpu_desc_ptr(j->out) + row * j->m;
-    if (f64) fq_codes_f64((const double*)y, c, j->m, q, s, sat);
-    else fq_codes_f32((const float*)y, c, j->m, q, s, sat);
+    if (f64) cpu_qrow_codes_f64((const double*)y, c, j->m, q, s, sat);
+    else cpu_qrow_codes_f32((const float*)y, c, j->m, q, s, sat);
   }
   free(buf);
-}
-
-static const bp_tensor_desc_t* fq_opt(const bp_op_call_t* call, uint32_t i) {
-  return i < call->num_inputs && call->inputs[i]->dtype != BP_DTYPE_INVALID ? call->inputs[i] : NULL;
 }
 
 static bp_status_t exec_fused_quant(const bp_op_call_t* call) {
@@ -168,9 +106,9 @@ static bp_status_t exec_fused_quant(const bp_op_call_t* call) {
   j.kt = j.in->dtype == BP_DTYPE_F64 ? CPU_KT_F64 : CPU_KT_F32;
   j.n = j.in->sizes[j.in->rank - 1];
   j.m = j.glu ? j.n / 2 : j.n;
-  j.qmax = j.a->qdtype == BP_DTYPE_I8 ? 127.0 : cpu_q_float_max(j.a->qdtype);
+  j.qmax = cpu_qrows_qmax(j.a->qdtype);
   j.eps = j.a->eps > 0.0 ? j.a->eps : cpu_dtype_eps(j.in->dtype);
-  const bp_tensor_desc_t* sd = fq_opt(call, si);
+  const bp_tensor_desc_t* sd = cpu_qrows_opt_input(call, si);
   j.scale = sd ? (double)*(const float*)(const void*)cpu_desc_ptr(sd) : NAN;
   int64_t rows = bp_desc_numel(j.scale_out);
   if (rows == 0) return BP_OK;
@@ -181,25 +119,18 @@ static bp_status_t exec_fused_quant(const bp_op_call_t* call) {
     return BP_OK;
   }
   void* w = NULL;
-  const bp_tensor_desc_t* wd = j.glu ? NULL : fq_opt(call, wi);
-  if (wd) {
-    if (!(w = malloc((size_t)j.n * cpu_kt_size[j.kt])))
-      return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for the weight", cpu_op_name(call->op_id));
-    cpu_load[j.kt](w, cpu_desc_ptr(wd), 1, j.n, wd->dtype);
-  }
+  const bp_tensor_desc_t* wd = j.glu ? NULL : cpu_qrows_opt_input(call, wi);
+  st = cpu_qrows_load_weight(call, wd, j.kt, j.n, &w);
+  if (st != BP_OK) return st;
   j.w = w;
-  int64_t grain = FQ_GRAIN / j.n;
-  cpu_parallel_for(rows, grain < 1 ? 1 : grain, fq_run, &j);
+  st = cpu_qrows_parallel(call, rows, j.n, fq_run, &j, &j.failed);
   free(w);
-  if (atomic_load(&j.failed))
-    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for a row of %lld elements",
-                     cpu_op_name(call->op_id), (long long)j.n);
-  return BP_OK;
+  return st;
 }
 
 static int supported_fused_quant(const bp_op_call_t* call, char* msg, size_t cap) {
-  (void)call, (void)msg, (void)cap;
-  return BP_SUPPORT_OK; /* the core's rule leaves nothing the kernels lack */
+  const bp_fused_quant_attrs_t* a = call->attrs;
+  return cpu_qrows_supported(call, a ? a->qdtype : BP_DTYPE_INVALID, msg, cap);
 }
 
 const cpu_family_t cpu_family_fused_quant = {

@@ -10,9 +10,9 @@
  * amax, scale = fl32(max(amax, eps) / qmax) (UE8M0: the power of two at or
  * above it) and the codes of y / scale, rounded to nearest even
  * (saturating). float8_e4m3fn codes of f32 rows come from a bit-level
- * rounding (no double round trip); the others from the quantizer shared
- * with quantize (cpu_q_encode). Operands are dense (the support answer asks
- * the core to pack them). Threading: runs on a stream worker; rows are
+ * rounding (no double round trip); the others, the layer and amax from the
+ * row steps shared with the fused quantizations (cpu_quant_rows.h).
+ * Operands are dense (the core packs them: the family is dense). Threading: runs on a stream worker; rows are
  * spread over the pool.
  */
 #include <math.h>
@@ -22,9 +22,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_quant.h"
-
-/* Rows per parallel task: about this many input elements. */
-#define GQ_GRAIN 16384
+#include "cpu_quant_rows.h"
 
 typedef struct gq_job {
   const bp_op_call_t* call;
@@ -81,31 +79,6 @@ static void gq_e4m3_row(const float* restrict y, uint8_t* restrict c, int64_t n,
   for (; i < n; i++) c[i] = gq_e4m3(pow2 ? y[i] * inv : y[i] / s);
 }
 
-/* max |y[0..n)|, NaN when one is NaN, 4 lanes at a time. */
-static double gq_amax_f32(const float* restrict y, int64_t n) {
-  gq_v4u m = {0}, nan = {0};
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    gq_v4u u;
-    memcpy(&u, y + i, sizeof u);
-    u &= 0x7FFFFFFFu; /* |y| as bits: ordered like the values */
-    nan |= (gq_v4u)(u > 0x7F800000u);
-    m = ((gq_v4u)(u > m) & u) | (~(gq_v4u)(u > m) & m);
-  }
-  uint32_t best = 0, any = 0;
-  for (int k = 0; k < 4; k++) best = m[k] > best ? m[k] : best, any |= nan[k];
-  for (; i < n; i++) {
-    uint32_t u;
-    memcpy(&u, y + i, 4);
-    u &= 0x7FFFFFFFu;
-    any |= u > 0x7F800000u;
-    best = u > best ? u : best;
-  }
-  float f;
-  memcpy(&f, &best, 4);
-  return any ? NAN : (double)f;
-}
-
 /* The scale of a group whose amax is `amax` (NaN when the group holds NaN). */
 static float gq_scale(const gq_job_t* j, double amax) {
   if (amax != amax) return NAN;
@@ -118,64 +91,45 @@ static float gq_scale(const gq_job_t* j, double amax) {
   return s;
 }
 
-/* Row kernels in compute type T: the layer's result y[0..m) of the row x,
- * then the codes and scales of each group. */
-#define CPU__GQ_ROWS(T, SFX, AMAX, E4M3_ROW)                                                                 \
-  static void gq_layer_##SFX(const gq_job_t* j, const T* restrict x, T* restrict y) {         \
-    if (j->glu) {                                                                              \
-      for (int64_t i = 0; i < j->m; i++) y[i] = CPU_ACT_SILU(T, x[i]) * x[j->m + i];           \
-      return;                                                                                  \
-    }                                                                                          \
-    if (!j->norm) {                                                                            \
-      memcpy(y, x, sizeof(T) * (size_t)j->m);                                                  \
-      return;                                                                                  \
-    }                                                                                          \
-    T acc[16] = {0};                                                                           \
-    int64_t i = 0;                                                                             \
-    for (; i + 16 <= j->n; i += 16)                                                            \
-      for (int k = 0; k < 16; k++) acc[k] += x[i + k] * x[i + k];                              \
-    for (; i < j->n; i++) acc[0] += x[i] * x[i];                                               \
-    T ss = 0;                                                                                  \
-    for (int k = 0; k < 16; k++) ss += acc[k];                                                 \
-    T r = (T)(1.0 / sqrt((double)(ss / (T)j->n) + j->norm_eps));                              \
-    const T* w = j->w;                                                                         \
-    if (w)                                                                                     \
-      for (i = 0; i < j->n; i++) y[i] = x[i] * r * w[i];                                       \
-    else                                                                                       \
-      for (i = 0; i < j->n; i++) y[i] = x[i] * r;                                              \
-  }                                                                                            \
-  static void gq_codes_##SFX(const gq_job_t* j, const T* restrict y, uint8_t* restrict c,      \
-                             float* s_out, int64_t s_step) {                                   \
-    uint32_t q = j->a->qdtype;                                                                 \
-    int64_t G = j->a->group_size;                                                              \
-    for (int64_t g0 = 0, gi = 0; g0 < j->m; g0 += G, gi++) {                                   \
-      float s = gq_scale(j, AMAX(y + g0, G));                                                  \
-      s_out[gi * s_step] = s;                                                                  \
-      if (s == 0.0f) {                                                                         \
-        memset(c + g0, 0, (size_t)G);                                                          \
-      } else if (q == BP_DTYPE_F8E4M3FN && E4M3_ROW) {                                         \
-        /* 1 / s is exact for a UE8M0 scale; else y / s */                                     \
-        gq_e4m3_row((const float*)(const void*)(y + g0), c + g0, G, s, 1.0f / s,                \
-                    (j->a->flags & BP_GROUP_QUANT_SCALE_UE8M0) != 0);                          \
-      } else {                                                                                 \
-        for (int64_t i = g0; i < g0 + G; i++)                                                  \
-          c[i] = (uint8_t)cpu_q_encode(q, (double)y[i] / (double)s, 0, 1);                     \
-      }                                                                                        \
-    }                                                                                          \
+/* The layer's result y[0..m) of the row x (compute type f32 or f64). */
+#define CPU__GQ_LAYER(T, SFX)                                                      \
+  static void gq_layer_##SFX(const gq_job_t* j, const T* x, T* restrict y) {       \
+    if (j->glu)                                                                    \
+      cpu_qrow_silu_mul_##SFX(x, y, j->m);                                         \
+    else if (j->norm)                                                              \
+      cpu_qrow_rms_##SFX(x, y, j->n, j->w, j->norm_eps);                           \
+    else                                                                           \
+      memcpy(y, x, sizeof(T) * (size_t)j->m);                                      \
   }
-#include <tgmath.h> /* exp, fabs in the type of x */
-/* max |y| with NaN winning, scalar (the f64 rows) */
-static double gq_amax_f64(const double* y, int64_t n) {
-  double amax = 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    double v = fabs(y[i]);
-    if (v != v) return NAN;
-    amax = v > amax ? v : amax;
+CPU__GQ_LAYER(float, f32)
+CPU__GQ_LAYER(double, f64)
+
+/* The codes and scales of each group of the row's result y (s_out[gi *
+ * s_step]: group gi's scale). float8_e4m3fn codes of f32 rows come from
+ * gq_e4m3_row; the others from the shared row encoder. */
+static void gq_codes(const gq_job_t* j, const void* y, uint8_t* restrict c, float* s_out, int64_t s_step) {
+  int f64 = j->kt == CPU_KT_F64;
+  uint32_t q = j->a->qdtype;
+  int64_t G = j->a->group_size;
+  for (int64_t g0 = 0, gi = 0; g0 < j->m; g0 += G, gi++) {
+    if (f64) {
+      const double* yd = (const double*)y + g0;
+      float s = gq_scale(j, cpu_qrow_amax_f64(yd, G));
+      s_out[gi * s_step] = s;
+      cpu_qrow_codes_f64(yd, c + g0, G, q, s, 1);
+      continue;
+    }
+    const float* yf = (const float*)y + g0;
+    float s = gq_scale(j, cpu_qrow_amax_f32(yf, G));
+    s_out[gi * s_step] = s;
+    if (s != 0.0f && q == BP_DTYPE_F8E4M3FN) {
+      /* 1 / s is exact for a UE8M0 scale; else y / s */
+      gq_e4m3_row(yf, c + g0, G, s, 1.0f / s, (j->a->flags & BP_GROUP_QUANT_SCALE_UE8M0) != 0);
+    } else {
+      cpu_qrow_codes_f32(yf, c + g0, G, q, s, 1);
+    }
   }
-  return amax;
 }
-CPU__GQ_ROWS(float, f32, gq_amax_f32, 1)
-CPU__GQ_ROWS(double, f64, gq_amax_f64, 0)
 
 static void gq_run(void* ctx, int64_t begin, int64_t end) {
   gq_job_t* j = ctx;
@@ -197,13 +151,9 @@ static void gq_run(void* ctx, int64_t begin, int64_t end) {
     /* row-major scales [rows, groups]; column-major [groups, rows] */
     float* s = col ? so + r : so + r * groups;
     int64_t step = col ? j->rows : 1;
-    if (j->kt == CPU_KT_F64) {
-      gq_layer_f64(j, (const double*)(void*)x, (double*)(void*)y);
-      gq_codes_f64(j, (const double*)(void*)y, c, s, step);
-    } else {
-      gq_layer_f32(j, (const float*)(void*)x, (float*)(void*)y);
-      gq_codes_f32(j, (const float*)(void*)y, c, s, step);
-    }
+    if (j->kt == CPU_KT_F64) gq_layer_f64(j, (const double*)(void*)x, (double*)(void*)y);
+    else gq_layer_f32(j, (const float*)(void*)x, (float*)(void*)y);
+    gq_codes(j, y, c, s, step);
   }
   free(buf);
 }
@@ -226,32 +176,23 @@ static bp_status_t exec_group_quant(const bp_op_call_t* call) {
   j.n = in->sizes[in->rank - 1];
   j.m = j.glu ? j.n / 2 : j.n;
   j.rows = j.n ? bp_desc_numel(in) / j.n : 0;
-  j.qmax = j.a->qdtype == BP_DTYPE_I8 ? 127.0 : cpu_q_float_max(j.a->qdtype);
+  j.qmax = cpu_qrows_qmax(j.a->qdtype);
   j.eps = j.a->eps > 0.0 ? j.a->eps : 1e-10;
   j.norm_eps = j.a->norm_eps > 0.0 ? j.a->norm_eps : cpu_dtype_eps(in->dtype);
   if (j.rows == 0 || j.m == 0) return BP_OK;
   void* w = NULL;
-  const bp_tensor_desc_t* wd = j.norm && call->num_inputs > 1 && call->inputs[1]->dtype != BP_DTYPE_INVALID
-                                   ? call->inputs[1]
-                                   : NULL;
-  if (wd) {
-    if (!(w = malloc((size_t)j.n * cpu_kt_size[j.kt])))
-      return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for the weight", cpu_op_name(call->op_id));
-    cpu_load[j.kt](w, cpu_desc_ptr(wd), 1, j.n, wd->dtype);
-  }
+  const bp_tensor_desc_t* wd = j.norm ? cpu_qrows_opt_input(call, 1) : NULL;
+  st = cpu_qrows_load_weight(call, wd, j.kt, j.n, &w);
+  if (st != BP_OK) return st;
   j.w = w;
-  int64_t grain = GQ_GRAIN / j.n;
-  cpu_parallel_for(j.rows, grain < 1 ? 1 : grain, gq_run, &j);
+  st = cpu_qrows_parallel(call, j.rows, j.n, gq_run, &j, &j.failed);
   free(w);
-  if (atomic_load(&j.failed))
-    return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: %s: no memory for a row of %lld elements",
-                     cpu_op_name(call->op_id), (long long)j.n);
-  return BP_OK;
+  return st;
 }
 
 static int supported_group_quant(const bp_op_call_t* call, char* msg, size_t cap) {
-  (void)call, (void)msg, (void)cap;
-  return BP_SUPPORT_OK; /* the core's rule leaves nothing the kernels lack */
+  const bp_group_quant_attrs_t* a = call->attrs;
+  return cpu_qrows_supported(call, a ? a->qdtype : BP_DTYPE_INVALID, msg, cap);
 }
 
 const cpu_family_t cpu_family_group_quant = {

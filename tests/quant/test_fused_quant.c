@@ -198,6 +198,46 @@ static void test_fused_quant_rules(void** state) {
 #undef INF
 }
 
+/* cpu:0's support answer for the row quantizations (fused and per group):
+ * what the kernels read and write, dense operands packed by the core. */
+static void test_row_quant_support_answer(void** state) {
+  (void)state;
+  bp_tensor_desc_t x = {.struct_size = sizeof x, .dtype = BP_DTYPE_BF16, .rank = 2, .sizes = {4, 16},
+                        .strides = {16, 1}};
+  bp_tensor_desc_t codes = x, scale = x, none = {.struct_size = sizeof none}; /* absent */
+  codes.dtype = BP_DTYPE_F8E4M3FN;
+  scale.dtype = BP_DTYPE_F32, scale.sizes[1] = 1, scale.strides[0] = 1;
+  bp_fused_quant_attrs_t fa = {.struct_size = sizeof fa, .qdtype = BP_DTYPE_F8E4M3FN};
+  bp_group_quant_attrs_t ga = {.struct_size = sizeof ga, .qdtype = BP_DTYPE_F8E4M3FN, .group_size = 16};
+  const void* attrs[2] = {&fa, &ga};
+  const uint32_t ops[2] = {BP_OP_rms_norm_quant, BP_OP_per_token_group_quant}, inputs[2] = {3, 1};
+  for (int k = 0; k < 2; k++) {
+    bp_op_call_t call = {.struct_size = sizeof call, .op_id = ops[k], .num_inputs = inputs[k], .num_outputs = 2,
+                         .inputs = (const bp_tensor_desc_t* const[]){&x, &none, &none},
+                         .outputs = (const bp_tensor_desc_t* const[]){&codes, &scale}, .attrs = attrs[k]};
+    bp_support_t s = {.struct_size = sizeof s};
+    assert_ok(bp_device_query_support(g_cpu, &call, &s));
+    assert_int_equal(s.supported, 1);
+    assert_int_equal(s.requires_contiguous, 1);
+    struct {
+      bp_tensor_desc_t* d;
+      uint32_t dtype;
+      const char* says;
+    } bad[] = {{&codes, BP_DTYPE_U8, "the codes are u8"},
+               {&scale, BP_DTYPE_F16, "the scales are f16"},
+               {&x, BP_DTYPE_I32, "input 0 is i32"}};
+    for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++) {
+      uint32_t keep = bad[b].d->dtype;
+      bad[b].d->dtype = bad[b].dtype;
+      assert_ok(bp_device_query_support(g_cpu, &call, &s));
+      assert_int_equal(s.supported, 0);
+      assert_int_equal(s.reason, BP_SUPPORT_DTYPE);
+      assert_non_null(strstr(s.message, bad[b].says));
+      bad[b].d->dtype = keep;
+    }
+  }
+}
+
 int main(void) {
   if (ops_fixture_setup() != 0 || g_cpu == NULL) return 1;
   if (bp_stream_create(g_cpu, NULL, &g_stream) != BP_OK) return 1;
@@ -206,6 +246,7 @@ int main(void) {
       cmocka_unit_test_teardown(test_add_rms_norm_quant_is_the_composition, ops_release_all),
       cmocka_unit_test_teardown(test_swiglu_quant_is_the_composition, ops_release_all),
       cmocka_unit_test_teardown(test_fused_quant_rules, ops_release_all),
+      cmocka_unit_test_teardown(test_row_quant_support_answer, ops_release_all),
   };
   int failed = cmocka_run_group_tests_name("fused_quant", tests, NULL, NULL);
   bp_stream_release(g_stream);

@@ -17,13 +17,6 @@
 
 #include "ops/ops_internal.h"
 
-static bp_status_t fq_float(const bp__infer_t* x, uint32_t i) {
-  if (bp__dtype_is_float(x->in[i].dtype)) return BP_OK;
-  char n[64];
-  return bp__infer_fail(x, "input '%s' has dtype %s; a floating dtype (f16, bf16, f32, f64) is required",
-                        bp__op_input_name(x->op, x->num_inputs, i, n), bp_dtype_name(x->in[i].dtype));
-}
-
 /* The static scale (input i): absent, or one f32 element. */
 static bp_status_t fq_scale(const bp__infer_t* x, uint32_t i) {
   if (!bp__in_present(x, i)) return BP_OK;
@@ -41,13 +34,8 @@ static bp_status_t fq_scale(const bp__infer_t* x, uint32_t i) {
 
 static bp_status_t fq_attrs(const bp__infer_t* x, int norm) {
   const bp_fused_quant_attrs_t* a = x->attrs;
-  uint32_t q = a->qdtype;
-  if (q != BP_DTYPE_I8 && q != BP_DTYPE_F8E4M3FN && q != BP_DTYPE_F8E5M2) {
-    char b[32];
-    return bp__infer_fail(x, "attrs.qdtype %s is not a code dtype of this op (i8, float8_e4m3fn, "
-                             "float8_e5m2: symmetric 8-bit codes)",
-                          bp__dtype_str(q, b));
-  }
+  bp_status_t st = bp__infer_quant_code_dtype(x, a->qdtype);
+  if (st != BP_OK) return st;
   if (a->flags & ~(uint32_t)BP_QUANTIZE_NO_SATURATE) {
     return bp__infer_fail(x, "attrs.flags = 0x%x has unknown bits 0x%x", a->flags,
                           a->flags & ~(uint32_t)BP_QUANTIZE_NO_SATURATE);
@@ -67,41 +55,17 @@ bp_status_t bp__infer_norm_quant(bp__infer_t* x) {
   const bp_tensor_desc_t* in = &x->in[0];
   int add = x->op->id == BP_OP_add_rms_norm_quant, glu = x->op->id == BP_OP_swiglu_quant;
   uint32_t wi = add ? 2 : 1, si = glu ? 1 : add ? 3 : 2;
-  char s0[192], s1[192];
+  int64_t n, m;
   bp_status_t st = fq_attrs(x, !glu);
-  if (st == BP_OK) st = fq_float(x, 0);
+  if (st == BP_OK) st = bp__infer_float_input(x, 0);
   if (st == BP_OK) st = fq_scale(x, si);
+  if (st == BP_OK) st = bp__infer_quant_row(x, glu, &n, &m);
+  if (st == BP_OK && add) st = bp__infer_like_input(x, 1, 0);
+  if (st == BP_OK && !glu) st = bp__infer_quant_weight(x, wi, n);
   if (st != BP_OK) return st;
-  if (in->rank == 0) {
-    return bp__infer_fail(x, "input '%s' is 0-d; the op runs over rows of its last dim",
-                          glu ? "self" : "input");
-  }
   int64_t sizes[BP_MAX_RANK];
   memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);
-  int64_t n = in->sizes[in->rank - 1];
-  if (glu) {
-    if (n % 2 != 0) {
-      return bp__infer_fail(x, "input 'self' has shape %s; its last dim (%lld) must be even: the "
-                               "gate half then the up half",
-                            bp__shape_str(in->rank, in->sizes, s0, sizeof s0), (long long)n);
-    }
-    sizes[in->rank - 1] = n / 2;
-  } else {
-    if (add) {
-      st = bp__infer_like_input(x, 1, 0);
-      if (st != BP_OK) return st;
-    }
-    if (bp__in_present(x, wi)) {
-      const bp_tensor_desc_t* w = &x->in[wi];
-      if (w->rank != 1 || w->sizes[0] != n || !bp__dtype_is_float(w->dtype)) {
-        char nb[64];
-        return bp__infer_fail(x, "input '%s' is %s %s; expected a floating [%lld] (the normalized "
-                                 "dim)",
-                              bp__op_input_name(x->op, x->num_inputs, wi, nb), bp_dtype_name(w->dtype),
-                              bp__shape_str(w->rank, w->sizes, s1, sizeof s1), (long long)n);
-      }
-    }
-  }
+  sizes[in->rank - 1] = m;
   x->compute_dtype = in->dtype == BP_DTYPE_F64 ? BP_DTYPE_F64 : BP_DTYPE_F32;
   uint32_t k = 0;
   st = bp__infer_set_out(x, k++, a->qdtype, in->rank, sizes);

@@ -20,13 +20,8 @@
 
 static bp_status_t gq_attrs(const bp__infer_t* x, int norm) {
   const bp_group_quant_attrs_t* a = x->attrs;
-  uint32_t q = a->qdtype;
-  if (q != BP_DTYPE_I8 && q != BP_DTYPE_F8E4M3FN && q != BP_DTYPE_F8E5M2) {
-    char b[32];
-    return bp__infer_fail(x, "attrs.qdtype %s is not a code dtype of this op (i8, float8_e4m3fn, "
-                             "float8_e5m2: symmetric 8-bit codes)",
-                          bp__dtype_str(q, b));
-  }
+  bp_status_t st = bp__infer_quant_code_dtype(x, a->qdtype);
+  if (st != BP_OK) return st;
   if (a->group_size < 1) return bp__infer_fail(x, "attrs.group_size = 0; it must be >= 1 (DeepSeek-V3: 128)");
   if (a->flags & ~GQ_FLAGS) {
     return bp__infer_fail(x, "attrs.flags = 0x%x has unknown bits 0x%x", a->flags, a->flags & ~GQ_FLAGS);
@@ -50,35 +45,20 @@ static bp_status_t gq_infer(bp__infer_t* x, int norm, int glu) {
   const bp_group_quant_attrs_t* a = x->attrs;
   const bp_tensor_desc_t* in = &x->in[0];
   const char* name = norm ? "input" : "self";
-  char s0[192], s1[192];
+  char s0[192];
+  int64_t n, m;
   bp_status_t st = gq_attrs(x, norm);
+  if (st == BP_OK) st = bp__infer_float_input(x, 0);
+  if (st == BP_OK) st = bp__infer_quant_row(x, glu, &n, &m);
   if (st != BP_OK) return st;
-  if (!bp__dtype_is_float(in->dtype)) {
-    return bp__infer_fail(x, "input '%s' has dtype %s; a floating dtype (f16, bf16, f32, f64) is required",
-                          name, bp_dtype_name(in->dtype));
-  }
-  if (in->rank == 0) return bp__infer_fail(x, "input '%s' is 0-d; the op runs over rows of its last dim", name);
-  int64_t n = in->sizes[in->rank - 1], m = n;
-  if (glu) {
-    if (n % 2 != 0) {
-      return bp__infer_fail(x, "input 'self' has shape %s; its last dim (%lld) must be even: the gate "
-                               "half then the up half",
-                            bp__shape_str(in->rank, in->sizes, s0, sizeof s0), (long long)n);
-    }
-    m = n / 2;
-  }
   if (m % a->group_size != 0) {
     return bp__infer_fail(x, "input '%s' has shape %s; the quantized row of %lld elements must be a multiple of "
                              "attrs.group_size = %u",
                           name, bp__shape_str(in->rank, in->sizes, s0, sizeof s0), (long long)m, a->group_size);
   }
-  if (norm && bp__in_present(x, 1)) {
-    const bp_tensor_desc_t* w = &x->in[1];
-    if (w->rank != 1 || w->sizes[0] != n || !bp__dtype_is_float(w->dtype)) {
-      return bp__infer_fail(x, "input 'opt_weight' is %s %s; expected a floating [%lld] (the normalized dim)",
-                            bp_dtype_name(w->dtype), bp__shape_str(w->rank, w->sizes, s1, sizeof s1),
-                            (long long)n);
-    }
+  if (norm) {
+    st = bp__infer_quant_weight(x, 1, n);
+    if (st != BP_OK) return st;
   }
   int64_t sizes[BP_MAX_RANK], rows = 1;
   memcpy(sizes, in->sizes, sizeof(int64_t) * in->rank);

@@ -240,6 +240,15 @@ BP__HIDDEN bp_status_t bp__infer_like_input(const bp__infer_t* x, uint32_t j, ui
 /* Normalizes dim against rank (rank 0 accepts 0 and -1, as PyTorch). */
 BP__HIDDEN bp_status_t bp__infer_wrap_dim(const bp__infer_t* x, int64_t dim, uint32_t rank,
                                           const char* what, uint32_t* out_dim);
+/* The row quantizations (op_infer_quant_rows.c): q is a symmetric 8-bit
+ * code dtype (i8, float8_e4m3fn, float8_e5m2); input i is floating (f16,
+ * bf16, f32, f64); input 0 has rows of n = its last dim, m = n (or n / 2
+ * for the [gate | up] halves of swiglu when `glu`, n even) quantized
+ * elements; the present weight wi is a floating [n]. */
+BP__HIDDEN bp_status_t bp__infer_quant_code_dtype(const bp__infer_t* x, uint32_t q);
+BP__HIDDEN bp_status_t bp__infer_float_input(const bp__infer_t* x, uint32_t i);
+BP__HIDDEN bp_status_t bp__infer_quant_row(const bp__infer_t* x, int glu, int64_t* out_n, int64_t* out_m);
+BP__HIDDEN bp_status_t bp__infer_quant_weight(const bp__infer_t* x, uint32_t wi, int64_t n);
 /* Sets x->out[k] dense. */
 BP__HIDDEN bp_status_t bp__infer_set_out(bp__infer_t* x, uint32_t k, uint32_t dtype,
                                          uint32_t rank, const int64_t* sizes);

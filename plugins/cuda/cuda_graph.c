@@ -11,6 +11,10 @@
  *    module load happens inside the capture), the graph replaces the
  *    instantiated one (cuGraphExecUpdate, or a new cuGraphInstantiate
  *    when the update is refused or absent) and is launched.
+ * A fused program's launches (EW_PROGRAM regions) run its generated
+ * kernel (cuda_ewgen.c), built before the capture like any module; where
+ * NVRTC cannot build it they run the interpreter kernel, and the reason is
+ * kept in the replay and logged.
  * Without the graph entry points, or after a capture the driver refused
  * (CUDA_ERROR_STREAM_CAPTURE_*), the same launches are enqueued one by one
  * (eager), with the reason logged once.
@@ -117,8 +121,7 @@ static bp_status_t upload_args(bpp_stream_t s, cuda_replay_t* r, const cuda_plan
 
 static bp_status_t enqueue_all(bpp_stream_t s, const cuda_replay_t* r, const cuda_plan_t* plan) {
   for (uint32_t i = 0; i < plan->n; ++i) {
-    bp_status_t st =
-        cuda_kernels_enqueue(s, &plan->recs[i], r->area + (CUdeviceptr)i * CUDA_ARGS_STRIDE);
+    bp_status_t st = cuda_kernels_enqueue(s, plan, i, r->area + (CUdeviceptr)i * CUDA_ARGS_STRIDE);
     if (st != BP_OK) return st;
   }
   return BP_OK;
@@ -194,12 +197,18 @@ bp_status_t cuda_replay_launch(bpp_stream_t s, cuda_replay_t* r, cuda_plan_t* pl
   int same = r->valid && plans_equal(plan, &r->last);
   if (!same) {
     r->valid = 0;
-    st = cuda_kernels_load(d, plan->recs, plan->n); /* never inside a capture */
+    char why[256];
+    st = cuda_kernels_load(d, plan, why, sizeof why); /* never inside a capture */
+    if (st == BP_OK && why[0] && strcmp(why, r->interpreter_reason) != 0)
+      bp_kit_log(BP_LOG_INFO, "cuda: a compiled elementwise region runs on the interpreter kernel: %s", why);
+    if (st == BP_OK) snprintf(r->interpreter_reason, sizeof r->interpreter_reason, "%s", why);
     if (st == BP_OK) st = upload_args(s, r, plan);
   }
+  /* The loaded plan: the last one when this one equals it. */
+  const cuda_plan_t* run = same ? &r->last : plan;
   int fallback = 0;
   if (st == BP_OK && !r->eager && (!same || !r->exec)) {
-    st = capture(s, r, plan, &fallback);
+    st = capture(s, r, run, &fallback);
     if (st == BP_OK && fallback) {
       r->eager = 1;
       if (r->exec) cu->cuGraphExecDestroy(r->exec);
@@ -214,7 +223,7 @@ bp_status_t cuda_replay_launch(bpp_stream_t s, cuda_replay_t* r, cuda_plan_t* pl
       if (e != CUDA_SUCCESS) st = cuda_fail(d, e, "cuGraphLaunch");
       else r->graph_launches++;
     } else {
-      st = enqueue_all(s, r, plan);
+      st = enqueue_all(s, r, run);
     }
   }
   if (st == BP_OK) {

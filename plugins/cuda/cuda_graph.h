@@ -25,6 +25,7 @@ typedef struct cuda_replay {
   int pending;           /* `done` was recorded at least once */
   int eager;             /* no graphs: launches one by one, for eager_reason */
   char eager_reason[256];
+  char interpreter_reason[256]; /* why a fused program last ran on the interpreter kernel ("": it did not) */
   /* Counts for tests and logs. */
   uint64_t graph_launches, instantiations, updates;
 } cuda_replay_t;

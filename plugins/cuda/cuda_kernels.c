@@ -160,15 +160,6 @@ static bp_status_t record_of(const bp_gpu_launch_t* l, cuda_launch_rec_t* out) {
   return BP_OK;
 }
 
-bp_status_t cuda_kernels_load(bpp_device_t d, const cuda_launch_rec_t* recs, uint32_t n) {
-  for (uint32_t i = 0; i < n; ++i) {
-    CUfunction fn = NULL;
-    bp_status_t st = function_of(d, recs[i].program, &fn);
-    if (st != BP_OK) return st;
-  }
-  return BP_OK;
-}
-
 /* cuLaunchKernel of `fn` with the record's operands and block. */
 static bp_status_t enqueue_fn(bpp_stream_t s, CUfunction fn, const cuda_launch_rec_t* rec, CUdeviceptr args) {
   bpp_device_t d = s->dev;
@@ -191,10 +182,46 @@ static bp_status_t enqueue_fn(bpp_stream_t s, CUfunction fn, const cuda_launch_r
   return r == CUDA_SUCCESS ? BP_OK : cuda_fail(d, r, "cuLaunchKernel");
 }
 
-bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
-  CUfunction fn = NULL;
-  bp_status_t st = function_of(s->dev, rec->program, &fn);
-  return st != BP_OK ? st : enqueue_fn(s, fn, rec, args);
+/* The generated kernel of a fused program's launch (`args`: its packed
+ * bp_gpu_ew_args_t) where generation is on and NVRTC builds it; else
+ * nonzero with the reason in `why` (context pushed). */
+static bp_status_t generated_fn(bpp_device_t d, uint32_t program, const void* args, CUfunction* out,
+                                char* why, size_t cap) {
+  int ew = program == BP_GPU_PROGRAM_ew_f32 || program == BP_GPU_PROGRAM_ew_f64 ||
+           program == BP_GPU_PROGRAM_ew_i64;
+  bp_status_t st = BP_UNIMPLEMENTED;
+  if (!ew) {
+    snprintf(why, cap, "program %u is not an elementwise interpreter", program);
+  } else if (!cuda_ewgen_enabled()) {
+    snprintf(why, cap, "BP_CUDA_EW_GENERATE=0");
+  } else {
+    bp_gpu_ew_args_t a; /* aligned copy: a record's block is bytes */
+    memcpy(&a, args, sizeof a);
+    st = cuda_ewgen_function(d, &a, out);
+    if (st != BP_OK) snprintf(why, cap, "%s", bp_plugin_last_error());
+  }
+  return st;
+}
+
+bp_status_t cuda_kernels_load(bpp_device_t d, cuda_plan_t* plan, char* why, size_t cap) {
+  why[0] = 0;
+  free(plan->fns);
+  plan->fns = calloc(plan->n + 1u, sizeof *plan->fns);
+  if (!plan->fns) return bp_kit_error(BP_RESOURCE_EXHAUSTED, "cuda: out of host memory");
+  for (uint32_t i = 0; i < plan->n; ++i) {
+    const cuda_launch_rec_t* rec = &plan->recs[i];
+    if (rec->generated && generated_fn(d, rec->program, rec->args, &plan->fns[i], why, cap) == BP_OK)
+      continue;
+    bp_status_t st = function_of(d, rec->program, &plan->fns[i]);
+    if (st != BP_OK) return st;
+  }
+  return BP_OK;
+}
+
+bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_plan_t* plan, uint32_t i, CUdeviceptr args) {
+  if (!plan->fns || i >= plan->n || !plan->fns[i])
+    return bp_kit_error(BP_INTERNAL, "cuda: launch %u of a plan that was not loaded", i);
+  return enqueue_fn(s, plan->fns[i], &plan->recs[i], args);
 }
 
 /* The block into the stream's slot, then `fn` (NULL: the program's
@@ -225,10 +252,8 @@ static bp_status_t launch_one(void* ctx, const bp_gpu_launch_t* l) { return laun
 static bp_status_t launch_fused(void* ctx, const bp_gpu_launch_t* l) {
   bpp_stream_t s = ctx;
   CUfunction fn = NULL;
-  int ew = l->program == BP_GPU_PROGRAM_ew_f32 || l->program == BP_GPU_PROGRAM_ew_f64 ||
-           l->program == BP_GPU_PROGRAM_ew_i64;
-  if (ew && cuda_ewgen_enabled() && cuda_ewgen_function(s->dev, &l->args.ew, &fn) == BP_OK)
-    return launch_with(s, l, fn);
+  char why[256];
+  if (generated_fn(s->dev, l->program, &l->args, &fn, why, sizeof why) == BP_OK) return launch_with(s, l, fn);
   return launch_with(s, l, NULL);
 }
 
@@ -247,6 +272,14 @@ static bp_status_t record_one(void* ctx, const bp_gpu_launch_t* l) {
   return st;
 }
 
+/* bp_gpu_launch_fn, planning a fused program: records marked generated. */
+static bp_status_t record_fused(void* ctx, const bp_gpu_launch_t* l) {
+  cuda_plan_t* p = ctx;
+  bp_status_t st = record_one(p, l);
+  if (st == BP_OK) p->recs[p->n - 1].generated = (uint32_t)cuda_ewgen_enabled();
+  return st;
+}
+
 bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan) {
   return bp_gpu_op_run(&k_caps, call, record_one, plan);
 }
@@ -254,7 +287,7 @@ bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan) {
 bp_status_t cuda_kernels_plan_ew(const bp_ew_program_t* prog, uint32_t nin,
                                  const bp_tensor_desc_t* const* in, uint32_t nout,
                                  const bp_tensor_desc_t* const* out, cuda_plan_t* plan) {
-  return bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, record_one, plan);
+  return bp_gpu_ew_program_run(&k_caps, prog, nin, in, nout, out, record_fused, plan);
 }
 
 bp_status_t cuda_kernels_launch_ew(bpp_stream_t s, const bp_ew_program_t* prog, uint32_t nin,
@@ -280,10 +313,6 @@ bp_status_t cuda_kernels_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   return bp_gpu_fusion_caps(&k_caps, out);
 }
 
-void cuda_plan_clear(cuda_plan_t* plan) {
-  free(plan->recs);
-  memset(plan, 0, sizeof *plan);
-}
 uint32_t cuda_kernels_ew_fits(bpp_device_t d, const bp_ew_program_t* prog, char* why, size_t cap) {
   bp_fusion_caps_t caps = {.struct_size = sizeof caps};
   if (cuda_kernels_fusion(d, &caps) != BP_OK || !caps.ew_max_instrs) {
@@ -347,12 +376,13 @@ static bp_status_t no_kernels(void) {
   return bp_kit_error(BP_UNIMPLEMENTED, "cuda: the plugin was built without its GPU kernels "
                                         "(needs clang-15 and libclc at build time)");
 }
-bp_status_t cuda_kernels_load(bpp_device_t d, const cuda_launch_rec_t* recs, uint32_t n) {
-  (void)d, (void)recs, (void)n;
+bp_status_t cuda_kernels_load(bpp_device_t d, cuda_plan_t* plan, char* why, size_t cap) {
+  (void)d, (void)plan, (void)cap;
+  why[0] = 0;
   return no_kernels();
 }
-bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_launch_rec_t* rec, CUdeviceptr args) {
-  (void)s, (void)rec, (void)args;
+bp_status_t cuda_kernels_enqueue(bpp_stream_t s, const cuda_plan_t* plan, uint32_t i, CUdeviceptr args) {
+  (void)s, (void)plan, (void)i, (void)args;
   return no_kernels();
 }
 bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan) {
@@ -377,10 +407,6 @@ bp_status_t cuda_kernels_fusion(bpp_device_t d, bp_fusion_caps_t* out) {
   bp_kit_copy_out(out, &none, sizeof none);
   return BP_OK;
 }
-void cuda_plan_clear(cuda_plan_t* plan) {
-  free(plan->recs);
-  memset(plan, 0, sizeof *plan);
-}
 uint32_t cuda_kernels_ew_fits(bpp_device_t d, const bp_ew_program_t* prog, char* why, size_t cap) {
   (void)d, (void)prog;
   snprintf(why, cap, "no elementwise kernel (built without the GPU kernels)");
@@ -392,3 +418,9 @@ uint32_t cuda_kernels_ew_aliases(const bp_region_desc_t* region, bp_region_alias
 }
 
 #endif
+
+void cuda_plan_clear(cuda_plan_t* plan) {
+  free(plan->recs);
+  free(plan->fns);
+  memset(plan, 0, sizeof *plan);
+}

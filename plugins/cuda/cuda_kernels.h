@@ -46,28 +46,35 @@ typedef struct cuda_launch_rec {
   CUdeviceptr ptr[8];    /* BP_GPU_LAUNCH_MAX_OPERANDS */
   unsigned grid[3], block[3];
   uint32_t args_size;
-  uint32_t reserved0;
+  uint32_t generated;    /* 1: a fused program's launch (args hold bp_gpu_ew_args_t): its
+                          * generated kernel runs where NVRTC builds one */
   unsigned char args[CUDA_ARGS_MAX];
 } cuda_launch_rec_t;
 /* A region's launches for one set of arguments, in stream order. */
 typedef struct cuda_plan {
   uint32_t n, cap;
   cuda_launch_rec_t* recs; /* owned */
+  CUfunction* fns;         /* owned, n entries once cuda_kernels_load resolved them, else NULL */
 } cuda_plan_t;
 
 /* Appends the launches of a checked op call or elementwise program to
- * `plan` (host work only: nothing is enqueued, no context needed). */
+ * `plan` (host work only: nothing is enqueued, no context needed). The
+ * program's launches are marked `generated` unless BP_CUDA_EW_GENERATE=0. */
 bp_status_t cuda_kernels_plan_op(const bp_op_call_t* call, cuda_plan_t* plan);
 bp_status_t cuda_kernels_plan_ew(const bp_ew_program_t* program, uint32_t num_inputs,
                                  const bp_tensor_desc_t* const* inputs, uint32_t num_outputs,
                                  const bp_tensor_desc_t* const* outputs, cuda_plan_t* plan);
 void cuda_plan_clear(cuda_plan_t* plan);
-/* Loads the modules the records use (context pushed); done before a
- * stream capture, where module loading is not allowed. */
-bp_status_t cuda_kernels_load(bpp_device_t dev, const cuda_launch_rec_t* recs, uint32_t n);
-/* cuLaunchKernel of one record reading its block at `args` (context
- * pushed); nothing else is enqueued, so it may run inside a capture. */
-bp_status_t cuda_kernels_enqueue(bpp_stream_t stream, const cuda_launch_rec_t* rec,
+/* Resolves the function of every record into plan->fns, loading the
+ * modules and building the generated kernels they use (context pushed);
+ * done before a stream capture, where module loading is not allowed. A
+ * `generated` record whose kernel NVRTC cannot build takes the
+ * interpreter kernel, with the reason in `why` (left empty otherwise). */
+bp_status_t cuda_kernels_load(bpp_device_t dev, cuda_plan_t* plan, char* why, size_t cap);
+/* cuLaunchKernel of record i of a loaded plan reading its block at `args`
+ * (context pushed); nothing else is enqueued, so it may run inside a
+ * capture. */
+bp_status_t cuda_kernels_enqueue(bpp_stream_t stream, const cuda_plan_t* plan, uint32_t i,
                                  CUdeviceptr args);
 
 #endif /* BP_CUDA_KERNELS_H_ */

@@ -4,9 +4,11 @@
  * the instantiated graph; capture failures fall back to eager replay or
  * map to clear statuses; a driver without the graph entry points replays
  * eagerly; the fake enforces the capture rules; saved regions reload and
- * corrupt bytes are refused.
+ * corrupt bytes are refused; fused programs, eager or compiled, run their
+ * generated kernels (NVRTC, the fake) or the interpreter with the reason.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,8 +26,30 @@ static void host_report(void* ctx, bp_status_t st, const char* m) {
   (void)ctx, (void)st;
   snprintf(g_msg, sizeof g_msg, "%s", m);
 }
-static void host_log(void* ctx, int32_t level, const char* m) { (void)ctx, (void)level, (void)m; }
-static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx, (void)level; return 0; }
+/* The plugin's log lines since setup, joined (the first LOG_CAP bytes);
+ * lines may come from the fake's stream threads. */
+enum { LOG_CAP = 8192 };
+static char g_log[LOG_CAP];
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static void host_log(void* ctx, int32_t level, const char* m) {
+  (void)ctx, (void)level;
+  pthread_mutex_lock(&g_log_mu);
+  size_t n = strlen(g_log);
+  snprintf(g_log + n, sizeof g_log - n, "%s\n", m);
+  pthread_mutex_unlock(&g_log_mu);
+}
+static int32_t host_log_enabled(void* ctx, int32_t level) { (void)ctx, (void)level; return 1; }
+static void log_clear(void) {
+  pthread_mutex_lock(&g_log_mu);
+  g_log[0] = 0;
+  pthread_mutex_unlock(&g_log_mu);
+}
+static int logged(const char* text) {
+  pthread_mutex_lock(&g_log_mu);
+  int found = strstr(g_log, text) != NULL;
+  pthread_mutex_unlock(&g_log_mu);
+  return found;
+}
 static const bp_host_services_t k_host = {.struct_size = sizeof k_host, .report = host_report,
                                           .log = host_log, .log_enabled = host_log_enabled};
 
@@ -90,6 +114,7 @@ static int setup(void** state) {
   F->reset();
   memset(&g_fx, 0, sizeof g_fx);
   g_msg[0] = 0;
+  log_clear();
   return 0;
 }
 static int teardown(void** state) {
@@ -614,12 +639,113 @@ static void test_generated_kernel_real_nvrtc(void** state) {
   prog_io_release(&io);
 }
 
+/* An EW_PROGRAM region over `b_shape` (the second input's shape). */
+static bpp_executable_t compile_program_b(const bp_tensor_desc_t* b_shape) {
+  const bp_tensor_desc_t* values[3] = {&k_shape, b_shape, &k_shape};
+  bp_region_desc_t r = {.struct_size = sizeof r, .kind = BP_REGION_EW_PROGRAM, .num_values = 3,
+                        .num_args = 3, .num_inputs = 2, .values = values, .program = &k_prog};
+  bp_support_t why = {.struct_size = sizeof why};
+  bpp_executable_t e = NULL;
+  assert_int_equal(X->region_compile(g_fx.dev, &r, &why, &e), BP_OK);
+  return e;
+}
+
+/* Launches region e over io (b as `b`) twice; out must be -((a + b) * a)
+ * with b broadcast when it has one element. The kernel captured. */
+static void run_region(bpp_executable_t e, prog_io_t* io, const bp_tensor_desc_t* b,
+                       fake_cuda_launch_t* last) {
+  const bp_tensor_desc_t* args[3] = {&io->a.d, b, &io->o.d};
+  for (int rep = 0; rep < 2; ++rep) {
+    memset(io->o.host, 0, N * sizeof(float));
+    assert_int_equal(X->executable_launch(g_fx.s, e, 3, args, NULL), BP_OK);
+    assert_int_equal(C->stream_synchronize(g_fx.s), BP_OK);
+    for (int i = 0; i < N; ++i)
+      assert_float_equal(io->o.host[i], expect(io->a.host[i], io->b.host[b->sizes[0] == 1 ? 0 : i]), 1e-5);
+  }
+  uint64_t n;
+  g_fx.f->last_launch(last, &n);
+}
+
+/* Compiled EW_PROGRAM regions run the program's generated kernel, built
+ * by NVRTC before the capture and captured into the graph like any launch
+ * (one capture, one compile for two runs); results equal the reference.
+ * A layout NVRTC refuses runs the interpreter kernel, the reason logged;
+ * BP_CUDA_EW_GENERATE=0 plans interpreter launches, nothing compiled. */
+static void test_region_generated_kernel(void** state) {
+  (void)state;
+  open_with(FAKE_CUDA_PATH, F);
+  prog_io_t io;
+  prog_io_new(&io);
+  int c0, c1, live;
+  char opts[64], src[64];
+  nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+  fake_cuda_launch_t last;
+  bpp_executable_t e = compile_program();
+  uint64_t k0 = calls("cuLaunchKernel");
+  run_region(e, &io, &io.b.d, &last);
+  assert_string_equal(last.name, "bp_ew_gen_f32");
+  assert_int_equal(last.nparams, 9);
+  assert_int_equal(calls("cuLaunchKernel") - k0, 1); /* inside the one capture */
+  assert_int_equal(calls("cuStreamBeginCapture_v2"), 1);
+  assert_int_equal(calls("cuGraphLaunch"), 2);
+  nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+  assert_int_equal(c1, c0 + 1);
+  assert_int_equal(live, 0);
+  assert_false(logged("runs on the interpreter kernel"));
+  X->executable_release(e);
+  /* b broadcast: another generated text, which NVRTC refuses. */
+  bp_tensor_desc_t one = io.b.d, one_shape = k_shape;
+  one.sizes[0] = one_shape.sizes[0] = 1;
+  setenv("FAKE_NVRTC_FAIL", "1", 1);
+  e = compile_program_b(&one_shape);
+  run_region(e, &io, &one, &last);
+  unsetenv("FAKE_NVRTC_FAIL");
+  assert_string_equal(last.name, "bp_ew_f32");
+  assert_true(logged("a compiled elementwise region runs on the interpreter kernel"));
+  assert_true(logged("fake: compilation refused"));
+  nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+  assert_int_equal(c0, c1 + 1); /* refused once, remembered */
+  X->executable_release(e);
+  /* Generation off: interpreter launches, nothing compiled or logged. */
+  setenv("BP_CUDA_EW_GENERATE", "0", 1);
+  log_clear();
+  e = compile_program();
+  run_region(e, &io, &io.b.d, &last);
+  unsetenv("BP_CUDA_EW_GENERATE");
+  assert_string_equal(last.name, "bp_ew_f32");
+  nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+  assert_int_equal(c1, c0);
+  assert_false(logged("runs on the interpreter kernel"));
+  X->executable_release(e);
+  prog_io_release(&io);
+}
+
+/* Without NVRTC a compiled EW_PROGRAM region runs the interpreter kernel
+ * (captured as before) and logs why. */
+static void test_region_without_nvrtc(void** state) {
+  (void)state;
+  open_with_nvrtc("/nonexistent/libnvrtc.so.13");
+  prog_io_t io;
+  prog_io_new(&io);
+  fake_cuda_launch_t last;
+  bpp_executable_t e = compile_program();
+  run_region(e, &io, &io.b.d, &last);
+  assert_string_equal(last.name, "bp_ew_f32");
+  assert_int_equal(calls("cuGraphLaunch"), 2);
+  assert_true(logged("a compiled elementwise region runs on the interpreter kernel"));
+  assert_true(logged("no NVRTC"));
+  X->executable_release(e);
+  prog_io_release(&io);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_program_replays_as_one_graph, setup, teardown),
       cmocka_unit_test_setup_teardown(test_generated_kernel_nvrtc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_generated_kernel_without_nvrtc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_generated_kernel_real_nvrtc, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_region_generated_kernel, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_region_without_nvrtc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_graph_region_multi_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_driver_without_graphs, setup, teardown),

@@ -62,12 +62,14 @@ static bp_status_t plugin_info(bp_plugin_t* plugin, bpp_comm_t comm, int32_t* ra
 /* A rank through another plugin's communicator (an engine that reaches
  * host memory: BPP_COMM_HOST_POINTERS), tried in load order. Every rank
  * walks the same list and each attempt fails or succeeds on all ranks
- * together (comm_create is collective), so they agree on the engine. */
-static bp_status_t bridge_rank(bp_comm_t* c, const bp_bootstrap_t* bs, uint64_t timeout_ns) {
+ * together (comm_create is collective), so they agree on the engine.
+ * own_refusal ("" if none): why the device's own plugin made no rank. */
+static bp_status_t bridge_rank(bp_comm_t* c, const bp_bootstrap_t* bs, uint64_t timeout_ns,
+                               const char* own_refusal) {
   bp_context_t* ctx = c->device->plugin->context;
   bp_status_t st = BP_UNIMPLEMENTED;
-  char tried[256] = "";
-  size_t len = 0;
+  char tried[512] = "";
+  size_t len = (size_t)snprintf(tried, sizeof(tried), "%s", own_refusal);
   for (uint32_t i = 0; i < ctx->plugin_count; ++i) {
     bp_plugin_t* p = ctx->plugins[i];
     if (p == c->device->plugin || !p->has_comm || !(p->comm.flags & BPP_COMM_HOST_POINTERS) ||
@@ -88,9 +90,29 @@ static bp_status_t bridge_rank(bp_comm_t* c, const bp_bootstrap_t* bs, uint64_t 
     len += (size_t)snprintf(tried + len, len < sizeof(tried) ? sizeof(tried) - len : 0, "%s%s: %s",
                             len ? "; " : "", p->name, bp_status_message());
   }
-  return bp__error(st, "no plugin offers collectives across these ranks%s%s",
-                   len ? " (" : " (load one that does: the mpi plugin under mpirun)",
-                   len ? tried : "");
+  return bp__error(st, "no plugin offers collectives across these ranks (%s)",
+                   len ? tried : "load one that does: the mpi plugin under mpirun");
+}
+
+/* After the device's own plugin was asked for the launcher's world (a
+ * NULL bootstrap, which the mpi plugin answers under mpirun): its rank and
+ * size on success; on failure UNIMPLEMENTED with the reason in `refusal`,
+ * so that another plugin's communicator is tried (a plugin whose ranks
+ * need a bootstrap, as the cpu plugin's, refuses NULL on every rank
+ * alike). */
+static bp_status_t launcher_world(bp_plugin_t* plugin, bp_comm_t* c, bp_status_t st,
+                                  char* refusal, size_t cap) {
+  if (st == BP_OK) st = plugin_info(plugin, c->native, &c->rank, &c->size);
+  if (st == BP_OK) {
+    c->link = BP_LINK_NETWORK; /* other processes, possibly machines */
+    return BP_OK;
+  }
+  snprintf(refusal, cap, "%s: %s", plugin->name, bp_status_message());
+  if (c->native) {
+    BP__NOTE_CALL_VOID(plugin, "comm_destroy", plugin->comm.comm_destroy(c->native));
+    c->native = NULL;
+  }
+  return BP_UNIMPLEMENTED;
 }
 
 /* Makes one rank; on failure the thread's message is set. bs NULL: the
@@ -105,9 +127,11 @@ static bp_status_t make_rank(bp_device_t* device, const bp_bootstrap_t* bs, uint
   c->size = bs ? bs->nranks : 0;
   c->link = BP_LINK_HOST; /* peers unknown: bp_comm_init_all refines it */
   bp_status_t st = BP_UNIMPLEMENTED;
-  if (bs && plugin->has_comm && plugin->comm.comm_create) {
+  char own_refusal[256] = "";
+  if (plugin->has_comm && plugin->comm.comm_create) {
     c->tier = plugin->comm.tier;
     st = plugin_rank(plugin, device->handle, bs, timeout_ns, &c->native);
+    if (!bs) st = launcher_world(plugin, c, st, own_refusal, sizeof(own_refusal));
   } else if (bs && !(flags & BP_COMM_PREFER_PLUGIN_ENGINE)) {
     c->tier = BP_COMM_TIER_HOST_STAGED;
     bp_kit_comm_error_t e;
@@ -116,7 +140,7 @@ static bp_status_t make_rank(bp_device_t* device, const bp_bootstrap_t* bs, uint
   }
   /* Ranks in several processes (UNIMPLEMENTED on every rank alike), or
    * the launcher's world: another plugin's communicator. */
-  if (st == BP_UNIMPLEMENTED) st = bridge_rank(c, bs, timeout_ns);
+  if (st == BP_UNIMPLEMENTED) st = bridge_rank(c, bs, timeout_ns, own_refusal);
   if (st != BP_OK) {
     comm_free(c);
     return st;

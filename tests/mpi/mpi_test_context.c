@@ -25,7 +25,7 @@ const bp_plugin_vtable_t* mpi_test_open(void** out_context) {
 void mpi_test_close(void* context) { bp_context_release(context); }
 
 /* The application API end to end: bp_comm_create on mpi:0 with the
- * bootstrap, tensors in mpi:0's memory, a stream of it, bp_comm_all_reduce
+ * bootstrap (NULL: the launcher's world), tensors in mpi:0's memory, a stream of it, bp_comm_all_reduce
  * (SUM of `n` floats, rank r holding r + i at i), then bp_comm_barrier.
  * Writes the rank and size the core reports, and the result. */
 bp_status_t mpi_test_app_all_reduce(void* context, const bp_bootstrap_t* bootstrap, int64_t n,
@@ -44,7 +44,7 @@ bp_status_t mpi_test_app_all_reduce(void* context, const bp_bootstrap_t* bootstr
     *out_tier = bp_comm_tier(comm);
     st = bp_tensor_create(dev, BP_DTYPE_F32, 1, &n, &t);
   }
-  for (int64_t i = 0; i < n; i++) out[i] = (float)(bootstrap->rank + i);
+  for (int64_t i = 0; i < n; i++) out[i] = (float)(*out_rank + i);
   if (st == BP_OK) st = bp_tensor_write(s, t, out, (uint64_t)n * sizeof(float));
   if (st == BP_OK) st = bp_comm_all_reduce(comm, s, t, t, BP_REDUCE_SUM, NULL);
   if (st == BP_OK) st = bp_comm_barrier(comm, s);

@@ -309,17 +309,33 @@ static void test_stream_ordered(void** state) {
 
 /* The application API (comm.h) on mpi:0: the core calls this plugin's
  * table with its own tensors and streams. */
-static void test_application_api(void** state) {
+/* bp_comm_create(mpi:0, bootstrap) through the application API, then an
+ * all_reduce whose sums are exact. */
+static void check_application_api(const bp_bootstrap_t* bootstrap) {
   float out[1000];
   int32_t rank = -1, size = -1;
   uint32_t tier = 0;
-  assert_int_equal(mpi_test_app_all_reduce(E.ctx, &E.boot, 1000, out, &rank, &size, &tier), BP_OK);
+  assert_int_equal(mpi_test_app_all_reduce(E.ctx, bootstrap, 1000, out, &rank, &size, &tier),
+                   BP_OK);
   assert_int_equal(rank, E.rank);
   assert_int_equal(size, E.size);
   assert_int_equal(tier, BP_COMM_TIER_NATIVE);
   double base = 0;
   for (int r = 0; r < E.size; r++) base += r;
   for (int i = 0; i < 1000; i++) assert_true(out[i] == (float)(base + (double)E.size * i));
+}
+
+static void test_application_api(void** state) {
+  (void)state;
+  check_application_api(&E.boot);
+}
+
+/* A NULL bootstrap: the launcher's world from the mpi plugin itself, with
+ * no other plugin loaded (as bp-conform --backend mpi asks for it under
+ * mpirun). */
+static void test_application_api_launcher_world(void** state) {
+  (void)state;
+  check_application_api(NULL);
 }
 
 /* ---- errors ------------------------------------------------------------------ */
@@ -633,6 +649,7 @@ int main(void) {
       cmocka_unit_test(test_send_recv_group_and_barrier),
       cmocka_unit_test(test_stream_ordered),
       cmocka_unit_test(test_application_api),
+      cmocka_unit_test(test_application_api_launcher_world),
       cmocka_unit_test(test_mismatch_fails_everywhere),
       cmocka_unit_test(test_compressed_all_reduce),
       cmocka_unit_test(test_compressed_gather_and_scatter),

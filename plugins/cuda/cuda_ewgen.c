@@ -9,7 +9,8 @@
  * program and layout, then kept per device, keyed by a hash of the text
  * (the text itself compared too). A program that fails to compile or load
  * is remembered, logged once with the reason, and runs on the interpreter
- * kernel. Past CUDA_EWGEN_MAX programs, new ones run on the interpreter.
+ * kernel. The PTX is kept on disk (cuda_program_cache.h), so a later
+ * process loads it instead of compiling it again. Past CUDA_EWGEN_MAX programs, new ones run on the interpreter.
  * BP_CUDA_EW_GENERATE=0 turns generation off.
  *
  * Threading: the table is under its lock (held across a compile, so a
@@ -21,6 +22,7 @@
 
 #include "cuda_ewgen.h"
 #include "cuda_nvrtc.h"
+#include "cuda_program_cache.h"
 
 #if BP_CUDA_KERNELS
 #include "bp_gpu_ops.h"
@@ -71,16 +73,12 @@ void cuda_ewgen_device_close(bpp_device_t d) {
   d->ewgen = NULL;
 }
 
-/* NVRTC, then the module and its function (context pushed). */
-static bp_status_t build(bpp_device_t d, ewgen_entry_t* e, const char* name, const char* kernel) {
-  char* ptx = NULL;
-  bp_status_t st = cuda_nvrtc_ptx(cuda_nvrtc_get(d->inst), e->text, name, d->cc_major, d->cc_minor, &ptx);
-  if (st) return st;
+/* The module of `ptx` and its function `kernel` (context pushed). */
+static bp_status_t load(bpp_device_t d, ewgen_entry_t* e, const char* ptx, const char* name, const char* kernel) {
   char log[512] = "";
   CUjit_option opts[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void* vals[2] = {log, (void*)(uintptr_t)sizeof log};
   CUresult r = d->cu->cuModuleLoadDataEx(&e->mod, ptx, 2, opts, vals);
-  free(ptx);
   if (r == CUDA_SUCCESS) r = d->cu->cuModuleGetFunction(&e->fn, e->mod, kernel);
   if (r != CUDA_SUCCESS) {
     if (e->mod) d->cu->cuModuleUnload(e->mod);
@@ -91,6 +89,28 @@ static bp_status_t build(bpp_device_t d, ewgen_entry_t* e, const char* name, con
     return cuda_fail(d, r, what);
   }
   return BP_OK;
+}
+
+/* The PTX from the program cache, else from NVRTC (then saved), then the
+ * module and its function (context pushed). */
+static bp_status_t build(bpp_device_t d, ewgen_entry_t* e, const char* name, const char* kernel) {
+  const cuda_nvrtc_t* nv = cuda_nvrtc_get(d->inst);
+  char key[512], path[900];
+  cuda_program_cache_key(d, nv, e->text, e->size, key, sizeof key);
+  char* ptx = cuda_program_cache_read(key, path, sizeof path);
+  bp_status_t st = ptx ? load(d, e, ptx, name, kernel) : BP_UNAVAILABLE;
+  if (ptx && st != BP_OK)
+    bp_kit_log(BP_LOG_WARN, "cuda: the cached PTX of %s was refused (%s); compiled again", name,
+               bp_plugin_last_error());
+  if (st != BP_OK) {
+    free(ptx);
+    ptx = NULL;
+    st = cuda_nvrtc_ptx(nv, e->text, name, d->cc_major, d->cc_minor, &ptx);
+    if (st == BP_OK) st = load(d, e, ptx, name, kernel);
+    if (st == BP_OK) cuda_program_cache_write(path, key, ptx);
+  }
+  free(ptx);
+  return st;
 }
 
 bp_status_t cuda_ewgen_function(bpp_device_t d, const bp_gpu_ew_args_t* a, CUfunction* out) {

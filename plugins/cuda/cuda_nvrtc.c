@@ -8,8 +8,10 @@
 #include "cuda_nvrtc.h"
 
 #define BP_CUDA_NVRTC_SYM(name, ret, params) {#name, offsetof(cuda_nvrtc_t, name), 1},
-static const bp_kit_symbol_t k_nvrtc_symbols[] = {NVRTC_SYMBOLS(BP_CUDA_NVRTC_SYM)};
+#define BP_CUDA_NVRTC_OPT(name, ret, params) {#name, offsetof(cuda_nvrtc_t, name), 0},
+static const bp_kit_symbol_t k_nvrtc_symbols[] = {NVRTC_SYMBOLS(BP_CUDA_NVRTC_SYM, BP_CUDA_NVRTC_OPT)};
 #undef BP_CUDA_NVRTC_SYM
+#undef BP_CUDA_NVRTC_OPT
 
 static void nvrtc_open(bpp_instance_t inst) {
   const char* env = getenv("BP_NVRTC_PATH");
@@ -30,6 +32,8 @@ static void nvrtc_open(bpp_instance_t inst) {
     free(nv);
     return;
   }
+  if (nv->nvrtcVersion && nv->nvrtcVersion(&nv->version_major, &nv->version_minor) != 0)
+    nv->version_major = nv->version_minor = 0;
   inst->nvrtc = nv;
 }
 
@@ -65,11 +69,10 @@ bp_status_t cuda_nvrtc_ptx(const cuda_nvrtc_t* nv, const char* text, const char*
   if (r != 0) return bp_kit_error(BP_INTERNAL, "cuda: nvrtcCreateProgram: %s", nv->nvrtcGetErrorString(r));
   char arch[48];
   snprintf(arch, sizeof arch, "--gpu-architecture=compute_%d%d", major, minor);
-  /* -default-device: the prelude's helpers are device functions; no
-   * fused multiply-add (the interpreter kernel's roundings); 177: helpers
-   * a program does not call. */
-  const char* opts[4] = {arch, "-default-device", "--fmad=false", "-diag-suppress=177"};
-  r = nv->nvrtcCompileProgram(p, 4, opts);
+#define CUDA_NVRTC_OPTION_ITEM(o) o,
+  const char* opts[] = {arch, CUDA_NVRTC_OPTIONS(CUDA_NVRTC_OPTION_ITEM)};
+#undef CUDA_NVRTC_OPTION_ITEM
+  r = nv->nvrtcCompileProgram(p, (int)BP_KIT_COUNT(opts), opts);
   bp_status_t st = BP_OK;
   if (r != 0) {
     size_t n = 0;

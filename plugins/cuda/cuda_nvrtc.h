@@ -16,8 +16,9 @@
 typedef int nvrtcResult_t; /* NVRTC_SUCCESS is 0 */
 typedef struct _nvrtcProgram* nvrtcProgram_t;
 
-/* REQ(name, return type, parameters) of every entry point used. */
-#define NVRTC_SYMBOLS(REQ)                                                                     \
+/* REQ(name, return type, parameters) of every entry point used; OPT: left
+ * NULL when the library lacks it. */
+#define NVRTC_SYMBOLS(REQ, OPT)                                                                \
   REQ(nvrtcCreateProgram, nvrtcResult_t,                                                     \
       (nvrtcProgram_t*, const char*, const char*, int, const char* const*, const char* const*)) \
   REQ(nvrtcCompileProgram, nvrtcResult_t, (nvrtcProgram_t, int, const char* const*))          \
@@ -26,14 +27,26 @@ typedef struct _nvrtcProgram* nvrtcProgram_t;
   REQ(nvrtcGetProgramLogSize, nvrtcResult_t, (nvrtcProgram_t, size_t*))                       \
   REQ(nvrtcGetProgramLog, nvrtcResult_t, (nvrtcProgram_t, char*))                             \
   REQ(nvrtcDestroyProgram, nvrtcResult_t, (nvrtcProgram_t*))                                  \
-  REQ(nvrtcGetErrorString, const char*, (nvrtcResult_t))
+  REQ(nvrtcGetErrorString, const char*, (nvrtcResult_t))                                     \
+  OPT(nvrtcVersion, nvrtcResult_t, (int*, int*))
 
 typedef struct cuda_nvrtc {
   void* lib;
 #define BP_CUDA_NVRTC_FIELD(name, ret, params) ret(*name) params;
-  NVRTC_SYMBOLS(BP_CUDA_NVRTC_FIELD)
+  NVRTC_SYMBOLS(BP_CUDA_NVRTC_FIELD, BP_CUDA_NVRTC_FIELD)
 #undef BP_CUDA_NVRTC_FIELD
+  int version_major, version_minor; /* nvrtcVersion, 0.0 without it */
 } cuda_nvrtc_t;
+
+/* The options every generated kernel is compiled with besides the
+ * architecture, as X(option) items: -default-device: the prelude's helpers
+ * are device functions; no fused multiply-add (the interpreter kernel's
+ * roundings); 177: helpers a program does not call. Part of the program
+ * cache's key (CUDA_NVRTC_OPTIONS_TEXT). */
+#define CUDA_NVRTC_OPTIONS(X) X("-default-device") X("--fmad=false") X("-diag-suppress=177")
+#define CUDA_NVRTC_OPTION_TEXT(o) o " "
+#define CUDA_NVRTC_OPTIONS_TEXT CUDA_NVRTC_OPTIONS(CUDA_NVRTC_OPTION_TEXT)
+
 
 /* At instance creation / destruction. */
 void cuda_nvrtc_init(bpp_instance_t inst);

@@ -4,13 +4,15 @@
  * (cmake/BpGpuKernels.cmake, format `source`). Each kernels.def program is
  * built on first use, so start-up builds nothing (PoCL's compiler takes
  * seconds per program). Built programs are kept on disk
- * (clGetProgramInfo(CL_PROGRAM_BINARIES)) in the user's cache folder
- * (bp_kit_cache.h), one file per program keyed by the device, driver and
- * plugin versions and the program text: a later process loads the binary
- * instead of compiling. A corrupt, foreign or stale file is ignored with
- * one warning and rewritten. Build failures are kept and returned again
- * (with the driver's build log) rather than retried on every launch.
- * BP_OPENCL_PROGRAM_CACHE=0 turns the disk cache off. Generated
+ * (clGetProgramInfo(CL_PROGRAM_BINARIES)) as the kit's cache entries
+ * (bp_kit_cache.h: checksummed, written atomically), one per program keyed
+ * by the device, driver and plugin versions, the build options and the
+ * program text: a later process loads the binary instead of compiling. A
+ * corrupt, foreign or stale entry is ignored with one warning and
+ * rewritten. Build failures are kept and returned again (with the
+ * driver's build log) rather than retried on every launch.
+ * BP_OPENCL_PROGRAM_CACHE=DIR relocates the folder; set to nothing or 0
+ * it turns the disk cache off. Generated
  * elementwise programs (ocl_ewgen.c) go through the same build and cache.
  */
 #include <stdio.h>
@@ -21,29 +23,25 @@
 #include "ocl_internal.h"
 #include "ocl_kernels.h"
 
-#define OCL_CACHE_MAGIC "BPOCLBIN"
 #define OCL_CACHE_MAX ((size_t)64 << 20)
+#define OCL_BUILD_OPTIONS "-cl-std=CL1.2"
 
-/* File: magic (8), key hash (8), binary size (8), binary. */
-typedef struct ocl_cache_header {
-  char magic[8];
-  uint64_t key;
-  uint64_t size;
-} ocl_cache_header_t;
-
-/* The cache file of program `name` (text `text`, `size` bytes) on `d` and
- * its key; 0 when there is none. */
+/* The cache entry of program `name` (text `text`, `size` bytes) on `d`:
+ * its path and key (the device, driver and plugin versions, the build
+ * options and the text's hashes); 0 when there is none. */
 static int cache_path(struct bpp_device_s* d, const char* name, const char* text, size_t size, char* out,
-                      size_t cap, uint64_t* key) {
-  const char* env = getenv("BP_OPENCL_PROGRAM_CACHE");
-  if (env && strcmp(env, "0") == 0) return 0;
-  char dir[700], why[200];
-  int have = bp_kit_cache_dir(dir, sizeof dir, why, sizeof why);
+                      size_t cap, char* key, size_t key_cap) {
+  char dir[700], why[240];
+  int have = bp_kit_cache_dir_env("BP_OPENCL_PROGRAM_CACHE", dir, sizeof dir, why, sizeof why);
   if (have < 0) bp_kit_log(BP_LOG_WARN, "opencl: %s; programs are not cached on disk", why);
   if (have <= 0) return 0;
+  char id[64];
+  bp_kit_cache_text_id(text, size, id, sizeof id);
+  snprintf(key, key_cap, "opencl binary; %s; options %s; source %s", d->cache_key, OCL_BUILD_OPTIONS, id);
+  char prefix[120];
   uint64_t dk = bp_gpu_text_hash(0, d->cache_key, strlen(d->cache_key));
-  *key = bp_gpu_text_hash(dk, text, size);
-  return (size_t)snprintf(out, cap, "%s/opencl-%016llx-%s.bin", dir, (unsigned long long)dk, name) < cap;
+  snprintf(prefix, sizeof prefix, "opencl-%016llx-%.60s", (unsigned long long)dk, name);
+  return bp_kit_cache_entry_path(dir, prefix, key, out, cap);
 }
 
 /* A built program from a binary, or NULL when the driver refuses it. */
@@ -52,7 +50,7 @@ static cl_program program_from_binary(struct bpp_device_s* d, const unsigned cha
   cl_int status = CL_SUCCESS, err = CL_SUCCESS;
   cl_program p = cl->clCreateProgramWithBinary(d->ctx, 1, &d->id, &bsize, &bin, &status, &err);
   if (p && (err != CL_SUCCESS || status != CL_SUCCESS ||
-            cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL) != CL_SUCCESS)) {
+            cl->clBuildProgram(p, 1, &d->id, OCL_BUILD_OPTIONS, NULL, NULL) != CL_SUCCESS)) {
     cl->clReleaseProgram(p);
     p = NULL;
   }
@@ -60,75 +58,51 @@ static cl_program program_from_binary(struct bpp_device_s* d, const unsigned cha
 }
 
 /* A program from the cached binary, or NULL (absent, or ignored with a
- * warning: then *out_rewrite is set). */
-static cl_program load_cached(struct bpp_device_s* d, const char* path, uint64_t key, int* out_rewrite) {
+ * warning); *out_rewrite: the entry is to be written (absent or ignored,
+ * not a non-file in the way). */
+static cl_program load_cached(struct bpp_device_s* d, const char* path, const char* key, int* out_rewrite) {
   size_t n = 0;
   int state;
-  char why[200];
-  unsigned char* data = bp_kit_cache_read(path, OCL_CACHE_MAX, &n, &state, why, sizeof why);
-  *out_rewrite = state == BP_KIT_CACHE_ABSENT || state == BP_KIT_CACHE_BAD;
-  if (!data) {
-    if (state != BP_KIT_CACHE_ABSENT) bp_kit_log(BP_LOG_WARN, "opencl: program cache '%s' ignored (%s)", path, why);
-    return NULL;
-  }
-  ocl_cache_header_t h;
-  cl_program p = NULL;
-  if (n < sizeof h) {
-    snprintf(why, sizeof why, "truncated: %zu bytes", n);
-  } else {
-    memcpy(&h, data, sizeof h);
-    if (memcmp(h.magic, OCL_CACHE_MAGIC, 8) != 0) snprintf(why, sizeof why, "not a program cache file");
-    else if (h.key != key) snprintf(why, sizeof why, "written for another device, driver or kernel source");
-    else if (h.size != n - sizeof h) snprintf(why, sizeof why, "truncated: %zu of %llu bytes", n - sizeof h,
-                                              (unsigned long long)h.size);
-    else {
-      p = program_from_binary(d, data + sizeof h, (size_t)h.size);
-      if (!p) snprintf(why, sizeof why, "the driver refused the binary");
-    }
-  }
+  char why[240];
+  unsigned char* data = bp_kit_cache_entry_read(path, key, OCL_CACHE_MAX, &n, &state, why, sizeof why);
+  *out_rewrite = state != BP_KIT_CACHE_NOT_FILE;
+  cl_program p = data ? program_from_binary(d, data, n) : NULL;
+  if (data && !p) snprintf(why, sizeof why, "the driver refused the binary");
   free(data);
-  if (!p) {
+  if (state == BP_KIT_CACHE_NOT_FILE)
+    bp_kit_log(BP_LOG_WARN, "opencl: program cache '%s' is %s; not used", path, why);
+  else if (!p && state != BP_KIT_CACHE_ABSENT)
     bp_kit_log(BP_LOG_WARN, "opencl: program cache '%s' ignored (%s); it is rewritten", path, why);
-    *out_rewrite = 1;
-  }
   return p;
 }
 
 /* Writes the binary of the source-built program `p` to the cache. */
-static void store_cached(struct bpp_device_s* d, cl_program p, const char* path, uint64_t key) {
+static void store_cached(struct bpp_device_s* d, cl_program p, const char* path, const char* key) {
   const ocl_symbols_t* cl = d->cl;
   size_t size = 0;
   if (cl->clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, NULL) != CL_SUCCESS || size == 0 ||
       size > OCL_CACHE_MAX)
     return;
-  unsigned char* file = malloc(sizeof(ocl_cache_header_t) + size);
-  if (!file) return;
-  ocl_cache_header_t h;
-  memset(&h, 0, sizeof h);
-  memcpy(h.magic, OCL_CACHE_MAGIC, 8);
-  h.key = key;
-  h.size = size;
-  memcpy(file, &h, sizeof h);
-  unsigned char* bin = file + sizeof h;
+  unsigned char* bin = malloc(size);
+  if (!bin) return;
   if (cl->clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) == CL_SUCCESS &&
-      bp_kit_cache_write(path, file, sizeof h + size) != 0)
+      bp_kit_cache_entry_write(path, key, bin, size) != 0)
     bp_kit_log(BP_LOG_WARN, "opencl: could not save the program cache to %s", path);
-  free(file);
+  free(bin);
 }
 
 bp_status_t ocl_program_build(struct bpp_device_s* d, const char* name, const char* text, size_t size,
                               const char* kernel, ocl_kernel_t* k, int* out_from_disk) {
   const ocl_symbols_t* cl = d->cl;
-  char path[900];
-  uint64_t key = 0;
-  int cached = cache_path(d, name, text, size, path, sizeof path, &key), rewrite = 0;
+  char path[900], key[700];
+  int cached = cache_path(d, name, text, size, path, sizeof path, key, sizeof key), rewrite = 0;
   cl_program p = cached ? load_cached(d, path, key, &rewrite) : NULL;
   if (out_from_disk) *out_from_disk = p != NULL;
   cl_int err = CL_SUCCESS;
   if (!p) {
     p = cl->clCreateProgramWithSource(d->ctx, 1, &text, NULL, &err);
     if (!p) return ocl_fail("clCreateProgramWithSource", err);
-    err = cl->clBuildProgram(p, 1, &d->id, "-cl-std=CL1.2", NULL, NULL);
+    err = cl->clBuildProgram(p, 1, &d->id, OCL_BUILD_OPTIONS, NULL, NULL);
     if (err != CL_SUCCESS) {
       char log[160] = "";
       cl->clGetProgramBuildInfo(p, d->id, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);

@@ -520,7 +520,8 @@ FAKE_EXPORT CUresult cuInit(unsigned flags) {
 }
 FAKE_EXPORT CUresult cuDriverGetVersion(int* v) {
   ENTER("cuDriverGetVersion", 0);
-  *v = 13000;
+  const char* env = getenv("FAKE_CUDA_DRIVER_VERSION"); /* e.g. 12080: another driver */
+  *v = env && *env ? atoi(env) : 13000;
   return CUDA_SUCCESS;
 }
 FAKE_EXPORT CUresult cuDeviceGetCount(int* n) {

@@ -25,6 +25,12 @@ static char* g_last_src;
 
 FAKE_EXPORT const char* nvrtcGetErrorString(int r) { return r == 0 ? "NVRTC_SUCCESS" : "NVRTC_ERROR_COMPILATION"; }
 
+FAKE_EXPORT int nvrtcVersion(int* major, int* minor) {
+  *major = 13;
+  *minor = 0;
+  return 0;
+}
+
 FAKE_EXPORT int nvrtcCreateProgram(fake_prog_t** out, const char* src, const char* name, int nh,
                                    const char* const* h, const char* const* hn) {
   (void)name, (void)nh, (void)h, (void)hn;

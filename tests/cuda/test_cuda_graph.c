@@ -5,8 +5,10 @@
  * map to clear statuses; a driver without the graph entry points replays
  * eagerly; the fake enforces the capture rules; saved regions reload and
  * corrupt bytes are refused; fused programs, eager or compiled, run their
- * generated kernels (NVRTC, the fake) or the interpreter with the reason.
+ * generated kernels (NVRTC, the fake) or the interpreter with the reason;
+ * their PTX is cached on disk (hits, misses, corrupt and foreign entries).
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -17,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backplane/plugin.h"
 #include "fake_cuda.h"
@@ -68,6 +72,7 @@ static int group_setup(void** state) {
   setenv("BP_CUDA_DRIVER_PATH", FAKE_CUDA_PATH, 1);
   setenv("BP_CUBLASLT_PATH", FAKE_CUDA_PATH, 1);
   setenv("BP_NVRTC_PATH", FAKE_NVRTC_PATH, 1); /* generated kernels through the fake NVRTC */
+  setenv("BP_CUDA_PROGRAM_CACHE", "", 1);       /* compiles counted: no disk cache but the test's own */
   g_fake = dlopen(FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
   if (!g_fake) return fprintf(stderr, "%s\n", dlerror()), -1;
   F = ((fake_cuda_control_fn)dlsym(g_fake, FAKE_CUDA_CONTROL_SYMBOL))();
@@ -738,6 +743,117 @@ static void test_region_without_nvrtc(void** state) {
   prog_io_release(&io);
 }
 
+/* ---- the program cache (BP_CUDA_PROGRAM_CACHE) ---------------------------------- */
+/* The entries (*.bin) in `dir`: their count, and in `other` the path of
+ * one not named `except` (NULL: any). */
+static int cache_entries(const char* dir, const char* except, char* other, size_t cap) {
+  DIR* d = opendir(dir);
+  assert_non_null(d);
+  int count = 0;
+  for (struct dirent* de; (de = readdir(d));) {
+    size_t n = strlen(de->d_name);
+    if (n < 4 || strcmp(de->d_name + n - 4, ".bin") != 0) continue;
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    count++;
+    if (!except || strcmp(path, except) != 0) snprintf(other, cap, "%s", path);
+  }
+  closedir(d);
+  return count;
+}
+
+/* One process's worth: a fresh instance runs k_prog eagerly; the NVRTC
+ * compiles it took (0: loaded from the cache). */
+static int compiles_of_fresh_run(void) {
+  int c0, c1, live;
+  char opts[8], src[8];
+  open_with(FAKE_CUDA_PATH, F);
+  prog_io_t io;
+  prog_io_new(&io);
+  fake_cuda_launch_t last;
+  nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
+  run_prog(&io, &last);
+  assert_string_equal(last.name, "bp_ew_gen_f32");
+  nvrtc_record(&c1, &live, opts, sizeof opts, src, sizeof src);
+  prog_io_release(&io);
+  C->stream_destroy(g_fx.s);
+  C->device_close(g_fx.dev);
+  C->instance_destroy(g_fx.inst);
+  memset(&g_fx, 0, sizeof g_fx);
+  return c1 - c0;
+}
+
+static size_t read_file(const char* path, unsigned char* data, size_t cap) {
+  FILE* f = fopen(path, "rb");
+  assert_non_null(f);
+  size_t n = fread(data, 1, cap, f);
+  fclose(f);
+  return n;
+}
+/* Flips bit 5 of the byte `back` bytes before the end of `path`, in place. */
+static void flip_byte(const char* path, long back) {
+  FILE* f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, -back, SEEK_END), 0);
+  int c = fgetc(f);
+  assert_int_equal(fseek(f, -back, SEEK_END), 0);
+  assert_int_equal(fputc(c ^ 0x20, f), c ^ 0x20);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* The generated kernels' PTX on disk: a miss compiles and writes one
+ * entry, a later instance (another process's start) loads it and compiles
+ * nothing; a corrupt entry (one payload byte flipped, or truncated) is
+ * ignored with a warning, compiled again and rewritten; another driver
+ * version is another key (a miss); an entry of another key moved to this
+ * key's path (a foreign file) is rejected and rewritten; set to nothing
+ * the variable turns the cache off (as the group's setup leaves it). */
+static void test_program_cache(void** state) {
+  (void)state;
+  char dir[] = "/tmp/bp-cuda-program-cache-XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  setenv("BP_CUDA_PROGRAM_CACHE", dir, 1);
+  char a[600], b[600];
+  assert_int_equal(compiles_of_fresh_run(), 1); /* miss */
+  assert_int_equal(cache_entries(dir, NULL, a, sizeof a), 1);
+  assert_int_equal(compiles_of_fresh_run(), 0); /* hit */
+  flip_byte(a, 5); /* corrupt: a PTX byte */
+  log_clear();
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_true(logged("ignored (checksum mismatch (corrupt)); it is rewritten"));
+  assert_int_equal(compiles_of_fresh_run(), 0); /* rewritten whole */
+  struct stat st;
+  assert_int_equal(stat(a, &st), 0);
+  assert_int_equal(truncate(a, st.st_size / 2), 0);
+  log_clear();
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_true(logged("ignored (truncated"));
+  assert_int_equal(compiles_of_fresh_run(), 0);
+  /* Another driver: another key, so a miss and a second entry. */
+  setenv("FAKE_CUDA_DRIVER_VERSION", "12080", 1);
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_int_equal(cache_entries(dir, a, b, sizeof b), 2);
+  assert_int_equal(compiles_of_fresh_run(), 0);
+  /* The 13.0 driver's entry moved over the 12.8 one: foreign. */
+  static unsigned char want[1 << 16], got[1 << 16];
+  size_t n = read_file(b, want, sizeof want);
+  assert_true(n > 64 && n < sizeof want);
+  assert_int_equal(rename(a, b), 0);
+  log_clear();
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_true(logged("ignored (written for another key (cuda ptx; driver 13000;"));
+  assert_int_equal(read_file(b, got, sizeof got), n); /* rewritten: the 12.8 entry again */
+  assert_memory_equal(got, want, n);
+  unsetenv("FAKE_CUDA_DRIVER_VERSION");
+  /* Off: compiled every time, nothing written. */
+  setenv("BP_CUDA_PROGRAM_CACHE", "", 1);
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_int_equal(cache_entries(dir, NULL, a, sizeof a), 1);
+  assert_int_equal(remove(b), 0);
+  assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_program_replays_as_one_graph, setup, teardown),
@@ -746,6 +862,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_generated_kernel_real_nvrtc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_region_generated_kernel, setup, teardown),
       cmocka_unit_test_setup_teardown(test_region_without_nvrtc, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_program_cache, setup, teardown),
       cmocka_unit_test_setup_teardown(test_graph_region_multi_op, setup, teardown),
       cmocka_unit_test_setup_teardown(test_capture_failures, setup, teardown),
       cmocka_unit_test_setup_teardown(test_driver_without_graphs, setup, teardown),

@@ -343,7 +343,8 @@ static ocl_ewgen_stats_t chain_on_fresh_instance(int64_t n) {
 
 /* The on-disk cache: the first instance builds and writes the binary, a
  * second loads it (no build; another size is the same kernel), a corrupt
- * file is rejected, rebuilt and rewritten. */
+ * file (a header field, a binary byte, garbage) is rejected, rebuilt and
+ * rewritten; BP_OPENCL_PROGRAM_CACHE=DIR relocates it. */
 static void test_disk_cache(void** state) {
   (void)state;
   char dir[] = "/tmp/bp_ocl_ewgenXXXXXX";
@@ -352,7 +353,7 @@ static void test_disk_cache(void** state) {
   ocl_ewgen_stats_t s = chain_on_fresh_instance(1000);
   assert_int_equal(s.builds, 1);
   assert_int_equal(s.disk_loads, 0);
-  char cmd[600], path[700] = "";
+  char cmd[1400], path[700] = "";
   snprintf(cmd, sizeof cmd, "ls %s/backplane/opencl-*-ewgen-*.bin 2>/dev/null", dir);
   FILE* ls = popen(cmd, "r");
   assert_non_null(ls);
@@ -375,13 +376,36 @@ static void test_disk_cache(void** state) {
   s = chain_on_fresh_instance(1000); /* rewritten: loads again */
   assert_int_equal(s.builds, 0);
   assert_int_equal(s.disk_loads, 1);
+  /* One byte of the binary flipped (sizes intact): the checksum rejects
+   * it before the driver sees it; rebuilt and rewritten. */
+  f = fopen(path, "r+b");
+  assert_non_null(f);
+  assert_int_equal(fseek(f, -16, SEEK_END), 0);
+  int c = fgetc(f);
+  assert_int_equal(fseek(f, -16, SEEK_END), 0);
+  fputc(c ^ 0x01, f);
+  fclose(f);
+  s = chain_on_fresh_instance(1000);
+  assert_int_equal(s.builds, 1);
+  assert_int_equal(s.disk_loads, 0);
+  s = chain_on_fresh_instance(1000);
+  assert_int_equal(s.disk_loads, 1);
   /* Truncated to garbage: rejected, rebuilt. */
   f = fopen(path, "wb");
   fputs("garbage", f);
   fclose(f);
   s = chain_on_fresh_instance(64);
   assert_int_equal(s.builds, 1);
-  snprintf(cmd, sizeof cmd, "rm -rf %s/backplane", dir);
+  /* BP_OPENCL_PROGRAM_CACHE relocates the folder (created when missing). */
+  char moved[600];
+  snprintf(moved, sizeof moved, "%s/elsewhere/programs", dir);
+  setenv("BP_OPENCL_PROGRAM_CACHE", moved, 1);
+  s = chain_on_fresh_instance(1000);
+  assert_int_equal(s.builds, 1);
+  s = chain_on_fresh_instance(1000);
+  assert_int_equal(s.disk_loads, 1);
+  unsetenv("BP_OPENCL_PROGRAM_CACHE");
+  snprintf(cmd, sizeof cmd, "ls %s/opencl-*-ewgen-*.bin >/dev/null 2>&1 && rm -rf %s", moved, dir);
   assert_int_equal(system(cmd), 0);
   unsetenv("XDG_CACHE_HOME");
 }

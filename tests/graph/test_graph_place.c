@@ -23,29 +23,37 @@
 
 static bp_device_t *g_fast, *g_slow, *g_est, *g_group, *g_refuse;
 
+/* Registers the plugin library `lib` of folder `dir` with ctx. */
+static bp_status_t register_plugin(bp_context_t* ctx, const char* dir, const char* lib) {
+  char path[1024];
+  snprintf(path, sizeof(path), "%s/%s", dir, lib);
+  return bp_context_register_plugin(ctx, path, NULL);
+}
+
+/* The folder of the CPU plugin under test. */
+static const char* cpu_plugin_dir(void) {
+  const char* pdir = getenv("BACKPLANE_TEST_PLUGIN_DIR");
+  return pdir ? pdir : ".";
+}
+
 static int setup(void** state) {
   (void)state;
   bp_context_options_t o = {.struct_size = sizeof(o), .flags = BP_CONTEXT_NO_DISCOVERY};
   if (bp_context_create(&o, &g_ctx) != BP_OK) return -1;
-  const char* pdir = getenv("BACKPLANE_TEST_PLUGIN_DIR");
-  char path[1024];
-  snprintf(path, sizeof(path), "%s/libbp_plugin_cpu.so", pdir ? pdir : ".");
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  snprintf(path, sizeof(path), "%s/libbp_graph_fastdev.so", GRAPH_COST_DIR);
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  snprintf(path, sizeof(path), "%s/libbp_graph_slowdev.so", GRAPH_COST_DIR);
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  snprintf(path, sizeof(path), "%s/libbp_graph_estdev.so", GRAPH_COST_DIR);
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  snprintf(path, sizeof(path), "%s/libbp_graph_groupdev.so", GRAPH_COST_DIR);
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  snprintf(path, sizeof(path), "%s/libbp_graph_refusedev.so", GRAPH_COST_DIR);
-  if (bp_context_register_plugin(g_ctx, path, NULL) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "groupdev:0", &g_group) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "refusedev:0", &g_refuse) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "estdev:0", &g_est) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "fastdev:0", &g_fast) != BP_OK) return -1;
-  if (bp_context_find_device(g_ctx, "slowdev:0", &g_slow) != BP_OK) return -1;
+  if (register_plugin(g_ctx, cpu_plugin_dir(), "libbp_plugin_cpu.so") != BP_OK) return -1;
+  static const struct {
+    const char* lib;
+    const char* device;
+    bp_device_t** dev;
+  } k_devs[] = {{"libbp_graph_fastdev.so", "fastdev:0", &g_fast},
+                {"libbp_graph_slowdev.so", "slowdev:0", &g_slow},
+                {"libbp_graph_estdev.so", "estdev:0", &g_est},
+                {"libbp_graph_groupdev.so", "groupdev:0", &g_group},
+                {"libbp_graph_refusedev.so", "refusedev:0", &g_refuse}};
+  for (size_t i = 0; i < sizeof(k_devs) / sizeof(k_devs[0]); ++i)
+    if (register_plugin(g_ctx, GRAPH_COST_DIR, k_devs[i].lib) != BP_OK) return -1;
+  for (size_t i = 0; i < sizeof(k_devs) / sizeof(k_devs[0]); ++i)
+    if (bp_context_find_device(g_ctx, k_devs[i].device, k_devs[i].dev) != BP_OK) return -1;
   if (bp_context_find_device(g_ctx, "cpu:0", &g_cpu0) != BP_OK) return -1;
   return bp_stream_create(g_cpu0, NULL, &g_s0) == BP_OK ? 0 : -1;
 }
@@ -53,23 +61,55 @@ static int setup(void** state) {
 static bp_graph_t* parse(const char* text) { return fx_parse(text); }
 static bp_graph_compile_options_t opts(bp_device_t** devs, uint32_t n) { return fx_opts(devs, n); }
 
-/* The device the report gives node `name`. */
-static void expect_node_on(const bp_graph_exec_t* x, const char* name, const char* device) {
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+/* Compiles g for o on ctx; fails the test with the status message when the
+ * compile fails. */
+static bp_graph_exec_t* compile_ok(bp_context_t* ctx, const bp_graph_t* g, const bp_graph_compile_options_t* o) {
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(ctx, g, o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  return x;
+}
+
+/* The report of a compile in `format` (freed by the caller with
+ * bp_graph_text_free). */
+static char* report(const bp_graph_exec_t* x, uint32_t format) {
+  char* text = NULL;
+  assert_int_equal(bp_graph_exec_report(x, format, &text), BP_OK);
+  return text;
+}
+static char* report_json(const bp_graph_exec_t* x) { return report(x, BP_GRAPH_REPORT_JSON); }
+
+/* 1 when the report's entry for node `name` contains `what`. */
+static int node_has(const char* json, const char* name, const char* what) {
   char want[256];
   snprintf(want, sizeof(want), "\"name\": \"%s\", \"op\"", name);
   const char* at = strstr(json, want);
-  if (at == NULL) fail_msg("no node %s in %s", name, json);
-  char dev[128];
-  snprintf(dev, sizeof(dev), "\"device\": \"%s\"", device);
-  const char* end = strchr(at, '}');
-  const char* d = strstr(at, dev);
-  if (d == NULL || d > end) fail_msg("node %s is not on %s: %s", name, device, json);
+  if (at == NULL) return 0;
+  const char* end = strstr(at, "\n");
+  const char* w = strstr(at, what);
+  return w != NULL && (end == NULL || w < end);
+}
+
+/* Each of the n nodes `names` has `what` in the report of x. */
+static void expect_nodes_have(const bp_graph_exec_t* x, const char* const* names, int n, const char* what) {
+  char* json = report_json(x);
+  for (int i = 0; i < n; ++i)
+    if (!node_has(json, names[i], what)) fail_msg("node %s lacks %s: %s", names[i], what, json);
   bp_graph_text_free(json);
 }
 
-static int node_has(const char* json, const char* name, const char* what);
+/* The report of x in `format` contains `what` (present) or does not. */
+static void expect_report(const bp_graph_exec_t* x, uint32_t format, const char* what, int present) {
+  char* text = report(x, format);
+  if ((strstr(text, what) != NULL) != present) fail_msg("the report %s %s: %s", present ? "lacks" : "has", what, text);
+  bp_graph_text_free(text);
+}
+
+/* The device the report gives node `name`. */
+static void expect_node_on(const bp_graph_exec_t* x, const char* name, const char* device) {
+  char dev[128];
+  snprintf(dev, sizeof(dev), "\"device\": \"%s\"", device);
+  expect_nodes_have(x, &name, 1, dev);
+}
 
 /* Runs x on one f32 input of `dims` (made on dev, values in [-1, 1)) and
  * compares its one output (out_count elements) with the eager run of g on
@@ -148,8 +188,7 @@ static void test_cheaper_device_wins(void** state) {
   bp_device_t* orders[2][2] = {{g_slow, g_fast}, {g_fast, g_slow}};
   for (int k = 0; k < 2; ++k) {
     bp_graph_compile_options_t o = opts(orders[k], 2);
-    bp_graph_exec_t* x = NULL;
-    if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+    bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
     expect_node_on(x, "r1", "fastdev:0");
     expect_node_on(x, "a1", "fastdev:0");
     bp_graph_exec_stats_t s = {.struct_size = sizeof(s)};
@@ -157,18 +196,14 @@ static void test_cheaper_device_wins(void** state) {
     assert_int_equal(s.num_devices, 1);
     assert_int_equal(s.num_copies, 0);
     /* The report warns that slowdev, requested, runs nothing. */
-    char* text = NULL;
-    assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_TEXT, &text), BP_OK);
-    assert_non_null(strstr(text, "warning: slowdev:0 was requested but runs 0 of 2 nodes"));
-    bp_graph_text_free(text);
+    expect_report(x, BP_GRAPH_REPORT_TEXT, "warning: slowdev:0 was requested but runs 0 of 2 nodes", 1);
     bp_graph_exec_release(x);
   }
   /* Preferring the slow device overrides the cost. */
   bp_device_t* devs[2] = {g_fast, g_slow};
   bp_graph_compile_options_t o = opts(devs, 2);
   o.prefer_device = g_slow;
-  bp_graph_exec_t* x = NULL;
-  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   expect_node_on(x, "r1", "slowdev:0");
   bp_graph_exec_release(x);
   bp_graph_release(g);
@@ -183,39 +218,34 @@ static void test_plugin_estimate_wins(void** state) {
   bp_device_t* devs[2] = {g_est, g_fast}; /* the input lives on estdev */
   bp_graph_compile_options_t o = opts(devs, 2);
   o.flags = BP_GRAPH_NO_ISLANDS;
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   expect_node_on(x, "r1", "estdev:0");
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  assert_non_null(strstr(json, "plugin estimate"));
-  bp_graph_text_free(json);
+  expect_report(x, BP_GRAPH_REPORT_JSON, "plugin estimate", 1);
   bp_graph_exec_release(x);
   bp_graph_release(g);
 }
 
+/* relu, then mm and softmax (which only the CPU plugin runs). */
+#define K_MM_SOFTMAX                                        \
+  "input x : f32[16, 32]\n"                                 \
+  "const w : f32[32, 8] = uniform(seed=5, lo=-0.3, hi=0.3)\n" \
+  "a = relu(x) @r1\n"                                       \
+  "h = mm(a, w) @proj\n"                                    \
+  "p = softmax(h) {dim=-1} @sm\n"
+
 static void test_op_only_one_device_runs(void** state) {
   (void)state;
   /* mm and softmax: only the CPU plugin; relu and add: all three. */
-  bp_graph_t* g = parse(
-      "input x : f32[16, 32]\n"
-      "const w : f32[32, 8] = uniform(seed=5, lo=-0.3, hi=0.3)\n"
-      "a = relu(x) @r1\n"
-      "h = mm(a, w) @proj\n"
-      "p = softmax(h) {dim=-1} @sm\n"
+  bp_graph_t* g = parse(K_MM_SOFTMAX
       "q = add(p, p) @a1\n"
       "output q\n");
   bp_device_t* devs[2] = {g_fast, g_cpu0};
   bp_graph_compile_options_t o = opts(devs, 2);
   o.flags = BP_GRAPH_NO_ISLANDS;
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   expect_node_on(x, "proj", "cpu:0");
   expect_node_on(x, "sm", "cpu:0");
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  assert_non_null(strstr(json, "\"name\": \"proj\", \"op\": \"mm\", \"device\": \"cpu:0\", \"reason\": \"the only device that runs it\""));
-  bp_graph_text_free(json);
+  expect_report(x, BP_GRAPH_REPORT_JSON, "\"name\": \"proj\", \"op\": \"mm\", \"device\": \"cpu:0\", \"reason\": \"the only device that runs it\"", 1);
   /* Run on data made on cpu:0 and compare with eager. */
   int64_t dims[2] = {16, 32};
   expect_run_equals_eager(x, g, g_cpu0, g_s0, 2, dims, 16 * 8);
@@ -232,12 +262,8 @@ static void test_claim_not_convex(void** state) {
   bp_context_t* ctx = NULL;
   bp_context_options_t co = {.struct_size = sizeof(co), .flags = BP_CONTEXT_NO_DISCOVERY};
   assert_int_equal(bp_context_create(&co, &ctx), BP_OK);
-  const char* pdir = getenv("BACKPLANE_TEST_PLUGIN_DIR");
-  char path[1024];
-  snprintf(path, sizeof(path), "%s/libbp_plugin_cpu.so", pdir ? pdir : ".");
-  assert_int_equal(bp_context_register_plugin(ctx, path, NULL), BP_OK);
-  snprintf(path, sizeof(path), "%s/libbp_graph_claimdev.so", GRAPH_COST_DIR);
-  assert_int_equal(bp_context_register_plugin(ctx, path, NULL), BP_OK);
+  assert_int_equal(register_plugin(ctx, cpu_plugin_dir(), "libbp_plugin_cpu.so"), BP_OK);
+  assert_int_equal(register_plugin(ctx, GRAPH_COST_DIR, "libbp_graph_claimdev.so"), BP_OK);
   bp_device_t *claim = NULL, *cpu = NULL;
   assert_int_equal(bp_context_find_device(ctx, "claimdev:0", &claim), BP_OK);
   assert_int_equal(bp_context_find_device(ctx, "cpu:0", &cpu), BP_OK);
@@ -252,10 +278,8 @@ static void test_claim_not_convex(void** state) {
   bp_graph_pin_t pins[3] = {{"a", claim}, {"b", cpu}, {"c", claim}};
   o.pins = pins;
   o.num_pins = 3;
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  bp_graph_exec_t* x = compile_ok(ctx, g, &o);
+  char* json = report_json(x);
   assert_non_null(strstr(json, "{\"device\": \"claimdev:0\", \"first_node\": 0, \"nodes\": 2, \"reason\": 1, "
                                "\"message\": \"the claimed group is not convex: its nodes run alone\"}"));
   bp_graph_text_free(json);
@@ -276,12 +300,10 @@ static void test_claim_not_convex(void** state) {
       "output h\n");
   o.pins = NULL;
   o.num_pins = 0;
-  if (bp_graph_compile(ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  if (!node_has(json, "proj", "\"device\": \"cpu:0\"") ||
-      !node_has(json, "proj", "{\"device\": \"claimdev:0\", \"reason\": \"op: claimed, but its support query refuses it alone: "))
-    fail_msg("proj: %s", json);
-  bp_graph_text_free(json);
+  x = compile_ok(ctx, g, &o);
+  const char* proj = "proj";
+  expect_node_on(x, proj, "cpu:0");
+  expect_nodes_have(x, &proj, 1, "{\"device\": \"claimdev:0\", \"reason\": \"op: claimed, but its support query refuses it alone: ");
   expect_run_equals_eager(x, g, cpu, s, 2, dims, 32);
   bp_stream_release(s);
   bp_graph_exec_release(x);
@@ -291,13 +313,7 @@ static void test_claim_not_convex(void** state) {
 
 static void test_forbid_fallback_lists_nodes(void** state) {
   (void)state;
-  bp_graph_t* g = parse(
-      "input x : f32[16, 32]\n"
-      "const w : f32[32, 8] = uniform(seed=5, lo=-0.3, hi=0.3)\n"
-      "a = relu(x) @r1\n"
-      "h = mm(a, w) @proj\n"
-      "p = softmax(h) {dim=-1} @sm\n"
-      "output p\n");
+  bp_graph_t* g = parse(K_MM_SOFTMAX "output p\n");
   bp_device_t* devs[3] = {g_slow, g_fast, g_cpu0};
   bp_graph_compile_options_t o = opts(devs, 3);
   o.prefer_device = g_slow;
@@ -311,33 +327,12 @@ static void test_forbid_fallback_lists_nodes(void** state) {
   assert_null(strstr(m, "'r1'"));
   /* Without forbid-fallback the same compile falls back, saying why. */
   o.flags = 0;
-  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
+  x = compile_ok(g_ctx, g, &o);
   expect_node_on(x, "r1", "slowdev:0");
   expect_node_on(x, "proj", "cpu:0");
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  assert_non_null(strstr(json, "the only device that runs it"));
-  bp_graph_text_free(json);
+  expect_report(x, BP_GRAPH_REPORT_JSON, "the only device that runs it", 1);
   bp_graph_exec_release(x);
   bp_graph_release(g);
-}
-
-/* The JSON of a compile's report (freed by the caller). */
-static char* report_json(const bp_graph_exec_t* x) {
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  return json;
-}
-
-/* 1 when the report's entry for node `name` contains `what`. */
-static int node_has(const char* json, const char* name, const char* what) {
-  char want[256];
-  snprintf(want, sizeof(want), "\"name\": \"%s\", \"op\"", name);
-  const char* at = strstr(json, want);
-  if (at == NULL) return 0;
-  const char* end = strstr(at, "\n");
-  const char* w = strstr(at, what);
-  return w != NULL && (end == NULL || w < end);
 }
 
 /* A 256 KiB relu chain whose input lives on the first device. */
@@ -357,14 +352,11 @@ static void test_claimed_group_wins_whole(void** state) {
   bp_graph_t* g = parse(k_chain);
   bp_device_t* devs[2] = {g_group, g_fast};
   bp_graph_compile_options_t o = opts(devs, 2);
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-  char* json = report_json(x);
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   const char* names[3] = {"g1", "g2", "g3"};
-  for (int i = 0; i < 3; ++i) {
-    if (!node_has(json, names[i], "\"device\": \"groupdev:0\"") || !node_has(json, names[i], "\"claim\": \"group\", \"group\": 0"))
-      fail_msg("node %s is not in groupdev's group: %s", names[i], json);
-  }
+  expect_nodes_have(x, names, 3, "\"device\": \"groupdev:0\"");
+  expect_nodes_have(x, names, 3, "\"claim\": \"group\", \"group\": 0");
+  char* json = report_json(x);
   assert_non_null(strstr(json, "\"reason\": \"claimed group of 3 nodes: 1.0 us"));
   assert_non_null(strstr(json, "region estimate"));
   assert_non_null(strstr(json, "{\"group\": 0, \"device\": \"groupdev:0\", \"nodes\": [\"g1\", \"g2\", \"g3\"], "
@@ -389,22 +381,15 @@ static void test_claimed_group_over_memory(void** state) {
   bp_device_t* devs[2] = {g_group, g_fast};
   bp_graph_compile_options_t o = opts(devs, 2);
   o.memory_limit_bytes = 5u << 17; /* 640 KiB */
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-  char* json = report_json(x);
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   const char* names[3] = {"g1", "g2", "g3"};
-  for (int i = 0; i < 3; ++i) {
-    if (!node_has(json, names[i], "\"device\": \"fastdev:0\"") || !node_has(json, names[i], "\"claim\": \"node\""))
-      fail_msg("node %s: %s", names[i], json);
-  }
-  assert_null(strstr(json, "\"claim\": \"group\""));
-  bp_graph_text_free(json);
+  expect_nodes_have(x, names, 3, "\"device\": \"fastdev:0\"");
+  expect_nodes_have(x, names, 3, "\"claim\": \"node\"");
+  expect_report(x, BP_GRAPH_REPORT_JSON, "\"claim\": \"group\"", 0);
   bp_graph_exec_release(x);
   o.memory_limit_bytes = 64u << 20;
-  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_OK);
-  json = report_json(x);
-  for (int i = 0; i < 3; ++i) assert_true(node_has(json, names[i], "\"device\": \"groupdev:0\""));
-  bp_graph_text_free(json);
+  x = compile_ok(g_ctx, g, &o);
+  expect_nodes_have(x, names, 3, "\"device\": \"groupdev:0\"");
   bp_graph_exec_release(x);
   bp_graph_release(g);
 }
@@ -425,7 +410,7 @@ static void test_claim_refusal_reasons(void** state) {
   if (strstr(m, "forbid-fallback: 1 node cannot run on refusedev:0: node 'a1' (#1, add): op: refusedev: refuses add in a claim") == NULL)
     fail_msg("message: %s", m);
   o.flags = 0;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  x = compile_ok(g_ctx, g, &o);
   char* json = report_json(x);
   if (!node_has(json, "a1", "\"device\": \"cpu:0\"") ||
       !node_has(json, "a1", "\"refused_by\": [{\"device\": \"refusedev:0\", \"reason\": \"op: refusedev: refuses add in a claim\"}]"))
@@ -433,10 +418,7 @@ static void test_claim_refusal_reasons(void** state) {
   assert_true(node_has(json, "r1", "\"device\": \"refusedev:0\""));
   assert_false(node_has(json, "r1", "refused_by"));
   bp_graph_text_free(json);
-  char* text = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_TEXT, &text), BP_OK);
-  assert_non_null(strstr(text, "refused: #1 a1 by refusedev:0: op: refusedev: refuses add in a claim\n"));
-  bp_graph_text_free(text);
+  expect_report(x, BP_GRAPH_REPORT_TEXT, "refused: #1 a1 by refusedev:0: op: refusedev: refuses add in a claim\n", 1);
   bp_graph_exec_release(x);
   bp_graph_release(g);
 }
@@ -470,9 +452,7 @@ static void test_claims_deterministic(void** state) {
   for (int k = 0; k < 2; ++k) {
     bp_graph_compile_options_t o = opts(orders[k], 2);
     o.flags = BP_GRAPH_NO_FOLD;
-    bp_graph_exec_t *x = NULL, *y = NULL;
-    if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-    assert_int_equal(bp_graph_compile(g_ctx, g, &o, &y), BP_OK);
+    bp_graph_exec_t *x = compile_ok(g_ctx, g, &o), *y = compile_ok(g_ctx, g, &o);
     char* px = placement_of(x);
     char* py = placement_of(y);
     assert_string_equal(px, py);
@@ -538,17 +518,13 @@ static void test_claims_around_views(void** state) {
       "output b\n");
   bp_device_t* devs[2] = {g_fast, g_cpu0};
   bp_graph_compile_options_t o = opts(devs, 2);
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
+  bp_graph_exec_t* x = compile_ok(g_ctx, g, &o);
   char* json = report_json(x);
   if (!node_has(json, "v1", "\"claim\": \"node\"") || !node_has(json, "v2", "\"claim\": \"node\"") ||
       !node_has(json, "rs", "\"claim\": \"query\""))
     fail_msg("%s", json);
   bp_graph_text_free(json);
-  char* text = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_TEXT, &text), BP_OK);
-  assert_null(strstr(text, "claim of"));
-  bp_graph_text_free(text);
+  expect_report(x, BP_GRAPH_REPORT_TEXT, "claim of", 0);
   int64_t dims[2] = {4, 8};
   expect_run_equals_eager(x, g, g_cpu0, g_s0, 2, dims, 32);
   bp_graph_exec_release(x);

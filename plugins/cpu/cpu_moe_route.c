@@ -16,7 +16,8 @@
  *                         inside them; weights are the unbiased scores,
  *                         renormalized and scaled on request. Scores in
  *                         double; ties go to the lower index, NaN ranks
- *                         last. Tokens spread over the pool.
+ *                         last. Tokens spread over the pool; each ranking
+ *                         is one pass that keeps the best k so far.
  *
  * Operands are dense (the support answer asks the core to pack others).
  */
@@ -75,12 +76,21 @@ static int gtk_before(double a, int64_t i, double b, int64_t j) {
   return a > b || (a == b && i < j);
 }
 
-/* The best entry of v[0..n) not yet taken (taken[i] != 0), -1 when none. */
-static int64_t gtk_best(const double* v, const uint8_t* taken, int64_t n) {
-  int64_t best = -1;
-  for (int64_t i = 0; i < n; i++)
-    if (!taken[i] && (best < 0 || gtk_before(v[i], i, v[best], best))) best = i;
-  return best;
+/* The best k entries of v[0..n) in rank order into top[0..k) (skip[i] != 0:
+ * left out; skip may be NULL); returns how many there were (< k when fewer
+ * are left). One pass: each entry is compared with the k-th best so far
+ * and only one that ranks before it is inserted, so the pass costs about n
+ * comparisons where k scans for the best would cost k n. */
+static int64_t gtk_topk(const double* v, const uint8_t* skip, int64_t n, int64_t k, int64_t* top) {
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (skip && skip[i]) continue;
+    if (cnt == k && !gtk_before(v[i], i, v[top[k - 1]], top[k - 1])) continue;
+    int64_t p = cnt < k ? cnt++ : k - 1;
+    for (; p > 0 && gtk_before(v[i], i, v[top[p - 1]], top[p - 1]); p--) top[p] = top[p - 1];
+    top[p] = i;
+  }
+  return cnt;
 }
 
 static void gtk_run(void* ctx, int64_t begin, int64_t end) {
@@ -91,18 +101,21 @@ static void gtk_run(void* ctx, int64_t begin, int64_t end) {
   const bp_tensor_desc_t* bias = call->num_inputs > 1 && call->inputs[1]->dtype != BP_DTYPE_INVALID ? call->inputs[1] : NULL;
   int64_t E = j->E, G = j->G, per = j->per, k = a->top_k;
   size_t es = bp_dtype_size(g->dtype);
-  /* s: scores, c: choice scores, gs: group scores, b: bias, o: weights */
-  double* buf = malloc(sizeof(double) * (size_t)(4 * E + G + k));
-  uint8_t* taken = malloc((size_t)(E + G));
-  if (!buf || !taken) {
-    free(buf), free(taken);
+  /* s: scores, c: choice scores, b: bias, gs: group scores, o: weights;
+   * top: ranked indices (experts, groups or a group's best two) */
+  int64_t ntop = k > G ? k : G < 2 ? 2 : G;
+  double* buf = malloc(sizeof(double) * (size_t)(3 * E + G + k));
+  int64_t* top = malloc(sizeof(int64_t) * (size_t)ntop);
+  uint8_t* out = malloc((size_t)E);
+  if (!buf || !top || !out) {
+    free(buf), free(top), free(out);
     atomic_store(&j->failed, 1);
     return;
   }
   double *s = buf, *c = s + E, *b = c + E, *gs = b + E, *o = gs + G;
-  uint8_t* gtaken = taken + E;
   if (bias) cpu_load[CPU_KT_F64](b, cpu_desc_ptr(bias), 1, E, bias->dtype);
   double rsf = a->routed_scaling_factor != 0.0 ? a->routed_scaling_factor : 1.0;
+  int two = bias && per > 1; /* a group scores the sum of its best two */
   for (int64_t t = begin; t < end; t++) {
     cpu_load[CPU_KT_F64](s, cpu_desc_ptr(g) + (size_t)(t * E) * es, 1, E, g->dtype);
     if (a->scoring_func == BP_MOE_SCORING_SIGMOID) {
@@ -113,33 +126,35 @@ static void gtk_run(void* ctx, int64_t begin, int64_t end) {
       for (int64_t e = 0; e < E; e++) z += (s[e] = exp(s[e] - m));
       for (int64_t e = 0; e < E; e++) s[e] /= z;
     }
-    for (int64_t e = 0; e < E; e++) c[e] = bias ? s[e] + b[e] : s[e];
+    if (bias)
+      for (int64_t e = 0; e < E; e++) c[e] = s[e] + b[e];
+    else
+      memcpy(c, s, sizeof(double) * (size_t)E);
     /* group scores: the best choice score, or the sum of the best two */
-    memset(taken, 0, (size_t)(E + G));
     for (int64_t q = 0; q < G; q++) {
-      int64_t b0 = gtk_best(c + q * per, taken + q * per, per);
-      gs[q] = c[q * per + b0];
-      if (bias && per > 1) {
-        taken[q * per + b0] = 1;
-        gs[q] += c[q * per + gtk_best(c + q * per, taken + q * per, per)];
-        taken[q * per + b0] = 0;
-      }
+      gtk_topk(c + q * per, NULL, per, two ? 2 : 1, top);
+      gs[q] = c[q * per + top[0]];
+      if (two) gs[q] += c[q * per + top[1]];
     }
     /* groups not kept: their experts are out of the choice */
-    for (int64_t r = 0; r < j->kg; r++) gtaken[gtk_best(gs, gtaken, G)] = 1;
-    for (int64_t e = 0; e < E; e++) taken[e] = !gtaken[e / per];
+    memset(out, 1, (size_t)E);
+    if (j->kg == G) {
+      memset(out, 0, (size_t)E);
+    } else {
+      gtk_topk(gs, NULL, G, j->kg, top);
+      for (int64_t r = 0; r < j->kg; r++) memset(out + top[r] * per, 0, (size_t)per);
+    }
+    gtk_topk(c, out, E, k, top);
     double sum = 0.0;
     int32_t* ids = (int32_t*)(void*)cpu_desc_ptr(call->outputs[1]) + t * k;
     for (int64_t r = 0; r < k; r++) {
-      int64_t e = gtk_best(c, taken, E);
-      taken[e] = 1;
-      ids[r] = (int32_t)e;
-      sum += (o[r] = s[e]);
+      ids[r] = (int32_t)top[r];
+      sum += (o[r] = s[top[r]]);
     }
     for (int64_t r = 0; r < k; r++) o[r] = (a->renormalize ? o[r] / sum : o[r]) * rsf;
     cpu_store[CPU_KT_F64](cpu_desc_ptr(w) + (size_t)(t * k) * bp_dtype_size(w->dtype), 1, o, k, w->dtype);
   }
-  free(buf), free(taken);
+  free(buf), free(top), free(out);
 }
 
 static bp_status_t exec_grouped_topk(const bp_op_call_t* call) {

@@ -9,7 +9,13 @@
  *     128, f32, blocks of 16 in a shuffled table) against causal
  *     scaled_dot_product_attention on the same dense [4, 16, 512, 128]
  *     tensors: the ratio sdpa / prefill (1.0: the paged layout costs
- *     nothing).
+ *     nothing);
+ *   - swiglu_oai (GPT-OSS's clamped SwiGLU over interleaved gate / up) of
+ *     [1024, 2 x 2880] f32 against swiglu at the same shapes: the ratio
+ *     swiglu / swiglu_oai (1.0: the clamp and the interleave cost nothing);
+ *   - grouped_topk (softmax scores, one group: plain top-k routing) of
+ *     [4096, 256] f32 logits, top 8, against moe_topk_softmax at the same
+ *     shapes: the ratio moe_topk_softmax / grouped_topk (1.0: as fast).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +51,35 @@ static bp_status_t run_sdpa(bpb_ctx_t* ctx, void* user) {
   bp_sdpa_attrs_t a = {sizeof a, 1, 0.0, 0, 0};
   return bp_op_scaled_dot_product_attention(ctx->stream, p->t[6], p->t[6], p->t[6], NULL, &a,
                                             &p->out_base);
+}
+
+static bp_status_t run_swiglu_oai(bpb_ctx_t* ctx, void* user) {
+  moe_pair_t* p = user;
+  bp_swiglu_oai_attrs_t a = {sizeof a, 0, 0.0, 0.0};
+  return bp_op_swiglu_oai(ctx->stream, p->t[0], &a, &p->out_op);
+}
+
+static bp_status_t run_swiglu(bpb_ctx_t* ctx, void* user) {
+  moe_pair_t* p = user;
+  return bp_op_swiglu(ctx->stream, p->t[0], NULL, &p->out_base);
+}
+
+static bp_status_t run_grouped_topk(bpb_ctx_t* ctx, void* user) {
+  moe_pair_t* p = user;
+  bp_grouped_topk_attrs_t a = {sizeof a, 8, 1, 1, BP_MOE_SCORING_SOFTMAX, 1, 0.0};
+  bp_tensor_t* ids = NULL;
+  bp_status_t st = bp_op_grouped_topk(ctx->stream, p->t[0], NULL, &a, &p->out_op, &ids);
+  bp_tensor_release(ids);
+  return st;
+}
+
+static bp_status_t run_topk_softmax(bpb_ctx_t* ctx, void* user) {
+  moe_pair_t* p = user;
+  bp_moe_topk_attrs_t a = {sizeof a, 8, 1, 0};
+  bp_tensor_t* ids = NULL;
+  bp_status_t st = bp_op_moe_topk_softmax(ctx->stream, p->t[0], &a, &p->out_base, &ids);
+  bp_tensor_release(ids);
+  return st;
 }
 
 /* Alternating rounds; the median of base / op and the medians of both. */
@@ -122,6 +157,31 @@ static void prefill_case(bpb_ctx_t* ctx) {
   release_pair(&p);
 }
 
+static void swiglu_oai_case(bpb_ctx_t* ctx) {
+  const int64_t T = ctx->quick ? 64 : 1024, H = 2880;
+  int64_t xs[2] = {T, 2 * H};
+  moe_pair_t p = {run_swiglu_oai, run_swiglu, {0}, NULL, NULL};
+  p.t[0] = bpb_tensor_random(ctx, 2, xs, 61);
+  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  char name[160];
+  snprintf(name, sizeof name, "swiglu_oai f32 [%lld, %lld]: swiglu / swiglu_oai", (long long)T, (long long)(2 * H));
+  moe_figure(ctx, &p, name, "swiglu at the same shapes, same run");
+  release_pair(&p);
+}
+
+static void grouped_topk_case(bpb_ctx_t* ctx) {
+  const int64_t T = ctx->quick ? 256 : 4096, E = 256;
+  int64_t gs[2] = {T, E};
+  moe_pair_t p = {run_grouped_topk, run_topk_softmax, {0}, NULL, NULL};
+  p.t[0] = bpb_tensor_random(ctx, 2, gs, 62);
+  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  char name[160];
+  snprintf(name, sizeof name, "grouped_topk f32 [%lld, %lld] softmax, top 8, one group: moe_topk_softmax / grouped_topk",
+           (long long)T, (long long)E);
+  moe_figure(ctx, &p, name, "moe_topk_softmax at the same shapes, same run");
+  release_pair(&p);
+}
+
 void bpb_suite_moe(bpb_ctx_t* ctx) {
   if (!ctx->is_cpu) {
     printf("moe: skipped (the cpu plugin's kernels only)\n");
@@ -129,4 +189,6 @@ void bpb_suite_moe(bpb_ctx_t* ctx) {
   }
   grouped_case(ctx);
   prefill_case(ctx);
+  swiglu_oai_case(ctx);
+  grouped_topk_case(ctx);
 }

@@ -38,6 +38,9 @@ static const conv_spec_t kConv[] = {
     {"groups", 2, 2, 6, 6, 3, {7, 7}, {3, 3}, {0}, {1, 1}, {0}, {0}, 0, 1, L_C, L_C, L_C, L_C, 0, 1},
     {"depthwise", 2, 1, 4, 8, 4, {6, 5}, {3, 3}, {2, 2}, {1, 1}, {0}, {0}, 0, 0, L_C, L_C, L_C, L_C, 0, 0},
     {"1x1", 2, 2, 16, 8, 1, {5, 6}, {1, 1}, {0}, {0}, {0}, {0}, 0, 1, L_C, L_C, L_C, L_C, 0, 1},
+    /* one image, output channels in blocks of 16: a backend may split the
+     * output channels over threads (the CPU plugin's oneDNN path does) */
+    {"channel_split", 2, 1, 5, 48, 1, {9, 7}, {3, 3}, {0}, {1, 1}, {0}, {0}, 0, 1, L_C, L_C, L_C, L_C, 0, 0},
     {"1x1_stride", 2, 1, 5, 4, 1, {7, 7}, {1, 1}, {2, 2}, {0}, {0}, {0}, 0, 0, L_C, L_C, L_C, L_C, 0, 0},
     {"1x1_transposed_layout", 2, 2, 6, 4, 2, {4, 5}, {1, 1}, {0}, {0}, {0}, {0}, 0, 1, L_T, L_C, L_C, L_T, 0, 0},
     {"3d", 3, 1, 2, 3, 1, {5, 6, 4}, {2, 3, 2}, {1, 2, 1}, {1, 0, 1}, {0}, {0}, 0, 1, L_C, L_C, L_C, L_C, 0, 1},

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cuda_blas.h"
+#include "cuda_event_pool.h"
 #include "cuda_kernels.h"
 #include "cuda_nvrtc.h"
 
@@ -137,8 +138,10 @@ static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t
     if (cu->cuCtxGetStreamPriorityRange(&d->prio_least, &d->prio_greatest) != CUDA_SUCCESS)
       d->prio_least = d->prio_greatest = 0;
     pool_open(d);
-    st = cuda_blas_device_open(d);
+    st = cuda_event_pools_open(d);
+    if (st == BP_OK) st = cuda_blas_device_open(d);
     if (st == BP_OK) st = cuda_kernels_device_open(d);
+    if (st != BP_OK) cuda_event_pools_close(d);
     cuda_ctx_pop(d);
   }
   if (st != BP_OK) {
@@ -157,6 +160,7 @@ static void device_close(bpp_device_t d) {
   if (cuda_ctx_push(d) == BP_OK) {
     cuda_blas_device_close(d);
     cuda_kernels_device_close(d);
+    cuda_event_pools_close(d); /* after the kernels: no executable holds an event now */
     if (d->alloc_stream) {
       d->cu->cuStreamSynchronize(d->alloc_stream);
       d->cu->cuStreamDestroy_v2(d->alloc_stream);

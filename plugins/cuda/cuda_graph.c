@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_event_pool.h"
 #include "cuda_graph.h"
 
 /* Bytes between two argument blocks in the device area. */
@@ -52,14 +53,13 @@ bp_status_t cuda_replay_init(bpp_device_t d, cuda_replay_t* r) {
   if (r->eager) bp_kit_log(BP_LOG_INFO, "cuda: compiled regions replay eagerly: %s", r->eager_reason);
   bp_status_t st = cuda_ctx_push(d);
   if (st != BP_OK) return st;
-  CUresult cr = d->cu->cuEventCreate(&r->done, CU_EVENT_DISABLE_TIMING);
+  st = cuda_event_get(d, 0, &r->done);
   cuda_ctx_pop(d);
-  if (cr != CUDA_SUCCESS) {
+  if (st != BP_OK) {
     r->done = NULL;
     pthread_mutex_destroy(&r->mu);
-    return cuda_fail(d, cr, "cuEventCreate (region)");
   }
-  return BP_OK;
+  return st;
 }
 
 void cuda_replay_fini(cuda_replay_t* r) {
@@ -70,7 +70,7 @@ void cuda_replay_fini(cuda_replay_t* r) {
     if (r->pending) d->cu->cuEventSynchronize(r->done);
     if (r->exec) d->cu->cuGraphExecDestroy(r->exec);
     if (r->area) d->cu->cuMemFree_v2(r->area);
-    if (r->done) d->cu->cuEventDestroy_v2(r->done);
+    cuda_event_put(d, 0, r->done); /* complete when synchronized: kept for the next */
     cuda_ctx_pop(d);
   }
   cuda_plan_clear(&r->last);

@@ -72,6 +72,8 @@ struct bpp_device_s {
   void* lt;      /* cublasLtHandle_t, NULL without cuBLASLt */
   void* kernels; /* cuda_kernels.c's module cache, NULL without the module API */
   void* ewgen;   /* cuda_ewgen.c's generated kernels, NULL until the first */
+  /* Recycled CUevents (cuda_event_pool.c): [0] without timing, [1] with. */
+  struct bp_gpu_event_pool* events[2];
 };
 
 struct bpp_buffer_s {

@@ -1,4 +1,5 @@
-/* Streams (CUstream, non-blocking, with priorities) and events (CUevent).
+/* Streams (CUstream, non-blocking, with priorities) and events (CUevent,
+ * recycled through the device's event pools: cuda_event_pool.h).
  *
  * A stream's errors: the driver's (a sticky context error makes the device
  * lost: DEVICE_LOST from then on) and its host functions' (cuda_hostfn.c;
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 
 #include "cuda_blas.h"
+#include "cuda_event_pool.h"
 #include "cuda_kernels.h"
 
 /* backplane priorities grow upward from 0; CUDA's grow downward from
@@ -138,12 +140,11 @@ bp_status_t cuda_event_create(bpp_device_t d, const bp_event_create_info_t* info
     free(e);
     return st;
   }
-  CUresult r = d->cu->cuEventCreate(&e->e, flags & BP_EVENT_TIMING ? CU_EVENT_DEFAULT
-                                                                   : CU_EVENT_DISABLE_TIMING);
+  st = cuda_event_get(d, flags & BP_EVENT_TIMING, &e->e); /* recycled or created */
   cuda_ctx_pop(d);
-  if (r != CUDA_SUCCESS) {
+  if (st != BP_OK) {
     free(e);
-    return cuda_fail(d, r, "cuEventCreate");
+    return st;
   }
   *out = e;
   return BP_OK;
@@ -152,7 +153,7 @@ bp_status_t cuda_event_create(bpp_device_t d, const bp_event_create_info_t* info
 void cuda_event_destroy(bpp_event_t e) {
   if (!e) return;
   if (cuda_ctx_push(e->dev) == BP_OK) {
-    e->dev->cu->cuEventDestroy_v2(e->e); /* the driver frees it once it completed */
+    cuda_event_put(e->dev, e->flags & BP_EVENT_TIMING, e->e); /* kept when complete */
     cuda_ctx_pop(e->dev);
   }
   free(e);

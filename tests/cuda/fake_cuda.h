@@ -61,6 +61,8 @@ typedef struct fake_cuda_control {
   /* What the last successful cuModuleLoadDataEx took: "ptx" or
    * "cubin sm_<n>" (empty after reset). */
   void (*last_image)(char* out, size_t cap);
+  /* Events created and not yet destroyed (all devices). */
+  uint64_t (*live_events)(void);
 } fake_cuda_control_t;
 
 typedef const fake_cuda_control_t* (*fake_cuda_control_fn)(void);

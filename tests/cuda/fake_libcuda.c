@@ -1206,6 +1206,14 @@ static uint64_t c_live_streams(void) {
   return n;
 }
 
+static uint64_t c_live_events(void) {
+  uint64_t n = 0;
+  pthread_mutex_lock(&g_mu);
+  for (fevent_t* e = g.events; e; e = e->next) n += e->magic == EVENT_MAGIC;
+  pthread_mutex_unlock(&g_mu);
+  return n;
+}
+
 void fake_kernels_last_launch(fake_cuda_launch_t* out, uint64_t* count);
 uint64_t fake_graph_live(void);
 void fake_kernels_last_image(char* out, size_t cap);
@@ -1213,6 +1221,6 @@ static const fake_cuda_control_t k_control = {
     c_reset, c_set_devices, c_set_memory, c_set_init_error, c_set_pools, c_fail_call,
     c_make_sticky, c_set_delay_us, c_misuse_count, c_last_misuse, c_call_count,
     c_last_stream_priority, c_live_allocations, c_live_streams, fake_kernels_last_launch,
-    fake_graph_live, c_set_compute_capability, fake_kernels_last_image};
+    fake_graph_live, c_set_compute_capability, fake_kernels_last_image, c_live_events};
 
 FAKE_EXPORT const fake_cuda_control_t* fake_cuda_control(void) { return &k_control; }

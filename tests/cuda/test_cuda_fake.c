@@ -115,6 +115,7 @@ static int teardown(void** state) {
                                            (unsigned long long)F->live_allocations());
   if (F->live_streams()) bad = fprintf(stderr, "%llu streams leaked\n",
                                        (unsigned long long)F->live_streams());
+  if (F->live_events()) bad = fprintf(stderr, "%llu events leaked\n", (unsigned long long)F->live_events());
   unsetenv("BP_CUDA_HOSTFN_WAIT_VALUE");
   return bad ? -1 : 0;
 }
@@ -406,6 +407,62 @@ static void test_stream_priorities_and_query(void** state) {
   sync_ok(g_fx.s);
   assert_int_equal(C->stream_query(g_fx.s), BP_OK);
   C->buffer_release(b);
+}
+
+/* Events come from the device's pools (gpu_common's event pool): creating
+ * and destroying one in a loop costs one cuEventCreate and no destroy; a
+ * recycled event is complete, as a new one is; timing events have a pool
+ * of their own and still time; an event destroyed while pending is
+ * destroyed, not kept; device close destroys the kept ones. */
+static void test_events_recycled(void** state) {
+  (void)state;
+  open_device();
+  const uint64_t c0 = F->call_count("cuEventCreate"), d0 = F->call_count("cuEventDestroy_v2");
+  for (int i = 0; i < 10; ++i) {
+    bpp_event_t e = NULL;
+    assert_int_equal(C->event_create(g_fx.dev, NULL, &e), BP_OK);
+    assert_int_equal(C->event_query(e), BP_OK);
+    assert_int_equal(C->event_record(e, g_fx.s), BP_OK);
+    assert_int_equal(C->event_synchronize(e), BP_OK);
+    C->event_destroy(e);
+  }
+  assert_int_equal(F->call_count("cuEventCreate") - c0, 1);
+  assert_int_equal(F->call_count("cuEventDestroy_v2") - d0, 0);
+  bp_event_create_info_t ti = {.struct_size = sizeof ti, .flags = BP_EVENT_TIMING};
+  for (int round = 0; round < 3; ++round) {
+    bpp_event_t t0 = NULL, t1 = NULL;
+    assert_int_equal(C->event_create(g_fx.dev, &ti, &t0), BP_OK);
+    assert_int_equal(C->event_create(g_fx.dev, &ti, &t1), BP_OK);
+    assert_int_equal(C->event_record(t0, g_fx.s), BP_OK);
+    assert_int_equal(C->event_record(t1, g_fx.s), BP_OK);
+    assert_int_equal(C->event_synchronize(t1), BP_OK);
+    uint64_t ns = 0;
+    assert_int_equal(C->event_elapsed_ns(t0, t1, &ns), BP_OK);
+    C->event_destroy(t0);
+    C->event_destroy(t1);
+  }
+  assert_int_equal(F->call_count("cuEventCreate") - c0, 3); /* 1 plain, 2 timing */
+  assert_int_equal(F->live_events(), 3);
+  /* Pending when destroyed: destroyed, and the next one is new. */
+  F->set_delay_us(30000);
+  bpp_buffer_t b = alloc_in(0, 64);
+  bpp_event_t p = NULL;
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &p), BP_OK);
+  assert_int_equal(C->buffer_fill(g_fx.s, b, 0, 64, "\1", 1), BP_OK);
+  assert_int_equal(C->event_record(p, g_fx.s), BP_OK);
+  assert_int_equal(C->event_query(p), BP_NOT_READY);
+  C->event_destroy(p);
+  assert_int_equal(F->call_count("cuEventDestroy_v2") - d0, 1);
+  sync_ok(g_fx.s);
+  assert_int_equal(C->event_create(g_fx.dev, NULL, &p), BP_OK);
+  assert_int_equal(F->call_count("cuEventCreate") - c0, 4);
+  C->event_destroy(p);
+  C->buffer_release(b);
+  C->stream_destroy(g_fx.s);
+  C->device_close(g_fx.dev);
+  g_fx.s = NULL;
+  g_fx.dev = NULL;
+  assert_int_equal(F->live_events(), 0);
 }
 
 /* Stream B reads what stream A wrote, ordered by an event; every command
@@ -1048,6 +1105,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_peer_copy, setup, teardown),
       cmocka_unit_test_setup_teardown(test_stream_priorities_and_query, setup, teardown),
       cmocka_unit_test_setup_teardown(test_event_cross_stream_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_events_recycled, setup, teardown),
       cmocka_unit_test_setup_teardown(test_fake_orders_for_real, setup, teardown),
       cmocka_unit_test_setup_teardown(test_event_timing, setup, teardown),
       cmocka_unit_test_setup_teardown(test_host_func_wait_value, setup, teardown),

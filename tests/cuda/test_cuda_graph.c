@@ -136,6 +136,7 @@ static int teardown(void** state) {
                                            (unsigned long long)f->live_allocations());
   if (f->live_graphs()) bad = fprintf(stderr, "%llu graphs leaked\n",
                                       (unsigned long long)f->live_graphs());
+  if (f->live_events()) bad = fprintf(stderr, "%llu events leaked\n", (unsigned long long)f->live_events());
   return bad ? -1 : 0;
 }
 
@@ -675,7 +676,8 @@ static void run_region(bpp_executable_t e, prog_io_t* io, const bp_tensor_desc_t
  * by NVRTC before the capture and captured into the graph like any launch
  * (one capture, one compile for two runs); results equal the reference.
  * A layout NVRTC refuses runs the interpreter kernel, the reason logged;
- * BP_CUDA_EW_GENERATE=0 plans interpreter launches, nothing compiled. */
+ * BP_CUDA_EW_GENERATE=0 plans interpreter launches, nothing compiled.
+ * The replays' events come from the device's event pool. */
 static void test_region_generated_kernel(void** state) {
   (void)state;
   open_with(FAKE_CUDA_PATH, F);
@@ -685,6 +687,7 @@ static void test_region_generated_kernel(void** state) {
   char opts[64], src[64];
   nvrtc_record(&c0, &live, opts, sizeof opts, src, sizeof src);
   fake_cuda_launch_t last;
+  const uint64_t ev0 = calls("cuEventCreate");
   bpp_executable_t e = compile_program();
   uint64_t k0 = calls("cuLaunchKernel");
   run_region(e, &io, &io.b.d, &last);
@@ -722,6 +725,8 @@ static void test_region_generated_kernel(void** state) {
   assert_int_equal(c1, c0);
   assert_false(logged("runs on the interpreter kernel"));
   X->executable_release(e);
+  /* Three executables one after another: one event, recycled (the pool). */
+  assert_int_equal(calls("cuEventCreate") - ev0, 1);
   prog_io_release(&io);
 }
 

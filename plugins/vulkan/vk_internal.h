@@ -436,6 +436,14 @@ VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, c
                                               uint32_t gy, uint32_t gz, const vk_access_t* acc,
                                               uint32_t nacc, const vk_bindings_t* bind);
 
+/* The fp8 formats the device stores as bytes (codes of the fused and
+ * group quantizations, vk_norm_quant.c); every other kernel and the
+ * elementwise lowering see the dtypes of vk_compute_dtype_mask, without them. */
+#define VK_FP8_DTYPES (BP_DTYPE_BIT(BP_DTYPE_F8E4M3FN) | BP_DTYPE_BIT(BP_DTYPE_F8E5M2))
+static inline uint64_t vk_compute_dtype_mask(const struct bpp_device_s* d) {
+  return d->props.dtype_mask & ~(uint64_t)VK_FP8_DTYPES;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Pipelines (vk_pipeline.c)                                                 */
 /* ------------------------------------------------------------------------ */
@@ -444,9 +452,9 @@ VK_HIDDEN bp_status_t vk_stream_dispatch_bufs(bpp_stream_t s, VkPipeline pipe, c
   X(ew_f32) X(ew_f64) X(ew_i32) X(ew_i64)                                      \
   X(ewv_f32) X(ewv_f64) X(ewv_i32) X(ewv_i64)                                  \
   X(reduce_f64) X(reduce_i64)                                    \
-  X(norm_f64)                                                      \
+  X(norm_f64) X(norm_quant)                                        \
   X(matmul_f32) X(matmulv_f32) X(matmulp_f32) X(matmul_pack) X(matmul_f64) X(matmul_i64)     \
-  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample) X(penalty)
+  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample) X(penalty) X(rope) X(logprobs)
 enum vk_shader_id {
 #define VK__SID(n) VK_SHADER_##n,
   VK_SHADERS(VK__SID)

@@ -3,14 +3,13 @@
  * convolution and pooling. Each writes the kernel's metadata (layouts in
  * the shaders' headers) and dispatches through vk_stream_dispatch.
  */
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "vk_ops_internal.h"
 
 static int dev_dtype(struct bpp_device_s* d, uint32_t dt) {
-  return dt < BP_DTYPE_SLOTS && (d->props.dtype_mask & BP_DTYPE_BIT(dt));
+  return dt < BP_DTYPE_SLOTS && (vk_compute_dtype_mask(d) & BP_DTYPE_BIT(dt));
 }
 
 static int all_dtypes_ok(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
@@ -25,11 +24,21 @@ static int all_dtypes_ok(struct bpp_device_s* d, const bp_op_call_t* call, char*
   return 1;
 }
 
-static uint32_t groups_for(struct bpp_device_s* d, uint64_t n) {
-  uint32_t maxg = d->feat.max_wg_count[0] ? d->feat.max_wg_count[0] : 65535;
-  if (maxg > 65535) maxg = 65535;
-  if (n == 0) return 0;
-  return n > maxg ? maxg : (uint32_t)n;
+bp_status_t vk_dispatch_operands(bpp_stream_t s, uint32_t shader, const uint32_t* spec, uint32_t nspec,
+                                 const void* meta, size_t meta_bytes, uint32_t groups,
+                                 const bp_tensor_desc_t* const* reads, uint32_t nreads,
+                                 const bp_tensor_desc_t* const* writes, uint32_t nwrites) {
+  vk_access_t acc[16];
+  uint32_t na = 0;
+  if (nreads + nwrites > 16) return vk_error(BP_INTERNAL, "vulkan: dispatch of more than 16 operands");
+  for (uint32_t k = 0; k < nreads + nwrites; k++) {
+    const bp_tensor_desc_t* t = k < nreads ? reads[k] : writes[k - nreads];
+    if (t) vk_access_of(t, k >= nreads, &acc[na++]);
+  }
+  VkPipeline pipe;
+  bp_status_t st = vk_pipeline_get(s->dev, shader, spec, nspec, &pipe);
+  if (st) return st;
+  return vk_stream_dispatch(s, pipe, meta, meta_bytes, 0, groups, 1, 1, acc, na);
 }
 
 static void put_i64(uint32_t* w, int64_t v) { memcpy(w, &v, 8); }
@@ -126,7 +135,7 @@ bp_status_t vk_launch_reduce(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(in, 0, &acc[0]);
   vk_access_of(out, 1, &acc[1]);
   if (code >= 9) vk_access_of(call->outputs[1], 1, &acc[2]);
-  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, nout), 1, 1, acc, code >= 9 ? 3 : 2);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, vk_groups_for(s->dev, nout), 1, 1, acc, code >= 9 ? 3 : 2);
 }
 
 static int reduce_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
@@ -586,15 +595,6 @@ static int matmul_supported(struct bpp_device_s* d, const bp_op_call_t* call, ch
 /* ======================================================================== */
 /* Softmax, log_softmax, layer_norm, rms_norm                               */
 /* ======================================================================== */
-static double dtype_eps(uint32_t dt) {
-  switch (dt) {
-    case BP_DTYPE_F64: return DBL_EPSILON;
-    case BP_DTYPE_F16: return 0x1p-10;
-    case BP_DTYPE_BF16: return 0x1p-7;
-    default: return FLT_EPSILON;
-  }
-}
-
 bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   uint32_t op = call->op_id;
   const bp_tensor_desc_t* in = call->inputs[0];
@@ -631,7 +631,7 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
     } else {
       const bp_rms_norm_attrs_t* a = call->attrs;
       nrank = a->normalized_rank ? a->normalized_rank : 1;
-      eps = a->eps > 0 ? a->eps : dtype_eps(in->dtype);
+      eps = a->eps > 0 ? a->eps : vk_dtype_eps(in->dtype);
       code = 3;
     }
     if (call->num_inputs > pi && call->inputs[pi]->dtype != BP_DTYPE_INVALID) w = call->inputs[pi];
@@ -712,7 +712,7 @@ bp_status_t vk_launch_norm(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(out, 1, &acc[na++]);
   if (mean) vk_access_of(mean, 1, &acc[na++]);
   if (rstd) vk_access_of(rstd, 1, &acc[na++]);
-  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, rows), 1, 1, acc, na);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, vk_groups_for(s->dev, rows), 1, 1, acc, na);
 }
 
 static int norm_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
@@ -890,7 +890,7 @@ bp_status_t vk_launch_index(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(src, 0, &acc[0]);
   vk_access_of(idx, 0, &acc[1]);
   vk_access_of(out, 1, &acc[2]);
-  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1, acc, 3);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, vk_groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1, acc, 3);
 }
 
 static int index_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
@@ -987,7 +987,7 @@ bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call) {
   vk_access_of(sc, 0, &acc[na++]);
   if (zp) vk_access_of(zp, 0, &acc[na++]);
   vk_access_of(out, 1, &acc[na++]);
-  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1,
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, vk_groups_for(s->dev, ((uint64_t)numel + 255) / 256), 1, 1,
                             acc, na);
 }
 
@@ -995,6 +995,7 @@ bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call) {
 /* Family table                                                             */
 /* ======================================================================== */
 int vk_kernels_implemented(uint32_t op) {
+  if (vk_norm_quant_op(op)) return 1;
   switch (op) {
     case BP_OP_sum: case BP_OP_mean: case BP_OP_prod: case BP_OP_amax: case BP_OP_amin:
     case BP_OP_any: case BP_OP_argmax: case BP_OP_argmin:
@@ -1005,7 +1006,8 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_gather: case BP_OP_index_select: case BP_OP_embedding:
     case BP_OP_convolution: case BP_OP_avg_pool: case BP_OP_max_pool_with_indices:
     case BP_OP_quantize: case BP_OP_dequantize: case BP_OP_sample: case BP_OP_repetition_penalty:
-    case BP_OP_swiglu_oai: case BP_OP_logits_softcap:
+    case BP_OP_swiglu_oai: case BP_OP_logits_softcap: case BP_OP_top_k_top_p_mask:
+    case BP_OP_rotary_embedding_pos: case BP_OP_gather_logprobs:
       return 1;
     default:
       return 0;
@@ -1013,6 +1015,8 @@ int vk_kernels_implemented(uint32_t op) {
 }
 
 int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {
+  /* before the storage check: their fp8 codes are written as bytes */
+  if (vk_norm_quant_op(call->op_id)) return vk_norm_quant_supported(d, call, msg, cap);
   if (!all_dtypes_ok(d, call, msg, cap)) return BP_SUPPORT_DTYPE;
   switch (call->op_id) {
     case BP_OP_sum: case BP_OP_mean: case BP_OP_prod: case BP_OP_amax: case BP_OP_amin:
@@ -1032,8 +1036,12 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return conv_pool_supported(d, call, msg, cap);
     case BP_OP_quantize: case BP_OP_dequantize:
       return quant_supported(call, msg, cap);
-    case BP_OP_sample: case BP_OP_repetition_penalty:
+    case BP_OP_sample: case BP_OP_repetition_penalty: case BP_OP_top_k_top_p_mask:
       return vk_sample_supported(d, call, msg, cap);
+    case BP_OP_rotary_embedding_pos:
+      return vk_rope_supported(d, call, msg, cap);
+    case BP_OP_gather_logprobs:
+      return vk_logprobs_supported(d, call, msg, cap);
     default:
       bp_plugin_format(msg, cap, 0, "no Vulkan kernel");
       return BP_SUPPORT_OP;
@@ -1126,7 +1134,7 @@ bp_status_t vk_launch_conv_pool(bpp_stream_t s, const bp_op_call_t* call) {
   VkPipeline pipe;
   bp_status_t st = vk_pipeline_get(s->dev, out->dtype == BP_DTYPE_F64 ? VK_SHADER_conv_f64 : VK_SHADER_conv_f32, spec, 4, &pipe);
   if (st) return st;
-  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, groups_for(s->dev, ((uint64_t)total + 255) / 256), 1, 1, acc, na);
+  return vk_stream_dispatch(s, pipe, meta, sizeof meta, 0, vk_groups_for(s->dev, ((uint64_t)total + 255) / 256), 1, 1, acc, na);
 }
 
 static int conv_pool_supported(struct bpp_device_s* d, const bp_op_call_t* call, char* msg, size_t cap) {

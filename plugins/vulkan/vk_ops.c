@@ -45,7 +45,7 @@ static bp_status_t no_kernel(void* ctx, const bp_gpu_launch_t* l) {
 static bp_gpu_device_caps_t gpu_caps(struct bpp_device_s* d) {
   bp_gpu_device_caps_t c;
   memset(&c, 0, sizeof c);
-  c.dtype_mask = d->props.dtype_mask;
+  c.dtype_mask = vk_compute_dtype_mask(d);
   c.max_groups = 65535;
   c.ew_launch = ew_hook;
   return c;
@@ -140,11 +140,16 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_index(s, call);
     case BP_OP_quantize: case BP_OP_dequantize:
       return vk_launch_quant(s, call);
-    case BP_OP_sample:
+    case BP_OP_sample: case BP_OP_top_k_top_p_mask:
       return vk_launch_sample(s, call);
     case BP_OP_repetition_penalty:
       return vk_launch_penalty(s, call);
+    case BP_OP_rotary_embedding_pos:
+      return vk_launch_rope(s, call);
+    case BP_OP_gather_logprobs:
+      return vk_launch_logprobs(s, call);
     default:
+      if (vk_norm_quant_op(op)) return vk_launch_norm_quant(s, call);
       return vk_launch_conv_pool(s, call);
   }
 }
@@ -177,7 +182,8 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
   else reason = vk_kernels_supported(d, call, msg, sizeof msg);
   if (reason) return answer(out, (uint32_t)reason, "vulkan: op %u: %s", op, msg);
   bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
-  if (bp_op_family(op) == BP_OP_FAMILY_QUANT || op == BP_OP_repetition_penalty)
+  if (bp_op_family(op) == BP_OP_FAMILY_QUANT || op == BP_OP_repetition_penalty || op == BP_OP_rotary_embedding_pos ||
+      op == BP_OP_gather_logprobs)
     out->requires_contiguous = 1; /* dense kernels */
   return st;
 }

@@ -58,6 +58,9 @@ VK_HIDDEN bp_status_t vk_launch_quant(bpp_stream_t s, const bp_op_call_t* call);
 /* sample (vk_sample.c). */
 VK_HIDDEN bp_status_t vk_launch_sample(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN int vk_sample_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+/* gather_logprobs (vk_sample.c, shaders/logprobs.comp): dense operands. */
+VK_HIDDEN bp_status_t vk_launch_logprobs(bpp_stream_t s, const bp_op_call_t* call);
+VK_HIDDEN int vk_logprobs_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 /* 1 when t is dense row-major (empty tensors count: nothing is read). */
 static inline int vk_desc_dense(const bp_tensor_desc_t* t) {
   if (bp_desc_numel(t) == 0) return 1;
@@ -68,6 +71,42 @@ static inline int vk_desc_dense(const bp_tensor_desc_t* t) {
   }
   return 1;
 }
+
+/* Workgroups for n independent items: n, at most the device's limit (and
+ * 65535); the kernels loop over the rest. */
+static inline uint32_t vk_groups_for(struct bpp_device_s* d, uint64_t n) {
+  uint32_t maxg = d->feat.max_wg_count[0] ? d->feat.max_wg_count[0] : 65535;
+  if (maxg > 65535) maxg = 65535;
+  return n > maxg ? maxg : (uint32_t)n;
+}
+
+/* A float dtype's machine epsilon (the norms' default eps). */
+static inline double vk_dtype_eps(uint32_t dt) {
+  switch (dt) {
+    case BP_DTYPE_F64: return 0x1p-52;
+    case BP_DTYPE_F16: return 0x1p-10;
+    case BP_DTYPE_BF16: return 0x1p-7;
+    default: return 0x1p-23;
+  }
+}
+
+/* Gets the pipeline of (shader, spec[0..nspec)) and dispatches `groups`
+ * workgroups with the metadata, the operands' ranges tracked: reads[] are
+ * read, writes[] written (NULL entries skipped; 16 in all at most). */
+VK_HIDDEN bp_status_t vk_dispatch_operands(bpp_stream_t s, uint32_t shader, const uint32_t* spec, uint32_t nspec,
+                                           const void* meta, size_t meta_bytes, uint32_t groups,
+                                           const bp_tensor_desc_t* const* reads, uint32_t nreads,
+                                           const bp_tensor_desc_t* const* writes, uint32_t nwrites);
+
+/* The fused and group quantizations (vk_norm_quant.c,
+ * shaders/norm_quant.comp): dense operands. */
+VK_HIDDEN int vk_norm_quant_op(uint32_t op);
+VK_HIDDEN int vk_norm_quant_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+VK_HIDDEN bp_status_t vk_launch_norm_quant(bpp_stream_t s, const bp_op_call_t* call);
+
+/* rotary_embedding_pos (vk_rope.c, shaders/rope.comp): dense operands. */
+VK_HIDDEN int vk_rope_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+VK_HIDDEN bp_status_t vk_launch_rope(bpp_stream_t s, const bp_op_call_t* call);
 
 /* repetition_penalty (vk_sample.c, shaders/penalty.comp): dense operands. */
 VK_HIDDEN bp_status_t vk_launch_penalty(bpp_stream_t s, const bp_op_call_t* call);

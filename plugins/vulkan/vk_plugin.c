@@ -323,6 +323,9 @@ static void fill_properties(struct bpp_device_s* d, const VkPhysicalDeviceProper
   o->compute_units = 0; /* Vulkan does not report it */
   o->dtype_mask = BP_DTYPE_BIT(BP_DTYPE_F32) | BP_DTYPE_BIT(BP_DTYPE_I32);
   if (d->feat.storage8) o->dtype_mask |= BP_DTYPE_BIT(BP_DTYPE_I8) | BP_DTYPE_BIT(BP_DTYPE_U8) | BP_DTYPE_BIT(BP_DTYPE_BOOL);
+  /* fp8 bytes: the codes the fused and group quantizations write; no other
+   * kernel reads or writes them (VK_FP8_DTYPES, vk_compute_dtype_mask) */
+  if (d->feat.storage8) o->dtype_mask |= VK_FP8_DTYPES;
   if (d->feat.storage16) o->dtype_mask |= BP_DTYPE_BIT(BP_DTYPE_F16) | BP_DTYPE_BIT(BP_DTYPE_BF16) | BP_DTYPE_BIT(BP_DTYPE_I16);
   if (d->feat.f64) o->dtype_mask |= BP_DTYPE_BIT(BP_DTYPE_F64);
   if (d->feat.i64) o->dtype_mask |= BP_DTYPE_BIT(BP_DTYPE_I64);

@@ -467,6 +467,66 @@ static void test_layer_norm_and_rms_norm(void** state) {
   bp_tensor_release(tb);
 }
 
+/* ---- fused and group quantization ----------------------------------------- */
+/* float8_e4m3fn code -> value (no NaN among the codes checked here). */
+static double e4m3_value(uint8_t c) {
+  int e = (c >> 3) & 15, m = c & 7;
+  double v = e ? ldexp(8 + m, e - 10) : ldexp(m, -9);
+  return c & 0x80 ? -v : v;
+}
+
+/* per_token_group_quant to e4m3fn and rms_norm_quant to i8 against host
+ * loops: each scale is amax / qmax, each code a nearest one to x / scale
+ * (within half a step of the code's format at that magnitude). */
+static void test_fused_and_group_quant(void** state) {
+  env_t* e = *state;
+  enum { R = 3, D = 256, G = 128 };
+  int64_t sz[2] = {R, D};
+  float x[R * D], sc[R * (D / G)], rs[R];
+  uint8_t codes[R * D];
+  fill(x, R * D, 11);
+  bp_tensor_t* tx = tensor_f32(e, 2, sz, x);
+  bp_group_quant_attrs_t ga = {.struct_size = sizeof ga, .qdtype = BP_DTYPE_F8E4M3FN, .group_size = G};
+  bp_tensor_t *out = NULL, *scale = NULL;
+  assert_int_equal(bp_op_per_token_group_quant(e->s, tx, &ga, &out, &scale), BP_OK);
+  assert_int_equal(bp_tensor_read(e->s, out, codes, sizeof codes), BP_OK);
+  read_f32(e, scale, sc);
+  for (int g = 0; g < R * (D / G); g++) {
+    double amax = 0;
+    for (int j = 0; j < G; j++) amax = fmax(amax, fabs(x[g * G + j]));
+    assert_float_equal(sc[g], (float)(amax / 448.0), 0.0);
+    for (int j = 0; j < G; j++) {
+      double t = x[g * G + j] / (double)sc[g], a = fabs(t);
+      double step = a < 0x1p-6 ? 0x1p-9 : ldexp(1.0, (int)floor(log2(a)) - 3);
+      if (fabs(e4m3_value(codes[g * G + j]) - t) > 0.5 * step * (1 + 1e-9)) {
+        fprintf(stderr, "group %d element %d: code 0x%02x for %.9g\n", g, j, codes[g * G + j], t);
+        fail();
+      }
+    }
+  }
+  bp_tensor_release(out);
+  bp_tensor_release(scale);
+  out = scale = NULL;
+  bp_fused_quant_attrs_t fa = {.struct_size = sizeof fa, .qdtype = BP_DTYPE_I8, .eps = 1e-6};
+  assert_int_equal(bp_op_rms_norm_quant(e->s, tx, NULL, NULL, &fa, &out, &scale), BP_OK);
+  assert_int_equal(bp_tensor_read(e->s, out, codes, sizeof codes), BP_OK);
+  read_f32(e, scale, rs);
+  for (int r = 0; r < R; r++) {
+    double q = 0, amax = 0;
+    for (int j = 0; j < D; j++) q += (double)x[r * D + j] * x[r * D + j];
+    double inv = 1 / sqrt(q / D + 1e-6);
+    for (int j = 0; j < D; j++) amax = fmax(amax, fabs(x[r * D + j] * inv));
+    assert_true(fabs(rs[r] - amax / 127) <= 1e-6 * amax / 127);
+    for (int j = 0; j < D; j++) {
+      double t = x[r * D + j] * inv / rs[r];
+      assert_true(fabs((int8_t)codes[r * D + j] - t) <= 0.5 + 1e-6);
+    }
+  }
+  bp_tensor_release(out);
+  bp_tensor_release(scale);
+  bp_tensor_release(tx);
+}
+
 /* ---- indexing ------------------------------------------------------------- */
 static void test_gather_index_select_embedding(void** state) {
   env_t* e = *state;
@@ -803,6 +863,25 @@ static void test_support_answers(void** state) {
   assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
   assert_int_equal(sup.supported, 0);
   assert_int_equal(sup.reason, BP_SUPPORT_OP);
+  /* group quantization: fp8 e4m3fn codes are written as bytes (supported,
+   * dense); e4m3fnuz codes are not run */
+  bp_group_quant_attrs_t ga = {.struct_size = sizeof ga, .qdtype = BP_DTYPE_F8E4M3FN, .group_size = 2};
+  bp_tensor_desc_t scale = d[0];
+  d[0].dtype = BP_DTYPE_F32;
+  d[1].dtype = BP_DTYPE_F8E4M3FN;
+  scale.dtype = BP_DTYPE_F32;
+  scale.sizes[0] = 2;
+  call.op_id = BP_OP_per_token_group_quant;
+  call.attrs = &ga;
+  call.num_outputs = 2;
+  call.outputs = (const bp_tensor_desc_t* const[]){&d[1], &scale};
+  assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
+  assert_int_equal(sup.supported, 1);
+  assert_int_equal(sup.requires_contiguous, 1);
+  ga.qdtype = d[1].dtype = BP_DTYPE_F8E4M3FNUZ;
+  assert_int_equal(bp_device_query_support(e->dev, &call, &sup), BP_OK);
+  assert_int_equal(sup.supported, 0);
+  assert_int_equal(sup.reason, BP_SUPPORT_DTYPE);
 }
 
 int main(void) {
@@ -816,6 +895,7 @@ int main(void) {
       cmocka_unit_test(test_matmul_panel),
       cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
+      cmocka_unit_test(test_fused_and_group_quant),
       cmocka_unit_test(test_gather_index_select_embedding),
       cmocka_unit_test(test_conv2d_and_pooling),
       cmocka_unit_test(test_fused_program),

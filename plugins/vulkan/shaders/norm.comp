@@ -25,37 +25,7 @@ layout(constant_id = 0) const uint SC_OP = 0;
 layout(constant_id = 1) const uint SC_IN_DT = 1;
 layout(constant_id = 2) const uint SC_OUT_DT = 1;
 
-shared double s_a[64];
-shared double s_b[64];
-
-double reduce_sum(double v) {
-  uint lane = gl_LocalInvocationID.x;
-  s_a[lane] = v;
-  barrier();
-  for (uint w = 32u; w > 0u; w >>= 1) {
-    if (lane < w) s_a[lane] += s_a[lane + w];
-    barrier();
-  }
-  double r = s_a[0];
-  barrier();
-  return r;
-}
-
-double reduce_max(double v) {
-  uint lane = gl_LocalInvocationID.x;
-  s_b[lane] = v;
-  barrier();
-  for (uint w = 32u; w > 0u; w >>= 1) {
-    if (lane < w) {
-      double a = s_b[lane], b = s_b[lane + w];
-      if (!isnan(a) && (isnan(b) || b > a)) s_b[lane] = b;
-    }
-    barrier();
-  }
-  double r = s_b[0];
-  barrier();
-  return r;
-}
+#include "wg_reduce.glsl"
 
 int64_t row_off(uint j, uint rrank, uint base) {
   int64_t off = 0l;

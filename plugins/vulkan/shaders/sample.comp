@@ -9,15 +9,21 @@
 // the rule's inverse CDF in vocabulary order: lanes own contiguous chunks,
 // a scan of the chunk sums finds the lane whose chunk holds the target.
 // Row r draws word r of the Philox-4x32-10 stream of (seed, offset).
+// SC_MODE 1 is top_k_top_p_mask: the same thresholds (temperature 1) and a
+// min-p cut on the weights, then every logit outside the kept set becomes
+// -inf (no draw); the output may be the input (each lane rewrites only the
+// elements it read last).
 //
-// Metadata: 0-1 logits, 2 rows, 3 V, 4 kept rank, 5 top_k, 6-7 out (i64),
-// 8-9 temperature (f64), 10-11 top_p (f64), 12-13 seed, 14-15 offset,
-// 16-17 last-dim stride (int64), 20.. kept sizes (8), 28.. kept logits
-// strides (int64), 44.. kept out strides (int64).
+// Metadata: 0-1 logits, 2 rows, 3 V, 4 kept rank, 5 top_k, 6-7 out (i64;
+// mask: logits' dtype), 8-9 temperature (f64), 10-11 top_p (f64), 12-13
+// seed, 14-15 offset, 16-17 last-dim stride (int64), 18-19 the output's
+// last-dim stride (mask), 20.. kept sizes (8), 28.. kept logits strides
+// (int64), 44.. kept out strides (int64), 60-61 min_p (f64; mask).
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 layout(local_size_x = 64) in;
 layout(constant_id = 0) const uint SC_DT = 1;
+layout(constant_id = 1) const uint SC_MODE = 0; // 0 sample, 1 top_k_top_p_mask
 
 const uint NO_IDX = 0xffffffffu;
 shared double s_d[64];
@@ -105,14 +111,16 @@ uint philox_word(uint64_t seed, uint64_t offset, uint64_t n) {
 uint64_t g_base;
 int64_t g_off, g_st;
 uint g_v;
-double g_m, g_t;
+double g_m, g_t, g_minp;
 
 double logit(uint j) { return load_f64(g_base, g_off + int64_t(j) * g_st, SC_DT); }
 
-// Weight of a token kept by top-k (key >= tk): exp((l - m) / t), 1 at the max.
+// Weight of a token kept by top-k (key >= tk): exp((l - m) / t), 1 at the
+// max; 0 below the min-p cut (mask).
 double weight(double x, uint64_t tk) {
   if (isnan(x) || okey(x) < tk) return 0.0lf;
-  return x == g_m ? 1.0lf : exp_d((x - g_m) / g_t);
+  double w = x == g_m ? 1.0lf : exp_d((x - g_m) / g_t);
+  return SC_MODE == 1u && w < g_minp ? 0.0lf : w;
 }
 
 // The smallest key K in [lo, hi] with (weight of keys > K) < limit; unit:
@@ -134,6 +142,20 @@ uint64_t bisect(uint64_t lo, uint64_t hi, double limit, bool unit, uint64_t tk) 
   return hi;
 }
 
+// The smallest key a token must reach to be kept by top-k and then top-p
+// (the row's largest non-NaN logit g_m is finite or +inf).
+uint64_t top_k_top_p_key(uint top_k, double top_p, uint nonnan) {
+  uint lane = gl_LocalInvocationID.x;
+  uint64_t top = okey(g_m), tk = 0ul;
+  double n = wg_sum(double(nonnan));
+  if (top_k > 0u && double(top_k) < n) tk = bisect(0ul, top, double(top_k), true, 0ul);
+  if (!(top_p > 0.0lf && top_p < 1.0lf)) return tk;
+  double z = 0.0lf;
+  for (uint j = lane; j < g_v; j += 64u) z += weight(logit(j), tk);
+  z = wg_sum(z);
+  return bisect(tk, top, top_p * z, false, tk);
+}
+
 void main() {
   uint rows = M(2u), krank = M(4u), top_k = M(5u);
   uint lane = gl_LocalInvocationID.x;
@@ -142,6 +164,7 @@ void main() {
   g_t = MF64(8u);
   g_base = M64(0u);
   g_st = MI64(16u);
+  g_minp = SC_MODE == 1u ? MF64(60u) : 0.0lf;
   for (uint row = gl_WorkGroupID.x; row < rows; row += gl_NumWorkGroups.x) {
     int64_t ooff = 0l;
     g_off = 0l;
@@ -167,20 +190,25 @@ void main() {
     }
     wg_argmax(bv, bi);
     g_m = bv;
+    if (SC_MODE == 1u) {
+      // kept: key >= the thresholds' and weight >= min_p; a row without a
+      // finite or +inf maximum keeps nothing but -inf
+      bool any = bi != NO_IDX && (!isinf(g_m) || g_m > 0.0lf);
+      uint64_t tp = any ? top_k_top_p_key(top_k, top_p, nonnan) : 0ul;
+      int64_t ost = MI64(18u);
+      for (uint j = lane; j < g_v; j += 64u) {
+        double x = logit(j);
+        bool kept = any && !isnan(x) && okey(x) >= tp && weight(x, tp) >= g_minp;
+        store_f64(M64(6u), ooff + int64_t(j) * ost, SC_DT, kept ? x : -1.0lf / 0.0lf);
+      }
+      barrier();
+      continue;
+    }
     int64_t pick = bi == NO_IDX ? -1l : int64_t(bi);
     if (g_t != 0.0lf && bi != NO_IDX) {
       pick = -1l;
       if (!isinf(g_m) || g_m > 0.0lf) {
-        uint64_t top = okey(g_m), tk = 0ul;
-        double n = wg_sum(double(nonnan));
-        if (top_k > 0u && double(top_k) < n) tk = bisect(0ul, top, double(top_k), true, 0ul);
-        uint64_t tp = tk;
-        if (top_p > 0.0lf && top_p < 1.0lf) {
-          double z = 0.0lf;
-          for (uint j = lane; j < g_v; j += 64u) z += weight(logit(j), tk);
-          z = wg_sum(z);
-          tp = bisect(tk, top, top_p * z, false, tk);
-        }
+        uint64_t tp = top_k_top_p_key(top_k, top_p, nonnan);
         // chunk sums, their exclusive scan, then the chunk holding the target
         uint chunk = (g_v + 63u) / 64u, begin = min(g_v, lane * chunk), end = min(g_v, begin + chunk);
         double csum = 0.0lf;

@@ -108,6 +108,11 @@ VK_HIDDEN bp_status_t vk_launch_norm_quant(bpp_stream_t s, const bp_op_call_t* c
 VK_HIDDEN int vk_rope_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 VK_HIDDEN bp_status_t vk_launch_rope(bpp_stream_t s, const bp_op_call_t* call);
 
+/* concat_and_cache_mla, gather_cache, compute_slot_mapping (vk_paged.c,
+ * shaders/paged.comp): dense operands. */
+VK_HIDDEN int vk_paged_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+VK_HIDDEN bp_status_t vk_launch_paged(bpp_stream_t s, const bp_op_call_t* call);
+
 /* repetition_penalty (vk_sample.c, shaders/penalty.comp): dense operands. */
 VK_HIDDEN bp_status_t vk_launch_penalty(bpp_stream_t s, const bp_op_call_t* call);
 VK_HIDDEN int vk_kernels_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);

@@ -527,6 +527,48 @@ static void test_fused_and_group_quant(void** state) {
   bp_tensor_release(tx);
 }
 
+/* ---- paged cache ------------------------------------------------------------ */
+static bp_tensor_t* tensor_i64(env_t* e, uint32_t rank, const int64_t* sizes, const int64_t* data) {
+  bp_tensor_t* t = NULL;
+  assert_int_equal(bp_tensor_create(e->dev, BP_DTYPE_I64, rank, sizes, &t), BP_OK);
+  assert_int_equal(bp_tensor_write(e->s, t, data, (uint64_t)bp_tensor_numel(t) * 8), BP_OK);
+  return t;
+}
+
+/* compute_slot_mapping -> concat_and_cache_mla in place -> gather_cache:
+ * the slots of one sequence over blocks {4, 1, 5}, the cache rows they
+ * name, and the same rows gathered back (padding rows zero). */
+static void test_paged_cache_round_trip(void** state) {
+  env_t* e = *state;
+  enum { NB = 6, BS = 4, L = 5, R = 3, W = L + R, T = 7, N = 9 };
+  int64_t table[3] = {4, 1, 5}, qsl[2] = {0, T}, pos[T], slot_want[T], slot_got[T];
+  for (int t = 0; t < T; t++) pos[t] = t, slot_want[t] = table[t / BS] * BS + t % BS;
+  float kv[T * L], pe[T * R], zeros[NB * BS * W], dst[N * W];
+  fill(kv, T * L, 21);
+  fill(pe, T * R, 22);
+  memset(zeros, 0, sizeof zeros);
+  int64_t bts[2] = {1, 3}, qs[1] = {2}, ts[1] = {T}, kvs[2] = {T, L}, pes[2] = {T, R}, cs[3] = {NB, BS, W};
+  bp_tensor_t *tb = tensor_i64(e, 2, bts, table), *tq = tensor_i64(e, 1, qs, qsl), *tp = tensor_i64(e, 1, ts, pos);
+  bp_tensor_t *tkv = tensor_f32(e, 2, kvs, kv), *tpe = tensor_f32(e, 2, pes, pe), *cache = tensor_f32(e, 3, cs, zeros);
+  bp_slot_mapping_attrs_t sa = {.struct_size = sizeof sa, .block_size = BS};
+  bp_tensor_t *slots = NULL, *out = cache, *gathered = NULL;
+  assert_int_equal(bp_op_compute_slot_mapping(e->s, tb, tq, tp, &sa, &slots), BP_OK);
+  assert_int_equal(bp_op_concat_and_cache_mla(e->s, tkv, tpe, cache, slots, NULL, &out), BP_OK);
+  assert_ptr_equal(out, cache);
+  bp_gather_cache_attrs_t ga = {.struct_size = sizeof ga, .num_tokens = N};
+  assert_int_equal(bp_op_gather_cache(e->s, cache, tb, tq, NULL, &ga, &gathered), BP_OK);
+  assert_int_equal(bp_tensor_read(e->s, slots, slot_got, sizeof slot_got), BP_OK);
+  read_f32(e, gathered, dst);
+  for (int t = 0; t < T; t++) assert_int_equal(slot_got[t], slot_want[t]);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < W; c++) {
+      float want = n >= T ? 0.0f : c < L ? kv[n * L + c] : pe[n * R + c - L];
+      assert_float_equal(dst[n * W + c], want, 0.0);
+    }
+  bp_tensor_t* all[] = {tb, tq, tp, tkv, tpe, cache, slots, gathered};
+  for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) bp_tensor_release(all[k]);
+}
+
 /* ---- indexing ------------------------------------------------------------- */
 static void test_gather_index_select_embedding(void** state) {
   env_t* e = *state;
@@ -896,6 +938,7 @@ int main(void) {
       cmocka_unit_test(test_texel_elementwise),
       cmocka_unit_test(test_layer_norm_and_rms_norm),
       cmocka_unit_test(test_fused_and_group_quant),
+      cmocka_unit_test(test_paged_cache_round_trip),
       cmocka_unit_test(test_gather_index_select_embedding),
       cmocka_unit_test(test_conv2d_and_pooling),
       cmocka_unit_test(test_fused_program),

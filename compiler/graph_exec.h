@@ -258,6 +258,21 @@ BPG_HIDDEN void bpg_region_desc_free(bpg_rdesc_t* d);
 /* Compiles r (nodes and dev set) into r->region; BP_UNIMPLEMENTED with the
  * reason in *refusal when the plugin refuses it. */
 BPG_HIDDEN bp_status_t bpg_region_compile(bp_graph_exec_t* x, bpg_region_t* r, bp_support_t* refusal);
+/* Adds the compiled r to x's regions (its nodes marked; r's memory moves
+ * there, or is freed when out of memory) (passes/regions.c). */
+BPG_HIDDEN bp_status_t bpg_region_keep(bp_graph_exec_t* x, bpg_region_t* r);
+/* Records a refused region (nodes[0..n) on dev) for the report. */
+BPG_HIDDEN void bpg_region_refused(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n,
+                                   bp_status_t st, const bp_support_t* why);
+/* Reduction prologues on device dev (passes/reduce_prologue.c): each
+ * reduction whose input comes from an elementwise chain nothing else
+ * reads, compiled with the chain as one region where the device declares
+ * them (bp_fusion_caps_t.reduction_prologues); a refusal leaves the nodes
+ * to the claims. mark: as bpg_nodes_convex. */
+BPG_HIDDEN bp_status_t bpg_reduction_prologues(bp_graph_exec_t* x, uint32_t dev, uint8_t* mark);
+/* 1 when a GRAPH region's nodes are an elementwise chain and a last
+ * reduction of its result (the report's "reduction_prologue"). */
+BPG_HIDDEN int bpg_region_is_prologue(const bp_graph_t* g, const bpg_region_t* r);
 /* Copies and steps (passes/copies.c): slots, steps, copies between devices. */
 BPG_HIDDEN bp_status_t bpg_pass_copies(bp_graph_exec_t* x);
 /* Streams (passes/streams.c): a stream per independent chain of steps on a

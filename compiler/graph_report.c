@@ -13,8 +13,9 @@
 
 static const char* bpg_op_name(uint32_t op) { return bpg_node_op_name(op); }
 
-static const char* bpg_region_kind_name(uint32_t kind) {
-  switch (kind) {
+static const char* bpg_region_kind_name(const bp_graph_exec_t* x, const bpg_region_t* r) {
+  if (bpg_region_is_prologue(x->g, r)) return "reduction_prologue";
+  switch (r->kind) {
     case BP_REGION_EW_PROGRAM: return "ew_program";
     case BP_REGION_EPILOGUE: return "epilogue";
     case BP_REGION_PATTERN: return "pattern";
@@ -166,7 +167,7 @@ static void bpg_report_json(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
     if (st->kind != BPG_STEP_REGION) continue;
     const bpg_region_t* r = &x->regions[st->node];
     bpg_sbuf_printf(s, "%s\n    {\"kind\": \"%s\", \"region\": %u, \"nodes\": [", x->num_fusions || st->node ? "," : "",
-                    bpg_region_kind_name(r->kind), st->node);
+                    bpg_region_kind_name(x, r), st->node);
     for (uint32_t k = 0; k < r->num_nodes; ++k) {
       const bpg_node_t* n = &x->g->nodes[r->nodes[k]];
       bpg_sbuf_printf(s, "%s\"%s\"", k ? ", " : "", n->name ? n->name : "");
@@ -241,7 +242,7 @@ static void bpg_report_text(const bp_graph_exec_t* x, bpg_sbuf_t* s) {
                               bpg_op_name(x->g->nodes[r->nodes[k]].op));
       }
       bpg_sbuf_printf(s, "%-5s %-16u %-14s %-10s %10.1f %10.1f  %u nodes: %s%s\n", "reg", st->node,
-                      bpg_region_kind_name(r->kind), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
+                      bpg_region_kind_name(x, r), bp_device_name(x->devs[st->dev].device), st->est_ns / 1e3,
                       st->measured_ns / 1e3, r->num_nodes, what, streamed);
     } else if (st->kind == BPG_STEP_NODE) {
       const bpg_node_t* n = &x->g->nodes[st->node];

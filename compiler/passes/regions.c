@@ -19,6 +19,10 @@
  * region_claim, such as the Vulkan one), the compiler forms convex chains
  * of them itself and offers each as a program.
  *
+ * Before the claims, reduction prologues (reduce_prologue.c): where the
+ * device declares them, an elementwise chain read only by a reduction is
+ * compiled with it as one region; its nodes are then not offered again.
+ *
  * Then the run order: regions and the other nodes, topologically (each
  * unit after the producers of what it reads, ties by the smallest node
  * index), so a region's nodes run together even when an unrelated node
@@ -106,7 +110,7 @@ bp_status_t bpg_region_compile(bp_graph_exec_t* x, bpg_region_t* r, bp_support_t
   return BP_OK;
 }
 
-static void bpg_refused(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n, bp_status_t st,
+void bpg_region_refused(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes, uint32_t n, bp_status_t st,
                         const bp_support_t* why) {
   if (x->num_refusals >= BPG_MAX_REFUSALS) return;
   bpg_refusal_t* f = &x->refusals[x->num_refusals++];
@@ -118,6 +122,20 @@ static void bpg_refused(bp_graph_exec_t* x, uint32_t dev, const uint32_t* nodes,
   size_t len = strnlen(m, sizeof(f->message) - 1);
   memcpy(f->message, m, len);
   f->message[len] = '\0';
+}
+
+bp_status_t bpg_region_keep(bp_graph_exec_t* x, bpg_region_t* r) {
+  bpg_region_t* p = realloc(x->regions, sizeof(bpg_region_t) * (x->num_cregions + 1));
+  if (p == NULL) {
+    bp_region_release(r->region);
+    free(r->nodes);
+    free(r->args);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "regions: out of memory");
+  }
+  x->regions = p;
+  for (uint32_t k = 0; k < r->num_nodes; ++k) x->node_region[r->nodes[k]] = x->num_cregions;
+  x->regions[x->num_cregions++] = *r;
+  return BP_OK;
 }
 
 /* Compiles nodes[0..n) on dev as one region, splitting on refusal. */
@@ -132,24 +150,12 @@ static bp_status_t bpg_try_region(bp_graph_exec_t* x, uint32_t dev, const uint32
   memcpy(r.nodes, nodes, sizeof(uint32_t) * n);
   bp_support_t why;
   bp_status_t st = bpg_region_compile(x, &r, &why);
-  if (st == BP_OK) {
-    bpg_region_t* p = realloc(x->regions, sizeof(bpg_region_t) * (x->num_cregions + 1));
-    if (p == NULL) {
-      bp_region_release(r.region);
-      free(r.nodes);
-      free(r.args);
-      return bpg_error(BP_RESOURCE_EXHAUSTED, "regions: out of memory");
-    }
-    x->regions = p;
-    for (uint32_t k = 0; k < n; ++k) x->node_region[nodes[k]] = x->num_cregions;
-    x->regions[x->num_cregions++] = r;
-    return BP_OK;
-  }
+  if (st == BP_OK) return bpg_region_keep(x, &r);
   free(r.nodes);
   free(r.args);
   if (st == BP_RESOURCE_EXHAUSTED) return st;
   /* Refused (or a region the plugin's checks do not take): split. */
-  bpg_refused(x, dev, nodes, n, st, &why);
+  bpg_region_refused(x, dev, nodes, n, st, &why);
   uint32_t half = n / 2;
   st = bpg_try_region(x, dev, nodes, half);
   if (st == BP_OK) st = bpg_try_region(x, dev, nodes + half, n - half);
@@ -344,9 +350,10 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
   }
   memset(x->node_region, 0xFF, sizeof(uint32_t) * (nn + 1));
   for (uint32_t d = 0; d < x->num_devs && st == BP_OK; ++d) {
+    st = bpg_reduction_prologues(x, d, mark);
     uint32_t n = 0;
     for (uint32_t k = 0; k < nn; ++k) {
-      if (bpg_region_candidate(g, k) && x->node_dev[k] == d) nodes[n++] = k;
+      if (bpg_region_candidate(g, k) && x->node_dev[k] == d && x->node_region[k] == UINT32_MAX) nodes[n++] = k;
     }
     if (n < 2) continue;
     st = bpg_claim_device(x, d, nodes, n, groups);
@@ -365,7 +372,7 @@ bp_status_t bpg_pass_regions(bp_graph_exec_t* x) {
       if (!bpg_nodes_convex(g, members, m, mark)) {
         bp_support_t why = {.struct_size = sizeof(why), .reason = BP_SUPPORT_OP};
         snprintf(why.message, sizeof(why.message), "the claimed group is not convex: its nodes run alone");
-        bpg_refused(x, d, members, m, BP_UNIMPLEMENTED, &why);
+        bpg_region_refused(x, d, members, m, BP_UNIMPLEMENTED, &why);
         continue;
       }
       st = bpg_try_region(x, d, members, m);

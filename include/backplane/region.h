@@ -12,6 +12,12 @@
  * docs/ABI.md section 12 states the rules; docs/ARCHITECTURE.md shows where
  * this sits.
  *
+ * Reduction prologues: a device whose bp_fusion_caps_t.reduction_prologues
+ * has BP_EPILOGUE_EW_PROGRAM compiles GRAPH regions of elementwise nodes
+ * followed by one sum, mean, amax or amin of their result (a temporary
+ * only the reduction reads) without storing that result, or refuses them
+ * with a reason (docs/ABI.md section 11, docs/graph.md).
+ *
  * Threading: every call is thread-safe; a stream is externally
  * synchronized, as everywhere. A bp_region_t is immutable once compiled:
  * several threads may launch it at once on their own streams.

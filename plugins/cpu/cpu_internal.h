@@ -148,6 +148,10 @@ CPU_HIDDEN bp_status_t cpu_exec_softmax(const bp_op_call_t* call);
 /* log_softmax of one dense f32 row of n > 0 into y (may be x), the
  * vectorized kernel of log_softmax (the CPU's best ISA; cpu_reduce.c). */
 CPU_HIDDEN void cpu_log_softmax_row_f32(const float* x, float* y, int64_t n);
+/* Folds n dense f32 values into *acc as sum / mean (a sum) / amax / amin
+ * do (cpu_reduce.c's row kernel: f32 lanes over blocks, blocks in f64);
+ * *nan set when a NaN was read (amax / amin; *acc then meaningless). */
+CPU_HIDDEN void cpu_reduce_row_f32(uint32_t op, const float* x, int64_t n, double* acc, int* nan);
 CPU_HIDDEN bp_status_t cpu_exec_matmul(const bp_op_call_t* call);
 /* C[m,n] = alpha * A[m,k] @ B[k,n] (+ C when accumulate) on host memory,
  * all three of `dtype` (f32, f64, f16, bf16, integers), strides in elements

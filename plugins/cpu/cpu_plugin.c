@@ -284,6 +284,9 @@ static bp_status_t query_fusion(bpp_device_t dev, bp_fusion_caps_t* out) {
   caps.matmul_epilogues = BP_EPILOGUE_BIAS | BP_EPILOGUE_RELU | BP_EPILOGUE_GELU | BP_EPILOGUE_SILU |
                           BP_EPILOGUE_RESIDUAL_ADD | BP_EPILOGUE_EW_PROGRAM;
   caps.conv_epilogues = caps.matmul_epilogues;
+  /* Any elementwise program before sum / mean / amax / amin over trailing
+   * dims, f32 / f64 (cpu_region_reduce.c). */
+  caps.reduction_prologues = BP_EPILOGUE_EW_PROGRAM;
   caps.num_patterns = CPU_NUM_PATTERNS;
   caps.patterns = k_patterns;
   caps.pattern_stride = sizeof(bp_fused_pattern_t);

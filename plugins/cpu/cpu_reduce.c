@@ -279,6 +279,13 @@ static void acc_row_f32_streams(uint32_t op, acc_t* a, const float* restrict x, 
   acc_row_f32(op, a, x + RED_STREAMS * q, n - RED_STREAMS * q);
 }
 
+void cpu_reduce_row_f32(uint32_t op, const float* x, int64_t n, double* acc, int* nan) {
+  acc_t a = {.f = *acc, .nan = *nan};
+  acc_row_f32(op, &a, x, n);
+  *acc = a.f;
+  *nan = a.nan;
+}
+
 static void acc_row_f32(uint32_t op, acc_t* a, const float* restrict x, int64_t n) {
   if (n >= RED_STREAMS_MIN) {
     acc_row_f32_streams(op, a, x, n);

@@ -4,7 +4,10 @@
  *  - PROGRAM: an elementwise program (cpu_region_ew.h) over values;
  *  - GEMM: a matmul / linear / addmm by row blocks, each block's epilogue
  *    program run right after its GEMM while the block is in cache;
- *  - NODE: one op through the plugin's own kernel (cpu_exec_op).
+ *  - NODE: one op through the plugin's own kernel (cpu_exec_op);
+ *  - REDUCE: a reduction prologue: an elementwise program whose result
+ *    a sum / mean / amax / amin folds chunk by chunk, never stored
+ *    whole (cpu_region_reduce.c).
  * Arguments are the launch's descriptors; temporaries live in the
  * workspace at offsets fixed at compile time. Files: cpu_region.c (the
  * slots), cpu_region_build.c (desc -> steps), cpu_region_run.c,
@@ -17,11 +20,12 @@
 
 #include "cpu_region_ew.h"
 
-enum cpu_step_kind { CPU_STEP_PROGRAM = 1, CPU_STEP_GEMM = 2, CPU_STEP_NODE = 3 };
+enum cpu_step_kind { CPU_STEP_PROGRAM = 1, CPU_STEP_GEMM = 2, CPU_STEP_NODE = 3, CPU_STEP_REDUCE = 4 };
 
 typedef struct cpu_step {
   uint32_t kind; /* enum cpu_step_kind */
-  /* NODE and GEMM: the op (GEMM: mm, addmm or linear). */
+  /* NODE, GEMM and REDUCE: the op (GEMM: mm, addmm or linear; REDUCE:
+   * the reduction, whose input is the program's one output). */
   uint32_t op_id, compute_dtype, list_begin, list_count;
   uint32_t num_inputs, num_outputs;
   uint32_t* inputs;  /* value ids; UINT32_MAX: absent */
@@ -79,7 +83,8 @@ CPU_HIDDEN bp_status_t cpu_region_encode(const bp_region_desc_t* region, unsigne
 CPU_HIDDEN bp_status_t cpu_region_decode(const unsigned char* data, uint64_t size,
                                          struct bpp_executable_s* exe);
 
-/* Elementwise program over nodes [first, num_nodes) of `region`, every
+/* Elementwise program over nodes [first, num_nodes) of `region` (a
+ * REDUCE step: [first, num_nodes - 1), storing the reduction's input), every
  * node an elementwise op whose attributes fit a program (alpha 1, scalar
  * operands as constants, gelu's approximation and div's rounding as aux).
  * For a GEMM step (op and operands set), program input 0 is the product
@@ -95,6 +100,20 @@ CPU_HIDDEN bp_status_t cpu_region_node_support(bpp_device_t device, const bp_reg
 CPU_HIDDEN int cpu_region_node_fusable(const bp_region_node_t* node);
 /* Nonzero for the fused ops a PATTERN region runs as one kernel. */
 CPU_HIDDEN int cpu_region_is_pattern(uint32_t op);
+
+/* Reduction prologues (cpu_region_reduce.c). Nonzero when `region`'s
+ * nodes are elementwise ops whose values stay inside it, then one sum,
+ * mean, amax or amin of their result (a temporary read by it alone) into
+ * the region's one output. */
+CPU_HIDDEN int cpu_region_reduce_shape(const bp_region_desc_t* region);
+/* For such a region: 0 when the REDUCE step runs it, else an enum
+ * bp_support_reason with the reason in msg (dtype, dims order, empty). */
+CPU_HIDDEN int cpu_region_reduce_check(const bp_region_desc_t* region, char* msg, size_t cap);
+/* Runs a REDUCE step: `inputs` the program's inputs, `result` the dense
+ * descriptor of the program's output (never allocated whole), `out` the
+ * reduction's output. On the calling thread and the pool. */
+CPU_HIDDEN bp_status_t cpu_region_reduce_run(const cpu_step_t* step, const bp_tensor_desc_t* const* inputs,
+                                             const bp_tensor_desc_t* result, const bp_tensor_desc_t* out);
 
 /* The exec table's claim slot (cpu_region_claim.c). */
 CPU_HIDDEN bp_status_t cpu_region_claim(bpp_device_t device, const bp_region_desc_t* graph,

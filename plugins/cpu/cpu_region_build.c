@@ -5,7 +5,10 @@
  *              step (row blocks, epilogue per block); bmm and convolution
  *              anchors: a NODE step, then a PROGRAM step.
  *  PATTERN     one NODE step for a fused op the plugin has a kernel for.
- *  GRAPH       one PROGRAM step when every node is elementwise; else one
+ *  GRAPH       one REDUCE step for a reduction prologue (elementwise
+ *              nodes, then a sum / mean / amax / amin of their result;
+ *              refused with the reason when the step cannot run it); one
+ *              PROGRAM step when every node is elementwise; else one
  *              NODE step per node the plugin supports (temporaries in the
  *              workspace); refused when a node is unsupported.
  * Elementwise nodes become program instructions with registers reused
@@ -134,8 +137,8 @@ static int const_reg(ewb_t* b, const bp_scalar_t* s) {
 static void define_value(ewb_t* b, uint32_t v, int r) {
   b->reg_of[v] = (int16_t)r;
   const bp_region_desc_t* g = b->r;
-  if (v >= g->num_inputs && v < g->num_args) {
-    cpu_step_t* s = b->step;
+  cpu_step_t* s = b->step;
+  if ((v >= g->num_inputs && v < g->num_args) || (s->kind == CPU_STEP_REDUCE && v == s->inputs[0])) {
     if (s->prog_nout >= CPU_EWP_MAX_OUTPUTS) {
       b->full = 1;
       return;
@@ -216,7 +219,8 @@ int cpu_region_nodes_program(const bp_region_desc_t* g, uint32_t first, cpu_step
     b.reg_of[v] = -1;
     b.last_use[v] = UINT32_MAX; /* never read inside: free once written */
   }
-  for (uint32_t n = first; n < g->num_nodes; n++)
+  uint32_t end = s->kind == CPU_STEP_REDUCE ? g->num_nodes - 1 : g->num_nodes;
+  for (uint32_t n = first; n < end; n++)
     for (uint32_t i = 0; i < g->nodes[n]->num_inputs; i++)
       if (g->nodes[n]->inputs[i] != NONE_ID) b.last_use[g->nodes[n]->inputs[i]] = n;
   uint32_t cdt = first < g->num_nodes ? g->nodes[first]->compute_dtype : BP_DTYPE_INVALID;
@@ -228,7 +232,7 @@ int cpu_region_nodes_program(const bp_region_desc_t* g, uint32_t first, cpu_step
     uint32_t v = s->outputs[0];
     if (b.last_use[v] == UINT32_MAX) b.busy[r] = 0;
   }
-  for (uint32_t n = first; n < g->num_nodes && !reason; n++) {
+  for (uint32_t n = first; n < end && !reason; n++) {
     const bp_region_node_t* node = g->nodes[n];
     if (!cpu_region_node_fusable(node)) {
       reason = refuse(msg, cap, BP_SUPPORT_OP, "node %s%u is not an elementwise op a program can hold "
@@ -432,6 +436,13 @@ static int build_steps(const bp_region_desc_t* g, struct bpp_executable_s* exe, 
       if (add_step(exe, &s) || step_from_node(s, g->nodes[0], CPU_STEP_NODE)) return -1;
       return 0;
     default: { /* GRAPH */
+      if (cpu_region_reduce_shape(g)) {
+        const bp_region_node_t* red = g->nodes[g->num_nodes - 1];
+        if ((rc = node_supported(exe->device, g, red, msg, cap)) || (rc = cpu_region_reduce_check(g, msg, cap)))
+          return rc;
+        if (add_step(exe, &s) || step_from_node(s, red, CPU_STEP_REDUCE)) return -1;
+        return cpu_region_nodes_program(g, 0, s, msg, cap);
+      }
       int all_ew = 1;
       for (uint32_t n = 0; n < g->num_nodes && all_ew; n++) all_ew = cpu_region_node_fusable(g->nodes[n]);
       if (all_ew) {

@@ -46,6 +46,19 @@ static bp_status_t run_program(const run_ctx_t* c, const cpu_step_t* s) {
   return cpu_ewp_run(s->prog, p, p + s->prog_nin);
 }
 
+/* A reduction prologue: the program's inputs, its result's dense shape
+ * (the slot is never written), the reduction's output. */
+static bp_status_t run_reduce(const run_ctx_t* c, const cpu_step_t* s) {
+  bp_tensor_desc_t d[CPU_EWP_MAX_INPUTS], out;
+  const bp_tensor_desc_t* p[CPU_EWP_MAX_INPUTS];
+  for (uint32_t k = 0; k < s->prog_nin; k++) {
+    value_desc(c, s->prog_in[k], &d[k]);
+    p[k] = &d[k];
+  }
+  value_desc(c, s->outputs[0], &out);
+  return cpu_region_reduce_run(s, p, &c->exe->values[s->inputs[0]], &out);
+}
+
 /* Runs op `op` of step s with its operands (attrs overridable). */
 static bp_status_t run_op(const run_ctx_t* c, const cpu_step_t* s, uint32_t op,
                           const uint32_t* ins, uint32_t nin, const void* attrs) {
@@ -211,6 +224,7 @@ bp_status_t cpu_region_run(const struct bpp_executable_s* exe, const bp_tensor_d
     switch (s->kind) {
       case CPU_STEP_PROGRAM: st = run_program(&c, s); break;
       case CPU_STEP_GEMM: st = run_gemm(&c, s); break;
+      case CPU_STEP_REDUCE: st = run_reduce(&c, s); break;
       default: st = run_op(&c, s, s->op_id, s->inputs, s->num_inputs, s->attrs); break;
     }
     if (st) return st;

@@ -17,83 +17,7 @@
 #include <math.h>
 
 #include "graph_fixture.h"
-
-static bp_tensor_t* input_f32(uint32_t rank, const int64_t* dims, uint64_t seed) {
-  bp_tensor_t* t = NULL;
-  assert_int_equal(bp_tensor_create(g_cpu0, BP_DTYPE_F32, rank, dims, &t), BP_OK);
-  size_t n = (size_t)bp_tensor_numel(t);
-  float* h = malloc(sizeof(float) * n + 4);
-  uint64_t s = seed * 2654435761u + 1;
-  for (size_t i = 0; i < n; ++i) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    h[i] = (float)((double)(s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
-  }
-  assert_int_equal(bp_tensor_write(g_s0, t, h, sizeof(float) * n), BP_OK);
-  assert_int_equal(bp_stream_synchronize(g_s0), BP_OK);
-  free(h);
-  return t;
-}
-
-static void expect_close(const bp_tensor_t* a, const bp_tensor_t* b) {
-  assert_int_equal(bp_tensor_numel(a), bp_tensor_numel(b));
-  double* x = fx_host(a);
-  double* y = fx_host(b);
-  for (int64_t i = 0; i < bp_tensor_numel(a); ++i) {
-    double tol = 1e-5 + 1e-5 * fabs(y[i]);
-    if (fabs(x[i] - y[i]) > tol) fail_msg("element %lld: compiled %.9g, eager %.9g", (long long)i, x[i], y[i]);
-  }
-  free(x);
-  free(y);
-}
-
-/* Runs x twice on fresh inputs and compares every output with eager. */
-static void check_runs(bp_graph_exec_t* x, const bp_graph_t* g, uint32_t rank, const int64_t* dims) {
-  uint32_t no = bp_graph_output_count(g);
-  for (uint32_t run = 0; run < 2; ++run) {
-    bp_tensor_t* in = input_f32(rank, dims, run + 11);
-    bp_tensor_t* out[16] = {0};
-    bp_tensor_t* ref[16] = {0};
-    if (bp_graph_exec_run(x, (const bp_tensor_t* const*)&in, 1, out, no) != BP_OK) fail_msg("run: %s", bp_status_message());
-    if (bp_graph_run_eager(g_s0, g, (const bp_tensor_t* const*)&in, 1, ref, no) != BP_OK) {
-      fail_msg("eager: %s", bp_status_message());
-    }
-    for (uint32_t k = 0; k < no; ++k) {
-      expect_close(out[k], ref[k]);
-      bp_tensor_release(out[k]);
-      bp_tensor_release(ref[k]);
-    }
-    bp_tensor_release(in);
-  }
-}
-
-static bp_graph_exec_t* compile_cpu0(const bp_graph_t* g, uint32_t flags) {
-  static bp_device_t* devs[1];
-  devs[0] = g_cpu0;
-  bp_graph_compile_options_t o = fx_opts(devs, 1);
-  o.flags = flags;
-  bp_graph_exec_t* x = NULL;
-  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile: %s", bp_status_message());
-  return x;
-}
-
-static bp_graph_exec_stats_t stats_of(const bp_graph_exec_t* x) {
-  bp_graph_exec_stats_t s = {.struct_size = sizeof(s)};
-  assert_int_equal(bp_graph_exec_get_stats(x, &s), BP_OK);
-  return s;
-}
-
-static char* report(const bp_graph_exec_t* x) {
-  char* json = NULL;
-  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
-  return json;
-}
-
-static uint32_t count_of(const char* text, const char* what) {
-  uint32_t n = 0;
-  size_t len = strlen(what), total = strlen(text);
-  for (size_t i = 0; i + len <= total; ++i) n += memcmp(text + i, what, len) == 0;
-  return n;
-}
+#include "region_checks.h"
 
 /* An elementwise chain whose middle value escapes: one program, two outputs. */
 static void test_ew_program_multi_output(void** state) {
@@ -234,13 +158,7 @@ static void test_two_streams(void** state) {
   assert_non_null(strstr(json, "\"name\": \"join\", \"op\": \"add\", \"device\": \"cpu:0\", \"reason\": \"the only device compiled for\", \"stream\": 0"));
   bp_graph_text_free(json);
   bp_graph_exec_stats_t two = stats_of(x);
-  char path[128];
-  snprintf(path, sizeof(path), "/tmp/bp_test_graph_streams_%d.bpx", (int)getpid());
-  assert_int_equal(bp_graph_exec_save(x, path), BP_OK);
-  bp_graph_exec_release(x);
-  bp_graph_exec_t* l = NULL;
-  if (bp_graph_exec_load(g_ctx, path, &l) != BP_OK) fail_msg("load: %s", bp_status_message());
-  remove(path);
+  bp_graph_exec_t* l = save_and_load(x, "streams");
   check_runs(l, g, 2, dims);
   json = report(l);
   assert_non_null(strstr(json, "\"streams\": 2"));

@@ -9,6 +9,10 @@
  *  - linear + bias + gelu (M=4096, K=N=1024, f32) as one EPILOGUE region
  *    against eager linear (with its bias) then gelu (target >= 1: a fused
  *    epilogue never loses to the unfused ops).
+ *  - sum(x*x) over 16M f32 as one reduction-prologue GRAPH region (the
+ *    square folded chunk by chunk, never stored) against eager mul then
+ *    sum (target >= 1: reading x once never loses to writing and reading
+ *    the squares);
  *  - on an OpenCL device, the same chain through bp_ew_program_run as the
  *    plugin's generated kernel against its interpreter kernel
  *    (BP_OPENCL_EW_GENERATE=0), bursts alternating (report, no target).
@@ -207,6 +211,57 @@ done:
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bp_tensor_release(all[i]);
 }
 
+typedef struct sumsq_state {
+  bp_region_t* region;
+  const bp_tensor_t* args[2];
+  bp_tensor_t *x, *out, *sq, *sum;
+} sumsq_state_t;
+
+static const bp_reduce_attrs_t k_all_dims = {.struct_size = sizeof(bp_reduce_attrs_t), .flags = BP_REDUCE_ALL_DIMS};
+
+static bp_status_t sumsq_region(bpb_ctx_t* ctx, void* user) {
+  sumsq_state_t* s = user;
+  return bp_region_launch(ctx->stream, s->region, s->args, 2, NULL);
+}
+static bp_status_t sumsq_eager(bpb_ctx_t* ctx, void* user) {
+  sumsq_state_t* s = user;
+  bp_status_t r = bp_op_mul(ctx->stream, s->x, s->x, NULL, &s->sq);
+  return r ? r : bp_op_sum(ctx->stream, s->sq, &k_all_dims, &s->sum);
+}
+
+static void prologue_figures(bpb_ctx_t* ctx) {
+  const int64_t n = ctx->quick ? (int64_t)1 << 20 : (int64_t)16 << 20;
+  sumsq_state_t s;
+  memset(&s, 0, sizeof s);
+  s.x = bpb_tensor_random(ctx, 1, (int64_t[]){n}, 1);
+  s.out = bpb_tensor(ctx, BP_DTYPE_F32, 0, NULL);
+  bp_tensor_desc_t vx = {.struct_size = sizeof vx, .dtype = BP_DTYPE_F32, .rank = 1, .sizes = {n}, .strides = {1}};
+  bp_tensor_desc_t vs = {.struct_size = sizeof vs, .dtype = BP_DTYPE_F32, .rank = 0};
+  const bp_tensor_desc_t* vals[3] = {&vx, &vs, &vx}; /* x, the sum, the squares (a temporary) */
+  uint32_t ids0[3] = {0, 0, 2}, ids1[2] = {2, 1};
+  bp_region_node_t n0 = {.struct_size = sizeof n0, .op_id = BP_OP_mul, .num_inputs = 2, .num_outputs = 1,
+                         .compute_dtype = BP_DTYPE_F32, .inputs = ids0, .outputs = ids0 + 2};
+  bp_region_node_t n1 = {.struct_size = sizeof n1, .op_id = BP_OP_sum, .num_inputs = 1, .num_outputs = 1,
+                         .compute_dtype = BP_DTYPE_F32, .inputs = ids1, .outputs = ids1 + 1, .attrs = &k_all_dims};
+  const bp_region_node_t* nodes[2] = {&n0, &n1};
+  bp_region_desc_t d = {.struct_size = sizeof d, .kind = BP_REGION_GRAPH, .num_values = 3, .num_args = 2,
+                        .num_inputs = 1, .num_nodes = 2, .values = vals, .nodes = nodes};
+  char fig[160];
+  snprintf(fig, sizeof fig, "sum(x*x), %lldM f32: reduction-prologue region vs eager mul then sum",
+           (long long)(n >> 20));
+  bp_support_t why = {.struct_size = sizeof why};
+  if (bpb_unsupported(bp_region_compile(ctx->device, &d, &why, &s.region), fig)) goto done;
+  s.args[0] = s.x;
+  s.args[1] = s.out;
+  double t_eager, t_region;
+  time_pair(ctx, sumsq_eager, sumsq_region, &s, &t_eager, &t_region);
+  bpb_add_figure(&(bpb_figure_t){fig, "runs/s", 1.0 / t_region, 1.0 / t_eager, "mul then sum eagerly", 1.0, 0});
+done:
+  bp_region_release(s.region);
+  bp_tensor_t* all[] = {s.x, s.out, s.sq, s.sum};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) bp_tensor_release(all[i]);
+}
+
 typedef struct gen_state {
   bp_ew_program_t prog;
   const bp_tensor_t* in[2];
@@ -259,4 +314,5 @@ void bpb_graph_regions(bpb_ctx_t* ctx) {
   chain_figures(ctx);
   generated_figures(ctx);
   linear_figures(ctx);
+  prologue_figures(ctx);
 }

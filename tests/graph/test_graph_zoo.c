@@ -178,7 +178,9 @@ static int report_has(const bp_graph_t* g, bp_graph_compile_options_t* o, const 
 
 /* Decomposed attention (the key's transpose is a view node): fused into
  * scaled_dot_product_attention, equal to the unfused graph run eagerly;
- * with an additive mask, and with a constant causal mask (is_causal). */
+ * with an additive mask, over rank-4 [batch, heads, seq, dim] values
+ * viewed around the bmms (4-d or 3-d scores), and with a constant causal
+ * mask (is_causal). */
 static void test_decomposed_attention(void** state) {
   (void)state;
   static const char* const texts[] = {
@@ -202,8 +204,40 @@ static void test_decomposed_attention(void** state) {
       "p = softmax(s3) {dim=-1}\n"
       "o = bmm(p, v)\n"
       "output o\n",
+      /* rank 4 [batch, heads, seq, dim]: views around the bmms, the scores
+       * scaled, masked and normalized in 4-d */
+      "input q : f32[2, 3, 12, 8]\n"
+      "input k : f32[2, 3, 20, 8]\n"
+      "input v : f32[2, 3, 20, 16]\n"
+      "input m : f32[1, 1, 12, 20]\n"
+      "q3 = view(q) {sizes=[6, 12, 8]}\n"
+      "k3 = view(k) {sizes=[6, 20, 8]}\n"
+      "v3 = view(v) {sizes=[6, 20, 16]}\n"
+      "kt = permute(k3) {dims=[0, 2, 1]}\n"
+      "s = bmm(q3, kt)\n"
+      "s4 = view(s) {sizes=[2, 3, 12, 20]}\n"
+      "s2 = mul(s4, _) {flags=1, scalar=0.35355339059327373}\n"
+      "s3 = add(s2, m)\n"
+      "p4 = softmax(s3) {dim=-1}\n"
+      "p = view(p4) {sizes=[6, 12, 20]}\n"
+      "o3 = bmm(p, v3)\n"
+      "o = view(o3) {sizes=[2, 3, 12, 16]}\n"
+      "output o\n",
+      /* rank 4 with 3-d scores, no scale, no mask */
+      "input q : f32[2, 3, 12, 8]\n"
+      "input k : f32[2, 3, 12, 8]\n"
+      "input v : f32[2, 3, 12, 8]\n"
+      "q3 = view(q) {sizes=[6, 12, 8]}\n"
+      "k3 = view(k) {sizes=[6, 12, 8]}\n"
+      "v3 = view(v) {sizes=[6, 12, 8]}\n"
+      "kt = permute(k3) {dims=[0, 2, 1]}\n"
+      "s = bmm(q3, kt)\n"
+      "p = softmax(s) {dim=2}\n"
+      "o3 = bmm(p, v3)\n"
+      "o = view(o3) {sizes=[2, 3, 12, 8]}\n"
+      "output o\n",
   };
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < 4; ++i) {
     bp_graph_t* g = fx_parse(texts[i]);
     bp_graph_compile_options_t o = one();
     check(g, &o, NULL);

@@ -14,7 +14,9 @@
  * COST_GROUP_NS for the whole region: a group cost under the sum of its
  * nodes' roofline times. With COST_REFUSE_OP the claim (only) refuses
  * nodes of that op with the reason COST_NAME ": refuses <op> in a claim",
- * although query_support takes them.
+ * although query_support takes them. With COST_MUL_SIGMOID it also runs
+ * mul and sigmoid (dense f32 operands of one shape): the decomposed
+ * x * sigmoid(x) but not silu, for the named patterns' undo path.
  * Test-only.
  */
 #define bp_plugin_negotiate bp__template_negotiate
@@ -230,6 +232,68 @@ static bp_status_t group_launch(bpp_stream_t stream, bpp_executable_t e, uint32_
 }
 #endif
 
+#ifdef COST_MUL_SIGMOID
+#include <math.h>
+
+/* mul of two tensors or sigmoid, every operand dense f32 of one shape. */
+static int mul_sigmoid_call(const bp_op_call_t* call) {
+  if ((call->op_id != BP_OP_mul || call->num_inputs != 2) && (call->op_id != BP_OP_sigmoid || call->num_inputs != 1))
+    return 0;
+  const bp_binary_attrs_t* a = call->op_id == BP_OP_mul ? call->attrs : NULL;
+  if (a && (a->flags || a->rounding_mode)) return 0;
+  const bp_tensor_desc_t* o = call->outputs[0];
+  for (uint32_t i = 0; i < call->num_inputs; ++i) {
+    const bp_tensor_desc_t* d = call->inputs[i];
+    if (d->dtype != BP_DTYPE_F32 || d->rank != o->rank || memcmp(d->sizes, o->sizes, sizeof(int64_t) * o->rank) != 0)
+      return 0;
+  }
+  return o->dtype == BP_DTYPE_F32 && call->num_outputs == 1;
+}
+
+static bp_status_t ms_query_support(bpp_device_t device, const bp_op_call_t* call, bp_support_t* out) {
+  if (call && out && mul_sigmoid_call(call)) {
+    bp_status_t st = bp_kit_support_answer(out, BP_SUPPORT_OK, "%s", "supported");
+    out->requires_contiguous = 1; /* exec reads and writes flat */
+    return st;
+  }
+  return query_support(device, call, out);
+}
+
+static int ms_dense(const bp_tensor_desc_t* d) {
+  int64_t step = 1;
+  for (uint32_t r = d->rank; r-- > 0;) {
+    if (d->sizes[r] != 1 && d->strides[r] != step) return 0;
+    step *= d->sizes[r];
+  }
+  return 1;
+}
+
+static bp_status_t ms_exec(bpp_device_t device, const bp_op_call_t* call) {
+  if (!mul_sigmoid_call(call)) return exec(device, call);
+  const bp_tensor_desc_t* o = call->outputs[0];
+  for (uint32_t i = 0; i < call->num_inputs; ++i) {
+    if (!ms_dense(call->inputs[i])) return bp_kit_error(BP_UNIMPLEMENTED, "%s: a strided operand", COST_NAME);
+  }
+  if (!ms_dense(o)) return bp_kit_error(BP_UNIMPLEMENTED, "%s: a strided output", COST_NAME);
+  int64_t n = bp_desc_numel(o);
+  float* y = at(o, 0);
+  const float* x = at(call->inputs[0], 0);
+  const float* w = call->op_id == BP_OP_mul ? at(call->inputs[1], 0) : NULL;
+  for (int64_t i = 0; i < n; ++i) y[i] = w ? x[i] * w[i] : 1.0f / (1.0f + expf(-x[i]));
+  return BP_OK;
+}
+
+static const bp_kit_queue_t k_ms_queue = {.exec = ms_exec};
+static bp_status_t ms_stream_create(bpp_device_t device, const bp_stream_create_info_t* info, bpp_stream_t* out) {
+  return bp_kit_stream_create(&k_ms_queue, device, info, out);
+}
+static bp_status_t ms_launch(bpp_stream_t s, const bp_op_call_t* call) {
+  return mul_sigmoid_call(call) ? bp_kit_stream_enqueue_op(s, call) : launch(s, call);
+}
+static bpp_op_launch_fn g_ms_launch[BP_OP_COUNT];
+static bpp_op_table_t g_ms_ops;
+#endif
+
 static bp_status_t cost_properties(bpp_device_t device, bp_device_properties_t* props) {
   bp_status_t st = device_get_properties(device, props);
   if (st != BP_OK) return st;
@@ -251,6 +315,16 @@ bp_status_t bp_plugin_negotiate(const bp_negotiate_request_t* req, bp_negotiate_
   g_cost_caps = *g_cost_vtable.caps;
 #ifdef COST_ESTIMATE_NS
   g_cost_caps.estimate_cost = cost_estimate;
+#endif
+#ifdef COST_MUL_SIGMOID
+  g_cost_core.stream_create = ms_stream_create;
+  g_cost_caps.query_support = ms_query_support;
+  memcpy(g_ms_launch, k_launch, sizeof g_ms_launch);
+  g_ms_launch[BP_OP_mul] = ms_launch;
+  g_ms_launch[BP_OP_sigmoid] = ms_launch;
+  g_ms_ops = k_ops;
+  g_ms_ops.launch = g_ms_launch;
+  g_cost_vtable.ops = &g_ms_ops;
 #endif
   g_cost_vtable.caps = &g_cost_caps;
 #ifdef COST_CLAIM_ALL

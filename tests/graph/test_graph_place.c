@@ -6,7 +6,9 @@
  * Graph-level claims: groupdev and refusedev (the template again) claim
  * their nodes as one group whose compiled region they estimate at 1 us,
  * under the sum of their nodes' roofline times; refusedev's claim also
- * refuses add with a reason its support query does not give. */
+ * refuses add with a reason its support query does not give. ewdev (the
+ * template with mul and sigmoid) runs x * sigmoid(x) but not silu: the
+ * named pattern's rewrite is undone there. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +23,7 @@
 #include "backplane/graph.h"
 #include "graph_fixture.h"
 
-static bp_device_t *g_fast, *g_slow, *g_est, *g_group, *g_refuse;
+static bp_device_t *g_fast, *g_slow, *g_est, *g_group, *g_refuse, *g_ew;
 
 /* Registers the plugin library `lib` of folder `dir` with ctx. */
 static bp_status_t register_plugin(bp_context_t* ctx, const char* dir, const char* lib) {
@@ -49,7 +51,8 @@ static int setup(void** state) {
                 {"libbp_graph_slowdev.so", "slowdev:0", &g_slow},
                 {"libbp_graph_estdev.so", "estdev:0", &g_est},
                 {"libbp_graph_groupdev.so", "groupdev:0", &g_group},
-                {"libbp_graph_refusedev.so", "refusedev:0", &g_refuse}};
+                {"libbp_graph_refusedev.so", "refusedev:0", &g_refuse},
+                {"libbp_graph_ewdev.so", "ewdev:0", &g_ew}};
   for (size_t i = 0; i < sizeof(k_devs) / sizeof(k_devs[0]); ++i)
     if (register_plugin(g_ctx, GRAPH_COST_DIR, k_devs[i].lib) != BP_OK) return -1;
   for (size_t i = 0; i < sizeof(k_devs) / sizeof(k_devs[0]); ++i)
@@ -531,6 +534,41 @@ static void test_claims_around_views(void** state) {
   bp_graph_release(g);
 }
 
+/* The named patterns' undo path: the rewrite of x * sigmoid(x) into silu
+ * is undone when no device of the compile runs silu (ewdev alone): the
+ * graph keeps mul and sigmoid, runs them on ewdev and equals the CPU's
+ * eager run. With cpu:0, which runs silu, the rewrite stays. */
+static void test_pattern_undone_where_no_device_runs_it(void** state) {
+  (void)state;
+  bp_graph_t* g = parse("input x : f32[4096]\ns = sigmoid(x) @sig\ny = mul(x, s) @mul\noutput y\n");
+  bp_device_t* devs[1] = {g_ew};
+  bp_graph_compile_options_t o = opts(devs, 1);
+  bp_graph_exec_t* x = NULL;
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile on ewdev: %s", bp_status_message());
+  expect_node_on(x, "sig", "ewdev:0");
+  expect_node_on(x, "mul", "ewdev:0");
+  char* json = NULL;
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_null(strstr(json, "silu"));
+  bp_graph_text_free(json);
+  bp_graph_exec_stats_t st = {.struct_size = sizeof(st)};
+  assert_int_equal(bp_graph_exec_get_stats(x, &st), BP_OK);
+  assert_int_equal(st.num_nodes, 2);
+  expect_run_equals_eager(x, g, g_cpu0, g_s0, 1, (const int64_t[]){4096}, 4096);
+  bp_graph_exec_release(x);
+  devs[0] = g_cpu0;
+  o = opts(devs, 1);
+  if (bp_graph_compile(g_ctx, g, &o, &x) != BP_OK) fail_msg("compile on cpu:0: %s", bp_status_message());
+  assert_int_equal(bp_graph_exec_report(x, BP_GRAPH_REPORT_JSON, &json), BP_OK);
+  assert_non_null(strstr(json, "silu"));
+  bp_graph_text_free(json);
+  st.struct_size = sizeof(st);
+  assert_int_equal(bp_graph_exec_get_stats(x, &st), BP_OK);
+  assert_int_equal(st.num_nodes, 1);
+  bp_graph_exec_release(x);
+  bp_graph_release(g);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_support_query_fills_default_attrs),
@@ -545,6 +583,7 @@ int main(void) {
       cmocka_unit_test(test_claims_deterministic),
       cmocka_unit_test(test_rebind_keeps_claims),
       cmocka_unit_test(test_claims_around_views),
+      cmocka_unit_test(test_pattern_undone_where_no_device_runs_it),
   };
   return cmocka_run_group_tests(tests, setup, fx_teardown);
 }

@@ -15,6 +15,7 @@
 
 #include "cpu_fixture.h"
 #include "region/region_builder.h"
+#include "region/region_compile.h"
 
 #define NOATTR NULL
 
@@ -24,17 +25,6 @@ static float frand(uint32_t* s) {
 }
 static void fill(float* x, int64_t n, uint32_t seed) {
   for (int64_t i = 0; i < n; i++) x[i] = frand(&seed);
-}
-
-/* Compiles `d` on cpu:0 (must succeed). */
-static bp_region_t* compile_ok(const bp_region_desc_t* d) {
-  bp_region_t* r = NULL;
-  bp_support_t why = {.struct_size = sizeof why};
-  bp_status_t st = bp_region_compile(g_dev, d, &why, &r);
-  if (st != BP_OK) print_error("compile: %s (%s)\n", bp_status_message(), why.message);
-  assert_int_equal(st, BP_OK);
-  assert_int_equal(why.supported, 1);
-  return r;
 }
 
 /* Runs `r` with args and a workspace when it asks for one. */

@@ -185,12 +185,15 @@ static bp_status_t enqueue_fn(bpp_stream_t s, CUfunction fn, const cuda_launch_r
 /* The generated kernel of a fused program's launch (`args`: its packed
  * bp_gpu_ew_args_t) where generation is on and NVRTC builds it; else
  * nonzero with the reason in `why` (context pushed). */
+static int is_ew_interpreter(uint32_t program) {
+  return program == BP_GPU_PROGRAM_ew_f32 || program == BP_GPU_PROGRAM_ew_f64 ||
+         program == BP_GPU_PROGRAM_ew_i64;
+}
+
 static bp_status_t generated_fn(bpp_device_t d, uint32_t program, const void* args, CUfunction* out,
                                 char* why, size_t cap) {
-  int ew = program == BP_GPU_PROGRAM_ew_f32 || program == BP_GPU_PROGRAM_ew_f64 ||
-           program == BP_GPU_PROGRAM_ew_i64;
   bp_status_t st = BP_UNIMPLEMENTED;
-  if (!ew) {
+  if (!is_ew_interpreter(program)) {
     snprintf(why, cap, "program %u is not an elementwise interpreter", program);
   } else if (!cuda_ewgen_enabled()) {
     snprintf(why, cap, "BP_CUDA_EW_GENERATE=0");
@@ -272,11 +275,13 @@ static bp_status_t record_one(void* ctx, const bp_gpu_launch_t* l) {
   return st;
 }
 
-/* bp_gpu_launch_fn, planning a fused program: records marked generated. */
+/* bp_gpu_launch_fn, planning a fused program: its interpreter launches
+ * are marked generated. */
 static bp_status_t record_fused(void* ctx, const bp_gpu_launch_t* l) {
   cuda_plan_t* p = ctx;
   bp_status_t st = record_one(p, l);
-  if (st == BP_OK) p->recs[p->n - 1].generated = (uint32_t)cuda_ewgen_enabled();
+  if (st == BP_OK)
+    p->recs[p->n - 1].generated = (uint32_t)(is_ew_interpreter(l->program) && cuda_ewgen_enabled());
   return st;
 }
 

@@ -811,8 +811,10 @@ static void flip_byte(const char* path, long back) {
  * nothing; a corrupt entry (one payload byte flipped, or truncated) is
  * ignored with a warning, compiled again and rewritten; another driver
  * version is another key (a miss); an entry of another key moved to this
- * key's path (a foreign file) is rejected and rewritten; set to nothing
- * the variable turns the cache off (as the group's setup leaves it). */
+ * key's path (a foreign file) is rejected and rewritten; a folder at the
+ * path is left alone; a relative folder is refused with a warning; set to
+ * nothing the variable turns the cache off (as the group's setup leaves
+ * it). */
 static void test_program_cache(void** state) {
   (void)state;
   char dir[] = "/tmp/bp-cuda-program-cache-XXXXXX";
@@ -850,7 +852,18 @@ static void test_program_cache(void** state) {
   assert_int_equal(read_file(b, got, sizeof got), n); /* rewritten: the 12.8 entry again */
   assert_memory_equal(got, want, n);
   unsetenv("FAKE_CUDA_DRIVER_VERSION");
-  /* Off: compiled every time, nothing written. */
+  /* A folder at the entry's path: left alone, compiled every time. */
+  assert_int_equal(mkdir(a, 0700), 0);
+  log_clear();
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_true(logged("is a folder, not a regular file; not used"));
+  assert_int_equal(rmdir(a), 0);
+  /* A relative folder is refused with a warning; off compiles every time. */
+  setenv("BP_CUDA_PROGRAM_CACHE", "relative/programs", 1);
+  log_clear();
+  assert_int_equal(compiles_of_fresh_run(), 1);
+  assert_true(logged("BP_CUDA_PROGRAM_CACHE=relative/programs is not an absolute path"));
   setenv("BP_CUDA_PROGRAM_CACHE", "", 1);
   assert_int_equal(compiles_of_fresh_run(), 1);
   assert_int_equal(compiles_of_fresh_run(), 1);

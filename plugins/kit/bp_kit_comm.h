@@ -133,8 +133,9 @@ uint64_t bp_kit_comm_timeout(uint64_t timeout_ns);
 /* Block quantization of payloads (kit_comm_quant.c). */
 int bp_kit_comm_can_compress(uint32_t dtype, uint32_t compression);
 uint64_t bp_kit_comm_scale_count(uint64_t count, uint32_t block);
-/* Codes and scales of elements [first, first + count) of src (scales of
- * blocks counted from `first`, which is a multiple of block). */
+/* Codes and scales of elements [first, first + count) of src, in blocks
+ * counted from `first` (the engines encode each segment that one rank
+ * receives, a round's piece of it across processes, from its start). */
 void bp_kit_comm_encode(uint32_t dtype, uint32_t compression, uint32_t block, const void* src,
                         uint64_t first, uint64_t count, int8_t* codes, float* scales);
 /* acc[i] = sum over q of decode(codes[q][first + i]) in f32, in q order. */

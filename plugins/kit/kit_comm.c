@@ -536,7 +536,7 @@ static void reduce_range(bp_kit_comm_t* c, const bp_kit_coll_t* me, void* dst,
 }
 
 /* ---- compressed calls (kit_comm_quant.c) ---- */
-static int grow_scratch(bp_kit_comm_t* c, uint64_t elems, uint64_t acc, uint32_t block) {
+static int grow_scratch(bp_kit_comm_t* c, uint64_t elems, uint64_t ns, uint64_t acc) {
   if (elems > c->cap_elems) {
     int8_t* a = realloc(c->codes, (size_t)elems);
     if (a) c->codes = a;
@@ -545,7 +545,6 @@ static int grow_scratch(bp_kit_comm_t* c, uint64_t elems, uint64_t acc, uint32_t
     if (!a || !b) return 0;
     c->cap_elems = elems;
   }
-  const uint64_t ns = bp_kit_comm_scale_count(elems, block);
   if (ns > c->cap_scales) {
     float* d = realloc(c->scales, sizeof(float) * (size_t)ns);
     if (d) c->scales = d;
@@ -563,23 +562,29 @@ static int grow_scratch(bp_kit_comm_t* c, uint64_t elems, uint64_t acc, uint32_t
   return 1;
 }
 
-/* The elements [b, e) of all_reduce chunk r: whole blocks. */
-static void block_chunk(const bp_kit_coll_t* me, int32_t n, int32_t r, uint64_t* b,
-                        uint64_t* e) {
-  const uint64_t nb = bp_kit_comm_scale_count(me->count, me->block);
+/* The elements [b, e) of chunk r of `count` elements: whole blocks (the
+ * compressed all_reduce's share of rank r, in both engines). */
+void bp_kit_comm_block_chunk(uint64_t count, uint32_t block, int32_t n, int32_t r, uint64_t* b,
+                             uint64_t* e) {
+  const uint64_t nb = bp_kit_comm_scale_count(count, block);
   uint64_t bb, bl;
   bp_kit_comm_chunk(nb, n, r, &bb, &bl);
   /* A rank past the last block (more ranks than blocks) gets [count, count). */
-  *b = bb * me->block < me->count ? bb * me->block : me->count;
-  *e = (bb + bl) * me->block < me->count ? (bb + bl) * me->block : me->count;
+  *b = bb * block < count ? bb * block : count;
+  *e = (bb + bl) * block < count ? (bb + bl) * block : count;
 }
 
 static void phase1_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   world_t* w = c->w;
   const int32_t r = c->rank, n = w->nranks;
+  /* reduce_scatter: segment r of every rank, its blocks counted from the
+   * segment's start (as across processes). */
+  const int rs = me->kind == BP_KIT_COLL_REDUCE_SCATTER;
+  const uint64_t seg_codes = rs ? (uint64_t)r * me->count : 0;
+  const uint64_t seg_scales = rs ? (uint64_t)r * bp_kit_comm_scale_count(me->count, me->block) : 0;
   for (int32_t q = 0; q < n; ++q) {
-    c->peer_codes[q] = w->slots[q].codes;
-    c->peer_scales[q] = w->slots[q].scales;
+    c->peer_codes[q] = w->slots[q].codes + seg_codes;
+    c->peer_scales[q] = w->slots[q].scales + seg_scales;
   }
   if (me->kind == BP_KIT_COLL_ALL_GATHER) {
     for (int32_t q = 0; q < n; ++q)
@@ -587,8 +592,9 @@ static void phase1_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
                          c->peer_scales[q], 0, me->count, me->recv, (uint64_t)q * me->count);
     return;
   }
-  uint64_t b = (uint64_t)r * me->count, e = b + me->count;
-  if (me->kind == BP_KIT_COLL_ALL_REDUCE) block_chunk(me, n, r, &b, &e);
+  uint64_t b = 0, e = me->count;
+  if (me->kind == BP_KIT_COLL_ALL_REDUCE)
+    bp_kit_comm_block_chunk(me->count, me->block, n, r, &b, &e);
   bp_kit_comm_decode_sum(me->compression, me->block, c->peer_codes, c->peer_scales,
                          (uint32_t)n, b, e - b, c->acc);
   if (me->op == BP_REDUCE_AVG)
@@ -610,7 +616,7 @@ static void phase2_compressed(bp_kit_comm_t* c, const bp_kit_coll_t* me) {
   for (int32_t q = 0; q < w->nranks; ++q) {
     if (q == c->rank) continue;
     uint64_t b, e;
-    block_chunk(me, w->nranks, q, &b, &e);
+    bp_kit_comm_block_chunk(me->count, me->block, w->nranks, q, &b, &e);
     bp_kit_comm_decode(me->dtype, me->compression, me->block, w->slots[q].out_codes,
                        w->slots[q].out_scales, b, e - b, me->recv, b);
   }
@@ -738,14 +744,18 @@ static bp_status_t run_collective(bp_kit_comm_t* c, const bp_kit_coll_t* call,
   }
   if (local_status == BP_OK && call->compression) {
     /* Encode this rank's input (peers decode it after barrier A). */
-    const uint64_t in = call->kind == BP_KIT_COLL_REDUCE_SCATTER
-                            ? call->count * (uint64_t)w->nranks : call->count;
+    /* reduce_scatter: n segments, each in blocks from its start. */
+    const uint64_t segs = call->kind == BP_KIT_COLL_REDUCE_SCATTER ? (uint64_t)w->nranks : 1;
+    const uint64_t seg_scales = bp_kit_comm_scale_count(call->count, call->block);
+    const uint64_t in = call->count * segs;
     const uint64_t acc = call->kind == BP_KIT_COLL_ALL_GATHER ? 0 : call->count;
-    if (!grow_scratch(c, in ? in : 1, acc ? acc : 1, call->block))
+    if (!grow_scratch(c, in ? in : 1, seg_scales * segs + 1, acc ? acc : 1))
       local_status = bp_kit_comm_fail(&local, BP_RESOURCE_EXHAUSTED, "out of memory for the compression");
     else
-      bp_kit_comm_encode(call->dtype, call->compression, call->block, call->send, 0, in,
-                         c->codes, c->scales);
+      for (uint64_t q = 0; q < segs; ++q)
+        bp_kit_comm_encode(call->dtype, call->compression, call->block, call->send,
+                           q * call->count, call->count, c->codes + q * call->count,
+                           c->scales + q * seg_scales);
   }
   const struct timespec deadline = bp_kit_deadline(w->timeout_ns);
   pthread_mutex_lock(&w->sync.mu);

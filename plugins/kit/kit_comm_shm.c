@@ -108,6 +108,12 @@ struct bp_kit_shm {
   bp_kit_coll_t* peer_calls; /* n: headers as calls, for the agreement check */
   pending_send_t* sends;
   uint32_t nsends, cap_sends;
+  /* Compressed calls: n peer pointers each, and the f32 sums (cap_acc
+   * floats, grown on demand). */
+  const int8_t** peer_codes;
+  const float** peer_scales;
+  float* acc;
+  uint64_t cap_acc;
   struct timespec last_liveness;
   /* n: whether this rank watches peer q's process: it shares this
    * process's PID namespace (a pid from another one means nothing here;
@@ -288,6 +294,21 @@ static uint64_t slot_bytes_from_env(int32_t n) {
   return (bytes + 63u) & ~(uint64_t)63u;
 }
 
+static void shm_free(bp_kit_shm_t* s) {
+  if (!s) return;
+  if (s->base) munmap(s->base, s->map_bytes);
+  free(s->sent);
+  free(s->recvd);
+  free(s->src);
+  free(s->peer_calls);
+  free(s->sends);
+  free(s->watch);
+  free(s->peer_codes);
+  free(s->peer_scales);
+  free(s->acc);
+  free(s);
+}
+
 static bp_kit_shm_t* shm_attach(unsigned char* base, size_t bytes, int32_t rank,
                                 uint64_t timeout_ns) {
   bp_kit_shm_t* s = calloc(1, sizeof(*s));
@@ -310,13 +331,12 @@ static bp_kit_shm_t* shm_attach(unsigned char* base, size_t bytes, int32_t rank,
   s->src = calloc(un, sizeof(void*));
   s->peer_calls = calloc(un, sizeof(bp_kit_coll_t));
   s->watch = calloc(un, 1);
-  if (!s->sent || !s->recvd || !s->src || !s->peer_calls || !s->watch) {
-    free(s->sent);
-    free(s->recvd);
-    free(s->src);
-    free(s->peer_calls);
-    free(s->watch);
-    free(s);
+  s->peer_codes = calloc(un, sizeof(*s->peer_codes));
+  s->peer_scales = calloc(un, sizeof(*s->peer_scales));
+  if (!s->sent || !s->recvd || !s->src || !s->peer_calls || !s->watch || !s->peer_codes ||
+      !s->peer_scales) {
+    s->base = NULL; /* the caller unmaps it */
+    shm_free(s);
     return NULL;
   }
   clock_gettime(CLOCK_MONOTONIC, &s->last_liveness);
@@ -418,17 +438,6 @@ static bp_kit_shm_t* offer_accept(const offer_t* o, int32_t rank, int is_leader,
   return s;
 }
 
-static void shm_free(bp_kit_shm_t* s) {
-  if (!s) return;
-  munmap(s->base, s->map_bytes);
-  free(s->sent);
-  free(s->recvd);
-  free(s->src);
-  free(s->peer_calls);
-  free(s->sends);
-  free(s->watch);
-  free(s);
-}
 
 /* Once every rank has mapped the segment (and written its pid): the peers
  * in this process's PID namespace are watched. */
@@ -710,6 +719,45 @@ static void publish_header(bp_kit_shm_t* s, const bp_kit_coll_t* c, bp_status_t 
   }
 }
 
+static unsigned char* slot_of_user(void* user, int32_t r) { return slot_of(user, r); }
+
+/* A compressed call's plan and scratch (kit_comm_shm_quant.c). */
+static bp_status_t qround_prepare(bp_kit_shm_t* s, const bp_kit_coll_t* call,
+                                  bp_kit_qround_t* q, bp_kit_comm_error_t* err) {
+  *q = (bp_kit_qround_t){.call = call, .n = s->n, .rank = s->rank,
+                         .plan = bp_kit_qplan(call, s->n, s->head->slot_bytes),
+                         .slot = slot_of_user, .user = s, .peer_codes = s->peer_codes,
+                         .peer_scales = s->peer_scales};
+  if (call->kind != BP_KIT_COLL_ALL_GATHER && q->plan.seg > s->cap_acc) {
+    float* acc = realloc(s->acc, sizeof(float) * (size_t)q->plan.seg);
+    if (!acc) return bp_kit_comm_fail(err, BP_RESOURCE_EXHAUSTED, "out of memory for the compression");
+    s->acc = acc;
+    s->cap_acc = q->plan.seg;
+  }
+  q->acc = s->acc;
+  return BP_OK;
+}
+
+/* The steps of a round, compressed (q non-NULL) or not. */
+static void step_publish(bp_kit_shm_t* s, const bp_kit_coll_t* c, const void* input,
+                         const plan_t* p, const bp_kit_qround_t* q, uint64_t off) {
+  if (q)
+    bp_kit_qround_publish(q, input, off);
+  else
+    round_publish(s, c, input, p, off);
+}
+static int step_consume(bp_kit_shm_t* s, const bp_kit_coll_t* c, const plan_t* p,
+                        const bp_kit_qround_t* q, uint64_t off) {
+  return q ? bp_kit_qround_consume(q, off) : round_consume(s, c, p, off);
+}
+static void step_gather(bp_kit_shm_t* s, const bp_kit_coll_t* c, const plan_t* p,
+                        const bp_kit_qround_t* q, uint64_t off) {
+  if (q)
+    bp_kit_qround_gather(q, off);
+  else
+    round_gather(s, c, p, off);
+}
+
 static bp_status_t run_collective(bp_kit_shm_t* s, const bp_kit_comm_t* comm,
                                   const bp_kit_coll_t* call, bp_kit_comm_error_t* err) {
   char what[64];
@@ -718,17 +766,20 @@ static bp_status_t run_collective(bp_kit_shm_t* s, const bp_kit_comm_t* comm,
   bp_kit_comm_error_t local;
   local.text[0] = '\0';
   bp_status_t local_status = bp_kit_coll_check(comm, call, &local);
-  if (local_status == BP_OK && call->compression)
-    local_status = bp_kit_comm_fail(&local, BP_UNIMPLEMENTED, "%s: payload compression across processes "
-                        "runs through the mpi plugin; the shared-memory engine moves "
-                        "uncompressed data", bp_kit_coll_kind_name(call->kind));
+  bp_kit_qround_t qround;
+  const bp_kit_qround_t* q = NULL;
+  if (local_status == BP_OK && call->compression) {
+    local_status = qround_prepare(s, call, &qround, &local);
+    q = &qround;
+  }
   void* copy = NULL;
   if (local_status == BP_OK) local_status = input_copy(s, call, &copy, &local);
   const void* input = copy ? copy : call->send;
   const struct timespec deadline = bp_kit_deadline(s->timeout_ns);
   publish_header(s, call, local_status, local.text);
   plan_t p = plan_of(s, call, 0);
-  if (local_status == BP_OK) round_publish(s, call, input, &p, 0);
+  if (q) p = (plan_t){.seg = q->plan.seg, .total = call->count, .one_shot = 0};
+  if (local_status == BP_OK) step_publish(s, call, input, &p, q, 0);
   bp_status_t st = shm_barrier(s, &deadline, what, err); /* A: headers and round 0 */
   if (st == BP_OK) {
     const bp_status_t verdict = bp_kit_coll_agree(s->n, peer_call, s, what, err);
@@ -741,20 +792,20 @@ static bp_status_t run_collective(bp_kit_shm_t* s, const bp_kit_comm_t* comm,
   }
   if (st == BP_OK && call->kind == BP_KIT_COLL_ALL_TO_ALLV) {
     uint64_t max_block = 0;
-    for (int32_t q = 0; q < s->n; ++q)
-      if (s->ranks[q].max_block > max_block) max_block = s->ranks[q].max_block;
+    for (int32_t r = 0; r < s->n; ++r)
+      if (s->ranks[r].max_block > max_block) max_block = s->ranks[r].max_block;
     p = plan_of(s, call, max_block);
   }
   for (uint64_t off = 0; st == BP_OK; off += p.seg) {
     if (off > 0) {
-      round_publish(s, call, input, &p, off);
+      step_publish(s, call, input, &p, q, off);
       st = shm_barrier(s, &deadline, what, err);
       if (st != BP_OK) break;
     }
-    const int third = round_consume(s, call, &p, off);
+    const int third = step_consume(s, call, &p, q, off);
     st = shm_barrier(s, &deadline, what, err);
     if (st == BP_OK && third) {
-      round_gather(s, call, &p, off);
+      step_gather(s, call, &p, q, off);
       st = shm_barrier(s, &deadline, what, err);
     }
     if (off + p.seg >= p.total) break;

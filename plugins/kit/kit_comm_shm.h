@@ -59,6 +59,38 @@ bp_status_t bp_kit_comm_fail(bp_kit_comm_error_t* err, bp_status_t status, const
 void bp_kit_comm_chunk(uint64_t count, int32_t n, int32_t r, uint64_t* begin, uint64_t* len);
 uint64_t bp_kit_coll_extent(const bp_kit_coll_t* call, int32_t n, const uint64_t* counts,
                             const uint64_t* displs);
+/* Chunk r of n of `count` elements in whole blocks of `block`: [*b, *e)
+ * (empty at count for a rank past the last block). */
+void bp_kit_comm_block_chunk(uint64_t count, uint32_t block, int32_t n, int32_t r, uint64_t* b,
+                             uint64_t* e);
+
+/* Compressed rounds (kit_comm_shm_quant.c): a round's codes and scales in
+ * a slot of slot_bytes, `seg` elements per segment and round. */
+typedef struct bp_kit_qplan {
+  uint64_t seg;        /* elements per round and segment */
+  uint64_t scales_at;  /* bytes from a part's codes to its scales */
+  uint64_t part_bytes; /* bytes from one part to the next */
+} bp_kit_qplan_t;
+bp_kit_qplan_t bp_kit_qplan(const bp_kit_coll_t* c, int32_t n, uint64_t slot_bytes);
+/* One compressed call of rank `rank` of n. The pointer arrays (n entries)
+ * and acc (plan.seg floats) are this rank's scratch; slot(user, r) is rank
+ * r's slot. */
+typedef struct bp_kit_qround {
+  const bp_kit_coll_t* call;
+  int32_t n, rank;
+  bp_kit_qplan_t plan;
+  unsigned char* (*slot)(void* user, int32_t r);
+  void* user;
+  const int8_t** peer_codes;
+  const float** peer_scales;
+  float* acc;
+} bp_kit_qround_t;
+/* The steps of the round at `off`, between the engine's barriers: this
+ * rank's codes into its slot; reading every slot (returns whether a third
+ * step follows: all_reduce); all_reduce's encoded chunks into the output. */
+void bp_kit_qround_publish(const bp_kit_qround_t* q, const void* input, uint64_t off);
+int bp_kit_qround_consume(const bp_kit_qround_t* q, uint64_t off);
+void bp_kit_qround_gather(const bp_kit_qround_t* q, uint64_t off);
 
 /* Link tiers as backplane/comm.h numbers them (enum bp_link_tier; the
  * core pins the values). */

@@ -629,8 +629,9 @@ static void check_compressed(uint32_t kind, uint32_t comp, uint32_t block, int n
         for (int64_t k = b0; k < b0 + block && k < count; ++k)
           amax = fmax(amax, fabs(fvalue(q, k)));
       } else {
-        const int64_t e = kind == BP_KIT_REDUCE_SCATTER_ ? (int64_t)r * count + i : i;
-        const int64_t b0 = e / block * block, lim = kind == BP_KIT_REDUCE_SCATTER_ ? in_n : count;
+        /* reduce_scatter: blocks counted from the start of rank r's segment. */
+        const int64_t seg = kind == BP_KIT_REDUCE_SCATTER_ ? (int64_t)r * count : 0;
+        const int64_t e = seg + i, b0 = seg + i / block * block, lim = seg + count;
         for (int q = 0; q < n; ++q) {
           exact += fvalue(q, e);
           for (int64_t k = b0; k < b0 + block && k < lim; ++k)

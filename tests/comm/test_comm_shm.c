@@ -5,7 +5,9 @@
  * split; a mismatch fails every rank and leaves the communicator usable;
  * a rank that never calls makes the others fail with DEADLINE_EXCEEDED
  * naming it; a rank whose process dies is detected long before the
- * timeout; the link tier moves the one-shot threshold.
+ * timeout; the link tier moves the one-shot threshold; compressed
+ * all_reduce, all_gather and reduce_scatter bit for bit as the in-process
+ * engine's.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -221,18 +224,174 @@ static void expect_all_zero(const int* codes, int n) {
     if (codes[r] != 0) fail_msg("rank %d failed with code %d", r, codes[r]);
 }
 
+/* Runs `body` on `size` forked ranks; every rank must exit with 0. */
+static void expect_ranks_pass(int size, int (*body)(int, int)) {
+  int codes[8];
+  run_ranks(size, body, codes);
+  expect_all_zero(codes, size);
+}
+
 static void test_shm_every_collective_four_processes(void** state) {
   (void)state;
-  int codes[4];
-  run_ranks(4, collectives_main, codes);
-  expect_all_zero(codes, 4);
+  expect_ranks_pass(4, collectives_main);
 }
 
 static void test_shm_every_collective_three_processes(void** state) {
   (void)state;
-  int codes[3];
-  run_ranks(3, collectives_main, codes);
-  expect_all_zero(codes, 3);
+  expect_ranks_pass(3, collectives_main);
+}
+
+/* ---- compressed payloads across processes -------------------------------- */
+/* Element i of rank r's input of a compressed call: varied magnitudes. */
+static float qvalue(int r, uint64_t i) {
+  return (float)(sin((double)i * 0.37 + r) * (double)(1 + i % 13));
+}
+
+typedef struct ref_job {
+  bp_bootstrap_t* bs;
+  bp_kit_coll_t call;
+  bp_status_t st;
+} ref_job_t;
+
+static void* ref_rank(void* arg) {
+  ref_job_t* j = arg;
+  bp_kit_comm_t* c = NULL;
+  bp_kit_comm_error_t e;
+  j->st = bp_kit_comm_create(j->bs, 20ull * 1000000000ull, &c, &e);
+  if (j->st == BP_OK) j->st = bp_kit_comm_run(c, &j->call, 1, &e);
+  bp_kit_comm_destroy(c);
+  return NULL;
+}
+
+/* Rank `me`'s output of `call` from the in-process engine (n threads of
+ * this process, inputs qvalue), into out: 0 or an exit code. */
+static int in_process_output(bp_kit_coll_t call, int n, int me, uint64_t in_n, uint64_t out_n,
+                             float* out) {
+  bp_bootstrap_t bs[4];
+  ref_job_t jobs[4];
+  pthread_t t[4];
+  float* bufs[8] = {NULL};
+  void* shared = NULL;
+  if (n > 4 || bp_kit_local_bootstrap_create(n, bs, &shared) != BP_OK) return 200;
+  for (int r = 0; r < n; ++r) {
+    bufs[2 * r] = malloc(sizeof(float) * in_n + 1);
+    bufs[2 * r + 1] = malloc(sizeof(float) * out_n + 1);
+    for (uint64_t i = 0; i < in_n; ++i) bufs[2 * r][i] = qvalue(r, i);
+    jobs[r] = (ref_job_t){.bs = &bs[r], .call = call};
+    jobs[r].call.send = bufs[2 * r];
+    jobs[r].call.recv = bufs[2 * r + 1];
+    pthread_create(&t[r], NULL, ref_rank, &jobs[r]);
+  }
+  int rc = 0;
+  for (int r = 0; r < n; ++r) {
+    pthread_join(t[r], NULL);
+    if (jobs[r].st != BP_OK) rc = 201;
+  }
+  memcpy(out, bufs[2 * me + 1], sizeof(float) * out_n);
+  for (int r = 0; r < 2 * n; ++r) free(bufs[r]);
+  bp_kit_local_bootstrap_destroy(shared);
+  return rc;
+}
+
+/* One compressed call across the processes (64 KiB slots: several rounds),
+ * in place when asked, checked bit for bit against the in-process engine
+ * (its bounds are test_comm's): the same blocks, the same sums. */
+static int compressed_case(bp_kit_comm_t* c, int rank, int n, uint32_t kind, uint32_t comp,
+                           uint32_t block, uint64_t count, uint32_t op, int in_place) {
+  const uint64_t in_n = kind == BP_KIT_COLL_REDUCE_SCATTER ? count * (uint64_t)n : count;
+  const uint64_t out_n = kind == BP_KIT_COLL_ALL_GATHER ? count * (uint64_t)n : count;
+  const uint64_t room = in_n > out_n ? in_n : out_n;
+  float* buf = malloc(sizeof(float) * room);
+  float* out = malloc(sizeof(float) * room);
+  float* want = malloc(sizeof(float) * out_n);
+  /* In place: the input where the output keeps it (all_gather: this
+   * rank's block; reduce_scatter and all_reduce: the start). */
+  float* in = in_place && kind == BP_KIT_COLL_ALL_GATHER ? buf + (uint64_t)rank * count : buf;
+  for (uint64_t i = 0; i < in_n; ++i) in[i] = qvalue(rank, i);
+  const bp_kit_coll_t call = {.kind = kind, .dtype = BP_DTYPE_F32, .op = op, .count = count,
+                              .compression = comp, .block = block};
+  bp_kit_coll_t mine = call;
+  mine.send = in;
+  mine.recv = in_place ? buf : out;
+  bp_kit_comm_error_t e;
+  int rc = run1(c, mine, &e) == BP_OK ? 0 : 1;
+  if (rc) fprintf(stderr, "rank %d: kind %u comp %u: %s\n", rank, kind, comp, e.text);
+  if (!rc) rc = in_process_output(call, n, rank, in_n, out_n, want);
+  if (!rc && memcmp(mine.recv, want, sizeof(float) * out_n) != 0) rc = 2;
+  free(buf);
+  free(out);
+  free(want);
+  return rc;
+}
+
+/* A block larger than a round's part (2^16 elements, 64 KiB slots): each
+ * round quantizes its piece of the block; the result is within the bound
+ * of docs/collectives.md for the whole block, and the same on every rank. */
+static int compressed_big_block(bp_kit_comm_t* c, int rank, int n) {
+  const uint64_t count = 70001, block = 1u << 16;
+  float* x = malloc(sizeof(float) * count);
+  float* all = malloc(sizeof(float) * count * (uint64_t)n);
+  for (uint64_t i = 0; i < count; ++i) x[i] = qvalue(rank, i);
+  bp_kit_comm_error_t e;
+  int rc = run1(c, (bp_kit_coll_t){.kind = BP_KIT_COLL_ALL_REDUCE, .dtype = BP_DTYPE_F32,
+                                   .op = BP_REDUCE_SUM, .count = count, .send = x, .recv = x,
+                                   .compression = BP_DTYPE_I8, .block = (uint32_t)block},
+               &e) == BP_OK ? 0 : 1;
+  for (uint64_t b0 = 0; !rc && b0 < count; b0 += block) {
+    const uint64_t end = b0 + block < count ? b0 + block : count;
+    double amax = 0;
+    for (int q = 0; q < n; ++q)
+      for (uint64_t i = b0; i < end; ++i) amax = fmax(amax, fabs(qvalue(q, i)));
+    for (uint64_t i = b0; i < end && !rc; ++i) {
+      double exact = 0;
+      for (int q = 0; q < n; ++q) exact += qvalue(q, i);
+      if (fabs(x[i] - exact) > 2.0 * n * amax / 254.0 * 1.0001 + 1e-6) rc = 3;
+    }
+  }
+  if (!rc)
+    rc = run1(c, (bp_kit_coll_t){.kind = BP_KIT_COLL_ALL_GATHER, .dtype = BP_DTYPE_F32,
+                                 .count = count, .send = x, .recv = all}, &e) == BP_OK ? 0 : 4;
+  for (int q = 0; q < n && !rc; ++q)
+    if (memcmp(all + (uint64_t)q * count, x, sizeof(float) * count) != 0) rc = 5;
+  free(x);
+  free(all);
+  return rc;
+}
+
+static int compressed_main(int rank, int n) {
+  bp_bootstrap_t* b = NULL;
+  bp_kit_comm_t* c = NULL;
+  int rc = make_rank(rank, n, 20ull * 1000000000ull, &b, &c);
+  if (rc) return rc;
+  const uint32_t i8 = BP_DTYPE_I8, e4 = BP_DTYPE_F8E4M3FN;
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_REDUCE, i8, 256, 100003, BP_REDUCE_SUM, 0) == 0, 20);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_REDUCE, e4, 32, 50001, BP_REDUCE_AVG, 1) == 0, 21);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_REDUCE, i8, 64, 7, BP_REDUCE_SUM, 0) == 0, 22);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_GATHER, i8, 64, 150001, 0, 1) == 0, 30);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_GATHER, e4, 256, 1000, 0, 0) == 0, 31);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_REDUCE_SCATTER, e4, 128, 20001, BP_REDUCE_SUM, 0) == 0, 40);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_REDUCE_SCATTER, i8, 256, 513, BP_REDUCE_AVG, 1) == 0, 41);
+  CHECK(compressed_case(c, rank, n, BP_KIT_COLL_ALL_REDUCE, i8, 256, 0, BP_REDUCE_SUM, 0) == 0, 42);
+  CHECK(compressed_big_block(c, rank, n) == 0, 50);
+  /* Refused before anything moves, on every rank alike: PROD. */
+  float f[8] = {0};
+  bp_kit_comm_error_t e;
+  CHECK(run1(c, (bp_kit_coll_t){.kind = BP_KIT_COLL_ALL_REDUCE, .dtype = BP_DTYPE_F32,
+                                .op = BP_REDUCE_PROD, .count = 8, .send = f, .recv = f,
+                                .compression = i8, .block = 256}, &e) == BP_UNIMPLEMENTED, 60);
+  bp_kit_comm_destroy(c);
+  bp_bootstrap_destroy(b);
+  return 0;
+}
+
+static void test_shm_compressed_four_processes(void** state) {
+  (void)state;
+  expect_ranks_pass(4, compressed_main);
+}
+
+static void test_shm_compressed_three_processes(void** state) {
+  (void)state;
+  expect_ranks_pass(3, compressed_main);
 }
 
 /* Rank 2 passes another count: every rank fails with INVALID_ARGUMENT
@@ -259,9 +418,7 @@ static int mismatch_main(int rank, int n) {
 
 static void test_shm_mismatch_fails_every_rank(void** state) {
   (void)state;
-  int codes[3];
-  run_ranks(3, mismatch_main, codes);
-  expect_all_zero(codes, 3);
+  expect_ranks_pass(3, mismatch_main);
 }
 
 static double seconds_since(const struct timespec* t0) {
@@ -295,9 +452,7 @@ static int missing_main(int rank, int n) {
 
 static void test_shm_missing_rank_times_out(void** state) {
   (void)state;
-  int codes[3];
-  run_ranks(3, missing_main, codes);
-  expect_all_zero(codes, 3);
+  expect_ranks_pass(3, missing_main);
 }
 
 /* Rank 1 dies without a word: the others' all_reduce (timeout 60 s)
@@ -351,9 +506,7 @@ static int abort_main(int rank, int n) {
 
 static void test_shm_abort_wakes_peers(void** state) {
   (void)state;
-  int codes[3];
-  run_ranks(3, abort_main, codes);
-  expect_all_zero(codes, 3);
+  expect_ranks_pass(3, abort_main);
 }
 
 /* The tier moves the algorithm: a slower barrier (processes through
@@ -403,9 +556,7 @@ static void test_link_tier_moves_one_shot_threshold(void** state) {
   }
   bp_kit_local_bootstrap_destroy(shared);
   /* ...ranks in several processes HOST's. */
-  int codes[4];
-  run_ranks(4, tier_main, codes);
-  expect_all_zero(codes, 4);
+  expect_ranks_pass(4, tier_main);
 }
 
 int main(void) {
@@ -413,6 +564,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_shm_every_collective_four_processes),
       cmocka_unit_test(test_shm_every_collective_three_processes),
+      cmocka_unit_test(test_shm_compressed_four_processes),
+      cmocka_unit_test(test_shm_compressed_three_processes),
       cmocka_unit_test(test_shm_mismatch_fails_every_rank),
       cmocka_unit_test(test_shm_missing_rank_times_out),
       cmocka_unit_test(test_shm_dead_peer_is_detected),

@@ -220,7 +220,7 @@ static uint32_t hash_key(uint32_t shader, const uint32_t* spec, uint32_t n) {
 static vk_pipe_entry_t* entry_of(vk_pipeline_cache_t* c, uint32_t shader, const uint32_t* spec, uint32_t nspec) {
   uint32_t h = hash_key(shader, spec, nspec) % VK_PIPE_BUCKETS;
   for (vk_pipe_entry_t* e = c->buckets[h]; e; e = e->next)
-    if (e->shader == shader && e->nspec == nspec && memcmp(e->spec, spec, nspec * 4) == 0) return e;
+    if (e->shader == shader && e->nspec == nspec && (nspec == 0 || memcmp(e->spec, spec, nspec * 4) == 0)) return e;
   vk_pipe_entry_t* e = calloc(1, sizeof *e);
   if (!e) return NULL;
   e->shader = shader;

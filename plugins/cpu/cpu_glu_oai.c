@@ -9,8 +9,9 @@
  * one flat sequence (rows are dense), processed in blocks of CPU_BLOCK
  * outputs; f32 operands are read and written in place, others staged
  * through f32 / f64 buffers. On CPUs with AVX2 and FMA (BP_CPU_ISA not
- * "base") the f32 pairs run vectorized: e^(-alpha g) from cpu_vmath.h's
- * straight-line exp, its argument carried as an exact f32 pair by FMA.
+ * "base") the f32 pairs run vectorized (AVX2, or AVX-512 where the CPU has
+ * it): e^(-alpha g) from cpu_vmath.h's straight-line exp, its argument
+ * carried as an exact f32 pair by FMA.
  * Threading: runs on a stream worker; blocks spread over the pool.
  */
 #include <math.h>
@@ -54,36 +55,40 @@ CPU__OAI_PAIRS(double, f64)
 
 typedef void (*oai_pairs_f32_fn)(float* restrict y, const float* restrict x, int64_t n, double alpha, float limit);
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-/* The f32 pairs for AVX2 + FMA, branch-free so that the loop vectorizes.
+#if CPU_VM_X86
+/* The f32 pairs per CPU_VM_ISAS (AVX2 + FMA, AVX-512), branch-free so that
+ * the loop vectorizes.
  * alpha = ah + al (two floats); ah g = p + pe exactly (pe by FMA), so
  * -alpha g = -(p + lo) with lo = al g + pe to ~2^-48 relative, and
  * e^(-alpha g) = e^-p (1 - lo) (|lo| < 2^-20 here: the dropped lo^2 / 2 is
  * far below an ulp). cpu_vm_expf is within 4 ulps; sigmoid's division and
  * the products add 3 roundings: within the op's TRANS_HARD class (8 ulps).
  * Infinite and NaN arguments keep e^-p (lo is NaN there). */
-__attribute__((target("avx2,fma"))) static void oai_pairs_f32_avx2(float* restrict y, const float* restrict x,
-                                                                  int64_t n, double alpha, float limit) {
-  const float ah = (float)alpha, al = (float)(alpha - (double)ah);
-  for (int64_t i = 0; i < n; i++) {
-    float g = x[2 * i], u = x[2 * i + 1];
-    g = g > limit ? limit : g;
-    u = u > limit ? limit : u < -limit ? -limit : u;
-    float p = ah * g, lo = fmaf(al, g, fmaf(ah, g, -p));
-    float e = cpu_vm_expf(-p);
-    float ec = fmaf(e, -lo, e);
-    e = lo == lo && e < INFINITY ? ec : e;
-    y[i] = (u + 1.0f) * (g / (1.0f + e));
+#define CPU__OAI_VM_PAIRS(ISA, LEVEL, TARGET)                                                            \
+  __attribute__((target(TARGET))) static void oai_pairs_f32_##ISA(float* restrict y, const float* restrict x, \
+                                                                  int64_t n, double alpha, float limit) {     \
+    const float ah = (float)alpha, al = (float)(alpha - (double)ah);                                      \
+    for (int64_t i = 0; i < n; i++) {                                                                     \
+      float g = x[2 * i], u = x[2 * i + 1];                                                               \
+      g = g > limit ? limit : g;                                                                          \
+      u = u > limit ? limit : u < -limit ? -limit : u;                                                    \
+      float p = ah * g, lo = fmaf(al, g, fmaf(ah, g, -p));                                                \
+      float e = cpu_vm_expf(-p);                                                                          \
+      float ec = fmaf(e, -lo, e);                                                                         \
+      e = lo == lo && e < INFINITY ? ec : e;                                                              \
+      y[i] = (u + 1.0f) * (g / (1.0f + e));                                                               \
+    }                                                                                                     \
   }
-}
+CPU_VM_ISAS(CPU__OAI_VM_PAIRS)
+#define CPU__OAI_VM_TAB(ISA, LEVEL, TARGET) [LEVEL - 1] = oai_pairs_f32_##ISA,
+static const oai_pairs_f32_fn k_pairs_vm[] = {CPU_VM_ISAS(CPU__OAI_VM_TAB)};
 #endif
 
 /* The widest f32 pair kernel this CPU runs under BP_CPU_ISA. */
 static oai_pairs_f32_fn oai_pairs_f32_best(void) {
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-  __builtin_cpu_init();
-  if (cpu_isa_cap() >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return oai_pairs_f32_avx2;
+#if CPU_VM_X86
+  int isa = cpu_vm_isa(cpu_isa_cap());
+  if (isa > 0) return k_pairs_vm[isa - 1];
 #endif
   return oai_pairs_f32;
 }

@@ -17,12 +17,21 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t cpu_vm_bits(float x) {
+/* Always inlined, also into kernels compiled with other floating-point
+ * options (no-trapping-math lets the vectorizer run both sides of a select
+ * in AVX2 code). */
+#if defined(__GNUC__)
+#define CPU_VM_INLINE static inline __attribute__((always_inline))
+#else
+#define CPU_VM_INLINE static inline
+#endif
+
+CPU_VM_INLINE uint32_t cpu_vm_bits(float x) {
   uint32_t i;
   memcpy(&i, &x, sizeof i);
   return i;
 }
-static inline float cpu_vm_float(uint32_t i) {
+CPU_VM_INLINE float cpu_vm_float(uint32_t i) {
   float x;
   memcpy(&x, &i, sizeof x);
   return x;
@@ -32,7 +41,7 @@ static inline float cpu_vm_float(uint32_t i) {
  * two parts), scaled by 2^n as two normal powers of two. n is read from
  * the bits of a rounded float, so no lane ever converts NaN to an integer;
  * the clamp keeps n in [-150, 129], where both halves are normal. */
-static inline float cpu_vm_expf(float x) {
+CPU_VM_INLINE float cpu_vm_expf(float x) {
   float xc = x < -104.0f ? -104.0f : x;
   xc = xc > 89.0f ? 89.0f : xc;
   const float shifter = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
@@ -53,7 +62,7 @@ static inline float cpu_vm_expf(float x) {
 
 /* tanh: Cephes' odd polynomial below |x| = 0.625, else 1 - 2 / (e^2|x| + 1)
  * with the sign of x (1 once e^2|x| overflows). */
-static inline float cpu_vm_tanhf(float x) {
+CPU_VM_INLINE float cpu_vm_tanhf(float x) {
   float a = fabsf(x), z = x * x;
   float s = fmaf(-5.70498872745e-3f, z, 2.06390887954e-2f);
   s = fmaf(s, z, -5.37397155531e-2f);
@@ -69,7 +78,7 @@ static inline float cpu_vm_tanhf(float x) {
  * rest under 1e-9); above it 1 - e^-x^2 Q(t) with t = 1 / (1 + |x|/2) and
  * Q a degree-7 Chebyshev fit of erfc(x) e^(x^2) on [0.875, 4] (error
  * 1.5e-10); 1 from |x| = 4 on (erfc(4) is under half an ulp of 1). */
-static inline float cpu_vm_erff(float x) {
+CPU_VM_INLINE float cpu_vm_erff(float x) {
   float a = fabsf(x), z = x * x;
   float s = -1.6365844691234924e-07f;
   s = fmaf(s, z, 1.6462114365889246e-06f);
@@ -94,6 +103,36 @@ static inline float cpu_vm_erff(float x) {
   float l = a >= 4.0f ? 1.0f : 1.0f - cpu_vm_expf(-z) * q;
   l = copysignf(l, x);
   return a < 0.875f ? s : l;
+}
+
+/* The ISAs that code built on these functions is compiled for, widest
+ * last: X(name, level, target) with level as BP_CPU_ISA counts it
+ * (cpu_isa_cap(): 1 avx2, 2 avx512) and the target string of GCC's
+ * target attribute. CPU_VM_X86 says whether this compiler builds them. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_VM_X86 1
+#else
+#define CPU_VM_X86 0
+#endif
+#define CPU_VM_ISAS(X) \
+  X(avx2, 1, "avx2,fma") X(avx512, 2, "avx512f,avx512dq,avx512vl,avx512bw,fma,prefer-vector-width=512")
+
+/* The widest level of CPU_VM_ISAS this CPU runs, no wider than cap (pass
+ * cpu_isa_cap()); 0 when none (run the scalar code). */
+static inline int cpu_vm_isa(int cap) {
+#if CPU_VM_X86
+  __builtin_cpu_init();
+  int best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("fma")
+                 ? 2
+             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
+                                                                               : 0;
+  return cap < best ? cap : best;
+#else
+  (void)cap;
+  return 0;
+#endif
 }
 
 #endif /* BP_CPU_VMATH_H_ */

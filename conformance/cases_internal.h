@@ -29,8 +29,9 @@ int bpc_gen_keep_if_valid(bpc_gen_t* g, bpc_case_t* c);
  * own t->row_dtype when dtypes is NULL), per row (quick rows only under
  * --quick; t->row_skip may leave a row out for a dtype) and per variant
  * (t->variants, 0 meaning 1), the case "op/dtype/axis/variant" with
- * t->num_inputs and t->num_outputs operands, calls t->fill for its inputs
- * and attributes, and leaves the outputs to inference. */
+ * t->num_inputs and t->num_outputs operands and the outputs left to
+ * inference, then calls t->fill for its inputs and attributes (fill may
+ * still give an output a layout or change the input count). */
 typedef struct bpc_row {
   const char* axis; /* the case name's axis part */
   int quick;        /* kept under --quick */

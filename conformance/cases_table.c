@@ -2,7 +2,8 @@
  * (cases_internal.h, bpc_gen_table): per case dtype, per table row (quick
  * rows only under --quick), per variant, a case "op/dtype/axis/variant"
  * with the op's operand counts and outputs left to inference; the op's
- * fill function sets its inputs and attributes.
+ * fill function sets its inputs and attributes (and may give an output a
+ * layout, or change the input count, after the defaults).
  */
 #include "cases_internal.h"
 
@@ -24,9 +25,9 @@ void bpc_gen_table(bpc_gen_t* g, const bpc_table_t* t) {
         if (!c) return;
         c->num_inputs = t->num_inputs;
         c->num_outputs = t->num_outputs;
+        for (uint32_t o = 0; o < c->num_outputs; o++) bpc_operand_set(&c->out[o], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
         bpc_table_at_t at = {dtype, d, k, v};
         t->fill(c, row, &at);
-        for (uint32_t o = 0; o < c->num_outputs; o++) bpc_operand_set(&c->out[o], BP_DTYPE_INVALID, S0(), 0, 0, 0, 0);
       }
     }
   }

@@ -857,17 +857,7 @@ static const cpu_ew_fn k_kernels_isa[2][CPU_K_COUNT][CPU_KT_COUNT] = {
 /* 0: base kernels, 1: AVX2, 2: AVX-512; the CPU's best, capped by BP_CPU_ISA. */
 static int g_isa = -1;
 static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
-static void isa_init(void) {
-  __builtin_cpu_init();
-  int best = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-                     __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
-                     __builtin_cpu_supports("fma")
-                 ? 2
-             : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1
-                                                                               : 0;
-  int want = cpu_isa_cap();
-  g_isa = want < best ? want : best;
-}
+static void isa_init(void) { g_isa = cpu_vm_isa(cpu_isa_cap()); }
 
 static cpu_ew_fn ew_isa_kernel(int kid, int kt) {
   pthread_once(&g_isa_once, isa_init);

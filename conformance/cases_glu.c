@@ -8,58 +8,44 @@
 
 #include "cases_internal.h"
 
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
 void bpc_gen_glu(bpc_gen_t* g);
 
-typedef struct glu_spec {
-  const char* axis;
+typedef struct glu_row {
+  bpc_row_t row;
   bpc_shape_t s;
   uint32_t lin, lout;
   uint32_t values;
-  int quick;
-} glu_spec_t;
+} glu_row_t;
 
-static void glu_case(bpc_gen_t* g, uint32_t d, const glu_spec_t* v, int tanh_form) {
-  bpc_case_t* c = bpc_gen_new(g, bpc_dtype_name(d), v->axis, tanh_form);
-  if (!c) return;
-  c->num_inputs = 1;
-  c->num_outputs = 1;
-  if (v->values == BPC_V_SPECIAL) {
-    bpc_operand_set(&c->in[0], d, v->s, v->lin, BPC_V_SPECIAL | BPC_V_NONFINITE, -100.0, 100.0);
+/* Variant 1: geglu's tanh form. */
+static void glu_fill(bpc_case_t* c, const void* row, const bpc_table_at_t* at) {
+  const glu_row_t* r = row;
+  if (r->values == BPC_V_SPECIAL) {
+    bpc_operand_set(&c->in[0], at->dtype, r->s, r->lin, BPC_V_SPECIAL | BPC_V_NONFINITE, -100.0, 100.0);
   } else {
-    bpc_operand_set(&c->in[0], d, v->s, v->lin, BPC_V_RANDOM, -6.0, 6.0);
+    bpc_operand_set(&c->in[0], at->dtype, r->s, r->lin, BPC_V_RANDOM, -6.0, 6.0);
   }
-  bpc_operand_set(&c->out[0], BP_DTYPE_INVALID, S0(), v->lout, 0, 0, 0);
-  if (g->op == BP_OP_geglu) {
-    c->has_attrs = 1;
-    memset(&c->attrs.gelu, 0, sizeof c->attrs.gelu);
-    c->attrs.gelu.struct_size = sizeof c->attrs.gelu;
-    c->attrs.gelu.approximate = tanh_form ? BP_GELU_TANH : BP_GELU_NONE;
+  bpc_operand_set(&c->out[0], BP_DTYPE_INVALID, S0(), r->lout, 0, 0, 0);
+  if (c->op_id == BP_OP_geglu) {
+    BPC_CASE_ATTRS(c, gelu)->approximate = at->variant ? BP_GELU_TANH : BP_GELU_NONE;
   }
 }
 
 void bpc_gen_glu(bpc_gen_t* g) {
-  static const uint32_t kFloats[] = {BP_DTYPE_F32, BP_DTYPE_F64, BP_DTYPE_F16, BP_DTYPE_BF16};
-  const glu_spec_t specs[] = {
-      {"rows", S2(3, 34), 0, 0, BPC_V_RANDOM, 1},
-      {"1d", S1(2), 0, 0, BPC_V_RANDOM, 0},
-      {"3d", S3(2, 3, 16), 0, 0, BPC_V_RANDOM, 0},
-      {"long", S2(2, 2062), 0, 0, BPC_V_RANDOM, 0},
-      {"many_rows", S2(257, 96), 0, 0, BPC_V_RANDOM, 0},
-      {"special", S2(4, 64), 0, 0, BPC_V_SPECIAL, 1},
-      {"offset", S2(5, 14), BPC_LAYOUT_OFFSET, BPC_LAYOUT_OFFSET, BPC_V_RANDOM, 0},
-      {"strided", S3(3, 4, 10), BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_V_RANDOM, 1},
-      {"transposed", S2(6, 12), BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_V_RANDOM, 0},
-      {"out_transposed", S3(2, 5, 8), 0, BPC_LAYOUT_TRANSPOSED, BPC_V_RANDOM, 0},
-      {"empty_rows", S2(0, 8), 0, 0, BPC_V_RANDOM, 0},
-      {"empty_last", S2(3, 0), 0, 0, BPC_V_RANDOM, 0},
+  static const glu_row_t rows[] = {
+      {{"rows", 1}, {2, {3, 34}}, 0, 0, BPC_V_RANDOM},
+      {{"1d", 0}, {1, {2}}, 0, 0, BPC_V_RANDOM},
+      {{"3d", 0}, {3, {2, 3, 16}}, 0, 0, BPC_V_RANDOM},
+      {{"long", 0}, {2, {2, 2062}}, 0, 0, BPC_V_RANDOM},
+      {{"many_rows", 0}, {2, {257, 96}}, 0, 0, BPC_V_RANDOM},
+      {{"special", 1}, {2, {4, 64}}, 0, 0, BPC_V_SPECIAL},
+      {{"offset", 0}, {2, {5, 14}}, BPC_LAYOUT_OFFSET, BPC_LAYOUT_OFFSET, BPC_V_RANDOM},
+      {{"strided", 1}, {3, {3, 4, 10}}, BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_V_RANDOM},
+      {{"transposed", 0}, {2, {6, 12}}, BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_V_RANDOM},
+      {{"out_transposed", 0}, {3, {2, 5, 8}}, 0, BPC_LAYOUT_TRANSPOSED, BPC_V_RANDOM},
+      {{"empty_rows", 0}, {2, {0, 8}}, 0, 0, BPC_V_RANDOM},
+      {{"empty_last", 0}, {2, {3, 0}}, 0, 0, BPC_V_RANDOM},
   };
-  int forms = g->op == BP_OP_geglu ? 2 : 1;
-  for (size_t t = 0; t < COUNT(kFloats); t++) {
-    for (size_t j = 0; j < COUNT(specs); j++) {
-      if (g->quick && !specs[j].quick) continue;
-      for (int f = 0; f < forms; f++) glu_case(g, kFloats[t], &specs[j], f);
-    }
-  }
+  bpc_gen_table(g, &(bpc_table_t){BPC_ROWS(rows), BPC_FLOAT_DTYPES, .variants = g->op == BP_OP_geglu ? 2 : 1,
+                                  .num_inputs = 1, .num_outputs = 1, .fill = glu_fill});
 }

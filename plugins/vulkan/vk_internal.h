@@ -454,7 +454,7 @@ static inline uint64_t vk_compute_dtype_mask(const struct bpp_device_s* d) {
   X(reduce_f64) X(reduce_i64)                                    \
   X(norm_f64) X(norm_quant)                                        \
   X(matmul_f32) X(matmulv_f32) X(matmulp_f32) X(matmul_pack) X(matmul_f64) X(matmul_i64)     \
-  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample) X(penalty) X(rope) X(logprobs) X(paged) X(moe_align)
+  X(index) X(conv_f32) X(conv_f64) X(fill) X(quant) X(sample) X(penalty) X(rope) X(logprobs) X(paged) X(moe_align) X(grouped_topk)
 enum vk_shader_id {
 #define VK__SID(n) VK_SHADER_##n,
   VK_SHADERS(VK__SID)

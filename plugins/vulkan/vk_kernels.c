@@ -1009,7 +1009,7 @@ int vk_kernels_implemented(uint32_t op) {
     case BP_OP_swiglu_oai: case BP_OP_logits_softcap: case BP_OP_top_k_top_p_mask:
     case BP_OP_rotary_embedding_pos: case BP_OP_gather_logprobs:
     case BP_OP_concat_and_cache_mla: case BP_OP_gather_cache: case BP_OP_compute_slot_mapping:
-    case BP_OP_moe_align_block_size:
+    case BP_OP_moe_align_block_size: case BP_OP_grouped_topk:
       return 1;
     default:
       return 0;
@@ -1048,6 +1048,8 @@ int vk_kernels_supported(struct bpp_device_s* d, const bp_op_call_t* call, char*
       return vk_paged_supported(d, call, msg, cap);
     case BP_OP_moe_align_block_size:
       return vk_moe_align_supported(d, call, msg, cap);
+    case BP_OP_grouped_topk:
+      return vk_grouped_topk_supported(d, call, msg, cap);
     default:
       bp_plugin_format(msg, cap, 0, "no Vulkan kernel");
       return BP_SUPPORT_OP;

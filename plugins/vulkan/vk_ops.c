@@ -152,6 +152,8 @@ bp_status_t vk_launch_op(bpp_stream_t s, const bp_op_call_t* call) {
       return vk_launch_paged(s, call);
     case BP_OP_moe_align_block_size:
       return vk_launch_moe_align(s, call);
+    case BP_OP_grouped_topk:
+      return vk_launch_grouped_topk(s, call);
     default:
       if (vk_norm_quant_op(op)) return vk_launch_norm_quant(s, call);
       return vk_launch_conv_pool(s, call);
@@ -188,7 +190,8 @@ bp_status_t vk_query_support(bpp_device_t d, const bp_op_call_t* call, bp_suppor
   bp_status_t st = answer(out, BP_SUPPORT_OK, "%s", "");
   if (bp_op_family(op) == BP_OP_FAMILY_QUANT || op == BP_OP_repetition_penalty || op == BP_OP_rotary_embedding_pos ||
       op == BP_OP_gather_logprobs || op == BP_OP_concat_and_cache_mla || op == BP_OP_gather_cache ||
-      op == BP_OP_compute_slot_mapping || op == BP_OP_moe_align_block_size)
+      op == BP_OP_compute_slot_mapping || op == BP_OP_moe_align_block_size ||
+      op == BP_OP_grouped_topk)
     out->requires_contiguous = 1; /* dense kernels */
   return st;
 }

@@ -116,6 +116,9 @@ VK_HIDDEN bp_status_t vk_launch_paged(bpp_stream_t s, const bp_op_call_t* call);
 /* moe_align_block_size (vk_moe.c, shaders/moe_align.comp): dense operands. */
 VK_HIDDEN int vk_moe_align_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
 VK_HIDDEN bp_status_t vk_launch_moe_align(bpp_stream_t s, const bp_op_call_t* call);
+/* grouped_topk (vk_moe.c, shaders/grouped_topk.comp): dense operands. */
+VK_HIDDEN int vk_grouped_topk_supported(struct bpp_device_s* dev, const bp_op_call_t* call, char* msg, size_t cap);
+VK_HIDDEN bp_status_t vk_launch_grouped_topk(bpp_stream_t s, const bp_op_call_t* call);
 
 /* repetition_penalty (vk_sample.c, shaders/penalty.comp): dense operands. */
 VK_HIDDEN bp_status_t vk_launch_penalty(bpp_stream_t s, const bp_op_call_t* call);

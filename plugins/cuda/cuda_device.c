@@ -141,7 +141,11 @@ static bp_status_t device_open(bpp_instance_t inst, uint32_t index, bpp_device_t
     st = cuda_event_pools_open(d);
     if (st == BP_OK) st = cuda_blas_device_open(d);
     if (st == BP_OK) st = cuda_kernels_device_open(d);
-    if (st != BP_OK) cuda_event_pools_close(d);
+    if (st != BP_OK) { /* undo what opened (each close skips what did not) */
+      cuda_blas_device_close(d);
+      cuda_event_pools_close(d);
+      if (d->alloc_stream) cu->cuStreamDestroy_v2(d->alloc_stream);
+    }
     cuda_ctx_pop(d);
   }
   if (st != BP_OK) {

@@ -24,9 +24,6 @@
 /* Tile of the fallback when the scratch cannot be allocated (on the stack). */
 #define CPU_EWP_SMALL_TILE 64
 #define CPU_EWP_GRAIN 32768
-/* Tiles read ahead of the one computing (prefetch_ahead); the default of
- * BP_CPU_EW_PREFETCH (0 turns it off). */
-#define CPU_EWP_PREFETCH_TILES 2
 #define CPU_EWP_MAX_OPS (CPU_EWP_MAX_INPUTS + CPU_EWP_MAX_OUTPUTS)
 
 enum { EWP_LOAD, EWP_CONST, EWP_STORE, EWP_CAST, EWP_OP };
@@ -179,7 +176,6 @@ typedef struct ewp_job {
   uint8_t staged[CPU_EWP_MAX_OPS]; /* inputs sharing memory with an output: read at each tile's start */
   uint8_t stream[CPU_EWP_MAX_OUTPUTS]; /* outputs written with streaming stores (cpu_stream_store.h) */
   uint8_t any_stream;
-  int prefetch; /* tiles read ahead (prefetch_ahead); 0: none */
 } ewp_job_t;
 
 /* One tile of n elements; ptr/st per operand (st in elements). */
@@ -245,31 +241,6 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
   }
 }
 
-/* Asks for the tile j->prefetch tiles ahead of this one (`tile`
- * elements) in every input read with unit stride, a line (64 bytes) at a
- * time, while this tile computes: a tile of f32 is one 4 KiB page, and the
- * hardware's streaming prefetcher does not cross pages, so without it each
- * tile would start with a miss per line and compute and memory would take
- * turns instead of overlapping. */
-static int g_prefetch_tiles = -1;
-static pthread_once_t g_prefetch_once = PTHREAD_ONCE_INIT;
-static void prefetch_init(void) {
-  const char* env = getenv("BP_CPU_EW_PREFETCH");
-  char* end = NULL;
-  long v = env ? strtol(env, &end, 10) : -1;
-  g_prefetch_tiles = env && end != env && *end == '\0' && v >= 0 && v <= 64 ? (int)v : CPU_EWP_PREFETCH_TILES;
-}
-
-static inline void prefetch_ahead(const ewp_job_t* j, unsigned char* const* ptr, const int64_t* st,
-                                  int64_t tile) {
-  for (int k = (int)j->p->nout; k < j->nops; k++) {
-    if (st[k] != 1) continue;
-    size_t bytes = (size_t)tile * j->es[k];
-    const unsigned char* a = ptr[k] + bytes * (size_t)j->prefetch;
-    for (size_t b = 0; b < bytes; b += 64) __builtin_prefetch(a + b, 0, 3);
-  }
-}
-
 static void ewp_range(void* ctx, int64_t begin, int64_t end) {
   const ewp_job_t* j = ctx;
   /* Buffers of this range, a tile each in the kernel type: nbuf registers,
@@ -309,7 +280,6 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
     for (int k = 0; k < j->nops; k++) ptr[k] = j->base[k] + off[k] * (int64_t)j->es[k];
     for (int64_t t = 0; t < n; t += tile) {
       int64_t cnt = n - t < tile ? n - t : tile;
-      if (j->prefetch && n - t > j->prefetch * tile) prefetch_ahead(j, ptr, st, tile);
       ewp_tile(j, ptr, st, cnt, bufs, bsz, tmp);
       for (int k = 0; k < j->nops; k++) ptr[k] += cnt * st[k] * (int64_t)j->es[k];
     }
@@ -416,8 +386,6 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     j.stream[o] = (uint8_t)(dense && bytes >= stream_min);
     j.any_stream |= j.stream[o];
   }
-  pthread_once(&g_prefetch_once, prefetch_init);
-  j.prefetch = g_prefetch_tiles;
   if (numel < CPU_EWP_GRAIN) ewp_range(&j, 0, numel);
   else cpu_parallel_for(numel, CPU_EWP_GRAIN, ewp_range, &j);
   return BP_OK;

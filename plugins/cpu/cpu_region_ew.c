@@ -45,6 +45,7 @@ struct cpu_ewp {
   int kt;
   uint32_t esize;
   uint32_t nin, nout, nbuf, ninstr;
+  uint32_t nops; /* EWP_OP instructions */
   ewp_instr_t ins[CPU_EWP_MAX_INSTRS];
   unsigned char* consts; /* constant k at consts + k * TILE * esize */
 };
@@ -141,6 +142,7 @@ int cpu_ewp_compile(const bp_ew_program_t* prog, cpu_ewp_t** out, char* msg, siz
         break;
       default: {
         e->kind = EWP_OP;
+        p->nops++;
         int rb = 0;
         int reason = cpu_ew_program_kernel(in->opcode, in->aux, p->kt, &e->fn, &e->params, &rb);
         if (reason) {
@@ -176,10 +178,27 @@ typedef struct ewp_job {
   uint8_t staged[CPU_EWP_MAX_OPS]; /* inputs sharing memory with an output: read at each tile's start */
   uint8_t stream[CPU_EWP_MAX_OUTPUTS]; /* outputs written with streaming stores (cpu_stream_store.h) */
   uint8_t any_stream;
+  /* Inputs read in place and too large for this core's share of the cache:
+   * each op instruction of a tile prefetches its slice of their next tile,
+   * so their lines are requested while the tile computes, a few at a time
+   * (prefetching a whole tile at once stalls on the fill buffers). */
+  uint8_t prefetch[CPU_EWP_MAX_OPS];
+  uint8_t any_prefetch;
 } ewp_job_t;
 
-/* One tile of n elements; ptr/st per operand (st in elements). */
-static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_t* st, int64_t n,
+/* Requests lines [lo, hi) of the next tile of each prefetched input. */
+static void ewp_prefetch(const ewp_job_t* j, unsigned char* const* ptr, size_t tile_bytes, size_t lo,
+                         size_t hi) {
+  for (int k = (int)j->p->nout; k < j->nops; k++) {
+    if (!j->prefetch[k]) continue;
+    const unsigned char* next = ptr[k] + tile_bytes;
+    for (size_t l = lo; l < hi; l++) __builtin_prefetch(next + l * 64, 0, 3);
+  }
+}
+
+/* One tile of n elements; ptr/st per operand (st in elements). `more`: the
+ * row holds another tile after this one (for prefetching). */
+static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_t* st, int64_t n, int more,
                      unsigned char* bufs, size_t bsz, unsigned char* tmp) {
   const cpu_ewp_t* p = j->p;
   /* Inputs over an output are read into their staging buffers (after the
@@ -192,8 +211,15 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
   }
   const void* rp[CPU_EWP_MAX_REGISTERS];
   const uint32_t kdt = cpu_kt_dtype[p->kt];
+  const int prefetch = more && j->any_prefetch;
+  const size_t tile_bytes = (size_t)n * p->esize, lines = (tile_bytes + 63) / 64;
+  uint32_t op_no = 0;
   for (uint32_t i = 0; i < p->ninstr; i++) {
     const ewp_instr_t* e = &p->ins[i];
+    if (prefetch && e->kind == EWP_OP) {
+      ewp_prefetch(j, ptr, tile_bytes, lines * op_no / p->nops, lines * (op_no + 1) / p->nops);
+      op_no++;
+    }
     unsigned char* dst = bufs + e->dst * bsz;
     switch (e->kind) {
       case EWP_LOAD: {
@@ -280,7 +306,7 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
     for (int k = 0; k < j->nops; k++) ptr[k] = j->base[k] + off[k] * (int64_t)j->es[k];
     for (int64_t t = 0; t < n; t += tile) {
       int64_t cnt = n - t < tile ? n - t : tile;
-      ewp_tile(j, ptr, st, cnt, bufs, bsz, tmp);
+      ewp_tile(j, ptr, st, cnt, t + cnt < n, bufs, bsz, tmp);
       for (int k = 0; k < j->nops; k++) ptr[k] += cnt * st[k] * (int64_t)j->es[k];
     }
     pos += n;
@@ -385,6 +411,11 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
     for (int d = nd - 1; dense && d > 0; d--) dense = j.strides[o][d - 1] == j.strides[o][d] * j.sizes[d];
     j.stream[o] = (uint8_t)(dense && bytes >= stream_min);
     j.any_stream |= j.stream[o];
+  }
+  for (int k = (int)p->nout; k < j.nops; k++) {
+    j.prefetch[k] = (uint8_t)(j.direct[k] && !j.staged[k] && j.strides[k][nd - 1] == 1 &&
+                              (uint64_t)numel * j.es[k] >= stream_min);
+    j.any_prefetch |= j.prefetch[k];
   }
   if (numel < CPU_EWP_GRAIN) ewp_range(&j, 0, numel);
   else cpu_parallel_for(numel, CPU_EWP_GRAIN, ewp_range, &j);

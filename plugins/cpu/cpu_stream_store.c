@@ -19,14 +19,16 @@ static int g_avx512;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 #ifdef CPU_STREAM_X86
-/* The largest cache's size and the logical CPUs sharing it (leaf 4);
- * 0 when the leaf is absent. */
-static size_t llc_share(void) {
+/* The largest data cache's size divided by the logical CPUs sharing it,
+ * from a deterministic cache-parameters leaf: 4 on Intel, 0x8000001D on
+ * AMD (same layout). 0 when the leaf is absent or empty, as under
+ * hypervisors that hide the cache topology. */
+static size_t llc_share_from_leaf(unsigned leaf) {
   unsigned a, b, c, d;
-  if (__get_cpuid_max(0, NULL) < 4) return 0;
+  if (__get_cpuid_max(leaf & 0x80000000u, NULL) < leaf) return 0;
   size_t best = 0, sharing = 1;
   for (unsigned i = 0; i < 16; i++) {
-    __cpuid_count(4, i, a, b, c, d);
+    __cpuid_count(leaf, i, a, b, c, d);
     unsigned type = a & 31u;
     if (type == 0) break;
     if (type == 2) continue; /* instruction cache */
@@ -38,7 +40,19 @@ static size_t llc_share(void) {
   }
   return best / sharing;
 }
+
+static size_t llc_share(void) {
+  size_t share = llc_share_from_leaf(4);
+  return share ? share : llc_share_from_leaf(0x8000001Du);
+}
 #endif
+
+/* Where the topology is hidden, the reported last-level cache may be the
+ * whole package's (hundreds of MiB on a server part) while this process
+ * sees a few of its CPUs: the share is then taken as that size over the
+ * online CPUs but at most this, about what one core of current server
+ * parts owns (1.5-4 MiB). */
+#define CPU_STREAM_UNKNOWN_SHARE_MAX ((size_t)4 << 20)
 
 static void stream_init(void) {
   const char* env = getenv("BP_CPU_STREAM_STORES_MIN");
@@ -49,6 +63,7 @@ static void stream_init(void) {
   if (share == 0) {
     long llc = sysconf(_SC_LEVEL3_CACHE_SIZE), cpus = sysconf(_SC_NPROCESSORS_ONLN);
     share = llc > 0 && cpus > 0 ? (size_t)llc / (size_t)cpus : 0;
+    if (share > CPU_STREAM_UNKNOWN_SHARE_MAX) share = CPU_STREAM_UNKNOWN_SHARE_MAX;
   }
   g_threshold = share > 0 ? share / 4 * 3 : SIZE_MAX;
 #endif

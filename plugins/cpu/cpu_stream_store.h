@@ -18,8 +18,9 @@
 
 /* Bytes from which an output is written with streaming stores: 3/4 of the
  * last-level cache divided by the logical CPUs that share it (CPUID leaf
- * 4 on x86), or BP_CPU_STREAM_STORES_MIN (bytes; "off" never streams).
- * SIZE_MAX where the CPU has no streaming stores. Computed once;
+ * 4 on Intel, 0x8000001D on AMD; where a hypervisor hides both, the
+ * reported size over the online CPUs, at most 4 MiB), or
+ * BP_CPU_STREAM_STORES_MIN (bytes; "off" never streams). SIZE_MAX where the CPU has no streaming stores. Computed once;
  * thread-safe. */
 CPU_HIDDEN size_t cpu_stream_threshold(void);
 

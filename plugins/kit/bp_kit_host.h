@@ -46,6 +46,7 @@ struct bpp_buffer_s {
   /* Imported memory (bp_kit_host_buffer_wrap): not freed, not in the
    * budget; external_release(external) runs on release when not NULL. */
   int imported;
+  int mapped; /* owned memory mapped on its own (bp_kit_host_pages.h) */
   bp_kit_host_external_release_fn external_release;
   void* external;
 };

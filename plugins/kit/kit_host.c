@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "bp_kit_host.h"
+#include "bp_kit_host_pages.h"
 #include "bp_kit_plugin.h"
 #include "bp_kit_stream.h"
 
@@ -53,7 +54,7 @@ bp_status_t bp_kit_host_buffer_allocate(bpp_device_t device, const bp_buffer_all
                         (unsigned long long)(budget->limit - available), budget->hint ? "; " : "",
                         budget->hint ? budget->hint : "");
   struct bpp_buffer_s* b = calloc(1, sizeof *b);
-  if (b) b->ptr = aligned_alloc(align, rounded);
+  if (b) b->ptr = bp_kit_host_pages_alloc(align, rounded, &b->mapped);
   if (!b || !b->ptr) {
     free(b);
     bp_kit_host_budget_release(budget, rounded);
@@ -95,7 +96,7 @@ void bp_kit_host_buffer_release(bpp_buffer_t b) {
     if (b->external_release) b->external_release(b->external);
   } else {
     bp_kit_host_budget_release(b->budget, b->reserved);
-    free(b->ptr);
+    bp_kit_host_pages_free(b->ptr, b->reserved, b->mapped);
   }
   free(b);
 }

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "bench.h"
@@ -53,8 +54,21 @@ int bpb_unsupported(bp_status_t st, const char* figure) {
   return 1;
 }
 
+/* Large blocks are aligned to 2 MiB and marked for transparent huge pages,
+ * as the CPU plugin's buffers are (bp_kit_host_pages.h), so that the copy
+ * loop baselines run on the same kind of pages as the ops they measure. */
 void* bpb_alloc(size_t bytes) {
-  void* p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  const size_t huge = (size_t)2 << 20;
+  void* p;
+  if (bytes >= 2 * huge) {
+    size_t rounded = (bytes + huge - 1) / huge * huge;
+    p = aligned_alloc(huge, rounded);
+#ifdef MADV_HUGEPAGE
+    if (p) (void)madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+  } else {
+    p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  }
   if (!p) {
     fprintf(stderr, "bp-bench: out of host memory (%zu bytes)\n", bytes);
     exit(1);

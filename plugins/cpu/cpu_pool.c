@@ -1,8 +1,13 @@
 /* backplane CPU plugin: the global kernel thread pool.
  *
  * One pool per process, sized to the online cores: (cores - 1) threads plus
- * the calling stream worker. Idle threads block on a condition variable
- * (never spin), so they leave the cores to BLAS threads while a GEMM runs.
+ * the calling stream worker. A thread that finished a job polls for the
+ * next one for a few tens of microseconds, then blocks on a condition
+ * variable; the caller likewise polls for the job's end before it blocks.
+ * Ops issued back to back (a decode step's small matmuls) so find the pool
+ * awake and pay no futex wake-up and sleep per op, which under a hypervisor
+ * cost more than a small op itself; a thread left idle sleeps soon, and
+ * leaves the cores to BLAS threads while a GEMM runs.
  * One parallel_for runs at a time; a second caller (another stream) runs its
  * range inline instead of waiting, which also makes nested calls safe.
  */
@@ -19,16 +24,27 @@ typedef struct cpu_pool {
   pthread_mutex_t job_mu; /* held by the caller for a whole job */
   pthread_t* threads;
   uint32_t nthreads;
-  int stop;
-  uint64_t generation;
+  _Atomic int stop;
+  _Atomic uint64_t generation; /* written under mu; polled without it */
   /* Current job (written under mu before generation++). */
   cpu_range_fn fn;
   void* ctx;
   int64_t n, chunk, nchunks;
   _Atomic int64_t next;
   _Atomic int64_t done;
-  int active; /* helpers inside the current job, under mu */
+  _Atomic int active; /* helpers inside the current job; written under mu, polled without it */
 } cpu_pool_t;
+
+/* Polls (pause instructions, tens of cycles each) before blocking. */
+#define CPU_POOL_SPINS 2000
+
+static inline void pool_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 static pthread_mutex_t g_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 static cpu_pool_t* g_pool;
@@ -60,6 +76,10 @@ static void* pool_main(void* arg) {
   pthread_mutex_lock(&p->mu);
   uint64_t seen = p->generation;
   for (;;) {
+    pthread_mutex_unlock(&p->mu);
+    for (int s = 0; s < CPU_POOL_SPINS && atomic_load(&p->generation) == seen && !atomic_load(&p->stop); s++)
+      pool_relax();
+    pthread_mutex_lock(&p->mu);
     while (p->generation == seen && !p->stop) pthread_cond_wait(&p->work_cv, &p->mu);
     if (p->stop) break;
     seen = p->generation;
@@ -159,6 +179,8 @@ void cpu_parallel_for(int64_t n, int64_t grain, cpu_range_fn fn, void* ctx) {
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   run_chunks(p, fn, ctx, n, chunk, nchunks);
+  for (int s = 0; s < CPU_POOL_SPINS && (atomic_load(&p->done) < nchunks || atomic_load(&p->active) > 0); s++)
+    pool_relax();
   pthread_mutex_lock(&p->mu);
   while (atomic_load(&p->done) < nchunks || p->active > 0) pthread_cond_wait(&p->done_cv, &p->mu);
   pthread_mutex_unlock(&p->mu);

@@ -431,9 +431,20 @@ QMM_TARGET static inline __m512i q4q8_lanes(const uint8_t* wc, int w_signed, __m
 Q4Q8_ROWS(4)
 Q4Q8_ROWS(1)
 
+/* Up to 16 consecutive scales from index i as floats (the rest 0). */
+QMM_TARGET static inline __m512 w4_scales16(const void* s, uint32_t dt, int64_t i, int count) {
+  __mmask16 mk = (__mmask16)((1u << count) - 1u);
+  if (dt == BP_DTYPE_F32) return _mm512_maskz_loadu_ps(mk, (const float*)s + i);
+  __m256i h = _mm256_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
+  if (dt == BP_DTYPE_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
 /* The same for groups of a multiple of 128 codes: the group's scale is one
- * number for whole chunks, so a chunk's lane sums meet only the x blocks'
- * scales (one FMA) and the group scale applies once per group and row. */
+ * number for whole chunks, so it joins the x blocks' scales (one multiply
+ * per chunk and row) and a chunk costs one FMA. The scales of 16 groups of
+ * each row are converted at once, ahead of their chunks: done per group,
+ * that scalar work cost more than the chunk's dot products with g = 128. */
 #define Q4Q8G_ROWS(R)                                                                           \
   QMM_TARGET static void q4q8g_dot_##R(const w4_job_t* j, int64_t row0, int64_t mm, float* dot) { \
     const __m512i bidx = _mm512_srli_epi32(                                                      \
@@ -448,21 +459,21 @@ Q4Q8_ROWS(1)
       wr[r] = j->w + (row0 + r) * (j->k / 2);                                                    \
       tot[r] = _mm512_setzero_ps();                                                              \
     }                                                                                            \
-    for (int64_t gi = 0; gi < j->groups; gi++) {                                                 \
-      __m512 gacc[R];                                                                            \
-      for (int r = 0; r < R; r++) gacc[r] = _mm512_setzero_ps();                                 \
-      for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                      \
+    for (int64_t g0 = 0; g0 < j->groups; g0 += 16) {                                             \
+      const int ng = j->groups - g0 < 16 ? (int)(j->groups - g0) : 16;                           \
+      float sc[R][16];                                                                           \
+      for (int r = 0; r < R; r++)                                                                \
+        _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, (row0 + r) * j->groups + g0, ng)); \
+      for (int64_t c = g0 * cpg; c < (g0 + ng) * cpg; c++) {                                     \
         Q4Q8_XCHUNK(c)                                                                           \
+        const int64_t gl = c / cpg - g0;                                                         \
         for (int r = 0; r < R; r++) {                                                            \
           W4_PREFETCH(r, c);                                                                     \
           __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                   \
-          gacc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), dx, gacc[r]);                       \
+          tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dx, _mm512_set1_ps(sc[r][gl])), \
+                                   tot[r]);                                                      \
         }                                                                                        \
       }                                                                                          \
-      for (int r = 0; r < R; r++)                                                                \
-        tot[r] = _mm512_fmadd_ps(                                                                \
-            gacc[r], _mm512_broadcastss_ps(w4_scales(j->s, j->s_dtype, (row0 + r) * j->groups + gi, 1)), \
-            tot[r]);                                                                             \
     }                                                                                            \
     for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                           \
   }

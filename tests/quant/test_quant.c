@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops_fixture.h"
+#include "quant_fixture.h"
 
 static bp_stream_t* g_stream;
 
@@ -18,10 +19,6 @@ static void read_bytes(const bp_tensor_t* t, void* out, uint64_t n) {
   assert_ok(bp_stream_synchronize(g_stream));
 }
 
-static uint64_t next(uint64_t* s) {
-  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-  return *s;
-}
 
 /* i8 x i8 -> i32 and u8 (zero point 131) x i8 over tails in m, n and k:
  * exactly the integer product. */
@@ -112,7 +109,7 @@ static void q8_reference_x(const float* x, int64_t k, double* xq) {
  * element); on a CPU with AVX-512 VNNI (the int8 path runs) also within
  * f32 rounding of the product over the int8-quantized x, which no other
  * quantization of x (or a wrong lane, nibble or block scale) matches. */
-static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int nan_row) {
+static void check_w4_q8(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zero_points, int nan_row) {
   /* the int8 path runs: its shapes (k a multiple of 128; g 32, 64 or a
    * multiple of 128) and a finite x (a NaN sends the call to the f32 path) */
   const int fits = k % 128 == 0 && !nan_row;
@@ -120,10 +117,11 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int n
   float* x = malloc(sizeof(float) * (size_t)(m * k));
   uint8_t* w = malloc((size_t)(n * k / 2));
   float* sc = malloc(sizeof(float) * (size_t)(n * groups));
+  void* sraw = malloc(sizeof(float) * (size_t)(n * groups));
   uint8_t* zp = malloc((size_t)(n * groups));
   float* y = malloc(sizeof(float) * (size_t)(m * n));
   double* xq = malloc(sizeof(double) * (size_t)k);
-  assert_true(x && w && sc && zp && y && xq);
+  assert_true(x && w && sc && sraw && zp && y && xq);
   uint64_t s = 29 + (uint64_t)k + (uint64_t)g;
   for (int64_t i = 0; i < m * k; i++) x[i] = (float)((int)(next(&s) % 2001) - 1000) / 300.0f;
   for (int64_t i = 0; i < k; i += 37) x[i] = 0.0f;       /* a few zeros */
@@ -131,7 +129,8 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int n
   if (nan_row) x[k + 5] = NAN;                           /* row 1: the f32 path, NaN out */
   for (int64_t i = 0; i < n * k / 2; i++) w[i] = (uint8_t)(next(&s) >> 24);
   for (int64_t i = 0; i < n * groups; i++) {
-    sc[i] = 0.001f * (float)(1 + next(&s) % 50);
+    sc[i] = (float)(1 + next(&s) % 50) / 1024.0f; /* exact in f16 and bf16 */
+    store_exact(sraw, sdt, i, sc[i]);
     zp[i] = (uint8_t)(next(&s) % 16);
     if (q == BP_DTYPE_I4) zp[i] = (uint8_t)(int8_t)((int)zp[i] - 8);
   }
@@ -142,7 +141,7 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int n
   if (zero_points == 1) zt = cpu_tensor(q == BP_DTYPE_I4 ? BP_DTYPE_I8 : BP_DTYPE_U8, 2, ss, zp);
   bp_tensor_t* out = NULL;
   assert_ok(bp_op_weight_only_mm(g_stream, cpu_tensor(BP_DTYPE_F32, 2, xs, x),
-                                 cpu_tensor(BP_DTYPE_U8, 2, ws, w), cpu_tensor(BP_DTYPE_F32, 2, ss, sc),
+                                 cpu_tensor(BP_DTYPE_U8, 2, ws, w), cpu_tensor(sdt, 2, ss, sraw),
                                  zt, NULL, &at, &out));
   ops_track(out);
   read_bytes(out, y, sizeof(float) * (uint64_t)(m * n));
@@ -175,15 +174,18 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, int zero_points, int n
       if (vnni && fits) assert_true(fabs(got - viaq) <= 1e-5 * mag + 1e-6);
     }
   }
-  free(x), free(w), free(sc), free(zp), free(y), free(xq);
+  free(x), free(w), free(sc), free(sraw), free(zp), free(y), free(xq);
 }
 static void test_w4_int8_activations(void** state) {
   (void)state;
-  check_w4_q8(BP_DTYPE_I4, 256, 32, 0, 0);
-  check_w4_q8(BP_DTYPE_U4, 256, 64, 1, 0);
-  check_w4_q8(BP_DTYPE_I4, 384, 128, 1, 0);
-  check_w4_q8(BP_DTYPE_U4, 512, 256, 0, 1);
-  check_w4_q8(BP_DTYPE_I4, 96, 32, 0, 0); /* k not a multiple of 128: the f32 path */
+  check_w4_q8(BP_DTYPE_I4, 256, 32, BP_DTYPE_F32, 0, 0);
+  check_w4_q8(BP_DTYPE_U4, 256, 64, BP_DTYPE_F16, 1, 0);
+  check_w4_q8(BP_DTYPE_I4, 384, 128, BP_DTYPE_F32, 1, 0);
+  check_w4_q8(BP_DTYPE_U4, 512, 256, BP_DTYPE_BF16, 0, 1);
+  check_w4_q8(BP_DTYPE_I4, 96, 32, BP_DTYPE_F32, 0, 0); /* k not a multiple of 128: the f32 path */
+  /* more than 16 groups: the scales of a second batch of 16, and its tail */
+  check_w4_q8(BP_DTYPE_I4, 2560, 128, BP_DTYPE_F16, 0, 0);
+  check_w4_q8(BP_DTYPE_U4, 4352, 256, BP_DTYPE_BF16, 1, 0);
 }
 
 /* Element 2j in the low nibble: [1, -2, 7, -8] as i4 -> 0xE1, 0x87. */

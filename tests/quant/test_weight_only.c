@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ops_fixture.h"
+#include "quant_fixture.h"
 
 static bp_stream_t* g_stream;
 
@@ -17,27 +18,7 @@ static bp_tensor_t* cpu_tensor(uint32_t dtype, uint32_t rank, const int64_t* siz
   return ops_cpu_tensor(g_stream, dtype, rank, sizes, data);
 }
 
-static uint64_t next(uint64_t* s) {
-  *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
-  return *s;
-}
 
-/* v (a normal number that f16 / bf16 represent exactly, or 0) stored as
- * `dtype` at p[i]. */
-static void store_exact(void* p, uint32_t dtype, int64_t i, float v) {
-  uint32_t b;
-  memcpy(&b, &v, 4);
-  if (dtype == BP_DTYPE_F32) {
-    ((float*)p)[i] = v;
-  } else if (dtype == BP_DTYPE_BF16) {
-    assert_int_equal(b & 0xFFFFu, 0);
-    ((uint16_t*)p)[i] = (uint16_t)(b >> 16);
-  } else { /* f16 */
-    uint32_t sign = (b >> 16) & 0x8000u, e = (b >> 23) & 0xFFu, mant = b & 0x7FFFFFu;
-    assert_int_equal(mant & 0x1FFFu, 0);
-    ((uint16_t*)p)[i] = v == 0.0f ? (uint16_t)sign : (uint16_t)(sign | ((e - 112u) << 10) | (mant >> 13));
-  }
-}
 
 enum { ZP_NONE, ZP_INT, ZP_FLOAT };
 

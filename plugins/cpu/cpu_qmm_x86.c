@@ -216,6 +216,23 @@ QMM_TARGET static inline __m128 w4_scales(const void* s, uint32_t dt, int64_t i,
   return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
 }
 
+/* Up to 16 consecutive scales from index i as floats (the rest 0). */
+QMM_TARGET static inline __m512 w4_scales16(const void* s, uint32_t dt, int64_t i, int count) {
+  __mmask16 mk = (__mmask16)((1u << count) - 1u);
+  if (dt == BP_DTYPE_F32) return _mm512_maskz_loadu_ps(mk, (const float*)s + i);
+  __m256i h = _mm256_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
+  if (dt == BP_DTYPE_F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* Up to 16 consecutive zero points from index i as floats (the rest 0):
+ * of the scales' dtype, or int8 / uint8. */
+QMM_TARGET static inline __m512 w4_zeros16(const void* z, uint32_t dt, uint32_t s_dt, int64_t i, int count) {
+  if (dt == s_dt) return w4_scales16(z, dt, i, count);
+  __m128i b = _mm_maskz_loadu_epi8((__mmask16)((1u << count) - 1u), (const int8_t*)z + i);
+  return _mm512_cvtepi32_ps(dt == BP_DTYPE_I8 ? _mm512_cvtepi8_epi32(b) : _mm512_cvtepu8_epi32(b));
+}
+
 static inline double w4_elem(const void* p, uint32_t dt, int64_t i) {
   switch (dt) {
     case BP_DTYPE_F32: return ((const float*)p)[i];
@@ -322,16 +339,21 @@ W4_ROWS(1)
       acc0[r] = _mm512_setzero_ps();                                                              \
       acc1[r] = _mm512_setzero_ps();                                                              \
     }                                                                                             \
+    float sc[R][16], zc[R][16];                                                                   \
     for (int64_t gi = 0; gi < j->groups; gi++) {                                                  \
-      __m512 tbl[R];                                                                              \
-      for (int r = 0; r < R; r++) {                                                               \
-        int64_t at = (row0 + r) * j->groups + gi;                                                 \
-        __m512 sc = _mm512_broadcastss_ps(w4_scales(j->s, j->s_dtype, at, 1));                    \
-        __m512 zp = !j->z                          ? _mm512_setzero_ps()                          \
-                    : j->z_dtype == j->s_dtype     ? _mm512_broadcastss_ps(w4_scales(j->z, j->z_dtype, at, 1)) \
-                                                   : _mm512_set1_ps((float)w4_elem(j->z, j->z_dtype, at)); \
-        tbl[r] = _mm512_mul_ps(_mm512_sub_ps(codes, zp), sc);                                     \
+      const int64_t gl = gi % 16;                                                                 \
+      if (gl == 0) { /* the scales and zero points of the next 16 groups, converted at once */   \
+        const int ng = j->groups - gi < 16 ? (int)(j->groups - gi) : 16;                          \
+        for (int r = 0; r < R; r++) {                                                             \
+          int64_t at = (row0 + r) * j->groups + gi;                                               \
+          _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, at, ng));                         \
+          _mm512_storeu_ps(zc[r], j->z ? w4_zeros16(j->z, j->z_dtype, j->s_dtype, at, ng)         \
+                                       : _mm512_setzero_ps());                                    \
+        }                                                                                         \
       }                                                                                           \
+      __m512 tbl[R];                                                                              \
+      for (int r = 0; r < R; r++)                                                                 \
+        tbl[r] = _mm512_mul_ps(_mm512_sub_ps(codes, _mm512_set1_ps(zc[r][gl])), _mm512_set1_ps(sc[r][gl])); \
       for (int64_t c = gi * cpg; c < (gi + 1) * cpg; c++) {                                       \
         const float* xc = xp + c * 128;                                                           \
         __m512i v[R];                                                                             \
@@ -430,15 +452,6 @@ QMM_TARGET static inline __m512i q4q8_lanes(const uint8_t* wc, int w_signed, __m
   }
 Q4Q8_ROWS(4)
 Q4Q8_ROWS(1)
-
-/* Up to 16 consecutive scales from index i as floats (the rest 0). */
-QMM_TARGET static inline __m512 w4_scales16(const void* s, uint32_t dt, int64_t i, int count) {
-  __mmask16 mk = (__mmask16)((1u << count) - 1u);
-  if (dt == BP_DTYPE_F32) return _mm512_maskz_loadu_ps(mk, (const float*)s + i);
-  __m256i h = _mm256_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
-  if (dt == BP_DTYPE_F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 */
-}
 
 /* The same for groups of a multiple of 128 codes: the group's scale is one
  * number for whole chunks, so it joins the x blocks' scales (one multiply

@@ -104,6 +104,10 @@ static void test_w4_groups_of_128(void** state) {
   check_w4(BP_DTYPE_U4, 768, 256, BP_DTYPE_F16, ZP_INT); /* two chunks per group, odd group count */
   check_w4(BP_DTYPE_I4, 384, 384, BP_DTYPE_F32, ZP_FLOAT); /* one group over the row */
   check_w4(BP_DTYPE_I4, 256, 64, BP_DTYPE_F16, ZP_FLOAT);  /* groups of 64: the lane-scale kernel */
+  /* over 16 groups: scales and zero points converted 16 groups at a time */
+  check_w4(BP_DTYPE_I4, 2560, 128, BP_DTYPE_F16, ZP_INT);
+  check_w4(BP_DTYPE_U4, 2560, 128, BP_DTYPE_F32, ZP_INT);
+  check_w4(BP_DTYPE_U4, 4352, 256, BP_DTYPE_BF16, ZP_FLOAT);
 }
 
 /* attrs.activation (ABI 1.4) after x @ w^T: on the groups-of-128 kernel

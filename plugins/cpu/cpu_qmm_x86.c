@@ -207,15 +207,6 @@ typedef struct w4_job {
   float* y;
 } w4_job_t;
 
-/* Up to 4 consecutive scales from index i as floats (the rest 0). */
-QMM_TARGET static inline __m128 w4_scales(const void* s, uint32_t dt, int64_t i, int count) {
-  __mmask8 mk = (__mmask8)((1u << count) - 1u);
-  if (dt == BP_DTYPE_F32) return _mm_maskz_loadu_ps(mk, (const float*)s + i);
-  __m128i h = _mm_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
-  if (dt == BP_DTYPE_F16) return _mm_cvtph_ps(h);
-  return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)); /* bf16 */
-}
-
 /* Up to 16 consecutive scales from index i as floats (the rest 0). */
 QMM_TARGET static inline __m512 w4_scales16(const void* s, uint32_t dt, int64_t i, int count) {
   __mmask16 mk = (__mmask16)((1u << count) - 1u);
@@ -223,6 +214,11 @@ QMM_TARGET static inline __m512 w4_scales16(const void* s, uint32_t dt, int64_t 
   __m256i h = _mm256_maskz_loadu_epi16(mk, (const uint16_t*)s + i);
   if (dt == BP_DTYPE_F16) return _mm512_cvtph_ps(h);
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); /* bf16 */
+}
+
+/* Up to 4 (count) consecutive scales from index i as floats (the rest 0). */
+QMM_TARGET static inline __m128 w4_scales(const void* s, uint32_t dt, int64_t i, int count) {
+  return _mm512_castps512_ps128(w4_scales16(s, dt, i, count));
 }
 
 /* Up to 16 consecutive zero points from index i as floats (the rest 0):

@@ -473,16 +473,16 @@ Q4Q8_ROWS(1)
       float sc[R][16];                                                                           \
       for (int r = 0; r < R; r++)                                                                \
         _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, (row0 + r) * j->groups + g0, ng)); \
-      for (int64_t c = g0 * cpg; c < (g0 + ng) * cpg; c++) {                                     \
-        Q4Q8_XCHUNK(c)                                                                           \
-        const int64_t gl = c / cpg - g0;                                                         \
-        for (int r = 0; r < R; r++) {                                                            \
-          W4_PREFETCH(r, c);                                                                     \
-          __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                   \
-          tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dx, _mm512_set1_ps(sc[r][gl])), \
-                                   tot[r]);                                                      \
+      for (int gl = 0; gl < ng; gl++)                                                            \
+        for (int64_t c = (g0 + gl) * cpg; c < (g0 + gl + 1) * cpg; c++) {                        \
+          Q4Q8_XCHUNK(c)                                                                         \
+          for (int r = 0; r < R; r++) {                                                          \
+            W4_PREFETCH(r, c);                                                                   \
+            __m512i acc = q4q8_lanes(wr[r] + c * 64, j->w_signed, a0, xe, xodd);                 \
+            tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(dx, _mm512_set1_ps(sc[r][gl])), \
+                                     tot[r]);                                                    \
+          }                                                                                      \
         }                                                                                        \
-      }                                                                                          \
     }                                                                                            \
     for (int r = 0; r < R; r++) dot[r] = _mm512_reduce_add_ps(tot[r]);                           \
   }

@@ -10,10 +10,16 @@
  * element. Contiguous inputs of the kernel type are read in place (the
  * register is a pointer into the input); others are converted into the
  * register buffer.
+ *
+ * f32 programs of plain arithmetic run as one machine-code loop instead
+ * (cpu_ewp_jit.h) wherever their operands are contiguous or broadcast
+ * along the rows, compiled on the first run for each broadcast pattern.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_ewp_jit.h"
 #include "cpu_region_ew.h"
 #include "cpu_stream_store.h"
 
@@ -41,17 +47,30 @@ typedef struct ewp_instr {
   cpu_kparams_t params;
 } ewp_instr_t;
 
+/* Compiled loops kept per program: one per broadcast pattern met. */
+#define CPU_EWP_JIT_VARIANTS 4
+
 struct cpu_ewp {
   int kt;
   uint32_t esize;
-  uint32_t nin, nout, nbuf, ninstr;
+  uint32_t nin, nout, nbuf, ninstr, nconst;
   uint32_t nops; /* EWP_OP instructions */
   ewp_instr_t ins[CPU_EWP_MAX_INSTRS];
   unsigned char* consts; /* constant k at consts + k * TILE * esize */
+  /* The machine-code loops (cpu_ewp_jit.h): jit_ok when every instruction
+   * has one; variants compiled on first use under jit_mu (a NULL loop
+   * records a pattern that could not be compiled). */
+  int jit_ok;
+  cpu_ewp_jit_instr_t jins[CPU_EWP_MAX_INSTRS];
+  pthread_mutex_t jit_mu;
+  uint32_t njit, jit_mask[CPU_EWP_JIT_VARIANTS];
+  cpu_ewp_jit_t* jit[CPU_EWP_JIT_VARIANTS];
 };
 
 void cpu_ewp_free(cpu_ewp_t* p) {
   if (!p) return;
+  for (uint32_t v = 0; v < p->njit; v++) cpu_ewp_jit_free(p->jit[v]);
+  pthread_mutex_destroy(&p->jit_mu);
   free(p->consts);
   free(p);
 }
@@ -96,7 +115,9 @@ int cpu_ewp_compile(const bp_ew_program_t* prog, cpu_ewp_t** out, char* msg, siz
                 prog->compute_dtype, prog->num_instrs);
   cpu_ewp_t* p = calloc(1, sizeof *p);
   if (!p) return -1;
+  pthread_mutex_init(&p->jit_mu, NULL);
   p->kt = cpu_kt_natural(prog->compute_dtype);
+  p->nconst = prog->num_constants;
   p->esize = cpu_kt_size[p->kt];
   p->nin = prog->num_inputs;
   p->nout = prog->num_outputs;
@@ -119,9 +140,15 @@ int cpu_ewp_compile(const bp_ew_program_t* prog, cpu_ewp_t** out, char* msg, siz
   uint8_t phys[CPU_EWP_MAX_REGISTERS];
   for (uint32_t r = 0; r < CPU_EWP_MAX_REGISTERS; r++) phys[r] = (uint8_t)(2 * r);
   p->nbuf = 2 * (prog->num_registers ? prog->num_registers : 1);
+  p->jit_ok = p->kt == CPU_KT_F32 && cpu_ewp_jit_enabled() &&
+              prog->num_registers <= CPU_EWP_JIT_MAX_REGISTERS &&
+              prog->num_inputs + prog->num_outputs <= CPU_EWP_JIT_MAX_OPERANDS &&
+              prog->num_constants <= CPU_EWP_MAX_INSTRS;
   for (uint32_t i = 0; i < prog->num_instrs; i++) {
     const bp_ew_instr_t* in = BP_EW_INSTR_AT(prog, i);
     ewp_instr_t* e = &p->ins[i];
+    p->jins[i] = (cpu_ewp_jit_instr_t){in->opcode, in->dst, {in->a, in->b, in->c}, in->a};
+    p->jit_ok = p->jit_ok && cpu_ewp_jit_op_ok(in->opcode, in->aux);
     e->reg = in->dst;
     e->src[0] = in->a;
     e->src[1] = in->b;
@@ -184,6 +211,10 @@ typedef struct ewp_job {
    * (prefetching a whole tile at once stalls on the fill buffers). */
   uint8_t prefetch[CPU_EWP_MAX_OPS];
   uint8_t any_prefetch;
+  /* The machine-code loop for this run's operands, or NULL; jit_stream:
+   * its streaming entry (every output streams). */
+  cpu_ewp_jit_fn jit, jit_stream_fn;
+  int jit_stream;
 } ewp_job_t;
 
 /* Requests lines [lo, hi) of the next tile of each prefetched input. */
@@ -267,6 +298,33 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
   }
 }
 
+/* Runs the machine-code loop over the row at ptr (n elements), advancing
+ * ptr past what it did; returns the elements done (the tail of fewer than
+ * 16 is the tiles'). Streaming stores need aligned outputs: the head up to
+ * the outputs' first 64-byte boundary runs as a tile, or, where the
+ * outputs are not aligned alike, ordinary stores do the row. */
+static int64_t ewp_jit_row(const ewp_job_t* j, unsigned char** ptr, const int64_t* st, int64_t n,
+                           unsigned char* bufs, size_t bsz, unsigned char* tmp) {
+  int64_t head = 0;
+  int streaming = j->jit_stream;
+  if (streaming) {
+    uintptr_t mis = (uintptr_t)ptr[0] & 63u;
+    for (uint32_t o = 1; o < j->p->nout; o++) streaming &= ((uintptr_t)ptr[o] & 63u) == mis;
+    streaming &= mis % 4u == 0;
+    if (streaming && mis) {
+      head = (int64_t)(64u - mis) / 4 < n ? (int64_t)(64u - mis) / 4 : n;
+      ewp_tile(j, ptr, st, head, 1, bufs, bsz, tmp);
+      for (int k = 0; k < j->nops; k++) ptr[k] += head * st[k] * (int64_t)j->es[k];
+    }
+  }
+  int64_t body = (n - head) & ~(int64_t)15;
+  if (body == 0) return head;
+  cpu_ewp_jit_fn fn = streaming ? j->jit_stream_fn : j->jit;
+  fn(ptr, body * 4);
+  for (int k = 0; k < j->nops; k++) ptr[k] += body * st[k] * (int64_t)j->es[k];
+  return head + body;
+}
+
 static void ewp_range(void* ctx, int64_t begin, int64_t end) {
   const ewp_job_t* j = ctx;
   /* Buffers of this range, a tile each in the kernel type: nbuf registers,
@@ -304,7 +362,8 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
       for (int k = 0; k < j->nops; k++) off[k] += idx * j->strides[k][d];
     }
     for (int k = 0; k < j->nops; k++) ptr[k] = j->base[k] + off[k] * (int64_t)j->es[k];
-    for (int64_t t = 0; t < n; t += tile) {
+    int64_t t = j->jit ? ewp_jit_row(j, ptr, st, n, bufs, bsz, tmp) : 0;
+    for (; t < n; t += tile) {
       int64_t cnt = n - t < tile ? n - t : tile;
       ewp_tile(j, ptr, st, cnt, t + cnt < n, bufs, bsz, tmp);
       for (int k = 0; k < j->nops; k++) ptr[k] += cnt * st[k] * (int64_t)j->es[k];
@@ -313,6 +372,48 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
   }
   if (j->any_stream) cpu_stream_fence(); /* before the pool reports this range done */
   free(heap);
+}
+
+/* The compiled loop of this run, from the program's variants (compiled
+ * here on a pattern's first run): every operand f32, the inputs read in
+ * place contiguous or broadcast along the (collapsed) rows, the outputs
+ * contiguous. */
+static void ewp_choose_jit(ewp_job_t* j) {
+  cpu_ewp_t* p = (cpu_ewp_t*)j->p; /* only its variant cache changes, under jit_mu */
+  if (!p->jit_ok) return;
+  const int last = j->ndim - 1;
+  uint32_t mask = 0;
+  int all_stream = 1;
+  for (int k = 0; k < j->nops; k++) {
+    int64_t s = j->strides[k][last];
+    if (j->dtype[k] != BP_DTYPE_F32) return;
+    if (k < (int)p->nout) {
+      if (s != 1) return;
+      all_stream &= j->stream[k];
+    } else {
+      if (!j->direct[k] || (s != 0 && s != 1)) return;
+      if (s == 0) mask |= 1u << (k - (int)p->nout);
+    }
+  }
+  cpu_ewp_jit_t* code = NULL;
+  pthread_mutex_lock(&p->jit_mu);
+  uint32_t v = 0;
+  while (v < p->njit && p->jit_mask[v] != mask) v++;
+  if (v < p->njit) code = p->jit[v];
+  else if (v < CPU_EWP_JIT_VARIANTS) {
+    float consts[CPU_EWP_MAX_INSTRS];
+    for (uint32_t c = 0; c < p->nconst; c++)
+      memcpy(&consts[c], p->consts + (size_t)c * CPU_EWP_TILE * p->esize, sizeof(float));
+    code = cpu_ewp_jit_compile(p->jins, p->ninstr, p->nout, p->nin, consts, p->nconst, mask);
+    p->jit_mask[v] = mask;
+    p->jit[v] = code;
+    p->njit++;
+  }
+  pthread_mutex_unlock(&p->jit_mu);
+  if (!code) return;
+  j->jit = cpu_ewp_jit_entry(code, 0);
+  j->jit_stream_fn = cpu_ewp_jit_entry(code, 1);
+  j->jit_stream = all_stream;
 }
 
 /* Byte range [lo, hi) of a host descriptor. */
@@ -417,6 +518,7 @@ bp_status_t cpu_ewp_run(const cpu_ewp_t* p, const bp_tensor_desc_t* const* input
                               (uint64_t)numel * j.es[k] >= stream_min);
     j.any_prefetch |= j.prefetch[k];
   }
+  ewp_choose_jit(&j);
   if (numel < CPU_EWP_GRAIN) ewp_range(&j, 0, numel);
   else cpu_parallel_for(numel, CPU_EWP_GRAIN, ewp_range, &j);
   return BP_OK;

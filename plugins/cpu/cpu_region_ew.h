@@ -14,8 +14,9 @@
 
 /* A program resolved once: kernel pointers and parameters per instruction,
  * physical register buffers assigned (an instruction never writes a
- * buffer it reads), constants pre-broadcast to a tile. Immutable; may run
- * on many threads at once. */
+ * buffer it reads), constants pre-broadcast to a tile. May run on many
+ * threads at once: only its cache of machine-code loops (cpu_ewp_jit.h)
+ * changes after compiling, under its own lock. */
 typedef struct cpu_ewp cpu_ewp_t;
 
 /* Compiles `program` (already checked for structure by the core, or by

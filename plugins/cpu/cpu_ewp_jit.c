@@ -227,17 +227,24 @@ int cpu_ewp_jit_op_ok(uint32_t opcode, uint32_t aux) {
   }
 }
 
-static int g_jit_enabled = -1;
+/* 0: off, 1: on, 2: on for one-shot programs of any size too. */
+static int g_jit_mode = -1;
 static pthread_once_t g_jit_once = PTHREAD_ONCE_INIT;
 static void jit_init(void) {
   const char* env = getenv("BP_CPU_JIT");
   __builtin_cpu_init();
-  g_jit_enabled = !(env && strcmp(env, "0") == 0) && cpu_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
+  int want = env && strcmp(env, "0") == 0 ? 0 : env && strcmp(env, "always") == 0 ? 2 : 1;
+  g_jit_mode = cpu_isa_cap() >= 2 && __builtin_cpu_supports("avx512f") ? want : 0;
 }
 
 int cpu_ewp_jit_enabled(void) {
   pthread_once(&g_jit_once, jit_init);
-  return g_jit_enabled;
+  return g_jit_mode > 0;
+}
+
+int cpu_ewp_jit_always(void) {
+  pthread_once(&g_jit_once, jit_init);
+  return g_jit_mode == 2;
 }
 
 cpu_ewp_jit_t* cpu_ewp_jit_compile(const cpu_ewp_jit_instr_t* ins, uint32_t ninstr, uint32_t nout, uint32_t nin,
@@ -297,6 +304,7 @@ int cpu_ewp_jit_op_ok(uint32_t opcode, uint32_t aux) {
   return 0;
 }
 int cpu_ewp_jit_enabled(void) { return 0; }
+int cpu_ewp_jit_always(void) { return 0; }
 cpu_ewp_jit_t* cpu_ewp_jit_compile(const cpu_ewp_jit_instr_t* ins, uint32_t ninstr, uint32_t nout, uint32_t nin,
                                    const float* consts, uint32_t nconst, uint32_t bcast_mask) {
   (void)ins, (void)ninstr, (void)nout, (void)nin, (void)consts, (void)nconst, (void)bcast_mask;

@@ -20,7 +20,8 @@
  * (stride 0) along the row, one variant per broadcast pattern, and writes
  * outputs with ordinary or streaming stores (two entry points per
  * variant). x86-64 with AVX-512F only; BP_CPU_JIT=0 turns it off (and
- * BP_CPU_ISA below avx512). Code pages are written, then made read-only
+ * BP_CPU_ISA below avx512), BP_CPU_JIT=always compiles programs launched
+ * once at any size. Code pages are written, then made read-only
  * and executable (never writable and executable at once); where the
  * system refuses executable mappings, the interpreter runs. */
 #ifndef BP_CPU_EWP_JIT_H_
@@ -55,6 +56,9 @@ typedef struct cpu_ewp_jit cpu_ewp_jit_t;
 CPU_HIDDEN int cpu_ewp_jit_op_ok(uint32_t opcode, uint32_t aux);
 /* 1 when the JIT may run here: AVX-512F, BP_CPU_ISA, BP_CPU_JIT. */
 CPU_HIDDEN int cpu_ewp_jit_enabled(void);
+/* 1 under BP_CPU_JIT=always: programs launched once are compiled at any
+ * size (tests; by default only large ones are). */
+CPU_HIDDEN int cpu_ewp_jit_always(void);
 
 /* Compiles the loop for a program of ninstr instructions with nout
  * outputs and nin inputs, f32 constants consts[], for the inputs whose bit

@@ -49,6 +49,10 @@ typedef struct ewp_instr {
 
 /* Compiled loops kept per program: one per broadcast pattern met. */
 #define CPU_EWP_JIT_VARIANTS 4
+/* Elements from which a program launched once (launch_ew_program) is
+ * compiled to machine code: below, the interpreter finishes sooner than
+ * the mapping is made. Regions keep their loops and compile at any size. */
+#define CPU_EWP_JIT_ONE_SHOT_MIN (INT64_C(1) << 20)
 
 struct cpu_ewp {
   int kt;
@@ -586,6 +590,12 @@ bp_status_t cpu_launch_ew_program(bpp_stream_t stream, const bp_ew_program_t* pr
   int reason = cpu_ewp_compile(program, &prog, msg, sizeof msg);
   if (reason < 0) return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: launch_ew_program: out of memory");
   if (reason) return cpu_error(BP_UNIMPLEMENTED, "cpu: launch_ew_program: %s", msg);
+  /* A one-shot program: compiling its machine-code loop (a mapping made
+   * executable, then unmapped: tens of microseconds) pays only over a
+   * large output. */
+  int64_t numel = 1;
+  for (uint32_t d = 0; d < outputs[0]->rank; d++) numel *= outputs[0]->sizes[d];
+  if (numel < CPU_EWP_JIT_ONE_SHOT_MIN && !cpu_ewp_jit_always()) prog->jit_ok = 0;
   ewp_launch_t* l = calloc(1, sizeof *l);
   if (!l) {
     cpu_ewp_free(prog);

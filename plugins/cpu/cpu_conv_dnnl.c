@@ -33,6 +33,7 @@
  * convolution then takes the im2col + GEMM path.
  */
 #include "cpu_conv_dnnl.h"
+#include "cpu_gemm_dnnl.h"
 
 #ifdef BP_CPU_HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
@@ -97,8 +98,7 @@ __attribute__((destructor)) static void dnnl_cache_fini(void) {
 /* Called with g_lock held. */
 static int dnnl_on(void) {
   if (g_state == 0) {
-    const char* env = getenv("BACKPLANE_CPU_DNNL");
-    g_state = env && env[0] == '0' && env[1] == '\0' ? -1 : 1;
+    g_state = cpu_dnnl_wanted() ? 1 : -1;
     /* primitives live in our cache only: oneDNN's own process-wide cache
      * would keep them past the plugin's unload */
     if (g_state == 1 && dnnl_set_primitive_cache_capacity(0) != dnnl_success) g_state = -1;

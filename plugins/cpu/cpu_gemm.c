@@ -1,7 +1,9 @@
 /* backplane CPU plugin: mm, bmm, addmm.
  *
  * f32 / f64 go to cblas_sgemm / cblas_dgemm when OpenBLAS is available
- * (transposed views are passed as transposes, other layouts are packed);
+ * (transposed views are passed as transposes, other layouts are packed),
+ * large f32 products to oneDNN's sgemm in a build with it
+ * (cpu_gemm_dnnl.h);
  * f16 / bf16 convert to f32 and use the f32 path; integers, and f32 / f64
  * without BLAS, use the packed, register-tiled blocked GEMM below (parallel
  * over the pool). addmm writes beta * self first and then accumulates
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_gemm_dnnl.h"
 #include "cpu_kernels.h"
 
 #ifdef BP_CPU_HAVE_CBLAS
@@ -375,10 +378,17 @@ static bp_status_t blas_gemm(const mat_t* A, const mat_t* B, const mat_t* C, dou
     enum CBLAS_ORDER o = order_col ? CblasColMajor : CblasRowMajor;
     enum CBLAS_TRANSPOSE xa = ta ? CblasTrans : CblasNoTrans, xb = tb ? CblasTrans : CblasNoTrans;
     int n = (int)A->rows, m = (int)B->cols, k = (int)A->cols;
+    int done = f64 ? 0
+                   : cpu_sgemm_dnnl(order_col, ta, tb, n, m, k, (float)alpha, (const float*)a.base, lda,
+                                    (const float*)b.base, ldb, (float)beta, (float*)c.base, ldc);
+    if (done < 0) {
+      st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: matmul: oneDNN's sgemm ran out of memory");
+      goto cleanup;
+    }
     if (f64)
       cblas_dgemm(o, xa, xb, n, m, k, alpha, (const double*)a.base, lda, (const double*)b.base, ldb,
                   beta, (double*)c.base, ldc);
-    else
+    else if (!done)
       cblas_sgemm(o, xa, xb, n, m, k, (float)alpha, (const float*)a.base, lda, (const float*)b.base,
                   ldb, (float)beta, (float*)c.base, ldc);
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_gemm_dnnl.h"
 #include "cpu_region.h"
 
 #define NONE_ID UINT32_MAX
@@ -184,6 +185,10 @@ static bp_status_t run_gemm(const run_ctx_t* c, const cpu_step_t* s) {
     mode[k] = row_mode(&pd[k], &T);
     blocked = mode[k] != ROWS_NONE && (k < s->prog_nin || mode[k] == ROWS_SLICE);
   }
+  /* oneDNN's sgemm packs op(B) on every call: row blocks would pack the
+   * weights once per block, which costs more than reading the product
+   * back from memory once. */
+  if (blocked && T.dtype == BP_DTYPE_F32 && cpu_sgemm_dnnl_takes(M, N, K)) blocked = 0;
   if (!blocked) { /* whole product, then the program over whole tensors */
     bp_status_t st = product_op(c, s, s->gemm_target);
     if (st) return st;

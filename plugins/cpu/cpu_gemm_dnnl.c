@@ -84,7 +84,8 @@ static void sgemm_slices(void* ctx, int64_t begin, int64_t end) {
 }
 
 int cpu_sgemm_dnnl_takes(int64_t m, int64_t n, int64_t k) {
-  return cpu_dnnl_wanted() && m > 0 && n > 0 && k > 0 && m * n * k >= SGEMM_DNNL_MIN_MACS;
+  /* in double: three sizes up to 2^31 each overflow int64 */
+  return cpu_dnnl_wanted() && m > 0 && n > 0 && k > 0 && (double)m * (double)n * (double)k >= (double)SGEMM_DNNL_MIN_MACS;
 }
 
 int cpu_sgemm_dnnl(int col_major, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,

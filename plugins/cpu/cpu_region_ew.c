@@ -302,6 +302,11 @@ static void ewp_tile(const ewp_job_t* j, unsigned char* const* ptr, const int64_
   }
 }
 
+/* Moves every operand's pointer `count` elements along the row. */
+static void ewp_advance(const ewp_job_t* j, unsigned char** ptr, const int64_t* st, int64_t count) {
+  for (int k = 0; k < j->nops; k++) ptr[k] += count * st[k] * (int64_t)j->es[k];
+}
+
 /* Runs the machine-code loop over the row at ptr (n elements), advancing
  * ptr past what it did; returns the elements done (the tail of fewer than
  * 16 is the tiles'). Streaming stores need aligned outputs: the head up to
@@ -318,14 +323,14 @@ static int64_t ewp_jit_row(const ewp_job_t* j, unsigned char** ptr, const int64_
     if (streaming && mis) {
       head = (int64_t)(64u - mis) / 4 < n ? (int64_t)(64u - mis) / 4 : n;
       ewp_tile(j, ptr, st, head, 1, bufs, bsz, tmp);
-      for (int k = 0; k < j->nops; k++) ptr[k] += head * st[k] * (int64_t)j->es[k];
+      ewp_advance(j, ptr, st, head);
     }
   }
   int64_t body = (n - head) & ~(int64_t)15;
   if (body == 0) return head;
   cpu_ewp_jit_fn fn = streaming ? j->jit_stream_fn : j->jit;
   fn(ptr, body * 4);
-  for (int k = 0; k < j->nops; k++) ptr[k] += body * st[k] * (int64_t)j->es[k];
+  ewp_advance(j, ptr, st, body);
   return head + body;
 }
 
@@ -370,7 +375,7 @@ static void ewp_range(void* ctx, int64_t begin, int64_t end) {
     for (; t < n; t += tile) {
       int64_t cnt = n - t < tile ? n - t : tile;
       ewp_tile(j, ptr, st, cnt, t + cnt < n, bufs, bsz, tmp);
-      for (int k = 0; k < j->nops; k++) ptr[k] += cnt * st[k] * (int64_t)j->es[k];
+      ewp_advance(j, ptr, st, cnt);
     }
     pos += n;
   }

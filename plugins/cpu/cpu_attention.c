@@ -29,9 +29,12 @@
  * Cody-Waite reduction), p the Cephes minimax polynomial (about 1 ulp).
  * Arguments here are x - max <= 0 (or NaN): t < -87 gives 0 (no subnormal
  * results), NaN stays NaN. GCC vector extensions; one variant per ISA
- * (X(isa, attribute, vector bytes)), chosen at run time as in cpu_gemm.c. */
+ * (X(isa, attribute, vector bytes)), chosen at run time as in cpu_gemm.c
+ * (BP_CPU_ISA caps it). */
 #if defined(__x86_64__) && defined(__GNUC__)
-#define ATT_ISAS(X) X(sse, , 16) X(avx2, __attribute__((target("avx2,fma"))), 32)
+#define ATT_ISAS(X)                                      \
+  X(sse, , 16) X(avx2, __attribute__((target("avx2,fma"))), 32) \
+  X(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64)
 #else
 #define ATT_ISAS(X) X(sse, , 16)
 #endif
@@ -121,7 +124,9 @@ static att_row_ops_t att_row_ops(void) {
 #undef ATT_ROW_OPS_ENTRY
 #if defined(__x86_64__) && defined(__GNUC__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ops[1];
+  int isa = cpu_isa_cap();
+  if (isa >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return ops[2];
+  if (isa >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ops[1];
 #endif
   return ops[0];
 }

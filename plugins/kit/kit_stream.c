@@ -3,10 +3,14 @@
  * The ring is single-producer (the stream is externally synchronized) and
  * single-consumer (the worker): head and tail move without the mutex. The
  * mutex and the condition variables are used only to sleep and wake, with
- * the sleeping/waiters flags as the handshake (sequentially consistent
- * atomics on both sides, so a wake-up cannot be lost). An idle worker polls
- * briefly before it sleeps, so a producer issuing ops back to back finds it
- * awake and pays no futex wake-up (about a microsecond) per op.
+ * the sleeping flag and the waiters' wake_at as the handshake (sequentially
+ * consistent atomics on both sides, so a wake-up cannot be lost). An idle
+ * worker polls briefly before it sleeps, so a producer issuing ops back to
+ * back finds it awake and pays no futex wake-up (about a microsecond) per
+ * op. A thread waiting for command N is woken once, when N completes, not
+ * at every command before it: each futex wake-up there puts a third thread
+ * on cores the worker and the CPU pool fill, which under a hypervisor cost
+ * a decode step's small ops a tenth of their time.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -68,7 +72,8 @@ struct bpp_stream_s {
   _Atomic uint64_t head; /* commands enqueued; written by the producer */
   _Atomic uint64_t tail; /* commands completed; written by the worker */
   atomic_int sleeping;   /* the worker waits on work_cv */
-  atomic_int waiters;    /* threads wait on done_cv for tail to advance */
+  int waiters;           /* threads waiting on done_cv (under mu) */
+  _Atomic uint64_t wake_at; /* the smallest tail a waiter needs; UINT64_MAX: none */
   atomic_int stop;
   bp_status_t err; /* first error not yet reported (under mu) */
   char err_msg[BP_PLUGIN_MSG_CAP];
@@ -190,8 +195,9 @@ static void* stream_main(void* arg) {
       pthread_mutex_unlock(&s->mu);
     }
     atomic_store(&s->tail, t + 1);
-    if (atomic_load(&s->waiters)) {
+    if (t + 1 >= atomic_load(&s->wake_at)) {
       pthread_mutex_lock(&s->mu);
+      atomic_store(&s->wake_at, UINT64_MAX); /* waiters still short of theirs set it again */
       pthread_cond_broadcast(&s->done_cv);
       pthread_mutex_unlock(&s->mu);
     }
@@ -208,9 +214,14 @@ static void wait_tail(struct bpp_stream_s* s, uint64_t target) {
     cpu_relax();
   }
   pthread_mutex_lock(&s->mu);
-  atomic_fetch_add(&s->waiters, 1);
-  while (atomic_load(&s->tail) < target) pthread_cond_wait(&s->done_cv, &s->mu);
-  atomic_fetch_sub(&s->waiters, 1);
+  s->waiters++;
+  for (;;) {
+    /* wake_at first, tail after: the worker stores tail, then reads wake_at */
+    if (target < atomic_load(&s->wake_at)) atomic_store(&s->wake_at, target);
+    if (atomic_load(&s->tail) >= target) break;
+    pthread_cond_wait(&s->done_cv, &s->mu);
+  }
+  if (--s->waiters == 0) atomic_store(&s->wake_at, UINT64_MAX);
   pthread_mutex_unlock(&s->mu);
 }
 
@@ -264,6 +275,7 @@ bp_status_t bp_kit_stream_create(const bp_kit_queue_t* queue, bpp_device_t devic
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
+  atomic_init(&s->wake_at, UINT64_MAX);
   if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->work_cv);

@@ -1,7 +1,7 @@
 /* Unit tests of the plugin kit's stream queues and events (plugins/kit),
  * linked directly: order, ring wrap-around, by-value op copies, sticky
  * errors, events across streams, elapsed time, copies and fills, draining
- * on destroy. */
+ * on destroy, waiters woken at (and only after) their own command. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bp_kit.h"
 #include "kit_test.h"
@@ -78,6 +79,13 @@ static bp_status_t count(void* user) {
 }
 static bp_status_t nap(void* user) {
   sleep_ms((int)(intptr_t)user);
+  return BP_OK;
+}
+static bp_status_t spin_us(void* user) {
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < (long)(intptr_t)user);
   return BP_OK;
 }
 static bp_status_t refuse(void* user) {
@@ -314,6 +322,73 @@ static void test_destroy_drains_the_queue(void** state) {
   assert_int_equal(atomic_load(&g_count), 300);
 }
 
+/* A waiter registers its command before it re-reads the tail: thousands of
+ * one-command synchronizes, each racing the worker that completes it, must
+ * all return (a lost wake-up hangs here; the alarm turns that into a
+ * failure). */
+static void test_synchronize_never_misses_its_command(void** state) {
+  (void)state;
+  bpp_stream_t s;
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
+  alarm(120);
+  for (int k = 0; k < 20000; k++) {
+    /* commands of 0 to 40 us: the waiter's polling (tens of us) ends
+     * before, around and after the command's completion */
+    assert_int_equal(bp_kit_stream_enqueue_host_func(s, spin_us, (void*)(intptr_t)(k * 7 % 41)), BP_OK);
+    assert_int_equal(bp_kit_stream_enqueue_host_func(s, count, NULL), BP_OK);
+    assert_int_equal(bp_kit_stream_synchronize(s), BP_OK);
+    assert_int_equal(atomic_load(&g_count), k + 1);
+  }
+  alarm(0);
+  bp_kit_stream_destroy(s);
+}
+
+typedef struct sync_arg {
+  bpp_stream_t s;
+  int seen;         /* commands completed when its synchronize returned */
+  atomic_int done;  /* its synchronize returned */
+} sync_arg_t;
+static void* sync_later(void* p) {
+  sync_arg_t* a = p;
+  if (bp_kit_stream_synchronize(a->s) == BP_OK) a->seen = atomic_load(&g_count);
+  atomic_store(&a->done, 1);
+  return NULL;
+}
+/* Holds the stream until the first waiter has returned. */
+static bp_status_t await_first(void* p) {
+  while (!atomic_load(&((sync_arg_t*)p)->done)) sleep_ms(1);
+  return BP_OK;
+}
+
+/* Two threads wait for different commands of one stream: each returns once
+ * its own command completed, the earlier one while the stream still holds
+ * the later commands back (until it returned: a waiter woken only at the
+ * end would hang here). */
+static void test_two_waiters_each_woken_at_their_command(void** state) {
+  (void)state;
+  bpp_stream_t s;
+  assert_int_equal(bp_kit_stream_create(&k_queue, DEV, &k_info, &s), BP_OK);
+  alarm(120);
+  assert_int_equal(bp_kit_stream_enqueue_host_func(s, gate, NULL), BP_OK);
+  for (int k = 0; k < 50; k++) assert_int_equal(bp_kit_stream_enqueue_host_func(s, count, NULL), BP_OK);
+  sync_arg_t first = {s, -1, 0};
+  pthread_t t;
+  pthread_create(&t, NULL, sync_later, &first);
+  sleep_ms(20); /* the first waiter is asleep on command 51 */
+  assert_int_equal(bp_kit_stream_enqueue_host_func(s, await_first, &first), BP_OK);
+  for (int k = 0; k < 50; k++) assert_int_equal(bp_kit_stream_enqueue_host_func(s, count, NULL), BP_OK);
+  pthread_t opener;
+  int ms = 20;
+  pthread_create(&opener, NULL, open_gate_later, &ms);
+  assert_int_equal(bp_kit_stream_synchronize(s), BP_OK);
+  assert_int_equal(atomic_load(&g_count), 100);
+  pthread_join(t, NULL);
+  pthread_join(opener, NULL);
+  alarm(0);
+  assert_int_equal(first.seen, 50);
+  bp_kit_stream_destroy(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_order_survives_a_full_ring, setup),
@@ -325,6 +400,8 @@ int main(void) {
       cmocka_unit_test_setup(test_event_elapsed_and_errors, setup),
       cmocka_unit_test_setup(test_copies_and_fills, setup),
       cmocka_unit_test_setup(test_destroy_drains_the_queue, setup),
+      cmocka_unit_test_setup(test_synchronize_never_misses_its_command, setup),
+      cmocka_unit_test_setup(test_two_waiters_each_woken_at_their_command, setup),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

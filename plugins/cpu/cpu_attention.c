@@ -23,6 +23,8 @@
 
 #define ATT_BQ 64
 #define ATT_GEMM_SINGLE_THREAD (INT64_C(1) << 18) /* OpenBLAS: m * n * k at most this */
+#define ATT_TILE_MIN_L 32 /* queries from which the AVX-512 tile runs */
+#define ATT_TILE_BK 64    /* keys per block on the tile */
 
 /* ---- row maximum and exp over a row, vectorized for f32 --------------------
  * exp(t) = 2^n * p(r), n = round(t / ln 2), r = t - n ln 2 (two-constant
@@ -181,13 +183,50 @@ static void sdpa_fail(sdpa_job_t* j, bp_status_t st) {
   if (atomic_compare_exchange_strong(&j->failed, &expected, 1)) j->status = st;
 }
 
+/* Where batch entry b of each operand starts, and its element sizes. */
+typedef struct att_item {
+  unsigned char *q, *k, *v, *o, *m; /* m: NULL without a mask */
+  size_t qes, kes, ves, oes, mes;
+} att_item_t;
+
+static void att_item_at(const sdpa_job_t* j, int64_t b, att_item_t* it) {
+  it->q = att_at(j->q, att_batch_offset(j->q, 2, &j->batch, b, -1));
+  it->k = att_at(j->k, att_batch_offset(j->k, 2, &j->batch, b, j->gdim));
+  it->v = att_at(j->v, att_batch_offset(j->v, 2, &j->batch, b, j->gdim));
+  it->o = att_at(j->o, att_batch_offset(j->o, 2, &j->batch, b, -1));
+  it->m = j->m ? att_at(j->m, att_batch_offset(j->m, 2, &j->batch, b, -1)) : NULL;
+  it->qes = bp_dtype_size(j->q->dtype);
+  it->kes = bp_dtype_size(j->k->dtype);
+  it->ves = bp_dtype_size(j->v->dtype);
+  it->oes = bp_dtype_size(j->o->dtype);
+  it->mes = j->m ? bp_dtype_size(j->m->dtype) : 0;
+}
+
+/* Rows j0 .. j0 + w of a key or value operand t (n wide, batch entry at
+ * base, es bytes an element) in compute type kt: read in place when t is of
+ * that type with unit column stride (*rs: its row stride), else converted
+ * into `tile` (*rs = n). */
+static const void* att_rows(const bp_tensor_desc_t* t, const unsigned char* base, size_t es, int kt, int64_t j0,
+                            int64_t w, int64_t n, void* tile, int64_t* rs) {
+  uint32_t r = t->rank;
+  if (t->dtype == cpu_kt_dtype[kt] && t->strides[r - 1] == 1) {
+    *rs = t->strides[r - 2];
+    return base + j0 * *rs * (int64_t)es;
+  }
+  for (int64_t c = 0; c < w; c++)
+    cpu_load[kt]((unsigned char*)tile + (size_t)(c * n) * cpu_kt_size[kt], base + (j0 + c) * t->strides[r - 2] * (int64_t)es,
+                 t->strides[r - 1], n, t->dtype);
+  *rs = n;
+  return tile;
+}
+
 /* One compute type T (dtype DT, kernel type KT): the items [ub, ue). */
 #define ATT_SDPA_KERNEL(SFX, T, KT, DT)                                                         \
   static void sdpa_items_##SFX(void* ctx, int64_t ub, int64_t ue) {                             \
     sdpa_job_t* j = ctx;                                                                        \
     const int64_t bq = j->bq, bk = j->bk, E = j->E, Ev = j->Ev, L = j->L, S = j->S;             \
     const bp_tensor_desc_t *q = j->q, *k = j->k, *v = j->v, *m = j->m, *o = j->o;               \
-    const int64_t qr = q->rank, kr = k->rank, vr = v->rank, orr = o->rank;                     \
+    const int64_t qr = q->rank, orr = o->rank;                                                  \
     size_t count = (size_t)(bq * E + bk * E + bk * Ev + bq * bk + bq * Ev + 2 * bq + bk);       \
     T* mem = malloc(sizeof(T) * (count ? count : 1));                                           \
     if (!mem) {                                                                                 \
@@ -198,18 +237,12 @@ static void sdpa_fail(sdpa_job_t* j, bp_status_t st) {
     }                                                                                           \
     T *Qt = mem, *Kt = Qt + bq * E, *Vt = Kt + bk * E, *St = Vt + bk * Ev;                      \
     T *Acc = St + bq * bk, *mrow = Acc + bq * Ev, *lrow = mrow + bq, *tmp = lrow + bq;          \
-    const int kdirect = k->dtype == DT && k->strides[kr - 1] == 1;                              \
-    const int vdirect = v->dtype == DT && v->strides[vr - 1] == 1;                              \
     for (int64_t u = ub; u < ue && !atomic_load(&j->failed); u++) {                             \
       int64_t b = u / j->nqb, i0 = (u % j->nqb) * bq, h = L - i0 < bq ? L - i0 : bq;            \
-      unsigned char* qp = att_at(q, att_batch_offset(q, 2, &j->batch, b, -1));                  \
-      unsigned char* kp = att_at(k, att_batch_offset(k, 2, &j->batch, b, j->gdim));             \
-      unsigned char* vp = att_at(v, att_batch_offset(v, 2, &j->batch, b, j->gdim));             \
-      unsigned char* op = att_at(o, att_batch_offset(o, 2, &j->batch, b, -1));                  \
-      unsigned char* mp = m ? att_at(m, att_batch_offset(m, 2, &j->batch, b, -1)) : NULL;       \
-      size_t qes = bp_dtype_size(q->dtype), kes = bp_dtype_size(k->dtype);                      \
-      size_t ves = bp_dtype_size(v->dtype), oes = bp_dtype_size(o->dtype);                      \
-      size_t mes = m ? bp_dtype_size(m->dtype) : 0;                                             \
+      att_item_t it;                                                                            \
+      att_item_at(j, b, &it);                                                                   \
+      unsigned char *qp = it.q, *kp = it.k, *vp = it.v, *op = it.o, *mp = it.m;                 \
+      const size_t qes = it.qes, kes = it.kes, ves = it.ves, oes = it.oes, mes = it.mes;        \
       for (int64_t r = 0; r < h; r++)                                                           \
         cpu_load[KT](Qt + r * E, qp + (i0 + r) * q->strides[qr - 2] * (int64_t)qes,             \
                      q->strides[qr - 1], E, q->dtype);                                          \
@@ -221,26 +254,9 @@ static void sdpa_fail(sdpa_job_t* j, bp_status_t st) {
       int64_t jend = j->causal && i0 + h < S ? i0 + h : S;                                      \
       for (int64_t j0 = 0; j0 < jend; j0 += bk) {                                               \
         int64_t w = jend - j0 < bk ? jend - j0 : bk;                                            \
-        /* K and V rows of the compute type with unit column stride are read in \
-         * place; others are converted into the tiles. */                                     \
-        const T *Kb = Kt, *Vb = Vt;                                                             \
-        int64_t k_rs = E, v_rs = Ev;                                                            \
-        if (kdirect) {                                                                          \
-          k_rs = k->strides[kr - 2];                                                            \
-          Kb = (const T*)(const void*)(kp + j0 * k_rs * (int64_t)kes);                          \
-        } else {                                                                                \
-          for (int64_t c = 0; c < w; c++)                                                       \
-            cpu_load[KT](Kt + c * E, kp + (j0 + c) * k->strides[kr - 2] * (int64_t)kes,         \
-                         k->strides[kr - 1], E, k->dtype);                                      \
-        }                                                                                       \
-        if (vdirect) {                                                                          \
-          v_rs = v->strides[vr - 2];                                                            \
-          Vb = (const T*)(const void*)(vp + j0 * v_rs * (int64_t)ves);                          \
-        } else {                                                                                \
-          for (int64_t c = 0; c < w; c++)                                                       \
-            cpu_load[KT](Vt + c * Ev, vp + (j0 + c) * v->strides[vr - 2] * (int64_t)ves,        \
-                         v->strides[vr - 1], Ev, v->dtype);                                     \
-        }                                                                                       \
+        int64_t k_rs, v_rs;                                                                     \
+        const T* Kb = att_rows(k, kp, kes, KT, j0, w, E, Kt, &k_rs);                            \
+        const T* Vb = att_rows(v, vp, ves, KT, j0, w, Ev, Vt, &v_rs);                           \
         bp_status_t st = cpu_gemm(DT, h, w, E, j->scale, Qt, E, 1, Kb, 1, k_rs, 0, St, bk, 1);  \
         if (st != BP_OK) {                                                                      \
           sdpa_fail(j, st);                                                                     \
@@ -291,6 +307,73 @@ static void sdpa_fail(sdpa_job_t* j, bp_status_t st) {
   }
 ATT_SDPA_KERNEL(f32, float, CPU_KT_F32, BP_DTYPE_F32)
 ATT_SDPA_KERNEL(f64, double, CPU_KT_F64, BP_DTYPE_F64)
+
+/* f32, f16 and bf16 on the AVX-512 tile (cpu_attention_tile.c): the items
+ * [ub, ue) of ATT_TILE_Q queries each; the masks apply here, to the
+ * transposed scores. Same results as the GEMM path within rounding: the
+ * scale multiplies q (not q k^T) and the exp is cpu_vmath's. */
+static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
+  sdpa_job_t* j = ctx;
+  enum { Q = ATT_TILE_Q };
+  const int64_t bk = j->bk, E = j->E, Ev = j->Ev, L = j->L, S = j->S;
+  const bp_tensor_desc_t *q = j->q, *k = j->k, *v = j->v, *m = j->m, *o = j->o;
+  int64_t row = E > Ev ? E : Ev;
+  if (bk > row) row = bk;
+  /* qt, st, acct, m, l, corr: whole vectors of Q lanes, so 64-byte aligned */
+  size_t count = (size_t)(Q * E + Q * bk + Q * Ev + 3 * Q + row + bk * E + bk * Ev);
+  float* mem = aligned_alloc(64, (sizeof(float) * count + 63) / 64 * 64);
+  if (!mem) {
+    sdpa_fail(j, cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: scaled_dot_product_attention: cannot allocate %zu bytes",
+                           sizeof(float) * count));
+    return;
+  }
+  float *qt = mem, *st = qt + Q * E, *acct = st + Q * bk, *mrow = acct + Q * Ev, *lrow = mrow + Q;
+  float *corr = lrow + Q, *tmp = corr + Q, *kt = tmp + row, *vt = kt + bk * E;
+  const float scale = (float)j->scale;
+  for (int64_t u = ub; u < ue && !atomic_load(&j->failed); u++) {
+    int64_t b = u / j->nqb, i0 = (u % j->nqb) * Q, h = L - i0 < Q ? L - i0 : Q;
+    att_item_t it;
+    att_item_at(j, b, &it);
+    for (int64_t r = 0; r < Q; r++) {
+      if (r < h)
+        cpu_load[CPU_KT_F32](tmp, it.q + (i0 + r) * q->strides[q->rank - 2] * (int64_t)it.qes,
+                             q->strides[q->rank - 1], E, q->dtype);
+      for (int64_t e = 0; e < E; e++) qt[e * Q + r] = r < h ? tmp[e] * scale : 0.0f;
+      mrow[r] = -INFINITY;
+      lrow[r] = 0.0f;
+    }
+    memset(acct, 0, sizeof(float) * (size_t)(Q * Ev));
+    int64_t jend = j->causal && i0 + h < S ? i0 + h : S;
+    for (int64_t j0 = 0; j0 < jend; j0 += bk) {
+      int64_t w = jend - j0 < bk ? jend - j0 : bk, k_rs, v_rs;
+      const float* kb = att_rows(k, it.k, it.kes, CPU_KT_F32, j0, w, E, kt, &k_rs);
+      const float* vb = att_rows(v, it.v, it.ves, CPU_KT_F32, j0, w, Ev, vt, &v_rs);
+      cpu_att_tile_scores(qt, E, kb, k_rs, w, st);
+      /* causal: query i0 + r sees keys up to i0 + r */
+      for (int64_t c = j->causal ? 0 : w; c < w; c++)
+        for (int64_t r = 0; r < Q && i0 + r < j0 + c; r++) st[c * Q + r] = -INFINITY;
+      for (int64_t r = 0; m && r < h; r++) {
+        const unsigned char* mr = it.m + ((i0 + r) * j->m_ls + j0 * j->m_ss) * (int64_t)it.mes;
+        if (m->dtype == BP_DTYPE_BOOL) {
+          for (int64_t c = 0; c < w; c++)
+            if (!mr[c * j->m_ss]) st[c * Q + r] = -INFINITY;
+        } else {
+          cpu_load[CPU_KT_F32](tmp, mr, j->m_ss, w, m->dtype);
+          for (int64_t c = 0; c < w; c++) st[c * Q + r] += tmp[c];
+        }
+      }
+      cpu_att_tile_softmax(st, w, mrow, lrow, corr);
+      cpu_att_tile_pv(st, w, vb, v_rs, Ev, acct, corr);
+    }
+    for (int64_t r = 0; r < h; r++) {
+      /* l == 0: a fully masked row gives zeros (PyTorch's _safe_softmax). */
+      for (int64_t d = 0; d < Ev; d++) tmp[d] = lrow[r] == 0 ? 0.0f : acct[d * Q + r] / lrow[r];
+      cpu_store[CPU_KT_F32](it.o + (i0 + r) * o->strides[o->rank - 2] * (int64_t)it.oes, o->strides[o->rank - 1],
+                            tmp, Ev, o->dtype);
+    }
+  }
+  free(mem);
+}
 
 static int att_is_float(uint32_t d) {
   return d == BP_DTYPE_F32 || d == BP_DTYPE_F64 || d == BP_DTYPE_F16 || d == BP_DTYPE_BF16;
@@ -355,6 +438,15 @@ static bp_status_t sdpa_exec(const bp_op_call_t* call) {
   if (j.bk < 1) j.bk = 1;
   j.nqb = (j.L + j.bq - 1) / j.bq;
   j.ops = att_row_ops();
+  /* Whole query blocks in f32 compute on the AVX-512 tile; short query runs
+   * (decode) would leave most of its lanes empty. */
+  if (q->dtype != BP_DTYPE_F64 && j.L >= ATT_TILE_MIN_L && cpu_att_tile_available()) {
+    j.bq = ATT_TILE_Q;
+    j.bk = j.S > 0 && j.S < ATT_TILE_BK ? j.S : ATT_TILE_BK;
+    j.nqb = (j.L + j.bq - 1) / j.bq;
+    cpu_parallel_for(j.batch.count * j.nqb, 1, sdpa_items_tile, &j);
+    return atomic_load(&j.failed) ? j.status : BP_OK;
+  }
   int64_t items = j.batch.count * j.nqb;
   if (q->dtype == BP_DTYPE_F64)
     cpu_parallel_for(items, 1, sdpa_items_f64, &j);

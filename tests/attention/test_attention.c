@@ -69,6 +69,49 @@ static void test_sdpa_online_softmax_matches_direct(void** state) {
   free(q), free(k), free(v), free(got), free(want);
 }
 
+/* Head sizes that are not multiples of the CPU's 6-wide register tiles nor
+ * of 16, 130 queries (two full blocks of 64 and a partial one), 200 keys
+ * (three full key blocks and a partial one), two heads; plain and causal,
+ * and a query row of NaN (its output is NaN, the rest is unchanged). ctest
+ * runs this file again with BP_CPU_ISA=avx2, where the same calls take the
+ * block-GEMM path. */
+static void test_sdpa_odd_heads_partial_blocks(void** state) {
+  (void)state;
+  enum { H = 2, L = 130, S = 200, E = 37, EV = 19 };
+  float* q = malloc(sizeof(float) * H * L * E);
+  float* k = malloc(sizeof(float) * H * S * E);
+  float* v = malloc(sizeof(float) * H * S * EV);
+  float* got = malloc(sizeof(float) * H * L * EV);
+  float* want = malloc(sizeof(float) * H * L * EV);
+  assert_true(q && k && v && got && want);
+  for (int i = 0; i < H * L * E; i++) q[i] = (float)sin(i * 0.31);
+  for (int i = 0; i < H * S * E; i++) k[i] = (float)cos(i * 0.17);
+  for (int i = 0; i < H * S * EV; i++) v[i] = (float)sin(i * 0.53 + 1);
+  for (int nan_row = 0; nan_row < 2; nan_row++) {
+    if (nan_row) q[(L + 100) * E + 3] = NAN; /* head 1, query 100 */
+    bp_tensor_t *tq = FX_T(F32, q, H, L, E), *tk = FX_T(F32, k, H, S, E), *tv = FX_T(F32, v, H, S, EV);
+    for (int causal = 0; causal < 2; causal++) {
+      bp_sdpa_attrs_t a = {.struct_size = sizeof a, .is_causal = (uint32_t)causal};
+      bp_tensor_t* out = NULL;
+      assert_int_equal(bp_op_scaled_dot_product_attention(g_stream, tq, tk, tv, NULL, &a, &out), BP_OK);
+      fx_track(out);
+      fx_read(out, got, H * L * EV, 4);
+      for (int h = 0; h < H; h++)
+        naive_attention(q + h * L * E, k + h * S * E, v + h * S * EV, L, S, E, EV, 1.0 / sqrt((double)E), causal,
+                        want + h * L * EV);
+      for (int i = 0; i < H * L * EV; i++) {
+        if (isnan(want[i])) {
+          assert_true(isnan(got[i]));
+          assert_true(nan_row && i / EV == L + 100);
+        } else {
+          assert_float_equal(got[i], want[i], 1e-5);
+        }
+      }
+    }
+  }
+  free(q), free(k), free(v), free(got), free(want);
+}
+
 /* is_causal is top-left aligned: query i sees keys 0..i, whatever S is. */
 static void test_sdpa_causal_top_left(void** state) {
   (void)state;
@@ -312,6 +355,7 @@ static void test_dist_errors(void** state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_teardown(test_sdpa_online_softmax_matches_direct, fx_release_all),
+      cmocka_unit_test_teardown(test_sdpa_odd_heads_partial_blocks, fx_release_all),
       cmocka_unit_test_teardown(test_sdpa_causal_top_left, fx_release_all),
       cmocka_unit_test_teardown(test_sdpa_masked_and_nan_rows, fx_release_all),
       cmocka_unit_test_teardown(test_sdpa_gqa, fx_release_all),

@@ -30,55 +30,62 @@ typedef struct sdpa_spec {
   int mask, causal, gqa, all_dtypes, quick;
   double scale;
   uint32_t lq, lk, lv, lout, qvalues;
+  uint32_t vvalues; /* special values in v: masked keys must not pass them on */
 } sdpa_spec_t;
 
 void bpc_gen_sdpa(bpc_gen_t* g) {
   const sdpa_spec_t v[] = {
-      {"basic", S4(2, 3, 5, 8), S4(2, 3, 7, 8), S4(2, 3, 7, 6), S0(), M_NONE, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-      {"3d", S3(3, 4, 8), S3(3, 6, 8), S3(3, 6, 8), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"2d", S2(5, 4), S2(7, 4), S2(7, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"causal", S4(2, 3, 6, 8), S4(2, 3, 6, 8), S4(2, 3, 6, 8), S0(), M_NONE, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-      {"causal_tall", S3(2, 9, 4), S3(2, 5, 4), S3(2, 5, 3), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"causal_wide", S3(2, 4, 4), S3(2, 9, 4), S3(2, 9, 5), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"bool_mask", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 8), S2(5, 7), M_BOOL, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-      {"bool_mask_batched", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 8), S4(2, 1, 5, 7), M_BOOL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"basic", S4(2, 3, 5, 8), S4(2, 3, 7, 8), S4(2, 3, 7, 6), S0(), M_NONE, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"3d", S3(3, 4, 8), S3(3, 6, 8), S3(3, 6, 8), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"2d", S2(5, 4), S2(7, 4), S2(7, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"causal", S4(2, 3, 6, 8), S4(2, 3, 6, 8), S4(2, 3, 6, 8), S0(), M_NONE, 1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"causal_tall", S3(2, 9, 4), S3(2, 5, 4), S3(2, 5, 3), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"causal_wide", S3(2, 4, 4), S3(2, 9, 4), S3(2, 9, 5), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"bool_mask", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 8), S2(5, 7), M_BOOL, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"bool_mask_batched", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 8), S4(2, 1, 5, 7), M_BOOL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       /* most rows have every key masked: their output is 0 */
-      {"fully_masked_rows", S3(2, 6, 4), S3(2, 5, 4), S3(2, 5, 4), S3(2, 6, 5), M_BOOL_SPARSE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-      {"float_mask", S4(2, 3, 5, 8), S4(2, 3, 7, 8), S4(2, 3, 7, 6), S4(1, 1, 5, 7), M_FLOAT, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0},
-      {"float_mask_row", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 6), S1(7), M_FLOAT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"fully_masked_rows", S3(2, 6, 4), S3(2, 5, 4), S3(2, 5, 4), S3(2, 6, 5), M_BOOL_SPARSE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"float_mask", S4(2, 3, 5, 8), S4(2, 3, 7, 8), S4(2, 3, 7, 6), S4(1, 1, 5, 7), M_FLOAT, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"float_mask_row", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 6), S1(7), M_FLOAT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       /* -inf, inf and NaN in an additive mask */
-      {"float_mask_special", S3(2, 5, 4), S3(2, 6, 4), S3(2, 6, 4), S2(5, 6), M_FLOAT_SPECIAL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"scale", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 0, 0, 0, 0, 0.3, 0, 0, 0, 0, 0},
-      {"scale_negative", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 1, 0, 0, 0, -0.5, 0, 0, 0, 0, 0},
-      {"gqa", S4(2, 4, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 6), S0(), M_NONE, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0},
-      {"gqa_causal", S4(1, 6, 5, 4), S4(1, 3, 5, 4), S4(1, 3, 5, 4), S0(), M_NONE, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"broadcast", S4(2, 3, 5, 8), S4(1, 3, 7, 8), S3(3, 7, 8), S0(), M_NONE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-      {"empty_keys", S3(2, 5, 4), S3(2, 0, 4), S3(2, 0, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"empty_queries", S3(2, 0, 4), S3(2, 3, 4), S3(2, 3, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-      {"empty_head_dim", S3(2, 3, 0), S3(2, 4, 0), S3(2, 4, 3), S0(), M_NONE, 0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0},
-      {"long", S3(1, 70, 16), S3(1, 300, 16), S3(1, 300, 16), S0(), M_NONE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0},
-      {"long_causal", S3(2, 130, 8), S3(2, 140, 8), S3(2, 140, 8), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"float_mask_special", S3(2, 5, 4), S3(2, 6, 4), S3(2, 6, 4), S2(5, 6), M_FLOAT_SPECIAL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"scale", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 0, 0, 0, 0, 0.3, 0, 0, 0, 0, 0, 0},
+      {"scale_negative", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 1, 0, 0, 0, -0.5, 0, 0, 0, 0, 0, 0},
+      {"gqa", S4(2, 4, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 6), S0(), M_NONE, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"gqa_causal", S4(1, 6, 5, 4), S4(1, 3, 5, 4), S4(1, 3, 5, 4), S0(), M_NONE, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"broadcast", S4(2, 3, 5, 8), S4(1, 3, 7, 8), S3(3, 7, 8), S0(), M_NONE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"empty_keys", S3(2, 5, 4), S3(2, 0, 4), S3(2, 0, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"empty_queries", S3(2, 0, 4), S3(2, 3, 4), S3(2, 3, 3), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+      {"empty_head_dim", S3(2, 3, 0), S3(2, 4, 0), S3(2, 4, 3), S0(), M_NONE, 0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0, 0},
+      {"long", S3(1, 70, 16), S3(1, 300, 16), S3(1, 300, 16), S0(), M_NONE, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0},
+      {"long_causal", S3(2, 130, 8), S3(2, 140, 8), S3(2, 140, 8), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
       /* from 32 queries on: the CPU's AVX-512 tile (64 queries a block), head sizes not
        * multiples of its 6-wide register tiles, masks, NaN, views and grouped heads there */
-      {"long_tile", S4(1, 2, 97, 20), S4(1, 2, 75, 20), S4(1, 2, 75, 13), S0(), M_NONE, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0},
+      {"long_tile", S4(1, 2, 97, 20), S4(1, 2, 75, 20), S4(1, 2, 75, 13), S0(), M_NONE, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0, 0},
       {"long_tile_causal", S4(1, 2, 150, 16), S4(1, 2, 150, 16), S4(1, 2, 150, 7), S0(), M_NONE, 1, 0, 1, 0, 0.2, 0, 0,
-       0, 0, 0},
+       0, 0, 0, 0},
       {"long_bool_mask", S3(2, 70, 8), S3(2, 66, 8), S3(2, 66, 5), S3(2, 70, 66), M_BOOL_SPARSE, 0, 0, 1, 0, 0, 0, 0,
-       0, 0, 0},
+       0, 0, 0, 0},
       {"long_float_mask", S3(2, 40, 8), S3(2, 70, 8), S3(2, 70, 8), S2(40, 70), M_FLOAT_SPECIAL, 0, 0, 1, 0, 0, 0, 0,
-       0, 0, 0},
+       0, 0, 0, 0},
       {"long_special", S3(1, 64, 8), S3(1, 70, 8), S3(1, 70, 8), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0, 0,
-       BPC_V_SPECIAL | BPC_V_NONFINITE},
+       BPC_V_SPECIAL | BPC_V_NONFINITE, 0},
       {"long_strided", S4(1, 2, 65, 8), S4(1, 2, 67, 8), S4(1, 2, 67, 6), S2(65, 67), M_FLOAT, 0, 0, 0, 0, 0,
-       BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_LAYOUT_STRIDED, 0},
-      {"long_gqa_causal", S4(1, 4, 80, 8), S4(1, 2, 90, 8), S4(1, 2, 90, 8), S0(), M_NONE, 1, 1, 0, 0, 0, 0, 0, 0, 0,
-       0},
-      {"strided", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 6), S2(5, 7), M_FLOAT, 0, 0, 0, 1, 0,
-       BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_LAYOUT_STRIDED, 0},
-      {"transposed_out", S3(3, 5, 4), S3(3, 6, 4), S3(3, 6, 4), S0(), M_NONE, 1, 0, 0, 0, 0,
-       BPC_LAYOUT_STRIDED, BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_TRANSPOSED, 0},
-      {"special", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+       BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_LAYOUT_STRIDED, 0, 0},
+      {"masked_nonfinite_values", S3(2, 6, 4), S3(2, 6, 4), S3(2, 6, 4), S0(), M_NONE, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0,
        BPC_V_SPECIAL | BPC_V_NONFINITE},
+      {"long_masked_nonfinite_values", S3(2, 70, 8), S3(2, 66, 8), S3(2, 66, 5), S3(2, 70, 66), M_BOOL_SPARSE, 0, 0, 1,
+       0, 0, 0, 0, 0, 0, 0, BPC_V_SPECIAL | BPC_V_NONFINITE},
+      {"long_causal_nonfinite_values", S3(1, 96, 8), S3(1, 96, 8), S3(1, 96, 8), S0(), M_NONE, 1, 0, 0, 0, 0, 0, 0, 0,
+       0, 0, BPC_V_SPECIAL | BPC_V_NONFINITE},
+      {"long_gqa_causal", S4(1, 4, 80, 8), S4(1, 2, 90, 8), S4(1, 2, 90, 8), S0(), M_NONE, 1, 1, 0, 0, 0, 0, 0, 0, 0,
+       0, 0},
+      {"strided", S4(2, 2, 5, 8), S4(2, 2, 7, 8), S4(2, 2, 7, 6), S2(5, 7), M_FLOAT, 0, 0, 0, 1, 0,
+       BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_STRIDED, BPC_LAYOUT_OFFSET, BPC_LAYOUT_STRIDED, 0, 0},
+      {"transposed_out", S3(3, 5, 4), S3(3, 6, 4), S3(3, 6, 4), S0(), M_NONE, 1, 0, 0, 0, 0,
+       BPC_LAYOUT_STRIDED, BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_TRANSPOSED, BPC_LAYOUT_TRANSPOSED, 0, 0},
+      {"special", S3(2, 5, 8), S3(2, 7, 8), S3(2, 7, 8), S0(), M_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+       BPC_V_SPECIAL | BPC_V_NONFINITE, 0},
   };
   for (size_t t = 0; t < COUNT(kFloats); t++) {
     uint32_t d = kFloats[t];
@@ -92,7 +99,7 @@ void bpc_gen_sdpa(bpc_gen_t* g) {
       uint32_t qv = s->qvalues ? s->qvalues : BPC_V_RANDOM;
       bpc_operand_set(&c->in[0], d, s->q, s->lq, qv, -2.0, 2.0);
       bpc_operand_set(&c->in[1], d, s->k, s->lk, BPC_V_RANDOM, -2.0, 2.0);
-      bpc_operand_set(&c->in[2], d, s->v, s->lv, BPC_V_RANDOM, -3.0, 3.0);
+      bpc_operand_set(&c->in[2], d, s->v, s->lv, s->vvalues ? s->vvalues : BPC_V_RANDOM, -3.0, 3.0);
       switch (s->mask) {
         case M_BOOL: bpc_operand_set(&c->in[3], BP_DTYPE_BOOL, s->m, 0, BPC_V_RANDOM, 0, 0); break;
         case M_BOOL_SPARSE:

@@ -220,6 +220,35 @@ static const void* att_rows(const bp_tensor_desc_t* t, const unsigned char* base
   return tile;
 }
 
+/* Masked keys take no part (docs/semantics.md): a weight of exactly 0 times
+ * an inf or NaN value would still give NaN. A block whose values are all
+ * finite (nearly always) takes the fast products; otherwise its masked
+ * weights are marked -0.0 (exp never gives -0.0) and its P @ V skips them.
+ * One pair of helpers per compute type T. */
+#define ATT_GUARD_FNS(SFX, T, UT, EXP)                                                          \
+  /* Nonzero when rows 0..w of v (n wide, row stride rs) are all finite (an \
+   * integer test of the exponent bits, so that it vectorizes). */                              \
+  static int att_finite_##SFX(const T* v, int64_t rs, int64_t w, int64_t n) {                 \
+    UT bad = 0;                                                                                 \
+    for (int64_t c = 0; c < w; c++) {                                                           \
+      const UT* row = (const UT*)(const void*)(v + c * rs);                                     \
+      for (int64_t d = 0; d < n; d++) bad |= (UT)((row[d] & (EXP)) == (EXP));                  \
+    }                                                                                           \
+    return bad == 0;                                                                            \
+  }                                                                                             \
+  /* acc[r][.] += sum over unmarked weights p[r][c] of p[r][c] * v[c][.]. */                   \
+  static void att_pv_guarded_##SFX(const T* p, int64_t p_rs, int64_t h, int64_t w, const T* v, \
+                                   int64_t v_rs, int64_t n, T* acc) {                           \
+    for (int64_t r = 0; r < h; r++)                                                             \
+      for (int64_t c = 0; c < w; c++) {                                                         \
+        T pc = p[r * p_rs + c];                                                                 \
+        if (pc == 0 && signbit(pc)) continue;                                                   \
+        for (int64_t d = 0; d < n; d++) acc[r * n + d] += pc * v[c * v_rs + d];                 \
+      }                                                                                         \
+  }
+ATT_GUARD_FNS(f32, float, uint32_t, UINT32_C(0x7F800000))
+ATT_GUARD_FNS(f64, double, uint64_t, UINT64_C(0x7FF0000000000000))
+
 /* One compute type T (dtype DT, kernel type KT): the items [ub, ue). */
 #define ATT_SDPA_KERNEL(SFX, T, KT, DT)                                                         \
   static void sdpa_items_##SFX(void* ctx, int64_t ub, int64_t ue) {                             \
@@ -257,6 +286,7 @@ static const void* att_rows(const bp_tensor_desc_t* t, const unsigned char* base
         int64_t k_rs, v_rs;                                                                     \
         const T* Kb = att_rows(k, kp, kes, KT, j0, w, E, Kt, &k_rs);                            \
         const T* Vb = att_rows(v, vp, ves, KT, j0, w, Ev, Vt, &v_rs);                           \
+        const int guard = !att_finite_##SFX(Vb, v_rs, w, Ev);                                   \
         bp_status_t st = cpu_gemm(DT, h, w, E, j->scale, Qt, E, 1, Kb, 1, k_rs, 0, St, bk, 1);  \
         if (st != BP_OK) {                                                                      \
           sdpa_fail(j, st);                                                                     \
@@ -279,14 +309,21 @@ static const void* att_rows(const bp_tensor_desc_t* t, const unsigned char* base
           /* NaN propagates into the maximum (and so into the whole row) */                   \
           T mx = att_rowmax_##SFX##j(j, row, w, mrow[r]);                                             \
           if (mx == -INFINITY) { /* every score so far masked: no weight yet */                \
-            memset(row, 0, sizeof(T) * (size_t)w);                                              \
+            for (int64_t c = 0; c < w; c++) row[c] = guard ? (T)-0.0 : 0;                       \
             continue;                                                                           \
           }                                                                                     \
+          for (int64_t c = 0; guard && c < w; c++) tmp[c] = row[c] == -INFINITY;                \
           T corr = (T)exp(mrow[r] - mx);                                                        \
           lrow[r] = lrow[r] * corr + att_exprow_##SFX##j(j, row, w, mx);                             \
+          for (int64_t c = 0; guard && c < w; c++)                                              \
+            if (tmp[c] != 0) row[c] = (T)-0.0;                                                  \
           if (corr != 1)                                                                        \
             for (int64_t c = 0; c < Ev; c++) Acc[r * Ev + c] *= corr;                           \
           mrow[r] = mx;                                                                         \
+        }                                                                                       \
+        if (guard) {                                                                            \
+          att_pv_guarded_##SFX(St, bk, h, w, Vb, v_rs, Ev, Acc);                                \
+          continue;                                                                             \
         }                                                                                       \
         st = cpu_gemm(DT, h, Ev, w, 1.0, St, bk, 1, Vb, v_rs, 1, 1, Acc, Ev, 1);                \
         if (st != BP_OK) {                                                                      \
@@ -362,8 +399,9 @@ static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
           for (int64_t c = 0; c < w; c++) st[c * Q + r] += tmp[c];
         }
       }
-      cpu_att_tile_softmax(st, w, mrow, lrow, corr);
-      cpu_att_tile_pv(st, w, vb, v_rs, Ev, acct, corr);
+      int guard = !cpu_att_tile_finite(vb, v_rs, w, Ev); /* masked keys skipped (ATT_GUARD_FNS) */
+      cpu_att_tile_softmax(st, w, mrow, lrow, corr, guard);
+      cpu_att_tile_pv(st, w, vb, v_rs, Ev, acct, corr, guard);
     }
     for (int64_t r = 0; r < h; r++) {
       /* l == 0: a fully masked row gives zeros (PyTorch's _safe_softmax). */

@@ -75,11 +75,15 @@ CPU_HIDDEN int cpu_att_tile_available(void);
 /* st rows 0..w: the scores of keys k[0..w) against qt (E long). */
 CPU_HIDDEN void cpu_att_tile_scores(const float* qt, int64_t E, const float* k, int64_t k_rs, int64_t w,
                                     float* st);
-/* The online-softmax step over st rows 0..w (m, l, corr: ATT_TILE_Q each). */
-CPU_HIDDEN void cpu_att_tile_softmax(float* st, int64_t w, float* m, float* l, float* corr);
-/* acct (Ev rows) = acct * corr + the weights p (rows 0..w) times v[0..w). */
+/* The online-softmax step over st rows 0..w (m, l, corr: ATT_TILE_Q each);
+ * with `mark`, the weights of masked (-inf) scores become -0.0. */
+CPU_HIDDEN void cpu_att_tile_softmax(float* st, int64_t w, float* m, float* l, float* corr, int mark);
+/* Nonzero when v's rows 0..w (n wide) hold no inf or NaN. */
+CPU_HIDDEN int cpu_att_tile_finite(const float* v, int64_t v_rs, int64_t w, int64_t n);
+/* acct (Ev rows) = acct * corr + the weights p (rows 0..w) times v[0..w);
+ * `guarded`: weights of -0.0 take no part (v holds an inf or NaN). */
 CPU_HIDDEN void cpu_att_tile_pv(const float* p, int64_t w, const float* v, int64_t v_rs, int64_t Ev,
-                                float* acct, const float* corr);
+                                float* acct, const float* corr, int guarded);
 
 /* Kernels of the family; calls validated by cpu_launch_op. */
 CPU_HIDDEN bp_status_t cpu_att_linear(const bp_op_call_t* call);

@@ -231,6 +231,9 @@ static void bench_transformer(bpb_ctx_t* ctx) {
     t0 = bpb_now();
     BPB_CHECK(compiled_once(ctx, &cp));
     tp[r] = bpb_now() - t0;
+    if (getenv("BP_BENCH_ROUNDS")) /* each round, for warm-up and drift */
+      fprintf(stderr, "transformer round %d: compiled %.1f ms, eager %.1f ms, compiled plain %.1f ms\n", r, tc[r] * 1e3,
+              te[r] * 1e3, tp[r] * 1e3);
   }
   double mc = bpb_median(tc, reps), me = bpb_median(te, reps), mp = bpb_median(tp, reps);
   char name[160];

@@ -216,10 +216,15 @@ static void bench_transformer(bpb_ctx_t* ctx) {
   /* Interleaved: a compiled and an eager measurement per round, medians. */
   double tc[BPB_MAX_REPS], te[BPB_MAX_REPS], tp[BPB_MAX_REPS];
   int reps = ctx->reps;
-  BPB_CHECK(compiled_once(ctx, &c)); /* first run: the arena's pages */
-  BPB_CHECK(compiled_once(ctx, &cp));
-  BPB_CHECK(eager_once(ctx, &e));
-  BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  /* Warm-up rounds, as the harness's: the arenas' pages, and the malloc
+   * heaps of the threads that run oneDNN, which grow by a few MiB a run
+   * (first-touch page faults) until its buffers of every size fit. */
+  for (int w = 0; w < BPB_WARMUP_RUNS; w++) {
+    BPB_CHECK(compiled_once(ctx, &c));
+    BPB_CHECK(compiled_once(ctx, &cp));
+    BPB_CHECK(eager_once(ctx, &e));
+    BPB_CHECK(bp_stream_synchronize(ctx->stream));
+  }
   for (int r = 0; r < reps; ++r) {
     double t0 = bpb_now();
     BPB_CHECK(compiled_once(ctx, &c));

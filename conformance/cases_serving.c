@@ -10,7 +10,7 @@
  *   tokens, odd head sizes, i32 and i64 slots.
  * paged_attention: GQA ratios 1, 2, 4 and MQA, odd head sizes, lengths 1
  *   and the tail of the last block, a length-0 sequence, sliding window,
- *   ALiBi, block sizes 1, 16.
+ *   ALiBi, block sizes 1, 5, 16, contexts of up to 100 tokens.
  * qkv_rotary: neox and GPT-J styles, full and partial rotary dims, odd head
  *   sizes past the rotary dim, GQA and MQA, with and without bias, one
  *   token, an f32 cos_sin_cache for half-precision inputs.
@@ -175,6 +175,10 @@ void bpc_gen_paged_attention(bpc_gen_t* g) {
       {{"sliding_window", 1}, 3, 4, 2, 16, 20, 4, 8, 10, 32, 7, 0, BP_DTYPE_I32},
       {{"alibi", 1}, 3, 4, 4, 16, 12, 4, 5, 1, 20, 0, 1, BP_DTYPE_I32},
       {{"alibi_window_gqa", 0}, 2, 8, 2, 24, 16, 8, 4, 9, 32, 12, 1, BP_DTYPE_I64},
+      /* contexts of several groups of 16 tokens (the CPU scores and sums them 16 or 8
+       * at a time), groups across blocks of 5, a head size with a tail past 16 */
+      {{"long_context", 0}, 2, 8, 2, 64, 24, 16, 6, 40, 96, 0, 0, BP_DTYPE_I32},
+      {{"long_block_5_alibi", 0}, 2, 4, 4, 20, 30, 5, 20, 50, 100, 0, 1, BP_DTYPE_I64},
   };
   bpc_gen_table(g, &(bpc_table_t){BPC_ROWS(rows), BPC_FLOAT_DTYPES, .num_inputs = 6, .num_outputs = 1,
                                   .fill = pa_fill});

@@ -11,11 +11,15 @@
  * all of them unless that leaves fewer than 4 items per thread): the G =
  * num_heads / num_kv_heads query heads of each kv head are scored together,
  * so each key and value row is read once per call, as one contiguous run per
- * token. Two passes: scores from the key rows (dot products over head_size
- * in 16-lane AVX-512 or 8-lane AVX2 vectors, chosen at run time, halves
- * converted in registers by F16C / vcvtph2ps), a
- * softmax per head, then the weighted sum of the value rows. f16 / bf16 / f32 compute in f32 (rounded once on store),
- * f64 in f64. Items run in parallel on the pool.
+ * token. Two passes: scores from the key rows, then a softmax per head,
+ * then the weighted sum of the value rows, both passes over groups of W
+ * tokens (16-lane AVX-512 or 8-lane AVX2 / portable vectors, chosen at run
+ * time under BP_CPU_ISA; halves converted in registers by F16C /
+ * vcvtph2ps): W accumulators per query row whose lane sums one tree of
+ * pairings reduces (PA_SUMS8 / PA_SUMS16), and each output vector loaded
+ * and stored once per group. A context's last partial group goes one token
+ * at a time. f16 / bf16 / f32 compute in f32 (rounded once on store), f64
+ * in f64. Items run in parallel on the pool.
  *
  * Values the core cannot see are checked here before anything is written:
  * a slot past the cache, a context length past the block table or negative,
@@ -28,6 +32,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "cpu_vmath.h"
 
 /* ---- kv_cache_append ------------------------------------------------------------ */
 
@@ -100,6 +105,32 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
 #define PA_LOAD1_BF16(p) ({ uint32_t b_ = (uint32_t)(*(const uint16_t*)(p)) << 16; float f_; memcpy(&f_, &b_, 4); f_; })
 #define PA_LOAD1_F16(p) ({ float f_; cpu_load[CPU_KT_F32](&f_, (const unsigned char*)(p), 1, 1, BP_DTYPE_F16); f_; })
 
+/* The lane sums of W vectors of W lanes as one vector (lane t: the sum of
+ * a[t]'s lanes), by a tree of pairings: pairing a and b adds their even
+ * and odd lanes, so a's pair sums fill the low half and b's the high half;
+ * log2(W) levels leave every vector's sum in its own lane, in order. */
+typedef int32_t pa_v8i __attribute__((vector_size(32)));
+#define PA_PAIR(a, b, EV, OD) (__builtin_shuffle((a), (b), EV) + __builtin_shuffle((a), (b), OD))
+#define PA_PAIR8(a, b) PA_PAIR(a, b, ((pa_v8i){0, 2, 4, 6, 8, 10, 12, 14}), ((pa_v8i){1, 3, 5, 7, 9, 11, 13, 15}))
+#define PA_SUMS8(a) \
+  PA_PAIR8(PA_PAIR8(PA_PAIR8((a)[0], (a)[1]), PA_PAIR8((a)[2], (a)[3])), \
+           PA_PAIR8(PA_PAIR8((a)[4], (a)[5]), PA_PAIR8((a)[6], (a)[7])))
+
+/* rows[i]: where token t + i's row of the item's first kv head starts in
+ * cache c (i < W); one block-table lookup per block. */
+#define PA_TOKEN_ROWS(rows, c, t, W)                                               \
+  do {                                                                             \
+    int64_t b_ = (t) / j->BS, o_ = (t) % j->BS;                                    \
+    int64_t blk_ = cpu_index_at(call->inputs[3], s * j->MB + b_);                  \
+    for (int i_ = 0; i_ < (W); i_++) {                                             \
+      if (o_ == j->BS) {                                                           \
+        o_ = 0;                                                                    \
+        blk_ = cpu_index_at(call->inputs[3], s * j->MB + ++b_);                    \
+      }                                                                            \
+      rows[i_] = (c) + ((blk_ * j->BS + o_++) * j->Hkv + g0) * D;                  \
+    }                                                                              \
+  } while (0)
+
 /* One work item in f32 over cache elements ET, in vectors VT of W f32
  * lanes (LOADV: W cache elements as f32 lanes): sequence s, kv heads
  * [g0, g0 + ng) and their ng * G query heads. For every token the item
@@ -107,7 +138,7 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
  * once. q holds the scaled queries [ng * G, D], sc the scores [ng * G, n],
  * acc the outputs [ng * G, D]. A dot product sums its two accumulators,
  * then halves of lanes pairwise. */
-#define PA_ITEM_F32(SFX, ET, VT, W, LOADV, LOAD1, ATTR)                                           \
+#define PA_ITEM_F32(SFX, ET, VT, W, LOADV, LOAD1, ATTR, SUMS)                                         \
   ATTR static void pa_item_##SFX(const pa_job_t* j, int64_t s, int64_t g0, int64_t ng,            \
                                  int64_t len, float* q, float* sc, float* acc) {                  \
     const bp_op_call_t* call = j->call;                                                           \
@@ -118,7 +149,32 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
     for (int64_t i = 0; i < R * D; i++) q[i] = LOAD1(qp + i) * (float)j->scale;                   \
     memset(acc, 0, sizeof(float) * (size_t)(R * D));                                              \
     const int64_t DW = D & ~(int64_t)(W - 1);                                                     \
-    for (int64_t t = start; t < len; t++) {                                                       \
+    int64_t tk = start;                                                                           \
+    /* W tokens at a time: W accumulators per query row, their sums       \
+     * reduced across registers (SUMS) instead of one horizontal sum per token. */                 \
+    for (; tk + W <= len; tk += W) {                                                              \
+      const ET* kr[W];                                                                            \
+      PA_TOKEN_ROWS(kr, kc, tk, W);                                                               \
+      for (int64_t r = 0; r < R; r++) {                                                           \
+        const float* qi = q + r * D;                                                              \
+        const int64_t off = (r / G) * D;                                                          \
+        VT a[W];                                                                                  \
+        _Pragma("GCC unroll 16") for (int tt = 0; tt < W; tt++) a[tt] = (VT){0};                  \
+        for (int64_t d = 0; d < DW; d += W) {                                                     \
+          VT qv;                                                                                  \
+          memcpy(&qv, qi + d, sizeof qv);                                                         \
+          _Pragma("GCC unroll 16") for (int tt = 0; tt < W; tt++) a[tt] += qv * LOADV(kr[tt] + off + d); \
+        }                                                                                         \
+        VT sv = SUMS(a);                                                                          \
+        float* so = sc + r * n + (tk - start);                                                    \
+        memcpy(so, &sv, sizeof sv);                                                               \
+        for (int tt = 0; (DW < D || j->alibi) && tt < W; tt++) {                                  \
+          for (int64_t d = DW; d < D; d++) so[tt] += qi[d] * LOAD1(kr[tt] + off + d);             \
+          if (j->alibi) so[tt] += j->alibi[g0 * G + r] * (float)(tk + tt - (len - 1));            \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
+    for (int64_t t = tk; t < len; t++) {                                                          \
       int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                         \
       const ET* krow = kc + ((blk * j->BS + t % j->BS) * j->Hkv + g0) * D;                        \
       for (int64_t r = 0; r < R; r++) {                                                           \
@@ -153,11 +209,30 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
       float* si = sc + r * n;                                                                     \
       float m = -INFINITY, sum = 0.0f;                                                            \
       for (int64_t t = 0; t < n; t++) m = si[t] > m ? si[t] : m;                                  \
-      for (int64_t t = 0; t < n; t++) sum += si[t] = expf(si[t] - m);                             \
+      for (int64_t t = 0; t < n; t++) si[t] = cpu_vm_expf(si[t] - m); /* vectorizes */          \
+      for (int64_t t = 0; t < n; t++) sum += si[t];                                               \
       float inv = sum > 0.0f ? 1.0f / sum : 0.0f;                                                 \
       for (int64_t t = 0; t < n; t++) si[t] *= inv;                                               \
     }                                                                                             \
-    for (int64_t t = start; t < len; t++) {                                                       \
+    /* W tokens at a time: each output vector loaded and stored once per group. */                 \
+    for (tk = start; tk + W <= len; tk += W) {                                                    \
+      const ET* vr[W];                                                                            \
+      PA_TOKEN_ROWS(vr, vc, tk, W);                                                               \
+      for (int64_t r = 0; r < R; r++) {                                                           \
+        const int64_t off = (r / G) * D;                                                          \
+        const float* pr = sc + r * n + (tk - start);                                              \
+        float* ai = acc + r * D;                                                                  \
+        for (int64_t d = 0; d < DW; d += W) {                                                     \
+          VT av;                                                                                  \
+          memcpy(&av, ai + d, sizeof av);                                                         \
+          _Pragma("GCC unroll 16") for (int tt = 0; tt < W; tt++) av += pr[tt] * LOADV(vr[tt] + off + d); \
+          memcpy(ai + d, &av, sizeof av);                                                         \
+        }                                                                                         \
+        for (int64_t d = DW; d < D; d++)                                                          \
+          for (int tt = 0; tt < W; tt++) ai[d] += pr[tt] * LOAD1(vr[tt] + off + d);               \
+      }                                                                                           \
+    }                                                                                             \
+    for (int64_t t = tk; t < len; t++) {                                                          \
       int64_t blk = cpu_index_at(call->inputs[3], s * j->MB + t / j->BS);                         \
       const ET* vrow = vc + ((blk * j->BS + t % j->BS) * j->Hkv + g0) * D;                        \
       for (int64_t r = 0; r < R; r++) {                                                           \
@@ -176,9 +251,9 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
   }
 
 #define PA_ITEMS(ISA, ATTR, LOAD8_F16)                                                     \
-  PA_ITEM_F32(f32_##ISA, float, pa_v8f, 8, PA_LOAD8_F32, PA_LOAD1_F32, ATTR)               \
-  PA_ITEM_F32(bf16_##ISA, uint16_t, pa_v8f, 8, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR)         \
-  PA_ITEM_F32(f16_##ISA, uint16_t, pa_v8f, 8, LOAD8_F16, PA_LOAD1_F16, ATTR)
+  PA_ITEM_F32(f32_##ISA, float, pa_v8f, 8, PA_LOAD8_F32, PA_LOAD1_F32, ATTR, PA_SUMS8)     \
+  PA_ITEM_F32(bf16_##ISA, uint16_t, pa_v8f, 8, PA_LOAD8_BF16, PA_LOAD1_BF16, ATTR, PA_SUMS8) \
+  PA_ITEM_F32(f16_##ISA, uint16_t, pa_v8f, 8, LOAD8_F16, PA_LOAD1_F16, ATTR, PA_SUMS8)
 PA_ITEMS(base, , PA_LOAD8_F16)
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -209,9 +284,16 @@ typedef float pa_v16f __attribute__((vector_size(64)));
     (pa_v16f)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_), 16)); \
   })
 #define PA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-PA_ITEM_F32(f32_avx512, float, pa_v16f, 16, PA_LOAD16_F32, PA_LOAD1_F32, PA_AVX512)
-PA_ITEM_F32(bf16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_BF16, PA_LOAD1_BF16, PA_AVX512)
-PA_ITEM_F32(f16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_F16, PA_LOAD1_F16, PA_AVX512)
+typedef int32_t pa_v16i __attribute__((vector_size(64)));
+#define PA_PAIR16(a, b)                                                                                 \
+  PA_PAIR(a, b, ((pa_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}),                 \
+          ((pa_v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}))
+#define PA_QUAD16(a, i) PA_PAIR16(PA_PAIR16((a)[i], (a)[i + 1]), PA_PAIR16((a)[i + 2], (a)[i + 3]))
+#define PA_SUMS16(a) \
+  PA_PAIR16(PA_PAIR16(PA_QUAD16(a, 0), PA_QUAD16(a, 4)), PA_PAIR16(PA_QUAD16(a, 8), PA_QUAD16(a, 12)))
+PA_ITEM_F32(f32_avx512, float, pa_v16f, 16, PA_LOAD16_F32, PA_LOAD1_F32, PA_AVX512, PA_SUMS16)
+PA_ITEM_F32(bf16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_BF16, PA_LOAD1_BF16, PA_AVX512, PA_SUMS16)
+PA_ITEM_F32(f16_avx512, uint16_t, pa_v16f, 16, PA_LOAD16_F16, PA_LOAD1_F16, PA_AVX512, PA_SUMS16)
 #endif
 
 /* f64: plain loops in double (same item shape). */
@@ -252,12 +334,13 @@ typedef void (*pa_item_f32_fn)(const pa_job_t*, int64_t, int64_t, int64_t, int64
 
 static pa_item_f32_fn pa_pick(uint32_t dtype) {
 #ifdef PA_HAVE_AVX2
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  int cap = cpu_isa_cap(); /* BP_CPU_ISA */
+  if (cap >= 2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("f16c") &&
       __builtin_cpu_supports("fma")) {
     return dtype == BP_DTYPE_F32 ? pa_item_f32_avx512 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx512 : pa_item_f16_avx512;
   }
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+  if (cap >= 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
       __builtin_cpu_supports("f16c")) {
     return dtype == BP_DTYPE_F32 ? pa_item_f32_avx2 : dtype == BP_DTYPE_BF16 ? pa_item_bf16_avx2 : pa_item_f16_avx2;
   }

@@ -119,6 +119,10 @@ void bpc_gen_paged_prefill(bpc_gen_t* g) {
       {{"sliding_window", 1}, 16, 16, 2, 4, 2, 16, 24, 4, 10, 16, 40, 5, 0, BP_DTYPE_I32},
       {{"scale", 0}, 8, 8, 2, 2, 1, 24, 10, 8, 3, 8, 24, 0, 0.3, BP_DTYPE_I64},
       {{"no_new_tokens", 0}, 5, 5, 4, 2, 2, 8, 16, 4, 6, 5, 24, 0, 0, BP_DTYPE_I32},
+      /* several query tiles and key chunks per sequence (the CPU's tile path: 64 query
+       * lanes, keys in chunks of 64 with the online softmax between them) */
+      {{"long", 0}, 150, 150, 2, 4, 2, 16, 40, 16, 15, 150, 240, 0, 0, BP_DTYPE_I32},
+      {{"long_window_block_5", 0}, 100, 100, 1, 2, 1, 8, 50, 5, 40, 100, 200, 70, 0, BP_DTYPE_I64},
   };
   bpc_gen_table(g, &(bpc_table_t){BPC_ROWS(rows), BPC_FLOAT_DTYPES, .num_inputs = 6, .num_outputs = 1,
                                   .fill = prefill_fill});

@@ -11,13 +11,18 @@
  *                            cu_seqlens_q) over its cached keys, read in place
  *                            block by block (never a dense gathered copy).
  *
- * paged_attention_prefill: one work item is (sequence, kv head, a tile of up
- * to 16 query rows); the G = num_heads / num_kv_heads query heads of the kv
- * head and the tile's rows share each key and value row (read in place for
- * f32 / f64 caches, converted once per item for f16 / bf16), dot products in
- * 8-lane vectors (an AVX2 + FMA variant chosen at run time). Scores, a softmax per row, then the weighted
- * sum of the value rows, in f32 (f64 for f64), rounded once on store. Rows
- * outside [query_start_loc[0], query_start_loc[S]) are zero.
+ * paged_attention_prefill: one work item is (sequence, kv head, a tile of
+ * query rows); the G = num_heads / num_kv_heads query heads of the kv head
+ * and the tile's rows share each key and value row. On CPUs with AVX-512
+ * (f32, f16, bf16; BP_CPU_ISA caps it) a tile is ATT_TILE_Q / G rows, the
+ * lanes of the attention tile of cpu_attention_tile.c: keys in chunks of
+ * 64 gathered from the block table as runs of adjacent tokens, scored and
+ * summed in place (f32 caches) or converted per run, an online softmax
+ * between chunks. Elsewhere (and f64) a tile is 16 rows: scores by dot
+ * products in 8-lane vectors (an AVX2 + FMA variant chosen at run time), a
+ * softmax per row, then the weighted sum of the value rows. f32 compute
+ * (f64 for f64), rounded once on store. Rows outside [query_start_loc[0],
+ * query_start_loc[S]) are zero.
  *
  * Values the core cannot see are checked before anything is written.
  * Operands are dense (the support answer asks the core to pack others).
@@ -26,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu_attention.h" /* the f32 query tile */
 #include "cpu_kernels.h"
 
 /* ---- merge_attn_states ------------------------------------------------------------- */
@@ -151,6 +157,8 @@ typedef struct pf_job {
   const bp_op_call_t* call;
   const pf_item_t* items;
   int64_t nitems, H, Hkv, G, D, BS, MB;
+  int64_t tile_rows; /* query rows per item: PF_TILE, or ATT_TILE_Q / G on the tile */
+  int tile;          /* f32 compute on the AVX-512 query tile (cpu_attention_tile.c) */
   int64_t window;
   double scale;
   _Atomic int failed;
@@ -239,6 +247,92 @@ PF_ITEM(f64, double, CPU_KT_F64, BP_DTYPE_F64, exp, )
 PF_ITEM(f32_avx2, float, CPU_KT_F32, BP_DTYPE_F32, expf, __attribute__((target("avx2,fma"))))
 #endif
 
+/* One item on the AVX-512 query tile (f32 compute, G * rows <= ATT_TILE_Q):
+ * the item's query rows (r = row * G + head of the group) are the tile's
+ * lanes; keys go in chunks of up to PF_KEYS, each gathered from the
+ * block table as runs of adjacent tokens in one block (scored and summed
+ * in place for f32 caches, converted for f16 / bf16), with the online
+ * softmax between chunks. Masked keys (past a row's position, or out of
+ * its window) take no part. acc gets [rows * G, D]. */
+#define PF_KEYS 64
+typedef struct pf_run_seg {
+  const float* v; /* the run's first value row */
+  int64_t rs, at, w; /* row stride, first key in the chunk, keys */
+} pf_run_seg_t;
+
+static const float* pf_rows_f32(const bp_tensor_desc_t* d, int64_t row, int64_t stride, int64_t w, int64_t D,
+                                float* tile, int64_t* rs) {
+  size_t es = bp_dtype_size(d->dtype);
+  if (d->dtype == BP_DTYPE_F32) {
+    *rs = stride;
+    return (const float*)(const void*)cpu_desc_ptr(d) + row;
+  }
+  for (int64_t x = 0; x < w; x++)
+    cpu_load[CPU_KT_F32](tile + x * D, cpu_desc_ptr(d) + (size_t)(row + x * stride) * es, 1, D, d->dtype);
+  *rs = D;
+  return tile;
+}
+
+static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, float* mem, float* acc) {
+  enum { Q = ATT_TILE_Q };
+  const bp_op_call_t* call = j->call;
+  const bp_tensor_desc_t *qd = call->inputs[0], *kd = call->inputs[1], *vd = call->inputs[2];
+  const int64_t D = j->D, G = j->G, R = it->n * G, stride = j->Hkv * D;
+  const int64_t q0 = cpu_index_at(call->inputs[4], it->s);
+  const int64_t qn = cpu_index_at(call->inputs[4], it->s + 1) - q0;
+  const int64_t len = cpu_index_at(call->inputs[5], it->s);
+  const int64_t p0 = len - qn + it->i0, hi = p0 + it->n;
+  const int64_t lo = j->window > 0 && p0 + 1 > j->window ? p0 + 1 - j->window : 0;
+  float *qt = mem, *st = qt + Q * D, *acct = st + Q * PF_KEYS, *m = acct + Q * D, *l = m + Q;
+  float *corr = l + Q, *ones = corr + Q, *tmp = ones + Q, *kt = tmp + D, *vt = kt + PF_KEYS * D;
+  const size_t es = bp_dtype_size(qd->dtype);
+  for (int64_t r = 0; r < Q; r++) {
+    if (r < R) /* row r / G of the item, query head g * G + r % G */
+      cpu_load[CPU_KT_F32](tmp, cpu_desc_ptr(qd) + (size_t)(((q0 + it->i0 + r / G) * j->H + g * G + r % G) * D) * es,
+                           1, D, qd->dtype);
+    for (int64_t e = 0; e < D; e++) qt[e * Q + r] = r < R ? tmp[e] * (float)j->scale : 0.0f;
+    m[r] = -INFINITY;
+    l[r] = 0.0f;
+    ones[r] = 1.0f;
+  }
+  memset(acct, 0, sizeof(float) * (size_t)(Q * D));
+  pf_run_seg_t seg[PF_KEYS];
+  for (int64_t c0 = lo; c0 < hi; c0 += PF_KEYS) {
+    const int64_t w = hi - c0 < PF_KEYS ? hi - c0 : PF_KEYS;
+    int nseg = 0, guard = 0;
+    for (int64_t t = c0; t < c0 + w;) { /* runs of adjacent tokens, one block each */
+      int64_t o = t % j->BS, run = j->BS - o < c0 + w - t ? j->BS - o : c0 + w - t, krs;
+      int64_t blk = cpu_index_at(call->inputs[3], it->s * j->MB + t / j->BS);
+      int64_t row = ((blk * j->BS + o) * j->Hkv + g) * D;
+      const float* kp = pf_rows_f32(kd, row, stride, run, D, kt + (t - c0) * D, &krs);
+      cpu_att_tile_scores(qt, D, kp, krs, run, st + (t - c0) * Q);
+      pf_run_seg_t* sg = &seg[nseg++];
+      sg->v = pf_rows_f32(vd, row, stride, run, D, vt + (t - c0) * D, &sg->rs);
+      sg->at = t - c0;
+      sg->w = run;
+      guard |= !cpu_att_tile_finite(sg->v, sg->rs, run, D);
+      t += run;
+    }
+    /* row r sees keys (pos - window, pos], pos = p0 + r / G */
+    if (c0 + w - 1 > p0 || j->window > 0)
+      for (int64_t c = 0; c < w; c++)
+        for (int64_t r = 0; r < R; r++) {
+          int64_t pos = p0 + r / G, key = c0 + c;
+          if (key > pos || (j->window > 0 && key <= pos - j->window)) st[c * Q + r] = -INFINITY;
+        }
+    cpu_att_tile_softmax(st, w, m, l, corr, guard);
+    for (int k = 0; k < nseg; k++)
+      cpu_att_tile_pv(st + seg[k].at * Q, seg[k].w, seg[k].v, seg[k].rs, D, acct, k == 0 ? corr : ones, guard);
+  }
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t d = 0; d < D; d++) acc[r * D + d] = l[r] > 0 ? acct[d * Q + r] / l[r] : 0.0f;
+}
+
+/* Floats of pf_item_tile's buffers. */
+static size_t pf_tile_floats(int64_t D) {
+  return (size_t)(ATT_TILE_Q * D * 2 + ATT_TILE_Q * PF_KEYS + 4 * ATT_TILE_Q + D + 2 * PF_KEYS * D);
+}
+
 typedef void (*pf_item_f32_fn)(const pf_job_t*, const pf_item_t*, int64_t, float*, float*, float*,
                                float*);
 
@@ -256,10 +350,13 @@ static void pf_run(void* ctx, int64_t begin, int64_t end) {
   const bp_tensor_desc_t* out = call->outputs[0];
   int wide = out->dtype == BP_DTYPE_F64;
   size_t cs = wide ? sizeof(double) : sizeof(float);
-  int64_t maxn = j->MB * j->BS;
-  size_t R = (size_t)(PF_TILE * j->G), D = (size_t)j->D;
+  int64_t maxn = j->tile ? 0 : j->MB * j->BS; /* the tile keeps no whole rows of scores */
+  size_t R = (size_t)(j->tile_rows * j->G), D = (size_t)j->D;
   unsigned char* buf = malloc(cs * (2 * R * D + R * (size_t)(maxn > 0 ? maxn : 1) + D));
-  if (!buf) {
+  float* tmem = j->tile ? aligned_alloc(64, (sizeof(float) * pf_tile_floats(j->D) + 63) / 64 * 64) : NULL;
+  if (!buf || (j->tile && !tmem)) {
+    free(buf);
+    free(tmem);
     atomic_store(&j->failed, 1);
     return;
   }
@@ -270,6 +367,7 @@ static void pf_run(void* ctx, int64_t begin, int64_t end) {
     const pf_item_t* it = &j->items[w / j->Hkv];
     int64_t g = w % j->Hkv;
     if (wide) pf_item_f64(j, it, g, q, sc, acc, kv);
+    else if (j->tile) pf_item_tile(j, it, g, tmem, acc);
     else item(j, it, g, q, sc, acc, kv);
     int64_t q0 = cpu_index_at(call->inputs[4], it->s);
     for (int64_t i = 0; i < it->n; i++) {
@@ -279,6 +377,7 @@ static void pf_run(void* ctx, int64_t begin, int64_t end) {
     }
   }
   free(buf);
+  free(tmem);
 }
 
 /* Offsets in order and within the query rows, lengths within the table,
@@ -315,7 +414,7 @@ static bp_status_t pf_check(const bp_op_call_t* call, int64_t S, int64_t T, int6
                          (long long)s, (long long)b, (long long)blk, (long long)NB);
       }
     }
-    tiles += (qn + PF_TILE - 1) / PF_TILE;
+    tiles += (qn + j->tile_rows - 1) / j->tile_rows;
   }
   *out_tiles = tiles;
   return BP_OK;
@@ -332,6 +431,9 @@ static bp_status_t exec_paged_prefill(const bp_op_call_t* call) {
   j.G = j.H / j.Hkv;
   j.window = a ? a->sliding_window : 0;
   j.scale = a && a->scale > 0.0 ? a->scale : 1.0 / sqrt((double)j.D);
+  /* f32 compute with query groups that fit the tile's lanes take it */
+  j.tile = out->dtype != BP_DTYPE_F64 && j.G >= 1 && j.G <= ATT_TILE_Q && cpu_att_tile_available();
+  j.tile_rows = j.tile ? ATT_TILE_Q / j.G : PF_TILE;
   int64_t S = call->inputs[3]->sizes[0], T = q->sizes[0], tiles = 0;
   bp_status_t st = pf_check(call, S, T, kc->sizes[0], &j, &tiles);
   if (st != BP_OK) return st;
@@ -346,8 +448,8 @@ static bp_status_t exec_paged_prefill(const bp_op_call_t* call) {
   int64_t n = 0;
   for (int64_t s = 0; s < S; s++) {
     int64_t qn = cpu_index_at(qsl, s + 1) - cpu_index_at(qsl, s);
-    for (int64_t i0 = 0; i0 < qn; i0 += PF_TILE) {
-      items[n++] = (pf_item_t){s, i0, qn - i0 < PF_TILE ? qn - i0 : PF_TILE};
+    for (int64_t i0 = 0; i0 < qn; i0 += j.tile_rows) {
+      items[n++] = (pf_item_t){s, i0, qn - i0 < j.tile_rows ? qn - i0 : j.tile_rows};
     }
   }
   j.items = items;
@@ -356,7 +458,7 @@ static bp_status_t exec_paged_prefill(const bp_op_call_t* call) {
   free(items);
   if (atomic_load(&j.failed)) {
     return cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: paged_attention_prefill: no memory for %lld "
-                                            "scores", (long long)(PF_TILE * j.G * j.MB * j.BS));
+                                            "scores", (long long)(j.tile_rows * j.G * (j.tile ? PF_KEYS : j.MB * j.BS)));
   }
   return BP_OK;
 }

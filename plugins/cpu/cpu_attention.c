@@ -366,6 +366,7 @@ static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
   }
   float *qt = mem, *st = qt + Q * E, *acct = st + Q * bk, *mrow = acct + Q * Ev, *lrow = mrow + Q;
   float *corr = lrow + Q, *tmp = corr + Q, *kt = tmp + row, *vt = kt + bk * E;
+  const float *krows[ATT_TILE_BK], *vrows[ATT_TILE_BK]; /* the block's key and value rows */
   const float scale = (float)j->scale;
   for (int64_t u = ub; u < ue && !atomic_load(&j->failed); u++) {
     int64_t b = u / j->nqb, i0 = (u % j->nqb) * Q, h = L - i0 < Q ? L - i0 : Q;
@@ -385,7 +386,11 @@ static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
       int64_t w = jend - j0 < bk ? jend - j0 : bk, k_rs, v_rs;
       const float* kb = att_rows(k, it.k, it.kes, CPU_KT_F32, j0, w, E, kt, &k_rs);
       const float* vb = att_rows(v, it.v, it.ves, CPU_KT_F32, j0, w, Ev, vt, &v_rs);
-      cpu_att_tile_scores(qt, E, kb, k_rs, w, st);
+      for (int64_t c = 0; c < w; c++) {
+        krows[c] = kb + c * k_rs;
+        vrows[c] = vb + c * v_rs;
+      }
+      cpu_att_tile_scores(qt, E, krows, w, st);
       /* causal: query i0 + r sees keys up to i0 + r */
       for (int64_t c = j->causal ? 0 : w; c < w; c++)
         for (int64_t r = 0; r < Q && i0 + r < j0 + c; r++) st[c * Q + r] = -INFINITY;
@@ -399,9 +404,9 @@ static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
           for (int64_t c = 0; c < w; c++) st[c * Q + r] += tmp[c];
         }
       }
-      int guard = !cpu_att_tile_finite(vb, v_rs, w, Ev); /* masked keys skipped (ATT_GUARD_FNS) */
+      int guard = !cpu_att_tile_finite(vrows, w, Ev); /* masked keys skipped (ATT_GUARD_FNS) */
       cpu_att_tile_softmax(st, w, mrow, lrow, corr, guard);
-      cpu_att_tile_pv(st, w, vb, v_rs, Ev, acct, corr, guard);
+      cpu_att_tile_pv(st, w, vrows, Ev, acct, corr, guard);
     }
     for (int64_t r = 0; r < h; r++) {
       /* l == 0: a fully masked row gives zeros (PyTorch's _safe_softmax). */

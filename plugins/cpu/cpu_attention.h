@@ -67,23 +67,23 @@ static inline unsigned char* att_at(const bp_tensor_desc_t* t, int64_t off) {
 /* The f32 query-block tile of scaled_dot_product_attention in AVX-512
  * (cpu_attention_tile.c): ATT_TILE_Q queries per item, buffers 64-byte
  * aligned, laid out query-minor (qt[e * ATT_TILE_Q + r], st[c * ATT_TILE_Q
- * + r], acct[d * ATT_TILE_Q + r]); k and v rows at row strides k_rs, v_rs
- * (elements), unit column stride. Available: this build has the kernels and
- * the CPU runs AVX-512 under the BP_CPU_ISA cap. */
+ * + r], acct[d * ATT_TILE_Q + r]); keys and values given as one row
+ * pointer per key (k[c], v[c]: unit column stride, anywhere: a paged cache's
+ * blocks too). Available: this build has the kernels and the CPU runs
+ * AVX-512 under the BP_CPU_ISA cap. */
 #define ATT_TILE_Q 64
 CPU_HIDDEN int cpu_att_tile_available(void);
 /* st rows 0..w: the scores of keys k[0..w) against qt (E long). */
-CPU_HIDDEN void cpu_att_tile_scores(const float* qt, int64_t E, const float* k, int64_t k_rs, int64_t w,
-                                    float* st);
+CPU_HIDDEN void cpu_att_tile_scores(const float* qt, int64_t E, const float* const* k, int64_t w, float* st);
 /* The online-softmax step over st rows 0..w (m, l, corr: ATT_TILE_Q each);
  * with `mark`, the weights of masked (-inf) scores become -0.0. */
 CPU_HIDDEN void cpu_att_tile_softmax(float* st, int64_t w, float* m, float* l, float* corr, int mark);
-/* Nonzero when v's rows 0..w (n wide) hold no inf or NaN. */
-CPU_HIDDEN int cpu_att_tile_finite(const float* v, int64_t v_rs, int64_t w, int64_t n);
-/* acct (Ev rows) = acct * corr + the weights p (rows 0..w) times v[0..w);
- * `guarded`: weights of -0.0 take no part (v holds an inf or NaN). */
-CPU_HIDDEN void cpu_att_tile_pv(const float* p, int64_t w, const float* v, int64_t v_rs, int64_t Ev,
-                                float* acct, const float* corr, int guarded);
+/* Nonzero when the rows v[0..w) (n wide) hold no inf or NaN. */
+CPU_HIDDEN int cpu_att_tile_finite(const float* const* v, int64_t w, int64_t n);
+/* acct (Ev rows) = acct * corr + the weights p (rows 0..w) times the rows
+ * v[0..w); `guarded`: weights of -0.0 take no part (v holds an inf or NaN). */
+CPU_HIDDEN void cpu_att_tile_pv(const float* p, int64_t w, const float* const* v, int64_t Ev, float* acct,
+                                const float* corr, int guarded);
 
 /* Kernels of the family; calls validated by cpu_launch_op. */
 CPU_HIDDEN bp_status_t cpu_att_linear(const bp_op_call_t* call);

@@ -35,22 +35,28 @@ int cpu_att_tile_available(void) { return cpu_vm_isa(cpu_isa_cap()) >= 2; }
 /* Both products of the tile as one register-tiled kernel: for rows n < N
  * (ATT_TILE_Q floats apart in out),
  *   out[n][.] = (init ? out[n][.] * init[.] : 0) + sum over s < steps of a(n, s) * b[s][.]
- * with a(n, s) = a[n * a_n + s * a_s] broadcast and b's rows ATT_TILE_Q
- * floats apart: N x 4 accumulators, 4 loads of b and N broadcasts a step. */
-ATT_TILE_INLINE void att_bcast_n(const float* restrict a, int64_t a_n, int64_t a_s, const float* restrict b,
+ * with b's rows ATT_TILE_Q floats apart and a(n, s) broadcast from rows of
+ * keys: KM (key-major, the scores) a(n, s) = rows[n][s], key n's element
+ * s; else (the values) a(n, s) = rows[s][d0 + n], key s's element d0 + n.
+ * N x 4 accumulators, 4 loads of b and N broadcasts a step. */
+ATT_TILE_INLINE void att_bcast_n(const float* const* restrict rows, int64_t d0, const float* restrict b,
                                  int64_t steps, float* restrict out, const float* restrict init, const int N,
-                                 const int guarded) {
+                                 const int KM, const int guarded) {
   att_v16 acc[ATT_TILE_N][ATT_TILE_V];
-  for (int n = 0; n < N; n++)
+  const float* kr[ATT_TILE_N];
+  for (int n = 0; n < N; n++) {
+    kr[n] = KM ? rows[n] : NULL;
     for (int t = 0; t < ATT_TILE_V; t++)
       acc[n][t] = init ? ((const att_v16*)(const void*)(out + n * ATT_TILE_Q))[t] * ((const att_v16*)(const void*)init)[t]
                        : (att_v16){0};
+  }
   for (int64_t s = 0; s < steps; s++) {
     const att_v16* bs = (const att_v16*)(const void*)(b + s * ATT_TILE_Q);
+    const float* vs = KM ? NULL : rows[s] + d0;
     att_i16 keep[ATT_TILE_V];
     for (int t = 0; t < ATT_TILE_V; t++) keep[t] = guarded ? (att_i16)bs[t] != (int32_t)0x80000000 : (att_i16){0};
     for (int n = 0; n < N; n++) {
-      float an = a[n * a_n + s * a_s];
+      float an = KM ? kr[n][s] : vs[n];
       for (int t = 0; t < ATT_TILE_V; t++)
         acc[n][t] += guarded ? (att_v16)((att_i16)(an * bs[t]) & keep[t]) : an * bs[t];
     }
@@ -59,32 +65,33 @@ ATT_TILE_INLINE void att_bcast_n(const float* restrict a, int64_t a_n, int64_t a
     for (int t = 0; t < ATT_TILE_V; t++) ((att_v16*)(void*)(out + n * ATT_TILE_Q))[t] = acc[n][t];
 }
 
-/* att_bcast_n over `rows` rows, ATT_TILE_N at a time; G: guarded (a
- * constant, so that the fast loop keeps its FMAs). */
-#define ATT_BCAST(NAME, G)                                                                                   \
-  ATT_TILE_TARGET static void NAME(const float* a, int64_t a_n, int64_t a_s, const float* b, int64_t steps,   \
-                                   float* out, const float* init, int64_t rows) {                            \
-    int64_t n = 0;                                                                                           \
-    for (; n + ATT_TILE_N <= rows; n += ATT_TILE_N)                                                          \
-      att_bcast_n(a + n * a_n, a_n, a_s, b, steps, out + n * ATT_TILE_Q, init, ATT_TILE_N, G);               \
-    const float* an = a + n * a_n;                                                                           \
-    float* on = out + n * ATT_TILE_Q;                                                                        \
-    switch (rows - n) {                                                                                      \
-      case 5: att_bcast_n(an, a_n, a_s, b, steps, on, init, 5, G); break;                                    \
-      case 4: att_bcast_n(an, a_n, a_s, b, steps, on, init, 4, G); break;                                    \
-      case 3: att_bcast_n(an, a_n, a_s, b, steps, on, init, 3, G); break;                                    \
-      case 2: att_bcast_n(an, a_n, a_s, b, steps, on, init, 2, G); break;                                    \
-      case 1: att_bcast_n(an, a_n, a_s, b, steps, on, init, 1, G); break;                                    \
-      default: break;                                                                                        \
-    }                                                                                                        \
+/* att_bcast_n over `count` rows of out, ATT_TILE_N at a time; KM and G
+ * (guarded) constants, so that the fast loops keep plain FMAs. */
+#define ATT_BCAST(NAME, KM, G)                                                                                 \
+  ATT_TILE_TARGET static void NAME(const float* const* rows, const float* b, int64_t steps, float* out,        \
+                                   const float* init, int64_t count) {                                        \
+    int64_t n = 0;                                                                                             \
+    for (; n + ATT_TILE_N <= count; n += ATT_TILE_N)                                                           \
+      att_bcast_n(KM ? rows + n : rows, KM ? 0 : n, b, steps, out + n * ATT_TILE_Q, init, ATT_TILE_N, KM, G);  \
+    const float* const* rn = KM ? rows + n : rows;                                                             \
+    float* on = out + n * ATT_TILE_Q;                                                                          \
+    int64_t dn = KM ? 0 : n;                                                                                   \
+    switch (count - n) {                                                                                       \
+      case 5: att_bcast_n(rn, dn, b, steps, on, init, 5, KM, G); break;                                        \
+      case 4: att_bcast_n(rn, dn, b, steps, on, init, 4, KM, G); break;                                        \
+      case 3: att_bcast_n(rn, dn, b, steps, on, init, 3, KM, G); break;                                        \
+      case 2: att_bcast_n(rn, dn, b, steps, on, init, 2, KM, G); break;                                        \
+      case 1: att_bcast_n(rn, dn, b, steps, on, init, 1, KM, G); break;                                        \
+      default: break;                                                                                          \
+    }                                                                                                          \
   }
-ATT_BCAST(att_bcast, 0)
-ATT_BCAST(att_bcast_guarded, 1)
+ATT_BCAST(att_scores_rows, 1, 0)
+ATT_BCAST(att_values_rows, 0, 0)
+ATT_BCAST(att_values_rows_guarded, 0, 1)
 
-/* st[c][.] = the dot products of key c with qt's E rows. */
-ATT_TILE_TARGET void cpu_att_tile_scores(const float* qt, int64_t E, const float* k, int64_t k_rs, int64_t w,
-                                         float* st) {
-  att_bcast(k, k_rs, 1, qt, E, st, NULL, w);
+/* st[c][.] = the dot products of key c (row k[c]) with qt's E rows. */
+ATT_TILE_TARGET void cpu_att_tile_scores(const float* qt, int64_t E, const float* const* k, int64_t w, float* st) {
+  att_scores_rows(k, qt, E, st, NULL, w);
 }
 
 /* The online softmax over one key block: rows 0..w of st become the block's
@@ -134,39 +141,39 @@ ATT_TILE_TARGET void cpu_att_tile_softmax(float* restrict st, int64_t w, float* 
   for (int r = 0; r < ATT_TILE_Q; r++) l[r] = l[r] * corr[r] + sum[r];
 }
 
-/* Nonzero when rows 0..w of v (n wide) are all finite: the exponent bits,
- * 16 lanes at a time. */
-ATT_TILE_TARGET int cpu_att_tile_finite(const float* v, int64_t v_rs, int64_t w, int64_t n) {
+/* Nonzero when the rows v[0..w) (n wide) are all finite: the exponent
+ * bits, 16 lanes at a time. */
+ATT_TILE_TARGET int cpu_att_tile_finite(const float* const* v, int64_t w, int64_t n) {
   uint32_t bad = 0;
   for (int64_t c = 0; c < w; c++) {
-    const uint32_t* row = (const uint32_t*)(const void*)(v + c * v_rs);
+    const uint32_t* row = (const uint32_t*)(const void*)v[c];
     for (int64_t d = 0; d < n; d++) bad |= (row[d] & 0x7F800000u) == 0x7F800000u;
   }
   return bad == 0;
 }
 
 /* acct[d][.] = acct[d][.] * corr + sum over c of v[c][d] * p[c][.]. */
-ATT_TILE_TARGET void cpu_att_tile_pv(const float* p, int64_t w, const float* v, int64_t v_rs, int64_t Ev,
-                                     float* acct, const float* corr, int guarded) {
-  (guarded ? att_bcast_guarded : att_bcast)(v, 1, v_rs, p, w, acct, corr, Ev);
+ATT_TILE_TARGET void cpu_att_tile_pv(const float* p, int64_t w, const float* const* v, int64_t Ev, float* acct,
+                                     const float* corr, int guarded) {
+  (guarded ? att_values_rows_guarded : att_values_rows)(v, p, w, acct, corr, Ev);
 }
 
 #else /* no AVX-512 build: the items take the GEMM path */
 
 int cpu_att_tile_available(void) { return 0; }
-void cpu_att_tile_scores(const float* qt, int64_t E, const float* k, int64_t k_rs, int64_t w, float* st) {
-  (void)qt, (void)E, (void)k, (void)k_rs, (void)w, (void)st;
+void cpu_att_tile_scores(const float* qt, int64_t E, const float* const* k, int64_t w, float* st) {
+  (void)qt, (void)E, (void)k, (void)w, (void)st;
 }
 void cpu_att_tile_softmax(float* st, int64_t w, float* m, float* l, float* corr, int mark) {
   (void)st, (void)w, (void)m, (void)l, (void)corr, (void)mark;
 }
-int cpu_att_tile_finite(const float* v, int64_t v_rs, int64_t w, int64_t n) {
-  (void)v, (void)v_rs, (void)w, (void)n;
+int cpu_att_tile_finite(const float* const* v, int64_t w, int64_t n) {
+  (void)v, (void)w, (void)n;
   return 1;
 }
-void cpu_att_tile_pv(const float* p, int64_t w, const float* v, int64_t v_rs, int64_t Ev, float* acct,
-                     const float* corr, int guarded) {
-  (void)p, (void)w, (void)v, (void)v_rs, (void)Ev, (void)acct, (void)corr, (void)guarded;
+void cpu_att_tile_pv(const float* p, int64_t w, const float* const* v, int64_t Ev, float* acct, const float* corr,
+                     int guarded) {
+  (void)p, (void)w, (void)v, (void)Ev, (void)acct, (void)corr, (void)guarded;
 }
 
 #endif

@@ -250,27 +250,24 @@ PF_ITEM(f32_avx2, float, CPU_KT_F32, BP_DTYPE_F32, expf, __attribute__((target("
 /* One item on the AVX-512 query tile (f32 compute, G * rows <= ATT_TILE_Q):
  * the item's query rows (r = row * G + head of the group) are the tile's
  * lanes; keys go in chunks of up to PF_KEYS, each gathered from the
- * block table as runs of adjacent tokens in one block (scored and summed
- * in place for f32 caches, converted for f16 / bf16), with the online
- * softmax between chunks. Masked keys (past a row's position, or out of
+ * block table as row pointers (in place for f32 caches, rows converted for
+ * f16 / bf16), with the online softmax between chunks. Masked keys (past a row's position, or out of
  * its window) take no part. acc gets [rows * G, D]. */
 #define PF_KEYS 64
-typedef struct pf_run_seg {
-  const float* v; /* the run's first value row */
-  int64_t rs, at, w; /* row stride, first key in the chunk, keys */
-} pf_run_seg_t;
 
-static const float* pf_rows_f32(const bp_tensor_desc_t* d, int64_t row, int64_t stride, int64_t w, int64_t D,
-                                float* tile, int64_t* rs) {
+/* rows[x] (x < w): token rows `row`, `row` + stride, ... of cache d as f32:
+ * in place for an f32 cache, else converted into tile (D apart). */
+static void pf_rows_f32(const bp_tensor_desc_t* d, int64_t row, int64_t stride, int64_t w, int64_t D, float* tile,
+                        const float** rows) {
   size_t es = bp_dtype_size(d->dtype);
-  if (d->dtype == BP_DTYPE_F32) {
-    *rs = stride;
-    return (const float*)(const void*)cpu_desc_ptr(d) + row;
+  for (int64_t x = 0; x < w; x++) {
+    if (d->dtype == BP_DTYPE_F32) {
+      rows[x] = (const float*)(const void*)cpu_desc_ptr(d) + row + x * stride;
+    } else {
+      cpu_load[CPU_KT_F32](tile + x * D, cpu_desc_ptr(d) + (size_t)(row + x * stride) * es, 1, D, d->dtype);
+      rows[x] = tile + x * D;
+    }
   }
-  for (int64_t x = 0; x < w; x++)
-    cpu_load[CPU_KT_F32](tile + x * D, cpu_desc_ptr(d) + (size_t)(row + x * stride) * es, 1, D, d->dtype);
-  *rs = D;
-  return tile;
 }
 
 static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, float* mem, float* acc) {
@@ -284,7 +281,8 @@ static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, floa
   const int64_t p0 = len - qn + it->i0, hi = p0 + it->n;
   const int64_t lo = j->window > 0 && p0 + 1 > j->window ? p0 + 1 - j->window : 0;
   float *qt = mem, *st = qt + Q * D, *acct = st + Q * PF_KEYS, *m = acct + Q * D, *l = m + Q;
-  float *corr = l + Q, *ones = corr + Q, *tmp = ones + Q, *kt = tmp + D, *vt = kt + PF_KEYS * D;
+  float *corr = l + Q, *tmp = corr + Q, *kt = tmp + D, *vt = kt + PF_KEYS * D;
+  const float *krows[PF_KEYS], *vrows[PF_KEYS];
   const size_t es = bp_dtype_size(qd->dtype);
   for (int64_t r = 0; r < Q; r++) {
     if (r < R) /* row r / G of the item, query head g * G + r % G */
@@ -293,44 +291,39 @@ static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, floa
     for (int64_t e = 0; e < D; e++) qt[e * Q + r] = r < R ? tmp[e] * (float)j->scale : 0.0f;
     m[r] = -INFINITY;
     l[r] = 0.0f;
-    ones[r] = 1.0f;
   }
   memset(acct, 0, sizeof(float) * (size_t)(Q * D));
-  pf_run_seg_t seg[PF_KEYS];
   for (int64_t c0 = lo; c0 < hi; c0 += PF_KEYS) {
     const int64_t w = hi - c0 < PF_KEYS ? hi - c0 : PF_KEYS;
-    int nseg = 0, guard = 0;
     for (int64_t t = c0; t < c0 + w;) { /* runs of adjacent tokens, one block each */
-      int64_t o = t % j->BS, run = j->BS - o < c0 + w - t ? j->BS - o : c0 + w - t, krs;
+      int64_t o = t % j->BS, run = j->BS - o < c0 + w - t ? j->BS - o : c0 + w - t;
       int64_t blk = cpu_index_at(call->inputs[3], it->s * j->MB + t / j->BS);
       int64_t row = ((blk * j->BS + o) * j->Hkv + g) * D;
-      const float* kp = pf_rows_f32(kd, row, stride, run, D, kt + (t - c0) * D, &krs);
-      cpu_att_tile_scores(qt, D, kp, krs, run, st + (t - c0) * Q);
-      pf_run_seg_t* sg = &seg[nseg++];
-      sg->v = pf_rows_f32(vd, row, stride, run, D, vt + (t - c0) * D, &sg->rs);
-      sg->at = t - c0;
-      sg->w = run;
-      guard |= !cpu_att_tile_finite(sg->v, sg->rs, run, D);
+      pf_rows_f32(kd, row, stride, run, D, kt + (t - c0) * D, krows + (t - c0));
+      pf_rows_f32(vd, row, stride, run, D, vt + (t - c0) * D, vrows + (t - c0));
       t += run;
     }
-    /* row r sees keys (pos - window, pos], pos = p0 + r / G */
-    if (c0 + w - 1 > p0 || j->window > 0)
-      for (int64_t c = 0; c < w; c++)
-        for (int64_t r = 0; r < R; r++) {
-          int64_t pos = p0 + r / G, key = c0 + c;
-          if (key > pos || (j->window > 0 && key <= pos - j->window)) st[c * Q + r] = -INFINITY;
-        }
+    cpu_att_tile_scores(qt, D, krows, w, st);
+    /* row r sees keys (pos - window, pos], pos = p0 + r / G: key c0 + c is
+     * past the rows r < (key - p0) * G and out of the window of the rows
+     * r >= (key + window - p0) * G */
+    for (int64_t c = 0; c < w && (c0 + w - 1 > p0 || j->window > 0); c++) {
+      int64_t key = c0 + c, past = (key - p0) * G, out = (key + j->window - p0) * G;
+      for (int64_t r = 0; r < R && r < past; r++) st[c * Q + r] = -INFINITY;
+      for (int64_t r = out < 0 ? 0 : out; j->window > 0 && r < R; r++) st[c * Q + r] = -INFINITY;
+    }
+    int guard = !cpu_att_tile_finite(vrows, w, D);
     cpu_att_tile_softmax(st, w, m, l, corr, guard);
-    for (int k = 0; k < nseg; k++)
-      cpu_att_tile_pv(st + seg[k].at * Q, seg[k].w, seg[k].v, seg[k].rs, D, acct, k == 0 ? corr : ones, guard);
+    cpu_att_tile_pv(st, w, vrows, D, acct, corr, guard);
   }
-  for (int64_t r = 0; r < R; r++)
-    for (int64_t d = 0; d < D; d++) acc[r * D + d] = l[r] > 0 ? acct[d * Q + r] / l[r] : 0.0f;
+  for (int64_t r = 0; r < R; r++) l[r] = l[r] > 0 ? 1.0f / l[r] : 0.0f;
+  for (int64_t d = 0; d < D; d++)
+    for (int64_t r = 0; r < R; r++) acc[r * D + d] = acct[d * Q + r] * l[r];
 }
 
 /* Floats of pf_item_tile's buffers. */
 static size_t pf_tile_floats(int64_t D) {
-  return (size_t)(ATT_TILE_Q * D * 2 + ATT_TILE_Q * PF_KEYS + 4 * ATT_TILE_Q + D + 2 * PF_KEYS * D);
+  return (size_t)(ATT_TILE_Q * D * 2 + ATT_TILE_Q * PF_KEYS + 3 * ATT_TILE_Q + D + 2 * PF_KEYS * D);
 }
 
 typedef void (*pf_item_f32_fn)(const pf_job_t*, const pf_item_t*, int64_t, float*, float*, float*,
@@ -364,8 +357,9 @@ static void pf_run(void* ctx, int64_t begin, int64_t end) {
   pf_item_f32_fn item = pf_pick();
   size_t oes = bp_dtype_size(out->dtype);
   for (int64_t w = begin; w < end; w++) {
-    const pf_item_t* it = &j->items[w / j->Hkv];
-    int64_t g = w % j->Hkv;
+    /* kv head major: a sequence's tiles run back to back on its head's keys and values */
+    const pf_item_t* it = &j->items[w % j->nitems];
+    int64_t g = w / j->nitems;
     if (wide) pf_item_f64(j, it, g, q, sc, acc, kv);
     else if (j->tile) pf_item_tile(j, it, g, tmem, acc);
     else item(j, it, g, q, sc, acc, kv);

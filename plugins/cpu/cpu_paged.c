@@ -109,9 +109,9 @@ typedef uint32_t pa_v8u32 __attribute__((vector_size(32)));
  * a[t]'s lanes), by a tree of pairings: pairing a and b adds their even
  * and odd lanes, so a's pair sums fill the low half and b's the high half;
  * log2(W) levels leave every vector's sum in its own lane, in order. */
-typedef int32_t pa_v8i __attribute__((vector_size(32)));
-#define PA_PAIR(a, b, EV, OD) (__builtin_shuffle((a), (b), EV) + __builtin_shuffle((a), (b), OD))
-#define PA_PAIR8(a, b) PA_PAIR(a, b, ((pa_v8i){0, 2, 4, 6, 8, 10, 12, 14}), ((pa_v8i){1, 3, 5, 7, 9, 11, 13, 15}))
+#define PA_PAIR8(a, b)                                                  \
+  (__builtin_shufflevector((a), (b), 0, 2, 4, 6, 8, 10, 12, 14) +      \
+   __builtin_shufflevector((a), (b), 1, 3, 5, 7, 9, 11, 13, 15))
 #define PA_SUMS8(a) \
   PA_PAIR8(PA_PAIR8(PA_PAIR8((a)[0], (a)[1]), PA_PAIR8((a)[2], (a)[3])), \
            PA_PAIR8(PA_PAIR8((a)[4], (a)[5]), PA_PAIR8((a)[6], (a)[7])))
@@ -284,10 +284,9 @@ typedef float pa_v16f __attribute__((vector_size(64)));
     (pa_v16f)_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h_), 16)); \
   })
 #define PA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma")))
-typedef int32_t pa_v16i __attribute__((vector_size(64)));
-#define PA_PAIR16(a, b)                                                                                 \
-  PA_PAIR(a, b, ((pa_v16i){0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30}),                 \
-          ((pa_v16i){1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31}))
+#define PA_PAIR16(a, b)                                                                                \
+  (__builtin_shufflevector((a), (b), 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +      \
+   __builtin_shufflevector((a), (b), 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31))
 #define PA_QUAD16(a, i) PA_PAIR16(PA_PAIR16((a)[i], (a)[i + 1]), PA_PAIR16((a)[i + 2], (a)[i + 3]))
 #define PA_SUMS16(a) \
   PA_PAIR16(PA_PAIR16(PA_QUAD16(a, 0), PA_QUAD16(a, 4)), PA_PAIR16(PA_QUAD16(a, 8), PA_QUAD16(a, 12)))

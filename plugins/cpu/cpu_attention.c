@@ -383,13 +383,9 @@ static void sdpa_items_tile(void* ctx, int64_t ub, int64_t ue) {
     memset(acct, 0, sizeof(float) * (size_t)(Q * Ev));
     int64_t jend = j->causal && i0 + h < S ? i0 + h : S;
     for (int64_t j0 = 0; j0 < jend; j0 += bk) {
-      int64_t w = jend - j0 < bk ? jend - j0 : bk, k_rs, v_rs;
-      const float* kb = att_rows(k, it.k, it.kes, CPU_KT_F32, j0, w, E, kt, &k_rs);
-      const float* vb = att_rows(v, it.v, it.ves, CPU_KT_F32, j0, w, Ev, vt, &v_rs);
-      for (int64_t c = 0; c < w; c++) {
-        krows[c] = kb + c * k_rs;
-        vrows[c] = vb + c * v_rs;
-      }
+      int64_t w = jend - j0 < bk ? jend - j0 : bk, k_rs = k->strides[k->rank - 2], v_rs = v->strides[v->rank - 2];
+      att_rows_f32(k, it.k + j0 * k_rs * (int64_t)it.kes, k_rs, w, E, kt, krows);
+      att_rows_f32(v, it.v + j0 * v_rs * (int64_t)it.ves, v_rs, w, Ev, vt, vrows);
       cpu_att_tile_scores(qt, E, krows, w, st);
       /* causal: query i0 + r sees keys up to i0 + r */
       for (int64_t c = j->causal ? 0 : w; c < w; c++)

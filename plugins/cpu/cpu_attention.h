@@ -85,6 +85,22 @@ CPU_HIDDEN int cpu_att_tile_finite(const float* const* v, int64_t w, int64_t n);
 CPU_HIDDEN void cpu_att_tile_pv(const float* p, int64_t w, const float* const* v, int64_t Ev, float* acct,
                                 const float* corr, int guarded);
 
+/* rows[x] (x < w): the tile's key or value rows, base + x * rs elements of t
+ * (n long, t's last stride between elements) as f32: in place when t is f32
+ * with unit column stride, else converted into `tile` (n apart). */
+static inline void att_rows_f32(const bp_tensor_desc_t* t, const unsigned char* base, int64_t rs, int64_t w,
+                                int64_t n, float* tile, const float** rows) {
+  const int64_t es = (int64_t)bp_dtype_size(t->dtype), cs = t->strides[t->rank - 1];
+  for (int64_t x = 0; x < w; x++) {
+    if (t->dtype == BP_DTYPE_F32 && cs == 1) {
+      rows[x] = (const float*)(const void*)(base + x * rs * es);
+    } else {
+      cpu_load[CPU_KT_F32](tile + x * n, base + x * rs * es, cs, n, t->dtype);
+      rows[x] = tile + x * n;
+    }
+  }
+}
+
 /* Kernels of the family; calls validated by cpu_launch_op. */
 CPU_HIDDEN bp_status_t cpu_att_linear(const bp_op_call_t* call);
 CPU_HIDDEN bp_status_t cpu_att_rotary(const bp_op_call_t* call);

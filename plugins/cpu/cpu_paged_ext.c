@@ -250,25 +250,11 @@ PF_ITEM(f32_avx2, float, CPU_KT_F32, BP_DTYPE_F32, expf, __attribute__((target("
 /* One item on the AVX-512 query tile (f32 compute, G * rows <= ATT_TILE_Q):
  * the item's query rows (r = row * G + head of the group) are the tile's
  * lanes; keys go in chunks of up to PF_KEYS, each gathered from the
- * block table as row pointers (in place for f32 caches, rows converted for
- * f16 / bf16), with the online softmax between chunks. Masked keys (past a row's position, or out of
- * its window) take no part. acc gets [rows * G, D]. */
+ * block table as row pointers (att_rows_f32: in place for f32 caches,
+ * converted for f16 / bf16), with the online softmax between chunks.
+ * Masked keys (past a row's position, or out of its window) take no part.
+ * acc gets [rows * G, D]. */
 #define PF_KEYS 64
-
-/* rows[x] (x < w): token rows `row`, `row` + stride, ... of cache d as f32:
- * in place for an f32 cache, else converted into tile (D apart). */
-static void pf_rows_f32(const bp_tensor_desc_t* d, int64_t row, int64_t stride, int64_t w, int64_t D, float* tile,
-                        const float** rows) {
-  size_t es = bp_dtype_size(d->dtype);
-  for (int64_t x = 0; x < w; x++) {
-    if (d->dtype == BP_DTYPE_F32) {
-      rows[x] = (const float*)(const void*)cpu_desc_ptr(d) + row + x * stride;
-    } else {
-      cpu_load[CPU_KT_F32](tile + x * D, cpu_desc_ptr(d) + (size_t)(row + x * stride) * es, 1, D, d->dtype);
-      rows[x] = tile + x * D;
-    }
-  }
-}
 
 static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, float* mem, float* acc) {
   enum { Q = ATT_TILE_Q };
@@ -299,8 +285,10 @@ static void pf_item_tile(const pf_job_t* j, const pf_item_t* it, int64_t g, floa
       int64_t o = t % j->BS, run = j->BS - o < c0 + w - t ? j->BS - o : c0 + w - t;
       int64_t blk = cpu_index_at(call->inputs[3], it->s * j->MB + t / j->BS);
       int64_t row = ((blk * j->BS + o) * j->Hkv + g) * D;
-      pf_rows_f32(kd, row, stride, run, D, kt + (t - c0) * D, krows + (t - c0));
-      pf_rows_f32(vd, row, stride, run, D, vt + (t - c0) * D, vrows + (t - c0));
+      att_rows_f32(kd, cpu_desc_ptr(kd) + row * (int64_t)bp_dtype_size(kd->dtype), stride, run, D,
+                   kt + (t - c0) * D, krows + (t - c0));
+      att_rows_f32(vd, cpu_desc_ptr(vd) + row * (int64_t)bp_dtype_size(vd->dtype), stride, run, D,
+                   vt + (t - c0) * D, vrows + (t - c0));
       t += run;
     }
     cpu_att_tile_scores(qt, D, krows, w, st);

@@ -204,6 +204,7 @@ typedef struct w4_job {
   int64_t m, n, k, g, groups;
   int w_signed, bits;
   int ztab; /* the dot products include the zero points (w4t_dot_*): no zero-point term */
+  int64_t rs; /* rows between a 4-row block's rows: 1, or n / 4 (w4_rows) */
   float* y;
 } w4_job_t;
 
@@ -262,9 +263,13 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
   const uint8_t* wr[R];                                                                         \
   __m512 tot[R];                                                                                \
   W4_EACH_ROW(r, R) {                                                                 \
-    wr[r] = j->w + (row0 + r) * (j->k / 2);                                                     \
+    wr[r] = j->w + W4_ROW(r) * (j->k / 2);                                                     \
     tot[r] = _mm512_setzero_ps();                                                               \
   }
+
+/* Row r of the block at row0, and that row in the next block. */
+#define W4_ROW(r) (row0 + (int64_t)(r) * j->rs)
+#define W4_NEXT(r) (W4_ROW(r) + (j->rs > 1 ? 1 : 4))
 
 /* Prefetches the chunk at the same place in the rows of the next block of 4
  * (the rows a task reads next; a prefetch past the end never faults): a
@@ -273,7 +278,7 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
  * weights are read once per call, and the hint measured faster than T0
  * from memory and no slower in cache. */
 #define W4_PREFETCH(r, c) \
-  _mm_prefetch((const char*)(wr[r] + 4 * (j->k / 2) + (c) * 64), _MM_HINT_NTA)
+  _mm_prefetch((const char*)(wr[r] + (j->rs > 1 ? 1 : 4) * (j->k / 2) + (c) * 64), _MM_HINT_NTA)
 
 /* Prefetches the scales (and zero points) from group g0 on of row `row`,
  * the same place in the next block's rows: a decode row's scales are a
@@ -325,9 +330,9 @@ QMM_TARGET static inline __m512 w4_lane_scales(const w4_job_t* j, int64_t row, i
       }                                                                                          \
       W4_CHUNK(R, W4_SHARED_TBL)                                                                 \
       int64_t g0 = c * 128 / j->g;                                                               \
-      if (c % 4 == 0) W4_EACH_ROW(r, R) W4_PREFETCH_SCALES(row0 + R + r, g0);                    \
+      if (c % 4 == 0) W4_EACH_ROW(r, R) W4_PREFETCH_SCALES(W4_NEXT(r), g0);                    \
       W4_EACH_ROW(r, R) {                                                              \
-        __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
+        __m512 sv = w4_lane_scales(j, W4_ROW(r), g0, ng, gidx);                                    \
         tot[r] = _mm512_fmadd_ps(_mm512_add_ps(acc0[r], acc1[r]), sv, tot[r]);                   \
       }                                                                                          \
     }                                                                                            \
@@ -350,7 +355,7 @@ W4_ROWS(1)
     const uint8_t* wr[R];                                                                         \
     __m512 acc0[R], acc1[R];                                                                      \
     W4_EACH_ROW(r, R) {                                                                 \
-      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                     \
+      wr[r] = j->w + W4_ROW(r) * (j->k / 2);                                                     \
       acc0[r] = _mm512_setzero_ps();                                                              \
       acc1[r] = _mm512_setzero_ps();                                                              \
     }                                                                                             \
@@ -360,8 +365,8 @@ W4_ROWS(1)
       if (gl == 0) { /* the scales and zero points of the next 16 groups, converted at once */   \
         const int ng = j->groups - gi < 16 ? (int)(j->groups - gi) : 16;                          \
         W4_EACH_ROW(r, R) {                                                             \
-          W4_PREFETCH_SCALES(row0 + R + r, gi);                                                   \
-          int64_t at = (row0 + r) * j->groups + gi;                                               \
+          W4_PREFETCH_SCALES(W4_NEXT(r), gi);                                                   \
+          int64_t at = W4_ROW(r) * j->groups + gi;                                               \
           _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, at, ng));                         \
           _mm512_storeu_ps(zc[r], j->z ? w4_zeros16(j->z, j->z_dtype, j->s_dtype, at, ng)         \
                                        : _mm512_setzero_ps());                                    \
@@ -393,14 +398,14 @@ W4T_ROWS(1)
     const int8_t* wr[R];                                                                        \
     __m512 tot[R];                                                                              \
     W4_EACH_ROW(r, R) {                                                               \
-      wr[r] = (const int8_t*)j->w + (row0 + r) * j->k;                                          \
+      wr[r] = (const int8_t*)j->w + W4_ROW(r) * j->k;                                          \
       tot[r] = _mm512_setzero_ps();                                                             \
     }                                                                                           \
     for (int64_t gi = 0; gi < j->groups; gi++) {                                                \
       __m512 acc[R];                                                                            \
       W4_EACH_ROW(r, R) {                                                             \
         acc[r] = _mm512_setzero_ps();                                                           \
-        if (gi % 16 == 0) W4_PREFETCH_SCALES(row0 + R + r, gi);                                  \
+        if (gi % 16 == 0) W4_PREFETCH_SCALES(W4_NEXT(r), gi);                                  \
       }                                                                                         \
       for (int64_t c = gi * j->g; c < (gi + 1) * j->g; c += 16) {                               \
         __m512 xv = _mm512_loadu_ps(x + c);                                                     \
@@ -412,7 +417,7 @@ W4T_ROWS(1)
       }                                                                                         \
       W4_EACH_ROW(r, R)                                                               \
         tot[r] = _mm512_fmadd_ps(                                                               \
-            acc[r], _mm512_set1_ps((float)w4_elem(j->s, j->s_dtype, (row0 + r) * j->groups + gi)), \
+            acc[r], _mm512_set1_ps((float)w4_elem(j->s, j->s_dtype, W4_ROW(r) * j->groups + gi)), \
             tot[r]);                                                                            \
     }                                                                                           \
     W4_EACH_ROW(r, R) dot[r] = _mm512_reduce_add_ps(tot[r]);                          \
@@ -462,10 +467,10 @@ QMM_TARGET static inline __m512i q4q8_lanes(const uint8_t* wc, __m512i flip, __m
       Q4Q8_XCHUNK(c)                                                                             \
       int64_t g0 = c * 128 / j->g;                                                               \
       W4_EACH_ROW(r, R) {                                                              \
-        if (c % 4 == 0) W4_PREFETCH_SCALES(row0 + R + r, g0);                                    \
+        if (c % 4 == 0) W4_PREFETCH_SCALES(W4_NEXT(r), g0);                                    \
         W4_PREFETCH(r, c);                                                                       \
         __m512i acc = q4q8_lanes(wr[r] + c * 64, flip, a0, xe, xodd);                     \
-        __m512 sv = w4_lane_scales(j, row0 + r, g0, ng, gidx);                                    \
+        __m512 sv = w4_lane_scales(j, W4_ROW(r), g0, ng, gidx);                                    \
         tot[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc), _mm512_mul_ps(sv, dx), tot[r]);        \
       }                                                                                          \
     }                                                                                            \
@@ -491,15 +496,15 @@ Q4Q8_ROWS(1)
     const uint8_t* wr[R];                                                                        \
     __m512 tot[R];                                                                               \
     W4_EACH_ROW(r, R) {                                                                \
-      wr[r] = j->w + (row0 + r) * (j->k / 2);                                                    \
+      wr[r] = j->w + W4_ROW(r) * (j->k / 2);                                                    \
       tot[r] = _mm512_setzero_ps();                                                              \
     }                                                                                            \
     for (int64_t g0 = 0; g0 < j->groups; g0 += 16) {                                             \
       const int ng = j->groups - g0 < 16 ? (int)(j->groups - g0) : 16;                           \
       float sc[R][16];                                                                           \
-      W4_EACH_ROW(r, R) W4_PREFETCH_SCALES(row0 + R + r, g0);                                    \
+      W4_EACH_ROW(r, R) W4_PREFETCH_SCALES(W4_NEXT(r), g0);                                    \
       W4_EACH_ROW(r, R)                                                                \
-        _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, (row0 + r) * j->groups + g0, ng)); \
+        _mm512_storeu_ps(sc[r], w4_scales16(j->s, j->s_dtype, W4_ROW(r) * j->groups + g0, ng)); \
       for (int gl = 0; gl < ng; gl++)                                                            \
         for (int64_t c = (g0 + gl) * cpg; c < (g0 + gl + 1) * cpg; c++) {                        \
           Q4Q8_XCHUNK(c)                                                                         \
@@ -518,6 +523,15 @@ Q4Q8G_ROWS(1)
 
 typedef void (*wq_dot_fn)(const w4_job_t* j, int64_t row0, int64_t mm, float* dot);
 
+/* The rows of a 4-row block: one from each quarter of w (rows b, b + n/4,
+ * b + n/2, b + 3n/4), so that a thread walking its blocks reads four
+ * sequential streams a quarter of the weights apart instead of one: from
+ * memory that kept more reads in flight (64 layers of 4096 x 4096: 0.28 ->
+ * 0.19 ms per call with int8 activations, 0.31 -> 0.25 ms with f32 ones;
+ * no change in cache). Adjacent rows (1) when n is not a multiple of 4 or
+ * is small. */
+static int64_t w4_row_stride(int64_t n) { return n % 4 == 0 && n >= 64 ? n / 4 : 1; }
+
 QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
   const w4_job_t* j = ctx;
   /* groups of a multiple of 128 codes: the per-group kernels */
@@ -529,21 +543,23 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
                    : j->xq      ? (whole ? q4q8g_dot_1 : q4q8_dot_1)
                                 : (j->ztab ? w4t_dot_1 : w4_dot_1);
   for (int64_t blk = begin; blk < end; blk++) {
-    int64_t n0 = blk * 4, rows = j->n - n0 < 4 ? j->n - n0 : 4;
+    /* block blk: rows blk + q * rs (quarters, rs = n / 4), or 4 adjacent rows */
+    int64_t n0 = j->rs > 1 ? blk : blk * 4, rows = j->rs > 1 || j->n - n0 >= 4 ? 4 : j->n - n0;
     for (int64_t mm = 0; mm < j->m; mm++) {
       float dot[4];
       if (rows == 4) dot4(j, n0, mm, dot);
       else
         for (int64_t r = 0; r < rows; r++) dot1(j, n0 + r, mm, dot + r);
       for (int64_t r = 0; r < rows; r++) {
+        int64_t row = n0 + r * j->rs;
         double zterm = 0.0;
         if (j->z && !j->ztab) {
-          int64_t base = (n0 + r) * j->groups;
+          int64_t base = row * j->groups;
           const float* xs = j->xsum + mm * j->groups;
           for (int64_t gi = 0; gi < j->groups; gi++)
             zterm += w4_elem(j->s, j->s_dtype, base + gi) * w4_elem(j->z, j->z_dtype, base + gi) * xs[gi];
         }
-        j->y[mm * j->n + n0 + r] = (float)((double)dot[r] - zterm + j->bias[n0 + r]);
+        j->y[mm * j->n + row] = (float)((double)dot[r] - zterm + j->bias[row]);
       }
     }
   }
@@ -588,6 +604,7 @@ bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed, con
   if (z && !j.ztab) group_sums(x, m, k, g, xsum);
   j.w = w, j.xp = xp, j.xsum = xsum, j.s = s, j.z = z, j.s_dtype = s_dtype, j.z_dtype = z_dtype;
   j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g, j.w_signed = w_signed, j.bits = bits, j.y = y;
+  j.rs = w4_row_stride(n);
   cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
   free(xp), free(xsum);
   return BP_OK;
@@ -690,6 +707,7 @@ bp_status_t cpu_qmm_wq_gemv_q8(const uint8_t* w, int w_signed, const float* x, i
   j.w = w, j.xq = xq, j.xoff = xoff, j.xd = xd, j.xsum = xsum, j.s = s, j.z = z;
   j.s_dtype = s_dtype, j.z_dtype = z_dtype, j.bias = bias, j.m = m, j.n = n, j.k = k, j.g = g;
   j.w_signed = w_signed, j.bits = 4, j.y = y;
+  j.rs = w4_row_stride(n);
   cpu_parallel_for((n + 3) / 4, 8, w4_rows, &j);
   free(xq), free(xoff), free(xd), free(xsum);
   return BP_OK;

@@ -104,16 +104,18 @@ static void q8_reference_x(const float* x, int64_t k, double* xq) {
 
 /* weight_only_mm with BP_QUANTIZE_INT8_ACTIVATIONS: 4-bit codes (i4 or u4),
  * group g, zero points (u8 / i8 codes or float of the scale's dtype, or
- * none), n = 13 rows (a block of 4 and a tail), m = 3. Always within the
+ * none), n rows (13: blocks of 4 and a tail; 68 or 96: each block's rows
+ * from the quarters of w), m = 3. Always within the
  * flag's documented bound of the exact product (half a step of x per
  * element); on a CPU with AVX-512 VNNI (the int8 path runs) also within
  * f32 rounding of the product over the int8-quantized x, which no other
  * quantization of x (or a wrong lane, nibble or block scale) matches. */
-static void check_w4_q8(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zero_points, int nan_row) {
+static void check_w4_q8(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zero_points, int nan_row,
+                        int64_t n) {
   /* the int8 path runs: its shapes (k a multiple of 128; g 32, 64 or a
    * multiple of 128) and a finite x (a NaN sends the call to the f32 path) */
   const int fits = k % 128 == 0 && !nan_row;
-  const int64_t m = 3, n = 13, groups = k / g;
+  const int64_t m = 3, groups = k / g;
   float* x = malloc(sizeof(float) * (size_t)(m * k));
   uint8_t* w = malloc((size_t)(n * k / 2));
   float* sc = malloc(sizeof(float) * (size_t)(n * groups));
@@ -178,14 +180,17 @@ static void check_w4_q8(uint32_t q, int64_t k, int64_t g, uint32_t sdt, int zero
 }
 static void test_w4_int8_activations(void** state) {
   (void)state;
-  check_w4_q8(BP_DTYPE_I4, 256, 32, BP_DTYPE_F32, 0, 0);
-  check_w4_q8(BP_DTYPE_U4, 256, 64, BP_DTYPE_F16, 1, 0);
-  check_w4_q8(BP_DTYPE_I4, 384, 128, BP_DTYPE_F32, 1, 0);
-  check_w4_q8(BP_DTYPE_U4, 512, 256, BP_DTYPE_BF16, 0, 1);
-  check_w4_q8(BP_DTYPE_I4, 96, 32, BP_DTYPE_F32, 0, 0); /* k not a multiple of 128: the f32 path */
+  check_w4_q8(BP_DTYPE_I4, 256, 32, BP_DTYPE_F32, 0, 0, 13);
+  check_w4_q8(BP_DTYPE_U4, 256, 64, BP_DTYPE_F16, 1, 0, 13);
+  check_w4_q8(BP_DTYPE_I4, 384, 128, BP_DTYPE_F32, 1, 0, 13);
+  check_w4_q8(BP_DTYPE_U4, 512, 256, BP_DTYPE_BF16, 0, 1, 13);
+  check_w4_q8(BP_DTYPE_I4, 96, 32, BP_DTYPE_F32, 0, 0, 13); /* k not a multiple of 128: the f32 path */
   /* more than 16 groups: the scales of a second batch of 16, and its tail */
-  check_w4_q8(BP_DTYPE_I4, 2560, 128, BP_DTYPE_F16, 0, 0);
-  check_w4_q8(BP_DTYPE_U4, 4352, 256, BP_DTYPE_BF16, 1, 0);
+  check_w4_q8(BP_DTYPE_I4, 2560, 128, BP_DTYPE_F16, 0, 0, 13);
+  check_w4_q8(BP_DTYPE_U4, 4352, 256, BP_DTYPE_BF16, 1, 0, 13);
+  /* blocks of rows from the quarters of w: whole groups, groups of 64 */
+  check_w4_q8(BP_DTYPE_I4, 512, 128, BP_DTYPE_F16, 1, 0, 68);
+  check_w4_q8(BP_DTYPE_U4, 256, 64, BP_DTYPE_F32, 1, 0, 96);
 }
 
 /* Element 2j in the low nibble: [1, -2, 7, -8] as i4 -> 0xE1, 0x87. */

@@ -17,8 +17,9 @@
  * row and group and nothing per element (one shift, one vpermps, one FMA
  * per 16 codes). Groups of 32 or 64: the table holds the codes, scales apply
  * per lane, zero points through per-group sums of x. Four rows of w share
- * the x loads; rows run in parallel on the pool, each chunk prefetching the
- * same chunk of the next block's rows. 8-bit codes widen 16 at a
+ * the x loads, one from each quarter of w (w4_row_stride); blocks run in
+ * parallel on the pool, each row's stream prefetched 2 KiB ahead and the
+ * next block's scales with the current ones. 8-bit codes widen 16 at a
  * time (vpmovsxbd / vpmovzxbd) against x as given.
  * The int8-activation path (BP_QUANTIZE_INT8_ACTIVATIONS) quantizes x once
  * per call in AVX-512 (vpermt2b puts each chunk's even codes before its odd

@@ -86,6 +86,9 @@ typedef struct lin_job {
    * the scalar form below. */
   cpu_ew_fn act_fn;
   cpu_kparams_t act_params;
+  /* C is the output itself (kernel dtype, unit column stride) and the bias,
+   * if any, is of that dtype with unit stride: rows update in place. */
+  int dense;
 } lin_job_t;
 
 /* The elementwise op (and gelu's approximation) of an activation. */
@@ -116,6 +119,25 @@ static int lin_act_op(uint32_t act, uint32_t* out_op, uint32_t* out_aux) {
                                                                           j->bias_strides, r)) \
                                         : NULL;                                               \
       int64_t bcs = j->bias_strides[o->rank - 1];                                             \
+      if (j->dense) { /* C is the output row: update it in place */                           \
+        T* restrict out = (T*)(void*)op;                                                      \
+        const T* restrict b = (const T*)(const void*)bp;                                      \
+        for (int64_t c0 = 0; c0 < j->N; c0 += CPU_BLOCK) {                                    \
+          int64_t n = j->N - c0 < CPU_BLOCK ? j->N - c0 : CPU_BLOCK;                          \
+          if (j->act_fn) {                                                                    \
+            for (int64_t c = 0; c < n; c++) row[c] = out[c0 + c] + (b ? b[c0 + c] : 0);       \
+            const void* act_in[1] = {row};                                                    \
+            j->act_fn(out + c0, act_in, n, &j->act_params);                                   \
+          } else if (j->act != BP_ACTIVATION_NONE) {                                          \
+            for (int64_t c = 0; c < n; c++)                                                   \
+              out[c0 + c] = att_act_##SFX(att_wrap_##SFX(out[c0 + c] + (b ? b[c0 + c] : 0),   \
+                                                         o->dtype), j->act);                  \
+          } else if (b) {                                                                     \
+            for (int64_t c = 0; c < n; c++) out[c0 + c] += b[c0 + c];                         \
+          }                                                                                   \
+        }                                                                                     \
+        continue;                                                                             \
+      }                                                                                       \
       for (int64_t c0 = 0; c0 < j->N; c0 += CPU_BLOCK) {                                      \
         int64_t n = j->N - c0 < CPU_BLOCK ? j->N - c0 : CPU_BLOCK;                            \
         cpu_load[KT](row, j->c + (r * j->c_rs + c0 * j->c_cs) * (int64_t)ces, j->c_cs, n,     \
@@ -227,6 +249,8 @@ bp_status_t cpu_att_linear(const bp_op_call_t* call) {
   if (cdt == BP_DTYPE_F32 && lin_act_op(j.act, &act_op, &act_aux) &&
       cpu_ew_program_kernel(act_op, act_aux, CPU_KT_F32, &j.act_fn, &j.act_params, &act_bool) != 0)
     j.act_fn = NULL;
+  int kt_dtype = cdt == BP_DTYPE_F32 || cdt == BP_DTYPE_F64 || cdt == BP_DTYPE_I64;
+  j.dense = kt_dtype && direct && c_cs == 1 && (!bias || (bias->dtype == cdt && j.bias_strides[o->rank - 1] == 1));
   int64_t grain = 4096 / (N > 0 ? N : 1) + 1;
   if (cdt == BP_DTYPE_F64)
     cpu_parallel_for(M, grain, lin_rows_f64, &j);

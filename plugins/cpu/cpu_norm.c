@@ -9,7 +9,9 @@
  * vectorisable multi-accumulator loops, parallel over rows. Their add_
  * forms read a row of input and residual once, write residual_out = input +
  * residual (rounded to the dtype) and normalize that row from the staging
- * buffer: one pass over memory where add then norm take two. The other ops
+ * buffer: one pass over memory where add then norm take two. Dense f32
+ * rows take AVX-512 loops where the CPU has them (bitwise the portable
+ * results), with non-temporal stores from 2M elements. The other ops
  * compute in f64, parallel over statistics. Equivalent to PyTorch's CPU
  * kernels (batch_norm_cpu, GroupNormKernelImpl, LayerNormKernelImpl,
  * cross_entropy), computed without intermediate roundings to the input
@@ -207,59 +209,64 @@ static void stream_add_f32(float* y, float* z, const float* x, const float* r, i
 
 /* The same two loops in AVX-512 (chosen at run time: a quarter of the
  * instructions, and every non-temporal store a whole cache line), same
- * arithmetic in the same order, so results are bitwise those above. */
+ * arithmetic in the same order, so results are bitwise those above. Two
+ * variants each: SFX nt stores y non-temporally (large outputs), st with
+ * plain stores (outputs that stay in the cache). */
 /* no FMA contraction: the portable loops above have none */
 #define NORM_AVX512 __attribute__((target("avx512f"), optimize("fp-contract=off")))
-NORM_AVX512 static void stream_row_f32_avx512(const float* x, float* y, int64_t n, float m, float r,
-                                              const float* w, const float* b, const float* pf0,
-                                              const float* pf1) {
-  int64_t i = 0;
-  for (; i < n && ((uintptr_t)(y + i) & 63u) != 0; i++) {
-    y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];
+#define NORM_AVX512_ROWS(SFX, STORE)                                                                     \
+  NORM_AVX512 static void row_f32_avx512_##SFX(const float* x, float* y, int64_t n, float m, float r,    \
+                                               const float* w, const float* b, const float* pf0,        \
+                                               const float* pf1) {                                      \
+    int64_t i = 0;                                                                                       \
+    for (; i < n && ((uintptr_t)(y + i) & 63u) != 0; i++) {                                             \
+      y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];                                         \
+    }                                                                                                    \
+    __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);                                               \
+    for (; i + 16 <= n; i += 16) {                                                                       \
+      _mm_prefetch((const char*)(pf0 + i), _MM_HINT_T0);                                                 \
+      _mm_prefetch((const char*)(pf1 + i), _MM_HINT_T0);                                                 \
+      __m512 v;                                                                                          \
+      if (b) {                                                                                           \
+        v = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vr),                  \
+                          _mm512_loadu_ps(w + i));                                                       \
+        v = _mm512_add_ps(v, _mm512_loadu_ps(b + i));                                                    \
+      } else {                                                                                           \
+        v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vr), _mm512_loadu_ps(w + i));            \
+      }                                                                                                  \
+      STORE(y + i, v);                                                                                   \
+    }                                                                                                    \
+    for (; i < n; i++) y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];                        \
+  }                                                                                                      \
+  /* y = z = x + r, returning sum z^2 in the order of sqdev_f32(z, n, 0)                                \
+   * (lane k of 16 sums the elements i = k mod 16 of the whole blocks, the                              \
+   * tail goes to lane 0, then lanes 0..15 in turn): the add and rms_norm's                             \
+   * statistic in one pass over the row. nt: y 64-byte aligned. */                                      \
+  NORM_AVX512 static float add_sq_f32_avx512_##SFX(float* y, float* z, const float* x, const float* r,   \
+                                                   int64_t n) {                                         \
+    __m512 acc = _mm512_setzero_ps();                                                                    \
+    int64_t i = 0;                                                                                       \
+    for (; i + 16 <= n; i += 16) {                                                                       \
+      __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(r + i));                          \
+      _mm512_storeu_ps(z + i, v);                                                                        \
+      STORE(y + i, v);                                                                                   \
+      acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));                                                     \
+    }                                                                                                    \
+    float lanes[16];                                                                                     \
+    _mm512_storeu_ps(lanes, acc);                                                                        \
+    for (; i < n; i++) {                                                                                 \
+      y[i] = z[i] = x[i] + r[i];                                                                         \
+      lanes[0] += z[i] * z[i];                                                                           \
+    }                                                                                                    \
+    float sum = 0.0f;                                                                                    \
+    for (int k = 0; k < 16; k++) sum += lanes[k];                                                        \
+    return sum;                                                                                          \
   }
-  __m512 vm = _mm512_set1_ps(m), vr = _mm512_set1_ps(r);
-  for (; i + 16 <= n; i += 16) {
-    _mm_prefetch((const char*)(pf0 + i), _MM_HINT_T0);
-    _mm_prefetch((const char*)(pf1 + i), _MM_HINT_T0);
-    __m512 v;
-    if (b) {
-      v = _mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm), vr), _mm512_loadu_ps(w + i));
-      v = _mm512_add_ps(v, _mm512_loadu_ps(b + i));
-    } else {
-      v = _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), vr), _mm512_loadu_ps(w + i));
-    }
-    _mm512_stream_ps(y + i, v);
-  }
-  for (; i < n; i++) y[i] = b ? (x[i] - m) * r * w[i] + b[i] : x[i] * r * w[i];
-}
-
-/* stream_add_f32 for a 64-byte aligned y, returning sum z^2 in the order of
- * sqdev_f32(z, n, 0) (lane k of 16 sums the elements i = k mod 16 of the
- * whole blocks, the tail goes to lane 0, then lanes 0..15 in turn): the
- * add and rms_norm's statistic in one pass over the row. */
-NORM_AVX512 static float stream_add_sq_f32_avx512(float* y, float* z, const float* x, const float* r,
-                                                  int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 v = _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(r + i));
-    _mm512_storeu_ps(z + i, v);
-    _mm512_stream_ps(y + i, v);
-    acc = _mm512_add_ps(acc, _mm512_mul_ps(v, v));
-  }
-  float lanes[16];
-  _mm512_storeu_ps(lanes, acc);
-  for (; i < n; i++) {
-    y[i] = z[i] = x[i] + r[i];
-    lanes[0] += z[i] * z[i];
-  }
-  float sum = 0.0f;
-  for (int k = 0; k < 16; k++) sum += lanes[k];
-  return sum;
-}
+NORM_AVX512_ROWS(nt, _mm512_stream_ps)
+NORM_AVX512_ROWS(st, _mm512_storeu_ps)
 static int norm_avx512(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f");
+  return cpu_isa_cap() >= 2 && __builtin_cpu_supports("avx512f");
 }
 #else
 #define NORM_HAVE_STREAM 0
@@ -272,7 +279,7 @@ typedef struct row_job {
   int stats;          /* layer_norm: saved mean and rstd */
   int direct;         /* input and output rows (residual ones too) dense in the compute type */
   int stream;         /* direct f32 rows of a large output: non-temporal stores */
-  int avx512;         /* stream: the AVX-512 loops */
+  int avx512;         /* direct f32 rows: the AVX-512 loops (with stream: their nt forms) */
   int64_t n;          /* elements per row */
   bp_nd_layout_t R;   /* rows: 0 out, 1 in, 2 mean or residual, 3 rstd or residual_out */
   bp_nd_layout_t I;   /* inside a row: 0 out, 1 in (add_: 2 residual, 3 residual_out) */
@@ -300,8 +307,12 @@ static void add_residual(const row_job_t* j, const bp_nd_cursor_t* c, void* buf,
   }
   unsigned char* zp = cpu_desc_ptr(ro) + c->off[3] * (int64_t)ks;
 #if NORM_HAVE_STREAM
-  if (j->stream && j->avx512 && j->rms && ((uintptr_t)zp & 63u) == 0) {
-    *ss = stream_add_sq_f32_avx512((float*)zp, buf, x, r, j->n);
+  if (j->avx512 && j->rms && !j->stream) {
+    *ss = add_sq_f32_avx512_st((float*)zp, buf, x, r, j->n);
+    return;
+  }
+  if (j->avx512 && j->rms && ((uintptr_t)zp & 63u) == 0) {
+    *ss = add_sq_f32_avx512_nt((float*)zp, buf, x, r, j->n);
     return;
   }
   if (j->stream) {
@@ -345,7 +356,7 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
     }
     unsigned char st[16];
 #if NORM_HAVE_STREAM
-    if (j->stream) {
+    if (j->stream || j->avx512) {
       float* stf = (float*)st;
       const float* xf = x;
       if (j->rms) {
@@ -364,8 +375,8 @@ static void rows_run(void* ctx, int64_t begin, int64_t end) {
         pf0 = (const float*)cpu_desc_ptr(in) + nc.off[1];
         pf1 = j->add ? (const float*)cpu_desc_ptr(call->inputs[1]) + nc.off[2] : pf0;
       }
-      (j->avx512 ? stream_row_f32_avx512 : stream_row_f32)(xf, y, j->n, stf[0], stf[1], j->w,
-                                                            j->rms ? NULL : j->b, pf0, pf1);
+      (!j->avx512 ? stream_row_f32 : j->stream ? row_f32_avx512_nt : row_f32_avx512_st)(
+          xf, y, j->n, stf[0], stf[1], j->w, j->rms ? NULL : j->b, pf0, pf1);
     } else
 #endif
     if (j->kt == CPU_KT_F64) {
@@ -430,7 +441,7 @@ static bp_status_t exec_rows(const bp_op_call_t* call) {
   /* past a few MiB the output will not stay in cache anyway */
   j.stream = NORM_HAVE_STREAM && j.direct && j.kt == CPU_KT_F32 && rows * j.n >= ((int64_t)1 << 21);
 #if NORM_HAVE_STREAM
-  j.avx512 = j.stream && norm_avx512();
+  j.avx512 = j.direct && j.kt == CPU_KT_F32 && norm_avx512();
 #endif
   uint32_t wi = add ? 2 : 1; /* weight, then bias */
   void* w = load_all(j.kt, opt_in(call, wi), j.n, 1.0);

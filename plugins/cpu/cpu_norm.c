@@ -307,12 +307,8 @@ static void add_residual(const row_job_t* j, const bp_nd_cursor_t* c, void* buf,
   }
   unsigned char* zp = cpu_desc_ptr(ro) + c->off[3] * (int64_t)ks;
 #if NORM_HAVE_STREAM
-  if (j->avx512 && j->rms && !j->stream) {
-    *ss = add_sq_f32_avx512_st((float*)zp, buf, x, r, j->n);
-    return;
-  }
-  if (j->avx512 && j->rms && ((uintptr_t)zp & 63u) == 0) {
-    *ss = add_sq_f32_avx512_nt((float*)zp, buf, x, r, j->n);
+  if (j->avx512 && j->rms && (!j->stream || ((uintptr_t)zp & 63u) == 0)) {
+    *ss = (j->stream ? add_sq_f32_avx512_nt : add_sq_f32_avx512_st)((float*)zp, buf, x, r, j->n);
     return;
   }
   if (j->stream) {

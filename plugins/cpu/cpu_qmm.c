@@ -186,7 +186,7 @@ static void wo_rows(void* ctx, int64_t begin, int64_t end) {
       const float* xr = j->x + mm * j->k;
       float acc = 0.0f;
       for (int64_t c = 0; c < j->k; c++) acc += xr[c] * wr[c];
-      j->y[mm * j->n + r] = acc + (float)j->bias[r];
+      j->y[mm * j->n + r] = acc + (j->bias ? (float)j->bias[r] : 0.0f);
     }
   }
   free(wr);
@@ -206,12 +206,17 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   j.groups = j.k / j.g + (j.k % j.g != 0);
   if (j.groups == 0) j.groups = 1;
   bp_status_t st = BP_OK;
-  float *x = NULL, *y = NULL;
+  float *xw = NULL, *y = NULL;
   double *s = NULL, *z = NULL, *bias = NULL;
   if (j.m == 0 || j.n == 0) return BP_OK;
-  x = malloc((size_t)(j.m * j.k > 0 ? j.m * j.k : 1) * sizeof(float));
+  /* f32 activations are read in place (dense: the front end's layout);
+   * other dtypes through an f32 copy. No bias: NULL, not a row of zeros
+   * (a decode call's prologue is serial, ahead of its parallel part). */
+  const float* x = X->dtype == BP_DTYPE_F32 ? (const float*)cpu_desc_ptr(X) : NULL;
+  if (!x) x = xw = malloc((size_t)(j.m * j.k > 0 ? j.m * j.k : 1) * sizeof(float));
   y = out->dtype == BP_DTYPE_F32 ? (float*)cpu_desc_ptr(out) : malloc((size_t)(j.m * j.n) * sizeof(float));
-  bias = vec_load(call, 4, j.n, 0.0);
+  int has_bias = call->num_inputs > 4 && call->inputs[4] && call->inputs[4]->dtype != BP_DTYPE_INVALID;
+  if (has_bias) bias = vec_load(call, 4, j.n, 0.0);
   const bp_tensor_desc_t *S = call->inputs[2], *Z = call->inputs[3];
   int bits = cpu_q_is_4bit(a->qdtype) ? 4 : 8;
   int fast = cpu_qmm_avx512_available() && cpu_qmm_wq_fits(bits, j.k, j.g, S->dtype, Z->dtype);
@@ -219,11 +224,11 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
     s = vec_load(call, 2, j.n * j.groups, 1.0);
     z = Z->dtype != BP_DTYPE_INVALID ? vec_load(call, 3, j.n * j.groups, 0.0) : NULL;
   }
-  if (!x || !y || !bias || (!fast && (!s || (Z->dtype != BP_DTYPE_INVALID && !z)))) {
+  if (!x || !y || (has_bias && !bias) || (!fast && (!s || (Z->dtype != BP_DTYPE_INVALID && !z)))) {
     st = cpu_error(BP_RESOURCE_EXHAUSTED, "cpu: weight_only_mm: out of memory");
     goto done;
   }
-  cpu_load[CPU_KT_F32](x, cpu_desc_ptr(X), 1, j.m * j.k, X->dtype);
+  if (xw) cpu_load[CPU_KT_F32](xw, cpu_desc_ptr(X), 1, j.m * j.k, X->dtype);
   j.x = x, j.y = y, j.s = s, j.z = z, j.bias = bias;
   if (fast && bits == 4 && (a->flags & BP_QUANTIZE_INT8_ACTIVATIONS)) {
     st = cpu_qmm_wq_gemv_q8(cpu_desc_ptr(W), a->qdtype == BP_DTYPE_I4, x, j.m, j.n, j.k, j.g,
@@ -248,7 +253,7 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   if (st == BP_OK && out->dtype != BP_DTYPE_F32)
     cpu_store[CPU_KT_F32](cpu_desc_ptr(out), 1, y, j.m * j.n, out->dtype);
 done:
-  free(x), free(s), free(z), free(bias);
+  free(xw), free(s), free(z), free(bias);
   if (out->dtype != BP_DTYPE_F32) free(y);
   return st;
 }

@@ -576,7 +576,7 @@ QMM_TARGET static void w4_rows(void* ctx, int64_t begin, int64_t end) {
           for (int64_t gi = 0; gi < j->groups; gi++)
             zterm += w4_elem(j->s, j->s_dtype, base + gi) * w4_elem(j->z, j->z_dtype, base + gi) * xs[gi];
         }
-        j->y[mm * j->n + row] = (float)((double)dot[r] - zterm + j->bias[row]);
+        j->y[mm * j->n + row] = (float)((double)dot[r] - zterm + (j->bias ? j->bias[row] : 0.0));
       }
     }
   }

@@ -16,8 +16,9 @@
  *     scales), f32 activations and int8 ones: the packed weight bytes read
  *     per second vs the copy loop over as many bytes (read + written per
  *     second), interleaved: at 4096 x 4096 with one weight (8 MiB, called
- *     again and again: it stays in a large last-level cache, and so do the
- *     copy loop's 2 x 8 MiB, so both sides run at cache bandwidth), with
+ *     64 times per run, back to back as a decode step's calls: it stays in
+ *     a large last-level cache, and so do the copy loop's 2 x 8 MiB, so
+ *     both sides run at cache bandwidth), with
  *     64 such weights called in turn (512 MiB, what a decode step through
  *     64 layers reads, one run a whole step with its 64 calls enqueued back
  *     to back: above any cache, like the copy loop's 2 x 512 MiB, so both
@@ -115,20 +116,20 @@ static bp_status_t run_w4(bpb_ctx_t* ctx, void* user) {
   return bp_op_weight_only_mm(ctx->stream, r->a, r->b, r->s, NULL, NULL, r->attrs, &r->out);
 }
 
-/* One decode step: weight_only_mm through `layers` weights (and scales) in
- * turn, the calls enqueued back to back as an application's step walks a
- * model's layers (one run reads every layer's bytes once, as one run of
- * the copy loop it is timed against moves them once). */
+/* One decode step: `calls` calls of weight_only_mm through `layers`
+ * weights (and scales) in turn, enqueued back to back as an application's
+ * step walks a model's layers (one run reads `calls` weights' bytes, as
+ * one run of the copy loop it is timed against moves as many). */
 typedef struct w4_layers_run {
   qmm_run_t r;
   bp_tensor_t **w, **s;
-  int layers;
+  int layers, calls;
 } w4_layers_run_t;
 
 static bp_status_t run_w4_layers(bpb_ctx_t* ctx, void* user) {
   w4_layers_run_t* l = user;
-  for (int i = 0; i < l->layers; i++) {
-    l->r.b = l->w[i], l->r.s = l->s[i];
+  for (int i = 0; i < l->calls; i++) {
+    l->r.b = l->w[i % l->layers], l->r.s = l->s[i % l->layers];
     bp_status_t st = run_w4(ctx, &l->r);
     if (st != BP_OK) return st;
   }
@@ -171,11 +172,14 @@ static void bench_int8_gemm(bpb_ctx_t* ctx) {
     if (ts[i]) bp_tensor_release(ts[i]);
 }
 
-/* Batch-1 decode with i4 weights (group 128, f16 scales) through `layers`
- * weights of [nrows, k] in turn: the f32-activation path and the
- * int8-activation one (BP_QUANTIZE_INT8_ACTIVATIONS), each interleaved with
- * the copy loop over all the layers' packed bytes. */
-static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, int layers, const char* where) {
+/* Batch-1 decode with i4 weights (group 128, f16 scales): `calls` calls
+ * per run through `layers` weights of [nrows, k] in turn (a layer count
+ * that divides `calls`): the f32-activation path and the int8-activation
+ * one (BP_QUANTIZE_INT8_ACTIVATIONS), each interleaved with the copy loop
+ * over the bytes one run reads (the layers' packed bytes, calls / layers
+ * times over: a copy of 2 x 8 MiB for the cache-resident weight). */
+static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, int layers, int calls,
+                            const char* where) {
   int64_t g = 128, xs[2] = {1, k}, ws[2] = {nrows, k / 2}, ss[2] = {nrows, k / g};
   char name[224];
   bp_tensor_t* x = bpb_tensor_random(ctx, 2, xs, 41);
@@ -190,24 +194,25 @@ static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, int layers
     s[l] = random_bytes(ctx, BP_DTYPE_F16, 2, ss, 43 + 2 * (unsigned)l);
   }
   double wbytes = (double)(nrows * k / 2);
-  size_t nf = (size_t)(wbytes * layers / 4);
+  size_t nf = (size_t)(wbytes * layers / 4); /* the copy loop: one run over every layer once */
   float* src = bpb_alloc(nf * 4);
   float* dst = bpb_alloc(nf * 4);
   bpb_fill_random(src, nf, 44);
   for (int q8 = 0; q8 < 2; q8++) {
     bp_quantize_attrs_t at = {.struct_size = sizeof at, .qdtype = BP_DTYPE_I4, .axis = -1,
                               .block_size = g, .flags = q8 ? BP_QUANTIZE_INT8_ACTIVATIONS : 0};
-    w4_layers_run_t r = {{x, w[0], s[0], NULL, &at}, w, s, layers};
+    w4_layers_run_t r = {{x, w[0], s[0], NULL, &at}, w, s, layers, calls};
     char lay[48] = "";
     if (layers > 1) snprintf(lay, sizeof lay, " x %d layers in turn", layers);
+    else if (calls > 1) snprintf(lay, sizeof lay, " x %d calls", calls);
     snprintf(name, sizeof name,
              "weight_only_mm i4 g128%s [1, %lld] @ [%lld, %lld]^T%s (%.0f MiB packed, %s) vs copy loop",
              q8 ? " int8 activations" : "", (long long)k, (long long)nrows, (long long)k, lay,
              wbytes * layers / (1 << 20), where);
     double t_op, t_copy;
     if (bpb_time_vs_copy(ctx, run_w4_layers, &r, src, dst, nf, name, &t_op, &t_copy)) {
-      printf("%s: %.3f ms per call vs copy %.3f ms (medians)\n", name, t_op / layers * 1e3, t_copy * 1e3);
-      bpb_add_figure(&(bpb_figure_t){name, "GB/s", wbytes * layers / t_op / 1e9,
+      printf("%s: %.3f ms per call vs copy %.3f ms (medians)\n", name, t_op / calls * 1e3, t_copy * 1e3);
+      bpb_add_figure(&(bpb_figure_t){name, "GB/s", wbytes * calls / t_op / 1e9,
                                      2.0 * wbytes * layers / t_copy / 1e9,
                                      "copy loop over the packed bytes (read + written), same run",
                                      0.8, 0});
@@ -285,9 +290,9 @@ void bpb_suite_quant(bpb_ctx_t* ctx) {
   bp_tensor_release(g);
 
   bench_int8_gemm(ctx);
-  bench_w4_decode(ctx, 4096, ctx->quick ? 256 : 4096, 1, "cache-resident");
+  bench_w4_decode(ctx, 4096, ctx->quick ? 256 : 4096, 1, 64, "cache-resident");
   if (!ctx->quick) {
-    bench_w4_decode(ctx, 4096, 4096, 64, "above the cache");
-    bench_w4_decode(ctx, 32768, 32768, 1, "above the cache");
+    bench_w4_decode(ctx, 4096, 4096, 64, 64, "above the cache");
+    bench_w4_decode(ctx, 32768, 32768, 1, 1, "above the cache");
   }
 }

@@ -267,6 +267,9 @@ static void gen_weight_only(bpc_gen_t* g) {
   wo_case(g, U4, "decode_g128_zp_quarters", F32, 1, 512, 68, 128, 1, 1);
   wo_case(g, I4, "rows_g64_float_zp_quarters", F32, 3, 256, 64, 64, 2, 1);
   wo_case(g, I8, "int8_g32_zp_quarters", F32, 2, 128, 72, 32, 1, 1);
+  /* symmetric int4 in groups of 128 (GPTQ's symmetric form): the per-group
+   * tables without zero points */
+  wo_case(g, I4, "decode_g128_sym_quarters", F32, 1, 512, 68, 128, 0, 0);
   /* the activation epilogue (ABI 1.4), after the bias */
   wo_case_act(g, U4, "decode_g128_zp_bias_gelu", F32, 1, 512, 13, 128, 1, 1, BP_ACTIVATION_GELU_TANH);
   wo_case_act(g, I4, "rows_g64_silu_bf16", BF16, 3, 128, 9, 64, 2, 1, BP_ACTIVATION_SILU);

@@ -30,9 +30,9 @@ CPU_HIDDEN int cpu_qmm_wq_fits(int bits, int64_t k, int64_t g, uint32_t s_dtype,
 /* y[m, n] = x[m, k] @ ((w - z) * s)^T + bias: w [n, k] 8-bit codes or
  * [n, k / 2] two 4-bit codes per byte (low nibble first); signed codes
  * when w_signed; s and z [n, k / g] as stored (z NULL: 0), x and y f32
- * dense, bias n doubles (NULL: none). The codes are decoded in registers, never into a
- * temporary; x is copied (4-bit: permuted) once per call (m * k floats).
- * Runs on the pool. */
+ * dense, bias n doubles (NULL: none). The codes are decoded in registers,
+ * never into a temporary; x is copied (4-bit: permuted) once per call
+ * (m * k floats). Runs on the pool. */
 CPU_HIDDEN bp_status_t cpu_qmm_wq_gemv_avx512(const uint8_t* w, int bits, int w_signed,
                                               const float* x, int64_t m, int64_t n, int64_t k,
                                               int64_t g, const void* s, uint32_t s_dtype,

@@ -215,7 +215,7 @@ bp_status_t cpu_exec_weight_only_mm(const bp_op_call_t* call) {
   const float* x = X->dtype == BP_DTYPE_F32 ? (const float*)cpu_desc_ptr(X) : NULL;
   if (!x) x = xw = malloc((size_t)(j.m * j.k > 0 ? j.m * j.k : 1) * sizeof(float));
   y = out->dtype == BP_DTYPE_F32 ? (float*)cpu_desc_ptr(out) : malloc((size_t)(j.m * j.n) * sizeof(float));
-  int has_bias = call->num_inputs > 4 && call->inputs[4] && call->inputs[4]->dtype != BP_DTYPE_INVALID;
+  int has_bias = call->num_inputs > 4 && call->inputs[4]->dtype != BP_DTYPE_INVALID;
   if (has_bias) bias = vec_load(call, 4, j.n, 0.0);
   const bp_tensor_desc_t *S = call->inputs[2], *Z = call->inputs[3];
   int bits = cpu_q_is_4bit(a->qdtype) ? 4 : 8;

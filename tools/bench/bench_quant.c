@@ -118,8 +118,7 @@ static bp_status_t run_w4(bpb_ctx_t* ctx, void* user) {
 
 /* One decode step: `calls` calls of weight_only_mm through `layers`
  * weights (and scales) in turn, enqueued back to back as an application's
- * step walks a model's layers (one run reads `calls` weights' bytes, as
- * one run of the copy loop it is timed against moves as many). */
+ * step walks a model's layers (one run reads `calls` weights' bytes). */
 typedef struct w4_layers_run {
   qmm_run_t r;
   bp_tensor_t **w, **s;
@@ -173,11 +172,11 @@ static void bench_int8_gemm(bpb_ctx_t* ctx) {
 }
 
 /* Batch-1 decode with i4 weights (group 128, f16 scales): `calls` calls
- * per run through `layers` weights of [nrows, k] in turn (a layer count
- * that divides `calls`): the f32-activation path and the int8-activation
- * one (BP_QUANTIZE_INT8_ACTIVATIONS), each interleaved with the copy loop
- * over the bytes one run reads (the layers' packed bytes, calls / layers
- * times over: a copy of 2 x 8 MiB for the cache-resident weight). */
+ * per run through `layers` weights of [nrows, k] in turn: the
+ * f32-activation path and the int8-activation one
+ * (BP_QUANTIZE_INT8_ACTIVATIONS), each interleaved with the copy loop over
+ * the layers' packed bytes (2 x 8 MiB for the cache-resident weight); both
+ * sides as bytes per second, so the two runs need not move as many. */
 static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, int layers, int calls,
                             const char* where) {
   int64_t g = 128, xs[2] = {1, k}, ws[2] = {nrows, k / 2}, ss[2] = {nrows, k / g};
@@ -194,7 +193,7 @@ static void bench_w4_decode(bpb_ctx_t* ctx, int64_t k, int64_t nrows, int layers
     s[l] = random_bytes(ctx, BP_DTYPE_F16, 2, ss, 43 + 2 * (unsigned)l);
   }
   double wbytes = (double)(nrows * k / 2);
-  size_t nf = (size_t)(wbytes * layers / 4); /* the copy loop: one run over every layer once */
+  size_t nf = (size_t)(wbytes * layers / 4); /* the copy loop: every layer's bytes once */
   float* src = bpb_alloc(nf * 4);
   float* dst = bpb_alloc(nf * 4);
   bpb_fill_random(src, nf, 44);

@@ -433,6 +433,24 @@ static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
       int absent_ok = i < node->num_in;
       if (node->in[i] >= nv && !(absent_ok && node->in[i] == BP_GRAPH_NO_VALUE)) return BPG_BAD("node %u: operand %u is value %u of %u", n, i, node->in[i], nv);
     }
+    /* The live graph is in SSA form and in topological order: each output
+     * is this node's own (the producer check below holds the other side),
+     * and a node reads only what an earlier node wrote. Every pass after the
+     * load (regions, the plan's steps) relies on both. Dead nodes are kept
+     * as the compiler left them (their outputs may be orphans) and never run. */
+    for (uint32_t j = 0; j < node->num_out && !node->dead; ++j) {
+      const bpg_value_t* val = &g->values[node->out[j]];
+      if (val->kind != BP_GRAPH_VALUE_NODE || val->producer != n || val->out_index != j) {
+        return BPG_BAD("node %u: output %u is value %u, which it does not produce", n, j, node->out[j]);
+      }
+    }
+    for (uint32_t i = 0; i < node->num_in && !node->dead; ++i) {
+      if (node->in[i] == BP_GRAPH_NO_VALUE) continue;
+      const bpg_value_t* val = &g->values[node->in[i]];
+      if (val->kind == BP_GRAPH_VALUE_NODE && !(val->producer < n && !g->nodes[val->producer].dead)) {
+        return BPG_BAD("node %u: operand %u is value %u, which no earlier live node writes", n, i, node->in[i]);
+      }
+    }
     uint32_t asz = bpg_get32(r);
     if (asz != 0) {
       if (asz != bpg_op_attrs_size(node->op) || asz > r->len - r->at) return BPG_BAD("node %u: %u attribute bytes", n, asz);
@@ -514,6 +532,13 @@ static bp_status_t bpg_read_region(bpg_rbuf_t* r, bp_graph_exec_t* x, bpg_region
     rg->nodes[k] = n;
     x->node_region[n] = i;
   }
+  /* Convex, as the compiler makes regions: a region that an outside node
+   * both reads and feeds could not run as one step. */
+  uint8_t* mark = calloc(g->num_nodes + 1, 1);
+  if (mark == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  int convex = bpg_nodes_convex(g, rg->nodes, rg->num_nodes, mark);
+  free(mark);
+  if (!convex) return BPG_BAD("region %u: an outside node both reads it and feeds it", i);
   uint32_t ni = bpg_get32(r), no = bpg_get32(r);
   if (r->bad || ni > g->num_values || no == 0 || no > g->num_values) return BPG_BAD("region %u: %u inputs, %u outputs", i, ni, no);
   uint32_t* saved = malloc(sizeof(uint32_t) * (ni + no));

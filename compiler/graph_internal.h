@@ -86,6 +86,9 @@ BPG_HIDDEN bp_status_t bpg_new_value(bp_graph_t* g, const char* name, uint32_t k
 BPG_HIDDEN bp_status_t bpg_const_materialize(bpg_value_t* v);
 BPG_HIDDEN int64_t bpg_value_numel(const bpg_value_t* v); /* concrete dims only; -1 if symbolic */
 BPG_HIDDEN uint64_t bpg_value_bytes(const bpg_value_t* v);
+/* 1 for the dtypes a constant's text form writes as values(...) (f32 f64 i8
+ * i16 i32 i64 u8 bool); the others are bytes(...). */
+BPG_HIDDEN int bpg_text_values_dtype(uint32_t dtype);
 BPG_HIDDEN int bpg_attrs_equal(const bpg_node_t* a, const bpg_node_t* b);
 /* Size of op's attribute struct (0: bp_no_attrs_t / none). */
 BPG_HIDDEN uint32_t bpg_op_attrs_size(uint32_t op);

@@ -581,6 +581,14 @@ uint64_t bpg_value_bytes(const bpg_value_t* v) {
   return (uint64_t)n * es;
 }
 
+int bpg_text_values_dtype(uint32_t dtype) {
+  switch (dtype) {
+    case BP_DTYPE_F32: case BP_DTYPE_F64: case BP_DTYPE_I8: case BP_DTYPE_I16:
+    case BP_DTYPE_I32: case BP_DTYPE_I64: case BP_DTYPE_U8: case BP_DTYPE_BOOL: return 1;
+    default: return 0;
+  }
+}
+
 /* splitmix64: the constant generator (stable across platforms). */
 static uint64_t bpg_mix(uint64_t* s) {
   uint64_t z = (*s += 0x9E3779B97F4A7C15ull);

@@ -144,6 +144,10 @@ static int bpg_status_fail(bpg_lex_t* lx, const char* at) {
 /* values(1, 2.5, ...) in the constant's dtype. */
 static int bpg_parse_values(bpg_lex_t* lx, bp_graph_t* g, const char* name, uint32_t dtype,
                             uint32_t rank, const int64_t* dims, const char* at) {
+  if (!bpg_text_values_dtype(dtype)) {
+    return bpg_fail(lx, at, "values() takes f32, f64, i8, i16, i32, i64, u8 or bool; %s is %s, use bytes()", name,
+                    bp_dtype_name(dtype));
+  }
   bpg_value_t probe = {.dtype = dtype, .rank = rank};
   memcpy(probe.dims, dims, sizeof(int64_t) * rank);
   int64_t n = bpg_value_numel(&probe);

@@ -23,55 +23,51 @@ static void bpg_print_values(bpg_sbuf_t* s, const bpg_value_t* v) {
   const bpg_const_t* c = v->cst;
   int64_t n = bpg_value_numel(v);
   const char* p = c->data;
-  switch (v->dtype) {
-    case BP_DTYPE_F32: case BP_DTYPE_F64: case BP_DTYPE_I8: case BP_DTYPE_I16:
-    case BP_DTYPE_I32: case BP_DTYPE_I64: case BP_DTYPE_U8: case BP_DTYPE_BOOL:
-      bpg_sbuf_printf(s, "values(");
-      for (int64_t i = 0; i < n; ++i) {
-        if (i) bpg_sbuf_printf(s, ", ");
-        switch (v->dtype) {
-          case BP_DTYPE_F32: {
-            float f;
-            memcpy(&f, p + 4 * i, 4);
-            bpg_sbuf_double(s, (double)f);
-            break;
-          }
-          case BP_DTYPE_F64: {
-            double d;
-            memcpy(&d, p + 8 * i, 8);
-            bpg_sbuf_double(s, d);
-            break;
-          }
-          case BP_DTYPE_I8: bpg_sbuf_printf(s, "%d", (int)((const int8_t*)p)[i]); break;
-          case BP_DTYPE_I16: {
-            int16_t x;
-            memcpy(&x, p + 2 * i, 2);
-            bpg_sbuf_printf(s, "%d", (int)x);
-            break;
-          }
-          case BP_DTYPE_I32: {
-            int32_t x;
-            memcpy(&x, p + 4 * i, 4);
-            bpg_sbuf_printf(s, "%" PRId32, x);
-            break;
-          }
-          case BP_DTYPE_I64: {
-            int64_t x;
-            memcpy(&x, p + 8 * i, 8);
-            bpg_sbuf_printf(s, "%" PRId64, x);
-            break;
-          }
-          default: bpg_sbuf_printf(s, "%u", (unsigned)((const uint8_t*)p)[i]); break;
-        }
-      }
-      bpg_sbuf_printf(s, ")");
-      return;
-    default:
-      bpg_sbuf_printf(s, "bytes(");
-      for (uint64_t i = 0; i < c->size; ++i) bpg_sbuf_printf(s, "%02x", (unsigned)(uint8_t)p[i]);
-      bpg_sbuf_printf(s, ")");
-      return;
+  if (!bpg_text_values_dtype(v->dtype)) {
+    bpg_sbuf_printf(s, "bytes(");
+    for (uint64_t i = 0; i < c->size; ++i) bpg_sbuf_printf(s, "%02x", (unsigned)(uint8_t)p[i]);
+    bpg_sbuf_printf(s, ")");
+    return;
   }
+  bpg_sbuf_printf(s, "values(");
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) bpg_sbuf_printf(s, ", ");
+    switch (v->dtype) {
+      case BP_DTYPE_F32: {
+        float f;
+        memcpy(&f, p + 4 * i, 4);
+        bpg_sbuf_double(s, (double)f);
+        break;
+      }
+      case BP_DTYPE_F64: {
+        double d;
+        memcpy(&d, p + 8 * i, 8);
+        bpg_sbuf_double(s, d);
+        break;
+      }
+      case BP_DTYPE_I8: bpg_sbuf_printf(s, "%d", (int)((const int8_t*)p)[i]); break;
+      case BP_DTYPE_I16: {
+        int16_t x;
+        memcpy(&x, p + 2 * i, 2);
+        bpg_sbuf_printf(s, "%d", (int)x);
+        break;
+      }
+      case BP_DTYPE_I32: {
+        int32_t x;
+        memcpy(&x, p + 4 * i, 4);
+        bpg_sbuf_printf(s, "%" PRId32, x);
+        break;
+      }
+      case BP_DTYPE_I64: {
+        int64_t x;
+        memcpy(&x, p + 8 * i, 8);
+        bpg_sbuf_printf(s, "%" PRId64, x);
+        break;
+      }
+      default: bpg_sbuf_printf(s, "%u", (unsigned)((const uint8_t*)p)[i]); break;
+    }
+  }
+  bpg_sbuf_printf(s, ")");
 }
 
 static void bpg_print_node(bpg_sbuf_t* s, const bp_graph_t* g, const bpg_node_t* n) {

@@ -300,6 +300,22 @@ static void test_aot_round_trip_and_rejections(void** state) {
   sum = file_checksum(m + 40, n - 40);
   memcpy(m + 32, &sum, 8);
   expect_load(m, n, BP_DATA_LOSS, "op 9999");
+  /* Operands out of order, with a valid checksum: proj reading its own
+   * output, and proj writing the graph's input. After the name come u32
+   * dead, u32 num_in, u32 num_out, then the inputs' and outputs' ids. */
+  uint32_t proj_in0, proj_out0;
+  memcpy(&proj_in0, nm + 4 + 12, 4);
+  memcpy(&proj_out0, nm + 4 + 12 + 8, 4);
+  memcpy(m, file, n);
+  memcpy(nm + 4 + 12, &proj_out0, 4);
+  sum = file_checksum(m + 40, n - 40);
+  memcpy(m + 32, &sum, 8);
+  expect_load(m, n, BP_DATA_LOSS, "which no earlier live node writes");
+  memcpy(m, file, n);
+  memcpy(nm + 4 + 12 + 8, &proj_in0, 4);
+  sum = file_checksum(m + 40, n - 40);
+  memcpy(m + 32, &sum, 8);
+  expect_load(m, n, BP_DATA_LOSS, "which it does not produce");
   /* Every truncation with a fixed-up header: rejected, never a crash. */
   for (size_t cut = 40; cut < n; cut += 7) {
     memcpy(m, file, cut);

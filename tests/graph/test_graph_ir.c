@@ -96,6 +96,10 @@ static void test_syntax_errors_have_line_and_column(void** state) {
   expect_parse_error("input x : f32[2]\ny = relu(x) junk\n", "2:13: unexpected text");
   expect_parse_error("const c : f32[3] = values(1, 2)\n", "1:7: c has 3 elements");
   expect_parse_error("input x : f32[2]\nx = relu(x)\n", "already defined");
+  /* values() is for the dtypes the printer writes that way; a 16-byte
+   * element is not read from an 8-byte integer. */
+  expect_parse_error("const k : c128[2] = values(-7, 9)\n", "1:7: values() takes f32, f64, i8, i16, i32, i64, u8 or bool; k is c128, use bytes()");
+  expect_parse_error("const k : f16[1] = values(1)\n", "k is f16, use bytes()");
 }
 
 static void test_verify_names_node_and_operand(void** state) {

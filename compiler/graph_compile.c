@@ -196,6 +196,11 @@ static bp_status_t bpg_bind(bp_graph_exec_t* x, const int64_t* syms, uint32_t nu
     for (uint32_t i = 0; i < val->rank; ++i) {
       if (BP_GRAPH_IS_SYM(val->dims[i])) val->dims[i] = x->syms[BP_GRAPH_SYM_INDEX(val->dims[i])];
     }
+    if (bpg_value_bytes(val) > (uint64_t)INT64_MAX) {
+      char vb[32];
+      return bpg_error(BP_INVALID_ARGUMENT, "compile: input '%s' holds more than 2^63 bytes with the symbols' values",
+                       bpg_value_name(g, v, vb, sizeof(vb)));
+    }
   }
   return bpg_infer(g, x->syms);
 }

@@ -6,6 +6,7 @@
  * dim equal to a probe is that symbol again (a dim computed from a symbol,
  * such as B*S after a reshape, becomes concrete at compile time).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,7 +31,9 @@ void bpg_value_desc(const bp_graph_t* g, const bpg_value_t* v, const int64_t* sy
     }
     d->sizes[i] = dim;
     d->strides[i] = v->strided ? v->strides[i] : stride;
-    stride *= dim > 0 ? dim : 1;
+    /* Saturates: sizes whose product overflows are refused by the shape
+     * checks (declaration, binding), never by a wrapped stride. */
+    if (__builtin_mul_overflow(stride, dim > 0 ? dim : 1, &stride)) stride = INT64_MAX;
   }
 }
 

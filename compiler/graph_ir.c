@@ -228,12 +228,18 @@ static bp_status_t bpg_check_shape(const bp_graph_t* g, const char* api, uint32_
     return bpg_error(BP_INVALID_ARGUMENT, "%s: rank %u (max %u) or dims NULL", api, rank,
                      BP_MAX_RANK);
   }
+  /* The concrete dims alone (a symbol counts as 1) must give a byte size
+   * that fits in int64; the bound symbols are checked at compile time. */
+  int64_t bytes = (int64_t)bp_dtype_size(dtype);
   for (uint32_t i = 0; i < rank; ++i) {
     if (BP_GRAPH_IS_SYM(dims[i])) {
       if (!allow_sym || BP_GRAPH_SYM_INDEX(dims[i]) >= g->num_syms) {
         return bpg_error(BP_INVALID_ARGUMENT, "%s: dim %u is %s", api, i,
                          allow_sym ? "an unknown symbol" : "symbolic (constants are concrete)");
       }
+    } else if (__builtin_mul_overflow(bytes, dims[i], &bytes)) {
+      return bpg_error(BP_INVALID_ARGUMENT, "%s: dim %u (%lld): the shape holds more than 2^63 bytes", api, i,
+                       (long long)dims[i]);
     }
   }
   return BP_OK;

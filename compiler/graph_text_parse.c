@@ -153,10 +153,12 @@ static int bpg_parse_values(bpg_lex_t* lx, bp_graph_t* g, const char* name, uint
   int64_t n = bpg_value_numel(&probe);
   uint64_t bytes = bpg_value_bytes(&probe);
   if (n < 0 || bytes == UINT64_MAX || bytes > ((uint64_t)1 << 32)) return bpg_fail(lx, at, "constant too large for values()");
-  char* data = calloc(bytes ? bytes : 1, 1);
+  /* The buffer grows with the values read, so a large declared shape
+   * costs memory only as the text supplies its values. */
+  size_t es = bp_dtype_size(dtype), cap = bytes < 4096 ? (size_t)bytes : 4096;
+  char* data = malloc(cap ? cap : 1);
   if (data == NULL) return bpg_fail(lx, at, "out of memory");
   int64_t i = 0;
-  size_t es = bp_dtype_size(dtype);
   char tok[BPG_TOK];
   int rc = 0;
   if (!bpg_accept(lx, ')')) {
@@ -167,6 +169,16 @@ static int bpg_parse_values(bpg_lex_t* lx, bp_graph_t* g, const char* name, uint
       if (i >= n) {
         rc = bpg_fail(lx, vat, "more than %lld values for %s", (long long)n, name);
         break;
+      }
+      if (es * (size_t)(i + 1) > cap) {
+        size_t grown = cap * 2 < bytes ? cap * 2 : (size_t)bytes;
+        char* p = realloc(data, grown);
+        if (p == NULL) {
+          rc = bpg_fail(lx, vat, "out of memory");
+          break;
+        }
+        data = p;
+        cap = grown;
       }
       char* e = NULL;
       errno = 0;

@@ -100,6 +100,10 @@ static void test_syntax_errors_have_line_and_column(void** state) {
    * element is not read from an 8-byte integer. */
   expect_parse_error("const k : c128[2] = values(-7, 9)\n", "1:7: values() takes f32, f64, i8, i16, i32, i64, u8 or bool; k is c128, use bytes()");
   expect_parse_error("const k : f16[1] = values(1)\n", "k is f16, use bytes()");
+  /* Shapes whose concrete dims alone overflow; a large shape with few values. */
+  expect_parse_error("input x : f32[4611686018427387904, 2]\n", "dim 0 (4611686018427387904): the shape holds more than 2^63 bytes");
+  expect_parse_error("sym B\ninput x : f32[B, 1152921504606846976, 8]\n", "dim 2 (8): the shape holds more than 2^63 bytes");
+  expect_parse_error("const c : f32[100000000] = values(1, 2)\n", "c has 100000000 elements, values() gave 2");
 }
 
 static void test_verify_names_node_and_operand(void** state) {

@@ -262,9 +262,14 @@ static void test_symbols_and_bad_inputs(void** state) {
   bp_graph_exec_t* x = NULL;
   /* Symbols must be bound. */
   assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_INVALID_ARGUMENT);
-  int64_t b = 5;
+  /* ... to a size whose bytes fit in int64: 2^58 rows of 64 bytes do not. */
+  int64_t b = (int64_t)1 << 58;
   o.symbol_values = &b;
   o.num_symbol_values = 1;
+  assert_int_equal(bp_graph_compile(g_ctx, g, &o, &x), BP_INVALID_ARGUMENT);
+  assert_non_null(strstr(bp_status_message(), "input 'x' holds more than 2^63 bytes with the symbols' values"));
+  assert_null(x);
+  b = 5;
   int64_t dims[2] = {5, 16};
   x = compile_and_check(g, &o, 2, dims);
   /* A run with another size is refused, naming the input. */

@@ -513,7 +513,8 @@ static bp_status_t bpg_read_graph(bpg_rbuf_t* r, bp_graph_exec_t* x) {
 /* One region: its record checked against the graph, then its bytes
  * loaded, or the region compiled again when they are absent, stale or
  * corrupt. */
-static bp_status_t bpg_read_region(bpg_rbuf_t* r, bp_graph_exec_t* x, bpg_region_t* rg, uint32_t i) {
+/* mark: num_nodes + 1 zeroed bytes, shared by the regions (left zeroed). */
+static bp_status_t bpg_read_region(bpg_rbuf_t* r, bp_graph_exec_t* x, bpg_region_t* rg, uint32_t i, uint8_t* mark) {
   const bp_graph_t* g = x->g;
   rg->dev = bpg_get32(r);
   rg->kind = bpg_get32(r);
@@ -534,11 +535,7 @@ static bp_status_t bpg_read_region(bpg_rbuf_t* r, bp_graph_exec_t* x, bpg_region
   }
   /* Convex, as the compiler makes regions: a region that an outside node
    * both reads and feeds could not run as one step. */
-  uint8_t* mark = calloc(g->num_nodes + 1, 1);
-  if (mark == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
-  int convex = bpg_nodes_convex(g, rg->nodes, rg->num_nodes, mark);
-  free(mark);
-  if (!convex) return BPG_BAD("region %u: an outside node both reads it and feeds it", i);
+  if (!bpg_nodes_convex(g, rg->nodes, rg->num_nodes, mark)) return BPG_BAD("region %u: an outside node both reads it and feeds it", i);
   uint32_t ni = bpg_get32(r), no = bpg_get32(r);
   if (r->bad || ni > g->num_values || no == 0 || no > g->num_values) return BPG_BAD("region %u: %u inputs, %u outputs", i, ni, no);
   uint32_t* saved = malloc(sizeof(uint32_t) * (ni + no));
@@ -597,16 +594,22 @@ static bp_status_t bpg_read_regions(bpg_rbuf_t* r, bp_graph_exec_t* x) {
   if (n == 0) return BP_OK;
   x->regions = calloc(n, sizeof(bpg_region_t));
   x->node_region = malloc(sizeof(uint32_t) * (x->g->num_nodes + 1));
-  if (x->regions == NULL || x->node_region == NULL) return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  uint8_t* mark = calloc(x->g->num_nodes + 1, 1);
+  if (x->regions == NULL || x->node_region == NULL || mark == NULL) {
+    free(mark);
+    return bpg_error(BP_RESOURCE_EXHAUSTED, "graph executable: out of memory");
+  }
   memset(x->node_region, 0xFF, sizeof(uint32_t) * (x->g->num_nodes + 1));
+  bp_status_t st = BP_OK;
   for (uint32_t i = 0; i < n; ++i) {
     x->num_cregions = i + 1; /* freed with the executable from here on */
-    bp_status_t st = bpg_read_region(r, x, &x->regions[i], i);
-    if (st != BP_OK) return st;
+    st = bpg_read_region(r, x, &x->regions[i], i, mark);
+    if (st != BP_OK) break;
     bpg_dev_t* d = &x->devs[x->regions[i].dev];
     if (x->regions[i].workspace_bytes > d->ws_bytes) d->ws_bytes = x->regions[i].workspace_bytes;
   }
-  return BP_OK;
+  free(mark);
+  return st;
 }
 
 /* A REGION step: its buffers are the region's arguments on its device; an
